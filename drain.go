@@ -1,0 +1,153 @@
+package proc
+
+import (
+	"errors"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The output pump and the post-exit drain (design section 5).
+//
+// Output goes through pipes the library owns, one pump goroutine per stream
+// reading into the stream's HeadTailBuffer. exec.Cmd's own copying
+// goroutines are not used: cmd.Wait would wait for them, and so for any
+// grandchild that holds the pipe. Instead, after the child is reaped:
+//
+//   - EOF on every pipe ends the drain at once (no added delay);
+//   - otherwise it waits for DrainQuiet without a byte, every chunk
+//     restarting the window, and never longer than DrainTimeout in all;
+//   - then each pump is stopped by an expired read deadline, makes one last
+//     bounded non-blocking pass over the bytes already in the pipe, and
+//     ends. Nothing ready is lost to a timer race.
+//
+// The windows are Options.Clock timers; the deadline is only the means of
+// stopping a blocked read.
+
+const (
+	// pumpBufSize is the read size of a pump: the capacity of a Linux pipe.
+	pumpBufSize = 64 << 10
+	// finalReads bounds the last non-blocking pass of a stopped pump, so a
+	// writer that never pauses cannot hold the drain.
+	finalReads = 16
+)
+
+var pumpBufs = sync.Pool{New: func() any {
+	b := make([]byte, pumpBufSize)
+	return &b
+}}
+
+// pump copies one read end into one buffer. It is started by
+// Process.begin, ends on EOF (or any read error: a PTY master reports the
+// end of the terminal as EIO) or when stopped by the drain, and sends once
+// on done as it ends.
+type pump struct {
+	r        *os.File
+	dst      *HeadTailBuffer
+	activity chan<- struct{} // capacity 1: "bytes arrived", never blocks
+	done     chan<- struct{} // buffered to the number of pumps
+	stopping atomic.Bool
+}
+
+func (pu *pump) run() {
+	defer func() { pu.done <- struct{}{} }()
+	bp := pumpBufs.Get().(*[]byte)
+	defer pumpBufs.Put(bp)
+	buf := *bp
+	for {
+		n, err := pu.r.Read(buf)
+		if n > 0 {
+			_, _ = pu.dst.Write(buf[:n])
+			select {
+			case pu.activity <- struct{}{}:
+			default:
+			}
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && pu.stopping.Load() {
+				pu.finalPass(buf)
+			}
+			return
+		}
+	}
+}
+
+// stop makes a blocked Read return; run then makes its final pass.
+func (pu *pump) stop() {
+	pu.stopping.Store(true)
+	stopReading(pu.r)
+}
+
+// finalPass takes the bytes already sitting in the pipe without waiting
+// for more, in at most finalReads reads.
+func (pu *pump) finalPass(buf []byte) {
+	if err := pu.r.SetReadDeadline(time.Time{}); err != nil {
+		return
+	}
+	rc, err := pu.r.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Read(func(fd uintptr) bool {
+		for range finalReads {
+			n, err := readNonblock(fd, buf)
+			if n <= 0 || err != nil {
+				break
+			}
+			_, _ = pu.dst.Write(buf[:n])
+		}
+		return true // never wait for readiness
+	})
+}
+
+// drain runs on the exit goroutine after the child was reaped and returns
+// once every pump has ended.
+func (p *Process) drain() {
+	remaining := len(p.pumps)
+	for remaining > 0 && pumpEnded(p.pumpDone) {
+		remaining--
+	}
+	if remaining == 0 {
+		return // the common case: every pipe is at EOF already
+	}
+	// Bytes read before the exit do not open the quiet window.
+	select {
+	case <-p.activity:
+	default:
+	}
+	clock := p.m.clock
+	quiet := clock.NewTimer(p.drainQuiet, "drain", "quiet")
+	defer quiet.Stop("drain", "quiet")
+	hardCap := clock.NewTimer(p.drainTimeout, "drain", "cap")
+	defer hardCap.Stop("drain", "cap")
+
+wait:
+	for remaining > 0 {
+		select {
+		case <-p.pumpDone:
+			remaining--
+		case <-p.activity:
+			quiet.Reset(p.drainQuiet, "drain", "quiet")
+		case <-quiet.C:
+			break wait
+		case <-hardCap.C:
+			break wait
+		}
+	}
+	for _, pu := range p.pumps {
+		pu.stop()
+	}
+	for ; remaining > 0; remaining-- {
+		<-p.pumpDone
+	}
+}
+
+func pumpEnded(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}

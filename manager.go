@@ -1,0 +1,894 @@
+package proc
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"cdr.dev/slog/v3"
+	"github.com/coder/quartz"
+	"github.com/google/uuid"
+	"golang.org/x/xerrors"
+)
+
+// Defaults applied by [NewManager] to zero fields of [Options].
+const (
+	DefaultHeadBytes     = 16 << 10
+	DefaultTailBytes     = 16 << 10
+	DefaultMaxLineLength = 2048
+	DefaultDrainQuiet    = 50 * time.Millisecond
+	DefaultDrainTimeout  = 2 * time.Second
+	DefaultKillGrace     = 3 * time.Second
+	DefaultRetainExited  = 5 * time.Minute
+	DefaultMaxRetained   = 1000
+)
+
+// Options configure a [Manager]. The zero value is usable: every zero field
+// takes the default named in its comment.
+type Options struct {
+	// Logger receives the manager's diagnostics. The zero value discards.
+	Logger slog.Logger
+	// Clock drives every timestamp, timeout, drain window and retention
+	// timer. nil: quartz.NewReal(). Tests pass quartz.NewMock.
+	Clock quartz.Clock
+	// Shell runs StartRequest.Command as Shell + [Command].
+	// nil: {"sh", "-c"}; on Windows {"cmd.exe", "/C"}.
+	Shell []string
+	// WorkingDir is the work dir of requests that name none, when it returns
+	// an existing directory; otherwise $HOME is used.
+	WorkingDir func() string
+	// UpdateEnv may rewrite the base environment (os.Environ()) of every
+	// child. If it fails, the manager logs a warning and keeps the current
+	// environment.
+	UpdateEnv func(current []string) ([]string, error)
+	// CommandContext builds the *exec.Cmd, for callers that wrap commands
+	// (sandboxes, nice, ...). nil: exec.CommandContext. The manager then
+	// sets the command's Dir, Env, standard streams and the process-group
+	// fields of SysProcAttr; anything else the hook set is kept.
+	CommandContext func(ctx context.Context, name string, args ...string) *exec.Cmd
+	// OwnerEnv, if set, names an environment variable that carries the
+	// request's Owner to the child.
+	OwnerEnv string
+	// HeadBytes and TailBytes size each output buffer. 0: 16 KiB each.
+	HeadBytes int
+	TailBytes int
+	// MaxLineLength cuts longer lines in renderings. 0: 2048 bytes.
+	MaxLineLength int
+	// DrainQuiet ends the post-exit drain after this long without output.
+	// 0: 50ms.
+	DrainQuiet time.Duration
+	// DrainTimeout caps the whole post-exit drain. 0: 2s.
+	DrainTimeout time.Duration
+	// KillGrace is the wait between terminate and kill, for timeouts and
+	// Close. 0: 3s.
+	KillGrace time.Duration
+	// RetainExited is how long a final record is kept. 0: 5m.
+	RetainExited time.Duration
+	// MaxRetained caps the number of final records kept; the earliest to
+	// become final are dropped first. 0: 1000.
+	MaxRetained int
+	// MaxRunning caps the records that are not final; past it Start returns
+	// an error wrapping ErrLimit. 0: no limit.
+	MaxRunning int
+}
+
+func (o Options) withDefaults() Options {
+	if o.Clock == nil {
+		o.Clock = quartz.NewReal()
+	}
+	if len(o.Shell) == 0 {
+		o.Shell = defaultShell
+	}
+	if o.CommandContext == nil {
+		o.CommandContext = exec.CommandContext
+	}
+	setDefault(&o.HeadBytes, DefaultHeadBytes)
+	setDefault(&o.TailBytes, DefaultTailBytes)
+	setDefault(&o.MaxLineLength, DefaultMaxLineLength)
+	setDefault(&o.DrainQuiet, DefaultDrainQuiet)
+	setDefault(&o.DrainTimeout, DefaultDrainTimeout)
+	setDefault(&o.KillGrace, DefaultKillGrace)
+	setDefault(&o.RetainExited, DefaultRetainExited)
+	setDefault(&o.MaxRetained, DefaultMaxRetained)
+	return o
+}
+
+func setDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
+// StartRequest describes one process to start. Exactly one of Command and
+// Args must be set.
+type StartRequest struct {
+	// ID is the caller's name for the record; "" gets a new UUID. An ID
+	// held by a running or retained record is refused with ErrDuplicateID.
+	ID string
+	// Command runs through Options.Shell.
+	Command string
+	// Args is an exact argv; Args[0] is looked up in $PATH.
+	Args []string
+	// WorkDir must be an existing directory; "" falls back to
+	// Options.WorkingDir, then $HOME.
+	WorkDir string
+	// Env overrides variables of the base environment.
+	Env map[string]string
+	// UnsetEnv removes variables from the environment.
+	UnsetEnv []string
+	// Owner tags the record for a [Scope].
+	Owner string
+	// Background is recorded for callers and changes nothing here.
+	Background bool
+	// Timeout, if positive, terminates the process group after this long,
+	// kills it after Options.KillGrace, and reports exit code 124.
+	Timeout time.Duration
+	// Stdin keeps the child's stdin open for Process.Write and
+	// Process.CloseStdin. Without it the child reads from the null device.
+	Stdin bool
+	// TTY runs the child under a pseudo-terminal (Unix only): stdin, stdout
+	// and stderr are the terminal, so output is one stream.
+	TTY bool
+	// Size is the initial terminal size; zero: 24 rows × 80 columns.
+	Size TermSize
+	// SeparateStderr keeps stderr in its own buffer (Process.Stderr).
+	SeparateStderr bool
+	// HeadBytes, TailBytes, DrainQuiet and DrainTimeout override the
+	// manager's options for this process when positive.
+	HeadBytes    int
+	TailBytes    int
+	DrainQuiet   time.Duration
+	DrainTimeout time.Duration
+}
+
+// Manager starts and supervises processes and keeps their records. Create
+// it with [NewManager]; the zero value is not usable. All methods are safe
+// for concurrent use. The caller must call [Manager.Close] when done: it
+// stops every process the manager started and waits for them (I4).
+type Manager struct {
+	opts   Options
+	clock  quartz.Clock
+	logger slog.Logger
+
+	// mu guards the fields below. Lock order: Manager.mu before Process.mu;
+	// never held while calling the clock, logging or signalling.
+	mu      sync.Mutex
+	closed  bool
+	seq     uint64
+	records map[string]*Process
+	// starting holds the IDs of starts between validation and registration,
+	// so that a concurrent start of the same ID and Close both see them.
+	starting map[string]chan struct{}
+	// notFinal counts records (and starts in progress) that are not final.
+	notFinal int
+	// finals lists final records in the order they became final.
+	finals []*Process
+	// orphans are process groups of dropped records that may still have
+	// live members; Close stops them (I4).
+	orphans   []*procGroup
+	reapArmed bool
+	reapTimer *quartz.Timer
+	// reaping counts reap runs in flight; Close waits for them. Add only
+	// under mu while !closed.
+	reaping sync.WaitGroup
+}
+
+// NewManager returns a Manager configured by opts (see [Options] for the
+// defaults).
+func NewManager(opts Options) *Manager {
+	opts = opts.withDefaults()
+	return &Manager{
+		opts:     opts,
+		clock:    opts.Clock,
+		logger:   opts.Logger.Named("proc"),
+		records:  make(map[string]*Process),
+		starting: make(map[string]chan struct{}),
+	}
+}
+
+// Start validates req, starts the process and returns its record. A bad
+// request is refused with an error wrapping ErrInvalid (or ErrDuplicateID,
+// ErrLimit, ErrClosed, ErrUnsupported) before anything starts; when the
+// operating system refuses to start the program the error wraps the OS error
+// and none of the package's sentinels. Either way nothing is left behind.
+func (m *Manager) Start(req StartRequest) (*Process, error) {
+	return m.start(req, nil)
+}
+
+// Get returns the record with the given ID, running or retained.
+func (m *Manager) Get(id string) (*Process, error) {
+	return m.get(id, nil)
+}
+
+// List returns the status of every record: running ones first, then newest
+// first by start time.
+func (m *Manager) List() []Info {
+	return m.list(nil)
+}
+
+// Signal sends sig to the process group of the record id. See
+// [Process.Signal].
+func (m *Manager) Signal(id string, sig Signal) error {
+	p, err := m.get(id, nil)
+	if err != nil {
+		return err
+	}
+	return p.Signal(sig)
+}
+
+// Remove forgets a final record at once. It returns an error wrapping
+// ErrRunning if the record is not final, ErrNotFound if there is none.
+func (m *Manager) Remove(id string) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return xerrors.Errorf("remove %q: %w", id, ErrClosed)
+	}
+	p, ok := m.records[id]
+	if !ok {
+		m.mu.Unlock()
+		return xerrors.Errorf("remove %q: %w", id, ErrNotFound)
+	}
+	if !p.isFinal() {
+		m.mu.Unlock()
+		return xerrors.Errorf("remove %q: %w", id, ErrRunning)
+	}
+	m.dropLocked(p)
+	m.mu.Unlock()
+	m.keepGroupIfAlive(p)
+	return nil
+}
+
+// Scope returns the view of one owner: it starts processes tagged with owner
+// and sees only them. Scopes are cheap; each call returns a new one.
+func (m *Manager) Scope(owner string) *Scope {
+	return &Scope{m: m, owner: owner}
+}
+
+// Close refuses new starts with ErrClosed, terminates every process group
+// the manager started (including groups whose records were already dropped),
+// kills what is left after Options.KillGrace, and returns once every record
+// is final. It takes at most about KillGrace + DrainTimeout. Close is
+// idempotent; later calls return nil at once. Records stay readable through
+// the *Process values callers hold.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	pending := m.pendingStartsLocked()
+	timer := m.reapTimer
+	m.reapTimer = nil
+	m.mu.Unlock()
+	if timer != nil {
+		timer.Stop("manager", "reap")
+	}
+	m.reaping.Wait()
+
+	// A start that passed validation before Close finishes registering
+	// first, so that Close stops it too: nothing escapes.
+	for _, ch := range pending {
+		<-ch
+	}
+	m.mu.Lock()
+	procs := make([]*Process, 0, len(m.records))
+	for _, p := range m.records {
+		procs = append(procs, p)
+	}
+	orphans := m.orphans
+	m.orphans = nil
+	m.mu.Unlock()
+
+	m.stop(procs, orphans)
+	for _, g := range orphans {
+		g.release()
+	}
+
+	m.mu.Lock()
+	for _, p := range m.records {
+		m.dropLocked(p)
+	}
+	m.mu.Unlock()
+	for _, p := range procs {
+		p.group.release()
+	}
+	return nil
+}
+
+// stop terminates procs and groups, kills whatever is left after KillGrace,
+// and waits until every record in procs is final.
+func (m *Manager) stop(procs []*Process, groups []*procGroup) {
+	for _, p := range procs {
+		p.stopping()
+	}
+	if m.signalLive(procs, groups, Terminate) == 0 {
+		// Nothing alive to stop; records that are not final yet are only
+		// draining, which DrainTimeout bounds.
+		waitDone(procs)
+		return
+	}
+	grace := m.clock.NewTimer(m.opts.KillGrace, "manager", "kill-grace")
+	defer grace.Stop("manager", "kill-grace")
+	graceOver := false
+waitAll:
+	for _, p := range procs {
+		select {
+		case <-p.Done():
+		case <-grace.C:
+			graceOver = true
+			break waitAll
+		}
+	}
+	if !graceOver && m.anyGroupAlive(procs, groups) {
+		// Every record is final, but a background child of one of them
+		// may still be shutting down: give it the rest of the grace.
+		<-grace.C
+	}
+	m.signalLive(procs, groups, Kill)
+	waitDone(procs)
+}
+
+func waitDone(procs []*Process) {
+	for _, p := range procs {
+		<-p.Done()
+	}
+}
+
+// signalLive sends sig to every live group among procs and groups and
+// returns how many it reached.
+func (m *Manager) signalLive(procs []*Process, groups []*procGroup, sig Signal) int {
+	n := 0
+	for _, p := range procs {
+		if err := p.Signal(sig); err == nil {
+			n++
+		}
+	}
+	for _, g := range groups {
+		if g.alive() && g.signal(sig) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+func (m *Manager) anyGroupAlive(procs []*Process, groups []*procGroup) bool {
+	for _, p := range procs {
+		if p.group.alive() {
+			return true
+		}
+	}
+	for _, g := range groups {
+		if g.alive() {
+			return true
+		}
+	}
+	return false
+}
+
+// Scope is one owner's view of a [Manager]: it starts processes tagged with
+// the owner and sees only them. Another owner's process is reported as
+// ErrNotFound, never as forbidden. A Scope is safe for concurrent use.
+type Scope struct {
+	m     *Manager
+	owner string
+	// closed is guarded by m.mu.
+	closed bool
+}
+
+// Start starts req as this scope's owner. req.Owner must be empty or equal
+// to the owner.
+func (s *Scope) Start(req StartRequest) (*Process, error) {
+	if req.Owner != "" && req.Owner != s.owner {
+		return nil, xerrors.Errorf("start: owner %q does not match scope %q: %w", req.Owner, s.owner, ErrInvalid)
+	}
+	req.Owner = s.owner
+	return s.m.start(req, s)
+}
+
+// Get returns the owner's record id; any other owner's is ErrNotFound.
+func (s *Scope) Get(id string) (*Process, error) {
+	return s.m.get(id, s)
+}
+
+// List returns the owner's records, ordered as [Manager.List].
+func (s *Scope) List() []Info {
+	return s.m.list(s)
+}
+
+// Signal signals the owner's record id; see [Process.Signal].
+func (s *Scope) Signal(id string, sig Signal) error {
+	p, err := s.m.get(id, s)
+	if err != nil {
+		return err
+	}
+	return p.Signal(sig)
+}
+
+// Close refuses further starts through this Scope value, then stops every
+// process of the owner (started through any Scope) as [Manager.Close] does,
+// and waits until they are final. Their records stay retained. Close is
+// idempotent.
+func (s *Scope) Close() error {
+	m := s.m
+	m.mu.Lock()
+	s.closed = true
+	var pending []chan struct{}
+	for _, ch := range m.starting {
+		pending = append(pending, ch)
+	}
+	m.mu.Unlock()
+	for _, ch := range pending {
+		<-ch
+	}
+	m.mu.Lock()
+	var procs []*Process
+	for _, p := range m.records {
+		if p.info.Owner == s.owner {
+			procs = append(procs, p)
+		}
+	}
+	m.mu.Unlock()
+	m.stop(procs, nil)
+	return nil
+}
+
+func (m *Manager) pendingStartsLocked() []chan struct{} {
+	pending := make([]chan struct{}, 0, len(m.starting))
+	for _, ch := range m.starting {
+		pending = append(pending, ch)
+	}
+	return pending
+}
+
+func (m *Manager) get(id string, s *Scope) (*Process, error) {
+	m.prune()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, xerrors.Errorf("get %q: %w", id, ErrClosed)
+	}
+	p, ok := m.records[id]
+	if !ok || (s != nil && p.info.Owner != s.owner) {
+		return nil, xerrors.Errorf("get %q: %w", id, ErrNotFound)
+	}
+	return p, nil
+}
+
+func (m *Manager) list(s *Scope) []Info {
+	m.prune()
+	m.mu.Lock()
+	procs := make([]*Process, 0, len(m.records))
+	for _, p := range m.records {
+		if s == nil || p.info.Owner == s.owner {
+			procs = append(procs, p)
+		}
+	}
+	m.mu.Unlock()
+
+	type entry struct {
+		info Info
+		seq  uint64
+	}
+	entries := make([]entry, len(procs))
+	for i, p := range procs {
+		entries[i] = entry{info: p.Info(), seq: p.seq}
+	}
+	sort.Slice(entries, func(i, j int) bool {
+		a, b := entries[i], entries[j]
+		if a.info.Running != b.info.Running {
+			return a.info.Running
+		}
+		if !a.info.StartedAt.Equal(b.info.StartedAt) {
+			return a.info.StartedAt.After(b.info.StartedAt)
+		}
+		return a.seq > b.seq
+	})
+	infos := make([]Info, len(entries))
+	for i, e := range entries {
+		infos[i] = e.info
+	}
+	return infos
+}
+
+// start starts req; s is the Scope it came through, or nil.
+func (m *Manager) start(req StartRequest, s *Scope) (*Process, error) {
+	spec, err := m.prepare(req)
+	if err != nil {
+		return nil, err
+	}
+	m.prune()
+
+	// Reserve the ID and a running slot before anything starts.
+	m.mu.Lock()
+	switch {
+	case m.closed || (s != nil && s.closed):
+		m.mu.Unlock()
+		return nil, xerrors.Errorf("start: %w", ErrClosed)
+	case m.records[spec.id] != nil || m.starting[spec.id] != nil:
+		m.mu.Unlock()
+		return nil, xerrors.Errorf("start %q: id is in use: %w", spec.id, ErrDuplicateID)
+	case m.opts.MaxRunning > 0 && m.notFinal >= m.opts.MaxRunning:
+		m.mu.Unlock()
+		return nil, xerrors.Errorf("start: %d processes running: %w", m.notFinal, ErrLimit)
+	}
+	registered := make(chan struct{})
+	m.starting[spec.id] = registered
+	m.notFinal++
+	m.seq++
+	seq := m.seq
+	m.mu.Unlock()
+
+	p, err := m.launch(spec, seq)
+
+	m.mu.Lock()
+	delete(m.starting, spec.id)
+	if err != nil {
+		m.notFinal--
+	} else {
+		m.records[spec.id] = p
+	}
+	m.mu.Unlock()
+	close(registered)
+	if err != nil {
+		return nil, err
+	}
+	m.logger.Debug(context.Background(), "process started",
+		slog.F("id", p.info.ID), slog.F("pid", p.info.PID), slog.F("owner", p.info.Owner))
+	p.begin()
+	return p, nil
+}
+
+// spec is a validated request with everything resolved.
+type spec struct {
+	req          StartRequest
+	id           string
+	name         string
+	args         []string
+	dir          string
+	env          []string
+	headBytes    int
+	tailBytes    int
+	drainQuiet   time.Duration
+	drainTimeout time.Duration
+	size         TermSize
+}
+
+// prepare validates req (section 8 of the design) and resolves its command,
+// work dir and environment. It starts nothing.
+func (m *Manager) prepare(req StartRequest) (*spec, error) {
+	if err := validate(req); err != nil {
+		return nil, err
+	}
+	sp := &spec{
+		req:          req,
+		id:           req.ID,
+		headBytes:    firstPositive(req.HeadBytes, m.opts.HeadBytes),
+		tailBytes:    firstPositive(req.TailBytes, m.opts.TailBytes),
+		drainQuiet:   firstPositive(req.DrainQuiet, m.opts.DrainQuiet),
+		drainTimeout: firstPositive(req.DrainTimeout, m.opts.DrainTimeout),
+		size:         req.Size,
+	}
+	if sp.id == "" {
+		sp.id = uuid.NewString()
+	}
+	if sp.size == (TermSize{}) {
+		sp.size = TermSize{Rows: 24, Cols: 80}
+	}
+	if req.Command != "" {
+		sp.name = m.opts.Shell[0]
+		sp.args = append(append([]string{}, m.opts.Shell[1:]...), req.Command)
+	} else {
+		sp.name = req.Args[0]
+		sp.args = append([]string{}, req.Args[1:]...)
+	}
+	dir, err := m.workDir(req.WorkDir)
+	if err != nil {
+		return nil, err
+	}
+	sp.dir = dir
+	sp.env = m.environ(req)
+	return sp, nil
+}
+
+func validate(req StartRequest) error {
+	switch {
+	case req.Command == "" && len(req.Args) == 0:
+		return xerrors.Errorf("start: neither Command nor Args is set: %w", ErrInvalid)
+	case req.Command != "" && len(req.Args) > 0:
+		return xerrors.Errorf("start: both Command and Args are set: %w", ErrInvalid)
+	case len(req.Args) > 0 && req.Args[0] == "":
+		return xerrors.Errorf("start: Args[0] is empty: %w", ErrInvalid)
+	case strings.ContainsRune(req.Command, 0):
+		return xerrors.Errorf("start: Command contains NUL: %w", ErrInvalid)
+	case req.Timeout < 0:
+		return xerrors.Errorf("start: negative Timeout %v: %w", req.Timeout, ErrInvalid)
+	case req.DrainQuiet < 0 || req.DrainTimeout < 0:
+		return xerrors.Errorf("start: negative drain window: %w", ErrInvalid)
+	case req.HeadBytes < 0 || req.TailBytes < 0:
+		return xerrors.Errorf("start: negative buffer size: %w", ErrInvalid)
+	case (req.Size.Rows == 0) != (req.Size.Cols == 0):
+		return xerrors.Errorf("start: Size %dx%d has a zero dimension: %w", req.Size.Rows, req.Size.Cols, ErrInvalid)
+	case req.TTY && req.SeparateStderr:
+		return xerrors.Errorf("start: a TTY has one output stream, SeparateStderr is not possible: %w", ErrInvalid)
+	case req.TTY && !ttySupported:
+		return xerrors.Errorf("start: TTY is not supported on this platform: %w", ErrUnsupported)
+	case strings.ContainsRune(req.ID, 0):
+		return xerrors.Errorf("start: ID contains NUL: %w", ErrInvalid)
+	}
+	for _, a := range req.Args {
+		if strings.ContainsRune(a, 0) {
+			return xerrors.Errorf("start: argument %q contains NUL: %w", a, ErrInvalid)
+		}
+	}
+	for name, value := range req.Env {
+		if err := validEnvName(name); err != nil {
+			return err
+		}
+		if strings.ContainsRune(value, 0) {
+			// Never echo environment values: they may be secrets.
+			return xerrors.Errorf("start: value of environment variable %q contains NUL: %w", name, ErrInvalid)
+		}
+	}
+	for _, name := range req.UnsetEnv {
+		if err := validEnvName(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validEnvName(name string) error {
+	if name == "" || strings.ContainsAny(name, "=\x00") {
+		return xerrors.Errorf("start: environment variable name %q is empty or holds '=' or NUL: %w", name, ErrInvalid)
+	}
+	return nil
+}
+
+func firstPositive[T int | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// workDir resolves the work dir: the request's (which must exist), then
+// Options.WorkingDir (if it exists), then $HOME, then the current directory.
+func (m *Manager) workDir(requested string) (string, error) {
+	if requested != "" {
+		fi, err := os.Stat(requested)
+		if err != nil {
+			return "", xerrors.Errorf("start: work dir %q: %v: %w", requested, err, ErrInvalid)
+		}
+		if !fi.IsDir() {
+			return "", xerrors.Errorf("start: work dir %q is not a directory: %w", requested, ErrInvalid)
+		}
+		return filepath.Abs(requested)
+	}
+	var candidates []string
+	if m.opts.WorkingDir != nil {
+		candidates = append(candidates, m.opts.WorkingDir())
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		candidates = append(candidates, home)
+	}
+	for _, dir := range candidates {
+		if dir == "" {
+			continue
+		}
+		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+			return filepath.Abs(dir)
+		}
+	}
+	return os.Getwd()
+}
+
+// environ builds the child's environment: os.Environ(), then UpdateEnv,
+// then the request's overrides, then its removals, then the owner.
+func (m *Manager) environ(req StartRequest) []string {
+	env := os.Environ()
+	if m.opts.UpdateEnv != nil {
+		updated, err := m.opts.UpdateEnv(env)
+		if err != nil {
+			m.logger.Warn(context.Background(), "update environment failed; keeping the current one",
+				slog.F("id", req.ID), slog.Error(err))
+		} else {
+			env = updated
+		}
+	}
+	overrides := make(map[string]string, len(req.Env)+1)
+	for k, v := range req.Env {
+		overrides[k] = v
+	}
+	if m.opts.OwnerEnv != "" && req.Owner != "" {
+		overrides[m.opts.OwnerEnv] = req.Owner
+	}
+	drop := make(map[string]bool, len(overrides)+len(req.UnsetEnv))
+	for k := range overrides {
+		drop[envKey(k)] = true
+	}
+	for _, k := range req.UnsetEnv {
+		drop[envKey(k)] = true
+	}
+	out := make([]string, 0, len(env)+len(overrides))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !drop[envKey(name)] {
+			out = append(out, kv)
+		}
+	}
+	unset := make(map[string]bool, len(req.UnsetEnv))
+	for _, k := range req.UnsetEnv {
+		unset[envKey(k)] = true
+	}
+	names := make([]string, 0, len(overrides))
+	for k := range overrides {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if !unset[envKey(k)] || k == m.opts.OwnerEnv {
+			out = append(out, k+"="+overrides[k])
+		}
+	}
+	return out
+}
+
+// prune drops records that retention says must go. It runs on access as
+// well as from the reap timer, so memory stays bounded either way.
+func (m *Manager) prune() {
+	now := m.clock.Now("manager", "prune")
+	dropped := m.pruneAt(now)
+	for _, p := range dropped {
+		m.keepGroupIfAlive(p)
+	}
+}
+
+// pruneAt drops expired and surplus final records and returns them.
+func (m *Manager) pruneAt(now time.Time) []*Process {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var dropped []*Process
+	for len(m.finals) > 0 {
+		oldest := m.finals[0]
+		expired := !now.Before(oldest.finalAt().Add(m.opts.RetainExited))
+		if !expired && len(m.finals) <= m.opts.MaxRetained {
+			break
+		}
+		m.dropLocked(oldest)
+		dropped = append(dropped, oldest)
+	}
+	return dropped
+}
+
+// dropLocked forgets p. The caller must hold m.mu.
+func (m *Manager) dropLocked(p *Process) {
+	if m.records[p.info.ID] == p {
+		delete(m.records, p.info.ID)
+	}
+	for i, f := range m.finals {
+		if f == p {
+			m.finals = append(m.finals[:i], m.finals[i+1:]...)
+			break
+		}
+	}
+}
+
+// keepGroupIfAlive remembers the process group of a dropped record while it
+// has live members, so that Close still stops it (I4).
+func (m *Manager) keepGroupIfAlive(p *Process) {
+	if !p.group.alive() {
+		p.group.release()
+		return
+	}
+	m.mu.Lock()
+	if !m.closed {
+		m.orphans = append(m.orphans, p.group)
+		p = nil
+	}
+	m.mu.Unlock()
+	if p != nil {
+		// Close has already collected the groups it stops: stop this one
+		// here rather than let it escape.
+		_ = p.group.signal(Kill)
+		p.group.release()
+	}
+}
+
+// onFinal is called once by the exit goroutine of p after p became final.
+func (m *Manager) onFinal(p *Process) {
+	m.mu.Lock()
+	m.notFinal--
+	if m.records[p.info.ID] != p || m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.finals = append(m.finals, p)
+	arm := !m.reapArmed
+	m.reapArmed = true
+	var surplus []*Process
+	for len(m.finals) > m.opts.MaxRetained {
+		oldest := m.finals[0]
+		m.dropLocked(oldest)
+		surplus = append(surplus, oldest)
+	}
+	m.mu.Unlock()
+
+	for _, d := range surplus {
+		m.keepGroupIfAlive(d)
+	}
+	if arm {
+		m.armReap(m.opts.RetainExited)
+	}
+}
+
+// armReap schedules the reap timer. Only one is armed at a time
+// (m.reapArmed); it re-arms itself for the next record to expire.
+func (m *Manager) armReap(d time.Duration) {
+	t := m.clock.AfterFunc(d, m.reap, "manager", "reap")
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		t.Stop("manager", "reap")
+		return
+	}
+	m.reapTimer = t
+	m.mu.Unlock()
+}
+
+func (m *Manager) reap() {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.reaping.Add(1)
+	m.mu.Unlock()
+	defer m.reaping.Done()
+
+	now := m.clock.Now("manager", "reap")
+	dropped := m.pruneAt(now)
+	for _, p := range dropped {
+		m.keepGroupIfAlive(p)
+	}
+	m.pruneOrphans()
+
+	m.mu.Lock()
+	m.reapTimer = nil
+	if m.closed || len(m.finals) == 0 {
+		m.reapArmed = false
+		m.mu.Unlock()
+		return
+	}
+	next := m.finals[0].finalAt().Add(m.opts.RetainExited).Sub(now)
+	m.mu.Unlock()
+	m.armReap(next)
+}
+
+// pruneOrphans forgets groups that have no live member left.
+func (m *Manager) pruneOrphans() {
+	m.mu.Lock()
+	groups := m.orphans
+	m.orphans = nil
+	m.mu.Unlock()
+	var live, dead []*procGroup
+	for _, g := range groups {
+		if g.alive() {
+			live = append(live, g)
+		} else {
+			dead = append(dead, g)
+		}
+	}
+	m.mu.Lock()
+	m.orphans = append(m.orphans, live...)
+	m.mu.Unlock()
+	for _, g := range dead {
+		g.release()
+	}
+}

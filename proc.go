@@ -1,0 +1,823 @@
+// Package proc supervises child processes for Go programs: AI-agent tools
+// that run shell commands for a model, services that expose process control
+// over their own transport, and tests that need a real subprocess.
+//
+// A [Manager] owns process records. Each record keeps a bounded head/tail
+// copy of its output (see [HeadTailBuffer]), has exactly one goroutine that
+// collects the child's exit, and answers [Process.Snapshot] by reading its
+// status before its output, so that a caller never pairs stale output with a
+// final status.
+//
+// # Lifecycle
+//
+// A process is running, then exited (reaped, output still draining), then
+// final. Only a final process reports Running == false, an exit code and an
+// exit time; from then on its output never changes. See the README for the
+// invariants (I1–I5) and how the tests pin them.
+//
+// # What proc does not do
+//
+// proc has no transport (no HTTP, no RPC), does not restart processes, does
+// not parse shell syntax itself (commands go to [Options.Shell] or run as an
+// exact argv), and does not sandbox what it runs.
+package proc
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"cdr.dev/slog/v3"
+	"github.com/coder/quartz"
+	"golang.org/x/xerrors"
+)
+
+// Sentinel errors. Every error returned for a refused request or call wraps
+// exactly one of these; match them with errors.Is. Errors from the operating
+// system refusing to start a program wrap the OS error instead (for example
+// exec.ErrNotFound or fs.ErrPermission), and errors from a blocking call
+// whose context ended wrap ctx.Err().
+var (
+	// ErrNotFound: no record with that ID is visible to the caller.
+	ErrNotFound = xerrors.New("proc: process not found")
+	// ErrNotRunning: the call needs a live process (or process group).
+	ErrNotRunning = xerrors.New("proc: process not running")
+	// ErrRunning: the call needs a final record.
+	ErrRunning = xerrors.New("proc: process still running")
+	// ErrClosed: the Manager (or Scope) was closed.
+	ErrClosed = xerrors.New("proc: manager closed")
+	// ErrDuplicateID: a retained or running record already holds the ID.
+	ErrDuplicateID = xerrors.New("proc: duplicate process id")
+	// ErrLimit: Options.MaxRunning processes are already running.
+	ErrLimit = xerrors.New("proc: too many running processes")
+	// ErrInvalid: the request or argument is malformed.
+	ErrInvalid = xerrors.New("proc: invalid request")
+	// ErrUnsupported: the feature is not available on this platform.
+	ErrUnsupported = xerrors.New("proc: unsupported")
+)
+
+// Signal names a portable signal. On Unix it is delivered to the child's
+// whole process group; on Windows see the package README.
+type Signal string
+
+// The signals proc can deliver.
+const (
+	Interrupt Signal = "interrupt" // SIGINT; CTRL_BREAK on Windows
+	Terminate Signal = "terminate" // SIGTERM; CTRL_BREAK on Windows
+	Kill      Signal = "kill"      // SIGKILL; TerminateJobObject on Windows
+)
+
+// ParseSignal turns a user-supplied name into a [Signal]. It accepts the
+// portable names ("kill", "terminate", "interrupt") and the Unix names with
+// or without the SIG prefix ("SIGKILL", "TERM", "int"), in any case.
+// Anything else is an error wrapping [ErrInvalid].
+func ParseSignal(s string) (Signal, error) {
+	name := strings.ToUpper(strings.TrimSpace(s))
+	name = strings.TrimPrefix(name, "SIG")
+	switch name {
+	case "KILL":
+		return Kill, nil
+	case "TERM", "TERMINATE":
+		return Terminate, nil
+	case "INT", "INTERRUPT":
+		return Interrupt, nil
+	}
+	return "", xerrors.Errorf("parse signal %q: want kill, terminate or interrupt: %w", s, ErrInvalid)
+}
+
+func (s Signal) valid() bool {
+	return s == Interrupt || s == Terminate || s == Kill
+}
+
+// Info is the status of a process record at one moment. Slice and pointer
+// fields may be shared between snapshots and must be treated as read-only.
+type Info struct {
+	ID         string   `json:"id"`
+	Command    string   `json:"command,omitempty"`
+	Args       []string `json:"args,omitempty"`
+	WorkDir    string   `json:"work_dir"`
+	Owner      string   `json:"owner,omitempty"`
+	Background bool     `json:"background"`
+	PID        int      `json:"pid"`
+	// Running is true until the record is final: the child was reaped and
+	// its output drained. Once false, Output never changes again (I1).
+	Running bool `json:"running"`
+	// ExitCode is nil until final; 124 on timeout; 128+N when signal N
+	// ended the child; -1 only when waiting for the child failed.
+	ExitCode *int `json:"exit_code,omitempty"`
+	// Signal names the signal that ended the child ("SIGKILL"), if any.
+	Signal    string    `json:"signal,omitempty"`
+	TimedOut  bool      `json:"timed_out"`
+	StartedAt time.Time `json:"started_at"`
+	// ExitedAt is zero until final.
+	ExitedAt time.Time `json:"exited_at"`
+	// OutputBytes counts every byte the child wrote so far, on both
+	// streams, whether or not it was retained.
+	OutputBytes int64 `json:"output_bytes"`
+	// Usage is nil until final.
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Usage is the resource usage of a final process (the direct child only).
+// MaxRSS is in bytes on every OS.
+type Usage struct {
+	User   time.Duration `json:"user"`
+	System time.Duration `json:"system"`
+	MaxRSS int64         `json:"max_rss"`
+}
+
+// Output is a rendering of a head/tail buffer: the head, then, when bytes
+// were dropped, a marker "\n... [omitted N bytes] ...\n", then the tail.
+// Truncation is nil when nothing was cut.
+type Output struct {
+	Text       string      `json:"text"`
+	Truncation *Truncation `json:"truncation,omitempty"`
+}
+
+// Truncation says exactly what a rendering left out. Counts are of stored
+// bytes: OmittedBytes == OriginalBytes - RetainedBytes, and cutting long
+// lines (LinesCut) never changes OmittedBytes.
+type Truncation struct {
+	OriginalBytes int64  `json:"original_bytes"`
+	RetainedBytes int64  `json:"retained_bytes"`
+	OmittedBytes  int64  `json:"omitted_bytes"`
+	LinesCut      int    `json:"lines_cut"`
+	Strategy      string `json:"strategy"`
+}
+
+// Snapshot pairs a status with output read after it: if Info.Running is
+// false, Output and Stderr are final (I2).
+type Snapshot struct {
+	Info   Info   `json:"info"`
+	Output Output `json:"output"`
+	Stderr Output `json:"stderr"`
+}
+
+// Chunk is the result of a cursor read ([Process.ReadSince]).
+type Chunk struct {
+	// Data holds stored bytes starting at Next-len(Data); the caller owns it.
+	Data []byte `json:"data"`
+	// Next is the cursor to pass to the next read.
+	Next int64 `json:"next"`
+	// Lost counts bytes between the requested cursor and the first byte of
+	// Data that were not retained.
+	Lost int64 `json:"lost"`
+	// End is the length of the stream at the time of the read.
+	End int64 `json:"end"`
+	// EOF is true when the stream is final and Next has reached its end.
+	EOF bool `json:"eof"`
+}
+
+// TermSize is a terminal size in character cells.
+type TermSize struct {
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
+}
+
+
+// Process is one supervised process record, returned by [Manager.Start].
+// All methods are safe for concurrent use. Nobody has to call Wait: one
+// goroutine per process collects the child's exit and drains its output
+// (I3); [Manager.Close] stops whatever is still running. A Process stays
+// readable after its record was dropped from the Manager.
+type Process struct {
+	m    *Manager
+	info Info // the static fields, set before the record is published
+	seq  uint64
+
+	timeout      time.Duration
+	drainQuiet   time.Duration
+	drainTimeout time.Duration
+
+	out    *HeadTailBuffer // combined output, or stdout with SeparateStderr
+	errOut *HeadTailBuffer // nil unless SeparateStderr
+	group  *procGroup
+	in     *stdinPipe // nil unless Stdin or TTY
+	tty    *os.File   // the PTY master, nil unless TTY
+
+	cmd      *exec.Cmd // owned by the exit goroutine
+	pumps    []*pump
+	activity chan struct{} // a pump read bytes; capacity 1
+	pumpDone chan struct{} // one send per pump; buffered to len(pumps)
+
+	exited chan struct{} // closed once the child was reaped
+	done   chan struct{} // closed once the record is final
+
+	// mu guards the fields below.
+	mu        sync.Mutex
+	final     bool
+	exitCode  int
+	sigName   string
+	timedOut  bool
+	closing   bool // a Manager or Scope Close is stopping this process
+	exitedAt  time.Time
+	usage     *Usage
+	finalTime time.Time // when the record became final (retention)
+	// timeoutTimer stops when the record is final; killTimer outlives it,
+	// so that a timed-out group's leftovers are still killed after
+	// KillGrace. Close stops both and does their work itself.
+	timeoutTimer *quartz.Timer
+	killTimer    *quartz.Timer
+}
+
+// ID returns the record's ID.
+func (p *Process) ID() string { return p.info.ID }
+
+// Info returns the record's status. Running stays true until the record is
+// final; then ExitCode, ExitedAt and Usage are set and never change.
+func (p *Process) Info() Info {
+	info := p.info
+	p.mu.Lock()
+	info.Running = !p.final
+	info.TimedOut = p.timedOut
+	if p.final {
+		code := p.exitCode
+		info.ExitCode = &code
+		info.Signal = p.sigName
+		info.ExitedAt = p.exitedAt
+		info.Usage = p.usage
+	}
+	p.mu.Unlock()
+	// Read after the status, so that a final status carries the final count.
+	info.OutputBytes = p.out.Len()
+	if p.errOut != nil {
+		info.OutputBytes += p.errOut.Len()
+	}
+	return info
+}
+
+// Output renders the output buffer: the combined stream, or stdout alone
+// with SeparateStderr. Once Info().Running is false it never changes (I1).
+func (p *Process) Output() Output { return p.out.Output() }
+
+// Stderr renders the stderr buffer of a process started with
+// SeparateStderr; otherwise it is empty.
+func (p *Process) Stderr() Output {
+	if p.errOut == nil {
+		return Output{}
+	}
+	return p.errOut.Output()
+}
+
+// Snapshot reads Info first, then the outputs, so that a snapshot with
+// Running == false always carries the final output (I2).
+func (p *Process) Snapshot() Snapshot {
+	info := p.Info()
+	return Snapshot{Info: info, Output: p.Output(), Stderr: p.Stderr()}
+}
+
+// Done returns a channel that is closed once the record is final.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait blocks until the record is final (nil) or ctx ends (an error
+// wrapping ctx.Err()). The process's own exit status is in Info, not in the
+// error.
+func (p *Process) Wait(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return xerrors.Errorf("wait for %q: %w", p.info.ID, ctx.Err())
+	}
+}
+
+// Signal sends sig to the child's whole process group (Unix) or job
+// (Windows). After the child exited it still reaches what is left of the
+// group, such as a background child the command left behind, and returns an
+// error wrapping ErrNotRunning only once no member of the group is alive.
+func (p *Process) Signal(sig Signal) error {
+	if !sig.valid() {
+		return xerrors.Errorf("signal %q: unknown signal %q: %w", p.info.ID, sig, ErrInvalid)
+	}
+	if p.hasExited() && !p.group.alive() {
+		// Never signal a group with no live member: its ID may be reused.
+		return xerrors.Errorf("signal %q: %w", p.info.ID, ErrNotRunning)
+	}
+	if err := p.group.signal(sig); err != nil {
+		return xerrors.Errorf("signal %q: %w", p.info.ID, err)
+	}
+	return nil
+}
+
+// Write writes b to the child's stdin; it is WriteContext without a
+// deadline.
+func (p *Process) Write(b []byte) (int, error) {
+	return p.WriteContext(context.Background(), b)
+}
+
+// WriteContext writes b to the child's stdin (or types it into the
+// terminal with TTY). Writes are serialised: one lands whole before the next
+// starts. A write cut short returns the bytes written so far with an error:
+// wrapping ctx.Err() when ctx ends, ErrNotRunning when the child exits (also
+// at once for a write begun after the exit, even while output drains),
+// ErrClosed when Close runs, and syscall.EPIPE when the child closed its
+// stdin but lives on. Without StartRequest.Stdin, or after CloseStdin, it
+// returns an error wrapping ErrInvalid.
+func (p *Process) WriteContext(ctx context.Context, b []byte) (int, error) {
+	if p.in == nil {
+		return 0, xerrors.Errorf("write to %q: started without Stdin: %w", p.info.ID, ErrInvalid)
+	}
+	return p.in.write(ctx, b, p)
+}
+
+// CloseStdin closes the child's stdin, so that a program reading it sees
+// end-of-file. With TTY it sends end-of-file (^D) to the terminal instead.
+// It returns an error wrapping ErrInvalid without Stdin, and ErrNotRunning
+// once the child exited. Closing twice is not an error.
+func (p *Process) CloseStdin() error {
+	if p.in == nil {
+		return xerrors.Errorf("close stdin of %q: started without Stdin: %w", p.info.ID, ErrInvalid)
+	}
+	return p.in.close(p)
+}
+
+// Resize sets the terminal size of a TTY process; the child gets SIGWINCH.
+// Without TTY, or with a zero dimension, it returns an error wrapping
+// ErrInvalid; once the child exited, ErrNotRunning.
+func (p *Process) Resize(size TermSize) error {
+	if p.tty == nil {
+		return xerrors.Errorf("resize %q: started without TTY: %w", p.info.ID, ErrInvalid)
+	}
+	if size.Rows == 0 || size.Cols == 0 {
+		return xerrors.Errorf("resize %q: size %dx%d has a zero dimension: %w", p.info.ID, size.Rows, size.Cols, ErrInvalid)
+	}
+	if err := p.in.check(p); err != nil {
+		return xerrors.Errorf("resize: %w", err)
+	}
+	if err := resizeTTY(p.tty, size); err != nil {
+		if p.hasExited() {
+			return xerrors.Errorf("resize %q: %w", p.info.ID, ErrNotRunning)
+		}
+		return xerrors.Errorf("resize %q: %w", p.info.ID, err)
+	}
+	return nil
+}
+
+// ReadSince returns the stored bytes of the Output stream at and after
+// cursor, at most max of them (max <= 0: no limit); see [Chunk]. Summed over
+// reads from 0 until EOF, len(Data) + Lost equals the stream's length.
+func (p *Process) ReadSince(cursor int64, max int) Chunk {
+	c := p.out.ReadSince(cursor, max)
+	if c.EOF && !p.isFinal() {
+		// The buffer is finished a moment before the record is final;
+		// report EOF only together with the final status.
+		c.EOF = false
+	}
+	return c
+}
+
+// WaitOutput blocks until the Output stream holds bytes past cursor, the
+// record is final (nil), or ctx ends (an error wrapping ctx.Err()). It
+// starts no goroutine.
+func (p *Process) WaitOutput(ctx context.Context, cursor int64) error {
+	if err := p.out.WaitOutput(ctx, cursor); err != nil {
+		return xerrors.Errorf("wait output of %q: %w", p.info.ID, err)
+	}
+	if p.out.Len() > cursor {
+		return nil
+	}
+	// The buffer is finished; the final status follows at once.
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return xerrors.Errorf("wait output of %q: %w", p.info.ID, ctx.Err())
+	}
+}
+
+func (p *Process) hasExited() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *Process) isFinal() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *Process) finalAt() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.finalTime
+}
+
+// launch starts the child described by sp. On error nothing is left: no
+// descriptor, no goroutine, no process.
+func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
+	cmd := m.opts.CommandContext(context.Background(), sp.name, sp.args...)
+	if cmd == nil {
+		return nil, xerrors.Errorf("start %q: Options.CommandContext returned nil: %w", sp.name, ErrInvalid)
+	}
+	cmd.Dir = sp.dir
+	cmd.Env = sp.env
+	p := &Process{
+		m:            m,
+		seq:          seq,
+		timeout:      sp.req.Timeout,
+		drainQuiet:   sp.drainQuiet,
+		drainTimeout: sp.drainTimeout,
+		out:          NewHeadTailBuffer(sp.headBytes, sp.tailBytes, m.opts.MaxLineLength),
+		activity:     make(chan struct{}, 1),
+		exited:       make(chan struct{}),
+		done:         make(chan struct{}),
+		info: Info{
+			ID:         sp.id,
+			Command:    sp.req.Command,
+			Args:       append([]string(nil), sp.req.Args...),
+			WorkDir:    sp.dir,
+			Owner:      sp.req.Owner,
+			Background: sp.req.Background,
+			Running:    true,
+		},
+	}
+
+	// parentEnds are ours (closed on failure, else by the exit goroutine);
+	// childEnds belong to the child and are closed here once it started.
+	var parentEnds, childEnds []*os.File
+	defer func() {
+		for _, f := range childEnds {
+			_ = f.Close()
+		}
+		if err != nil {
+			for _, f := range parentEnds {
+				_ = f.Close()
+			}
+		}
+	}()
+	newPipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err != nil {
+			return nil, nil, xerrors.Errorf("start %q: create pipe: %w", sp.name, err)
+		}
+		return r, w, nil
+	}
+
+	if sp.req.TTY {
+		master, slave, err := openTTY(sp.size)
+		if err != nil {
+			return nil, xerrors.Errorf("start %q: open terminal: %w", sp.name, err)
+		}
+		parentEnds = append(parentEnds, master)
+		childEnds = append(childEnds, slave)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+		p.tty = master
+		p.in = &stdinPipe{w: master, tty: true}
+		p.pumps = append(p.pumps, &pump{r: master, dst: p.out})
+	} else {
+		r, w, err := newPipe()
+		if err != nil {
+			return nil, err
+		}
+		parentEnds = append(parentEnds, r)
+		childEnds = append(childEnds, w)
+		cmd.Stdout, cmd.Stderr = w, w
+		p.pumps = append(p.pumps, &pump{r: r, dst: p.out})
+		if sp.req.SeparateStderr {
+			er, ew, err := newPipe()
+			if err != nil {
+				return nil, err
+			}
+			parentEnds = append(parentEnds, er)
+			childEnds = append(childEnds, ew)
+			cmd.Stderr = ew
+			p.errOut = NewHeadTailBuffer(sp.headBytes, sp.tailBytes, m.opts.MaxLineLength)
+			p.pumps = append(p.pumps, &pump{r: er, dst: p.errOut})
+		}
+		if sp.req.Stdin {
+			ir, iw, err := newPipe()
+			if err != nil {
+				return nil, err
+			}
+			parentEnds = append(parentEnds, iw)
+			childEnds = append(childEnds, ir)
+			cmd.Stdin = ir
+			p.in = &stdinPipe{w: iw}
+		}
+	}
+	setupGroup(cmd, sp.req.TTY)
+
+	p.info.StartedAt = m.clock.Now("process", "start")
+	if err := cmd.Start(); err != nil {
+		return nil, xerrors.Errorf("start %q: %w", sp.name, err)
+	}
+	group, err := newGroup(cmd)
+	if err != nil {
+		// The child runs but cannot be supervised: stop it and collect it.
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, xerrors.Errorf("start %q: %w", sp.name, err)
+	}
+	p.cmd = cmd
+	p.group = group
+	p.info.PID = cmd.Process.Pid
+	p.pumpDone = make(chan struct{}, len(p.pumps))
+	for _, pu := range p.pumps {
+		pu.activity = p.activity
+		pu.done = p.pumpDone
+	}
+	return p, nil
+}
+
+// begin starts the pumps, the exit goroutine and the timeout. It runs once,
+// after the record is registered, so that the end is always seen by the
+// Manager.
+func (p *Process) begin() {
+	for _, pu := range p.pumps {
+		// Stopped by EOF, or by the drain once the child exited (drain.go).
+		go pu.run()
+	}
+	// Stopped when the child exits and the bounded drain ends.
+	go p.supervise()
+	if p.timeout > 0 {
+		t := p.m.clock.AfterFunc(p.timeout, p.onTimeout, "process", "timeout")
+		p.setTimer(&p.timeoutTimer, t)
+	}
+}
+
+// supervise is the exit goroutine: the only caller of cmd.Wait, and the only
+// goroutine that publishes the end of the process (I3).
+func (p *Process) supervise() {
+	waitErr := p.cmd.Wait()
+	exitedAt := p.m.clock.Now("process", "exit")
+	if p.in != nil {
+		p.in.exit()
+	}
+	close(p.exited)
+	p.drain()
+	p.finish(waitErr, exitedAt)
+}
+
+// finish publishes the final state. The buffers are finished before the
+// status flips, so that whoever sees Running == false sees final output.
+func (p *Process) finish(waitErr error, exitedAt time.Time) {
+	for _, pu := range p.pumps {
+		_ = pu.r.Close()
+	}
+	p.out.Finish()
+	if p.errOut != nil {
+		p.errOut.Finish()
+	}
+	code, sigName, usage := exitStatus(p.cmd.ProcessState, waitErr)
+	now := p.m.clock.Now("process", "final")
+
+	p.mu.Lock()
+	if p.timedOut {
+		code = 124
+	}
+	p.final = true
+	p.exitCode = code
+	p.sigName = sigName
+	p.exitedAt = exitedAt
+	p.finalTime = now
+	p.usage = usage
+	// A final record keeps only what it reports.
+	p.cmd = nil
+	p.pumps = nil
+	timeout := p.timeoutTimer
+	p.timeoutTimer = nil
+	p.mu.Unlock()
+
+	if timeout != nil {
+		timeout.Stop("process", "timeout")
+	}
+	close(p.done)
+	p.m.logger.Debug(context.Background(), "process final",
+		slog.F("id", p.info.ID), slog.F("exit_code", code), slog.F("signal", sigName))
+	p.m.onFinal(p)
+}
+
+// setTimer stores t in *slot unless Close already stopped p's timers.
+func (p *Process) setTimer(slot **quartz.Timer, t *quartz.Timer) {
+	p.mu.Lock()
+	closing := p.closing
+	if !closing {
+		*slot = t
+	}
+	p.mu.Unlock()
+	if closing {
+		t.Stop()
+	}
+}
+
+// onTimeout runs on the timeout timer: terminate the group, then kill it
+// after KillGrace.
+func (p *Process) onTimeout() {
+	if p.hasExited() {
+		return
+	}
+	p.mu.Lock()
+	p.timedOut = true
+	p.mu.Unlock()
+	if err := p.Signal(Terminate); err != nil {
+		p.m.logger.Debug(context.Background(), "terminate on timeout", slog.F("id", p.info.ID), slog.Error(err))
+	}
+	t := p.m.clock.AfterFunc(p.m.opts.KillGrace, p.onKillGrace, "process", "kill-grace")
+	p.setTimer(&p.killTimer, t)
+}
+
+func (p *Process) onKillGrace() {
+	if err := p.Signal(Kill); err != nil {
+		p.m.logger.Debug(context.Background(), "kill after grace", slog.F("id", p.info.ID), slog.Error(err))
+	}
+}
+
+// stopping marks p as being stopped by Close: its timers stop (Close does
+// their work) and blocked writers return ErrClosed.
+func (p *Process) stopping() {
+	p.mu.Lock()
+	p.closing = true
+	timers := []*quartz.Timer{p.timeoutTimer, p.killTimer}
+	p.timeoutTimer, p.killTimer = nil, nil
+	p.mu.Unlock()
+	for _, t := range timers {
+		if t != nil {
+			t.Stop()
+		}
+	}
+	if p.in != nil {
+		p.in.closeByManager()
+	}
+}
+
+// stdinPipe is the parent's end of the child's stdin: a pipe, or the PTY
+// master with TTY.
+type stdinPipe struct {
+	w   *os.File
+	tty bool
+
+	// wmu serialises writes, so that one lands whole before the next.
+	wmu sync.Mutex
+
+	// mu guards the fields below.
+	mu    sync.Mutex
+	state stdinState
+	// gen numbers writes, so that a late context callback of an earlier
+	// write cannot interrupt a later one.
+	gen uint64
+}
+
+type stdinState int
+
+const (
+	stdinOpen     stdinState = iota
+	stdinClosed              // CloseStdin was called
+	stdinExited              // the child was reaped
+	stdinStopping            // Close is stopping the process
+)
+
+// errLocked is the error for a stdin that no longer takes writes. The
+// caller must hold s.mu.
+func (s *stdinPipe) errLocked(id string) error {
+	switch s.state {
+	case stdinClosed:
+		return xerrors.Errorf("write to %q: stdin was closed: %w", id, ErrInvalid)
+	case stdinExited:
+		return xerrors.Errorf("write to %q: %w", id, ErrNotRunning)
+	case stdinStopping:
+		return xerrors.Errorf("write to %q: %w", id, ErrClosed)
+	}
+	return nil
+}
+
+// check returns the error a call on stdin (or the terminal) would get now.
+func (s *stdinPipe) check(p *Process) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == stdinClosed && s.tty {
+		return nil // ^D was sent; the terminal still takes a resize.
+	}
+	return s.errLocked(p.info.ID)
+}
+
+func (s *stdinPipe) write(ctx context.Context, b []byte, p *Process) (int, error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+
+	s.mu.Lock()
+	if err := s.errLocked(p.info.ID); err != nil {
+		s.mu.Unlock()
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		s.mu.Unlock()
+		return 0, xerrors.Errorf("write to %q: %w", p.info.ID, err)
+	}
+	s.gen++
+	gen := s.gen
+	// Clear what an earlier cancelled write left; exit and Close set the
+	// deadline again under mu, so they cannot be missed.
+	_ = s.w.SetWriteDeadline(time.Time{})
+	s.mu.Unlock()
+
+	stop := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		if s.gen == gen {
+			_ = s.w.SetWriteDeadline(pastDeadline)
+		}
+		s.mu.Unlock()
+	})
+	n, err := s.w.Write(b)
+	stop()
+	if err == nil {
+		return n, nil
+	}
+
+	s.mu.Lock()
+	stateErr := s.errLocked(p.info.ID)
+	s.mu.Unlock()
+	switch {
+	case stateErr != nil:
+		return n, stateErr
+	case ctx.Err() != nil:
+		// A deadline error that raced the context is the context's.
+		return n, xerrors.Errorf("write to %q: %w", p.info.ID, ctx.Err())
+	case errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.EIO):
+		if p.hasExited() || leaderExited(p.info.PID) {
+			// The child is gone and its exit is being collected.
+			return n, xerrors.Errorf("write to %q: %w", p.info.ID, ErrNotRunning)
+		}
+	}
+	return n, xerrors.Errorf("write to %q: %w", p.info.ID, err)
+}
+
+// close implements CloseStdin.
+func (s *stdinPipe) close(p *Process) error {
+	if s.tty {
+		s.mu.Lock()
+		state := s.state
+		s.mu.Unlock()
+		if state == stdinClosed {
+			return nil
+		}
+		// A terminal has no separate stdin to close: send end-of-file.
+		if _, err := s.write(context.Background(), []byte{4}, p); err != nil {
+			return xerrors.Errorf("close stdin: %w", err)
+		}
+		s.mu.Lock()
+		if s.state == stdinOpen {
+			s.state = stdinClosed
+		}
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.state {
+	case stdinClosed:
+		return nil
+	case stdinOpen:
+		s.state = stdinClosed
+		// Close unblocks a write in progress; it returns ErrInvalid.
+		if err := s.w.Close(); err != nil {
+			return xerrors.Errorf("close stdin of %q: %w", p.info.ID, err)
+		}
+		return nil
+	}
+	return xerrors.Errorf("close stdin: %w", s.errLocked(p.info.ID))
+}
+
+// exit refuses further writes once the child was reaped, releasing a write
+// blocked on a pipe that a grandchild may hold open without reading.
+func (s *stdinPipe) exit() { s.shut(stdinExited) }
+
+// closeByManager releases blocked writers with ErrClosed.
+func (s *stdinPipe) closeByManager() { s.shut(stdinStopping) }
+
+func (s *stdinPipe) shut(state stdinState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == stdinExited || s.state == stdinStopping {
+		return
+	}
+	prev := s.state
+	s.state = state
+	_ = s.w.SetWriteDeadline(pastDeadline)
+	if !s.tty && prev == stdinOpen {
+		// Our end of the pipe is of no more use; a grandchild reading it
+		// sees end-of-file. (The PTY master is closed when final.)
+		_ = s.w.Close()
+	}
+}
+
+// pastDeadline stops a blocked read or write at once. It is a fixed point in
+// the past, not a clock reading: the timers that decide when to stop run on
+// Options.Clock.
+var pastDeadline = time.Unix(1, 0)

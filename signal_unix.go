@@ -1,0 +1,173 @@
+//go:build unix
+
+package proc
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+	"golang.org/x/xerrors"
+)
+
+var defaultShell = []string{"sh", "-c"}
+
+// maxRSSUnit converts Rusage.Maxrss to bytes: macOS reports bytes, Linux
+// and the BSDs KiB.
+var maxRSSUnit int64 = 1024
+
+func init() {
+	if runtime.GOOS == "darwin" || runtime.GOOS == "ios" {
+		maxRSSUnit = 1
+	}
+}
+
+// setupGroup makes the child lead a new process group, so that signals
+// reach everything it starts. With a TTY it leads a new session instead,
+// with the terminal as its controlling terminal (stdin is the terminal).
+func setupGroup(cmd *exec.Cmd, tty bool) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	if tty {
+		cmd.SysProcAttr.Setsid = true
+		cmd.SysProcAttr.Setctty = true
+		cmd.SysProcAttr.Ctty = 0
+		cmd.SysProcAttr.Setpgid = false
+		return
+	}
+	cmd.SysProcAttr.Setpgid = true
+	cmd.SysProcAttr.Pgid = 0
+}
+
+// procGroup is a child's process group; its ID is the child's PID.
+type procGroup struct {
+	pgid int
+}
+
+func newGroup(cmd *exec.Cmd) (*procGroup, error) {
+	return &procGroup{pgid: cmd.Process.Pid}, nil
+}
+
+func (g *procGroup) signal(sig Signal) error {
+	var s unix.Signal
+	switch sig {
+	case Interrupt:
+		s = unix.SIGINT
+	case Terminate:
+		s = unix.SIGTERM
+	default:
+		s = unix.SIGKILL
+	}
+	err := unix.Kill(-g.pgid, s)
+	if errors.Is(err, unix.ESRCH) {
+		return ErrNotRunning
+	}
+	return err
+}
+
+// alive reports whether the group has a member that is not a zombie.
+// kill(-pgid, 0) also succeeds for zombies, which PID 1 may reap late, so
+// where /proc exists it is read instead.
+func (g *procGroup) alive() bool {
+	if live, ok := procGroupAlive(g.pgid); ok {
+		return live
+	}
+	return unix.Kill(-g.pgid, 0) == nil
+}
+
+// release frees what the group holds; on Unix nothing.
+func (g *procGroup) release() {}
+
+// procGroupAlive scans /proc for a process of group pgid whose state is not
+// Z (zombie) or X (dead). ok is false where there is no /proc.
+func procGroupAlive(pgid int) (live, ok bool) {
+	dir, err := os.Open("/proc")
+	if err != nil {
+		return false, false
+	}
+	defer dir.Close()
+	names, err := dir.Readdirnames(-1)
+	if err != nil {
+		return false, false
+	}
+	want := strconv.Itoa(pgid)
+	for _, name := range names {
+		if name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		state, group, ok := procStat(name)
+		if ok && group == want && state != 'Z' && state != 'X' {
+			return true, true
+		}
+	}
+	return false, true
+}
+
+// procStat reads the state and process group of /proc/<pid>/stat.
+func procStat(pid string) (state byte, pgrp string, ok bool) {
+	data, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0, "", false
+	}
+	// "pid (comm) state ppid pgrp ...": comm may hold spaces and parens.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, "", false
+	}
+	fields := bytes.Fields(data[i+1:])
+	if len(fields) < 3 || len(fields[0]) != 1 {
+		return 0, "", false
+	}
+	return fields[0][0], string(fields[2]), true
+}
+
+// leaderExited reports whether pid has exited but may not be reaped yet.
+func leaderExited(pid int) bool {
+	state, _, ok := procStat(strconv.Itoa(pid))
+	return ok && (state == 'Z' || state == 'X')
+}
+
+// exitStatus turns a reaped child's state into the exit code (128+N for
+// signal N), the signal's name and the usage.
+func exitStatus(state *os.ProcessState, waitErr error) (code int, sigName string, usage *Usage) {
+	if state == nil {
+		return -1, "", nil
+	}
+	usage = &Usage{User: state.UserTime(), System: state.SystemTime()}
+	if ru, ok := state.SysUsage().(*syscall.Rusage); ok && ru != nil {
+		usage.MaxRSS = int64(ru.Maxrss) * maxRSSUnit
+	}
+	ws, ok := state.Sys().(syscall.WaitStatus)
+	if !ok {
+		return state.ExitCode(), "", usage
+	}
+	if ws.Signaled() {
+		sig := unix.Signal(ws.Signal())
+		return 128 + int(sig), unix.SignalName(sig), usage
+	}
+	return ws.ExitStatus(), "", usage
+}
+
+// stopReading makes a Read blocked on f return os.ErrDeadlineExceeded.
+func stopReading(f *os.File) {
+	_ = f.SetReadDeadline(pastDeadline)
+}
+
+// readNonblock reads once from a non-blocking descriptor.
+func readNonblock(fd uintptr, p []byte) (int, error) {
+	n, err := unix.Read(int(fd), p)
+	if err != nil {
+		return 0, xerrors.Errorf("read: %w", err)
+	}
+	return n, nil
+}
+
+// envKey is the form of an environment variable name used to compare names:
+// case-sensitive on Unix.
+func envKey(name string) string { return name }
