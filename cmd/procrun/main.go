@@ -1,0 +1,205 @@
+// Command procrun runs one command under the proc supervisor and prints its
+// final snapshot as JSON. With no arguments it runs a short demonstration.
+//
+//	procrun [flags] -- CMD [ARGS...]
+//	procrun               # demonstration
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"golang.org/x/xerrors"
+
+	"github.com/procvisor/proc"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "procrun:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	timeout time.Duration
+	shell   bool
+	head    int
+	tail    int
+	stdin   bool
+	tty     bool
+	follow  bool
+	dir     string
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("procrun", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg config
+	fs.DurationVar(&cfg.timeout, "timeout", 0, "terminate, then kill, after this long (exit code 124)")
+	fs.BoolVar(&cfg.shell, "shell", false, "run the arguments, joined by spaces, through sh -c")
+	fs.IntVar(&cfg.head, "head", 0, "bytes kept from the start of the output (0: 16 KiB)")
+	fs.IntVar(&cfg.tail, "tail", 0, "bytes kept from the end of the output (0: 16 KiB)")
+	fs.BoolVar(&cfg.stdin, "stdin", false, "forward procrun's stdin to the command")
+	fs.BoolVar(&cfg.tty, "tty", false, "run the command under a pseudo-terminal")
+	fs.BoolVar(&cfg.follow, "follow", false, "stream the output while the command runs")
+	fs.StringVar(&cfg.dir, "dir", "", "work dir (default: $HOME)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: procrun [flags] -- CMD [ARGS...]\n       procrun            (a demonstration)")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return demo(ctx, stdout)
+	}
+	return runOne(ctx, cfg, fs.Args(), stdin, stdout)
+}
+
+func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, stdout io.Writer) error {
+	m := proc.NewManager(proc.Options{})
+	defer m.Close()
+
+	req := proc.StartRequest{
+		Args:      argv,
+		WorkDir:   cfg.dir,
+		Timeout:   cfg.timeout,
+		HeadBytes: cfg.head,
+		TailBytes: cfg.tail,
+		Stdin:     cfg.stdin,
+		TTY:       cfg.tty,
+	}
+	if cfg.shell {
+		req.Args, req.Command = nil, strings.Join(argv, " ")
+	}
+	p, err := m.Start(req)
+	if err != nil {
+		return err
+	}
+
+	// Ctrl-C interrupts the command's process group, not procrun.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt)
+	defer signal.Stop(sigs)
+	stopForward := make(chan struct{})
+	defer close(stopForward)
+	// Stopped by stopForward when runOne returns.
+	go func() {
+		for {
+			select {
+			case <-sigs:
+				_ = p.Signal(proc.Interrupt)
+			case <-stopForward:
+				return
+			}
+		}
+	}()
+
+	if cfg.stdin {
+		// Ends when stdin ends or the process is gone (Write then fails).
+		go func() {
+			_, _ = io.Copy(p, stdin)
+			_ = p.CloseStdin()
+		}()
+	}
+	if cfg.follow {
+		if err := follow(ctx, p, stdout); err != nil {
+			return err
+		}
+	}
+	if err := p.Wait(ctx); err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(p.Snapshot())
+}
+
+// follow streams the output through cursor reads until the process is
+// final, saying where bytes were lost because the reader fell behind.
+func follow(ctx context.Context, p *proc.Process, w io.Writer) error {
+	var cursor int64
+	for {
+		if err := p.WaitOutput(ctx, cursor); err != nil {
+			return err
+		}
+		c := p.ReadSince(cursor, 0)
+		if c.Lost > 0 {
+			fmt.Fprintf(w, "\n... [missed %d bytes] ...\n", c.Lost)
+		}
+		if _, err := w.Write(c.Data); err != nil {
+			return xerrors.Errorf("follow: %w", err)
+		}
+		cursor = c.Next
+		if c.EOF {
+			return nil
+		}
+	}
+}
+
+// demo shows three things the supervisor does: a long output cut to head
+// and tail, a command that leaves a background child behind without
+// holding the caller, and a timeout.
+func demo(ctx context.Context, w io.Writer) error {
+	m := proc.NewManager(proc.Options{})
+	defer m.Close()
+
+	fmt.Fprintln(w, "1. A long output is kept as head and tail, with exact accounting.")
+	fmt.Fprintln(w, "   $ seq 1 100000   (head and tail of 64 bytes each)")
+	p, err := m.Start(proc.StartRequest{Command: "seq 1 100000", HeadBytes: 64, TailBytes: 64})
+	if err != nil {
+		return err
+	}
+	if err := p.Wait(ctx); err != nil {
+		return err
+	}
+	snap := p.Snapshot()
+	fmt.Fprintf(w, "%s\n", indent(snap.Output.Text))
+	if t := snap.Output.Truncation; t != nil {
+		fmt.Fprintf(w, "   written %d bytes, kept %d, omitted %d\n\n", t.OriginalBytes, t.RetainedBytes, t.OmittedBytes)
+	}
+
+	fmt.Fprintln(w, "2. A background child that keeps stdout open does not hold the caller.")
+	fmt.Fprintln(w, "   $ sleep 30 & echo started")
+	start := time.Now()
+	p, err = m.Start(proc.StartRequest{Command: "sleep 30 & echo started"})
+	if err != nil {
+		return err
+	}
+	if err := p.Wait(ctx); err != nil {
+		return err
+	}
+	snap = p.Snapshot()
+	fmt.Fprintf(w, "%s\n   final after %v with exit code %d (the drain waited %v of quiet)\n",
+		indent(snap.Output.Text), time.Since(start).Round(time.Millisecond), *snap.Info.ExitCode, proc.DefaultDrainQuiet)
+	err = p.Signal(proc.Kill)
+	fmt.Fprintf(w, "   the background sleep is still reachable: Signal(kill) = %v\n\n", err)
+
+	fmt.Fprintln(w, "3. A timeout terminates the process group and reports exit code 124.")
+	fmt.Fprintln(w, "   $ echo working; sleep 10   (timeout 300ms)")
+	start = time.Now()
+	p, err = m.Start(proc.StartRequest{Command: "echo working; sleep 10", Timeout: 300 * time.Millisecond})
+	if err != nil {
+		return err
+	}
+	if err := p.Wait(ctx); err != nil {
+		return err
+	}
+	snap = p.Snapshot()
+	fmt.Fprintf(w, "%s\n   final after %v: exit code %d, timed out %v, ended by %s\n",
+		indent(snap.Output.Text), time.Since(start).Round(time.Millisecond), *snap.Info.ExitCode, snap.Info.TimedOut, snap.Info.Signal)
+	return nil
+}
+
+func indent(s string) string {
+	s = strings.TrimSuffix(s, "\n")
+	return "   | " + strings.ReplaceAll(s, "\n", "\n   | ")
+}

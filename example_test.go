@@ -1,0 +1,175 @@
+package proc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/procvisor/proc"
+)
+
+// The common path: start a command, wait until its record is final, read
+// its status and output.
+func Example() {
+	m := proc.NewManager(proc.Options{})
+	defer m.Close()
+
+	p, err := m.Start(proc.StartRequest{Args: []string{"echo", "hello"}})
+	if err != nil {
+		fmt.Println("start:", err)
+		return
+	}
+	if err := p.Wait(context.Background()); err != nil {
+		fmt.Println("wait:", err)
+		return
+	}
+	snap := p.Snapshot()
+	fmt.Printf("exit %d: %q\n", *snap.Info.ExitCode, snap.Output.Text)
+	// Output: exit 0: "hello\n"
+}
+
+// Commands run through Options.Shell (sh -c); stdout and stderr share one
+// buffer in the order written unless SeparateStderr is set.
+func ExampleManager_Start() {
+	m := proc.NewManager(proc.Options{})
+	defer m.Close()
+
+	p, err := m.Start(proc.StartRequest{Command: "echo out; echo err >&2; exit 3"})
+	if err != nil {
+		fmt.Println("start:", err)
+		return
+	}
+	_ = p.Wait(context.Background())
+	fmt.Printf("exit %d: %q\n", *p.Info().ExitCode, p.Output().Text)
+	// Output: exit 3: "out\nerr\n"
+}
+
+// A long output keeps its head and its tail, with exact accounting of what
+// was left out.
+func ExampleProcess_Snapshot() {
+	m := proc.NewManager(proc.Options{})
+	defer m.Close()
+
+	p, err := m.Start(proc.StartRequest{Command: "seq 1 1000", HeadBytes: 8, TailBytes: 9})
+	if err != nil {
+		fmt.Println("start:", err)
+		return
+	}
+	_ = p.Wait(context.Background())
+	snap := p.Snapshot() // Info first, then Output: never stale output with a final status
+	fmt.Println(snap.Output.Text)
+	t := snap.Output.Truncation
+	fmt.Printf("written %d, kept %d, omitted %d\n", t.OriginalBytes, t.RetainedBytes, t.OmittedBytes)
+	// Output:
+	// 1
+	// 2
+	// 3
+	// 4
+	//
+	// ... [omitted 3876 bytes] ...
+	// 999
+	// 1000
+	//
+	// written 3893, kept 17, omitted 3876
+}
+
+// A timeout terminates the process group, kills it after KillGrace if it
+// is still there, and reports exit code 124.
+func ExampleStartRequest_timeout() {
+	m := proc.NewManager(proc.Options{})
+	defer m.Close()
+
+	p, err := m.Start(proc.StartRequest{Command: "echo started; sleep 30", Timeout: 100 * time.Millisecond})
+	if err != nil {
+		fmt.Println("start:", err)
+		return
+	}
+	_ = p.Wait(context.Background())
+	info := p.Info()
+	fmt.Printf("exit %d, timed out %v, signal %s: %q\n", *info.ExitCode, info.TimedOut, info.Signal, p.Output().Text)
+	// Output: exit 124, timed out true, signal SIGTERM: "started\n"
+}
+
+// A Scope is one owner's view: another owner's process does not exist for
+// it.
+func ExampleManager_Scope() {
+	m := proc.NewManager(proc.Options{})
+	defer m.Close()
+
+	alice, bob := m.Scope("alice"), m.Scope("bob")
+	p, err := alice.Start(proc.StartRequest{Args: []string{"true"}})
+	if err != nil {
+		fmt.Println("start:", err)
+		return
+	}
+	_, err = bob.Get(p.ID())
+	fmt.Println("bob sees alice's process:", !errors.Is(err, proc.ErrNotFound))
+	_, err = alice.Get(p.ID())
+	fmt.Println("alice sees it:", err == nil)
+	// Output:
+	// bob sees alice's process: false
+	// alice sees it: true
+}
+
+// A follower streams the output with cursor reads while the command runs.
+// A reader that falls behind a long output learns how many bytes it lost.
+func ExampleProcess_ReadSince() {
+	m := proc.NewManager(proc.Options{})
+	defer m.Close()
+
+	p, err := m.Start(proc.StartRequest{Command: "for i in 1 2 3; do echo line $i; done"})
+	if err != nil {
+		fmt.Println("start:", err)
+		return
+	}
+	ctx := context.Background()
+	var got strings.Builder
+	var cursor int64
+	for {
+		if err := p.WaitOutput(ctx, cursor); err != nil {
+			fmt.Println("wait:", err)
+			return
+		}
+		c := p.ReadSince(cursor, 0)
+		got.Write(c.Data)
+		if c.Lost > 0 {
+			fmt.Printf("[lost %d bytes]\n", c.Lost)
+		}
+		cursor = c.Next
+		if c.EOF {
+			break
+		}
+	}
+	fmt.Print(got.String())
+	// Output:
+	// line 1
+	// line 2
+	// line 3
+}
+
+// An interactive session: write to the child's stdin, close it, and read
+// what it answered.
+func ExampleProcess_Write() {
+	m := proc.NewManager(proc.Options{})
+	defer m.Close()
+
+	p, err := m.Start(proc.StartRequest{Command: "while read name; do echo hello $name; done", Stdin: true})
+	if err != nil {
+		fmt.Println("start:", err)
+		return
+	}
+	for _, name := range []string{"ada", "grace"} {
+		if _, err := p.Write([]byte(name + "\n")); err != nil {
+			fmt.Println("write:", err)
+			return
+		}
+	}
+	_ = p.CloseStdin() // the loop sees end-of-file and the shell exits
+	_ = p.Wait(context.Background())
+	fmt.Print(p.Output().Text)
+	// Output:
+	// hello ada
+	// hello grace
+}
