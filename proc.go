@@ -179,7 +179,6 @@ type TermSize struct {
 	Cols uint16 `json:"cols"`
 }
 
-
 // Process is one supervised process record, returned by [Manager.Start].
 // All methods are safe for concurrent use. Nobody has to call Wait: one
 // goroutine per process collects the child's exit and drains its output
