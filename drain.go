@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/xerrors"
 )
 
 // The output pump and the post-exit drain (design section 5).
@@ -45,6 +47,7 @@ var pumpBufs = sync.Pool{New: func() any {
 type pump struct {
 	r        *os.File
 	dst      *HeadTailBuffer
+	log      *logFile        // nil without LogPath; shared by the pumps
 	activity chan<- struct{} // capacity 1: "bytes arrived", never blocks
 	done     chan<- struct{} // buffered to the number of pumps
 	stopping atomic.Bool
@@ -58,7 +61,7 @@ func (pu *pump) run() {
 	for {
 		n, err := pu.r.Read(buf)
 		if n > 0 {
-			_, _ = pu.dst.Write(buf[:n])
+			pu.write(buf[:n])
 			select {
 			case pu.activity <- struct{}{}:
 			default:
@@ -71,6 +74,13 @@ func (pu *pump) run() {
 			return
 		}
 	}
+}
+
+// write stores b: in the log first, so that what a reader of the buffer
+// has seen is already in the file.
+func (pu *pump) write(b []byte) {
+	pu.log.write(b)
+	_, _ = pu.dst.Write(b)
 }
 
 // stop makes a blocked Read return; run then makes its final pass.
@@ -95,7 +105,7 @@ func (pu *pump) finalPass(buf []byte) {
 			if n <= 0 || err != nil {
 				break
 			}
-			_, _ = pu.dst.Write(buf[:n])
+			pu.write(buf[:n])
 		}
 		return true // never wait for readiness
 	})
@@ -150,4 +160,91 @@ func pumpEnded(done <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// logFile is the optional unbounded copy of the output (StartRequest.LogPath).
+// Its methods are no-ops on a nil *logFile.
+type logFile struct {
+	path    string
+	created bool // removed again if the start fails
+
+	// mu guards the fields below; the pumps of one process share the file.
+	mu  sync.Mutex
+	f   *os.File
+	err error // the first write error; logging stopped there
+}
+
+// openLog opens path for appending, creating it with mode 0600. Failures are ErrInvalid: opening the log is part of validation.
+func openLog(path string) (*logFile, error) {
+	_, statErr := os.Lstat(path)
+	created := errors.Is(statErr, os.ErrNotExist)
+	// logOpenFlags holds O_NONBLOCK on Unix: opening a FIFO with no reader
+	// then fails at once instead of blocking the start.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|logOpenFlags, 0o600)
+	if err != nil {
+		return nil, xerrors.Errorf("start: log file %q: %v: %w", path, err, ErrInvalid)
+	}
+	// A regular file, or a character device such as /dev/null; not a
+	// directory, FIFO or socket.
+	fi, err := f.Stat()
+	if err != nil || !(fi.Mode().IsRegular() || fi.Mode()&os.ModeCharDevice != 0) {
+		_ = f.Close()
+		return nil, xerrors.Errorf("start: log file %q is not a regular file: %w", path, ErrInvalid)
+	}
+	return &logFile{path: path, created: created, f: f}, nil
+}
+
+func (l *logFile) write(b []byte) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil || l.err != nil {
+		return
+	}
+	if _, err := l.f.Write(b); err != nil {
+		l.err = err
+	}
+}
+
+// close closes the file; the exit goroutine calls it before the record is
+// final.
+func (l *logFile) close() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return
+	}
+	if err := l.f.Close(); err != nil && l.err == nil {
+		l.err = err
+	}
+	l.f = nil
+}
+
+// discard closes the file of a start that failed and removes it if the
+// start created it.
+func (l *logFile) discard() {
+	if l == nil {
+		return
+	}
+	l.close()
+	if l.created {
+		_ = os.Remove(l.path)
+	}
+}
+
+func (l *logFile) errString() string {
+	if l == nil {
+		return ""
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		return ""
+	}
+	return l.err.Error()
 }

@@ -2,6 +2,8 @@ package proc
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -144,6 +146,14 @@ type StartRequest struct {
 	TailBytes    int
 	DrainQuiet   time.Duration
 	DrainTimeout time.Duration
+	// LogPath, if set, also appends the full output, unbounded, to this
+	// file: both streams in arrival order, written before the in-memory
+	// buffer. An existing file is appended to with its mode unchanged; a new
+	// one is created with mode 0600. A path that cannot be opened for
+	// appending as a regular file is ErrInvalid. The first write error stops
+	// logging and is reported in Info.LogError; the process and its Output
+	// are unaffected. The file is complete and closed before Done closes.
+	LogPath string
 }
 
 // Manager starts and supervises processes and keeps their records. Create
@@ -198,6 +208,25 @@ func NewManager(opts Options) *Manager {
 // and none of the package's sentinels. Either way nothing is left behind.
 func (m *Manager) Start(req StartRequest) (*Process, error) {
 	return m.start(req, nil)
+}
+
+// Run starts req and waits until it is final or ctx ends. If ctx ends
+// first, the process keeps running (re-attach later by snap.Info.ID) and Run
+// returns its running snapshot with an error wrapping both ErrRunning and
+// ctx.Err(); a ctx that is already over still starts the process. Start
+// errors are returned as Start returns them, with an empty Snapshot.
+func (m *Manager) Run(ctx context.Context, req StartRequest) (Snapshot, error) {
+	return m.run(ctx, req, nil)
+}
+
+// StartOrGet makes retried starts idempotent. If req.ID names a running or
+// retained record started with the same Command, Args, WorkDir (as
+// requested) and Owner, it returns that record with started == false; other
+// parameters are ErrDuplicateID. Calls with one ID start at most one
+// process however many race: a call that finds a start in progress waits
+// for it. Without an ID it is Start.
+func (m *Manager) StartOrGet(req StartRequest) (p *Process, started bool, err error) {
+	return m.startOrGet(req, nil)
 }
 
 // Get returns the record with the given ID, running or retained.
@@ -385,11 +414,36 @@ type Scope struct {
 // Start starts req as this scope's owner. req.Owner must be empty or equal
 // to the owner.
 func (s *Scope) Start(req StartRequest) (*Process, error) {
+	if err := s.own(&req); err != nil {
+		return nil, err
+	}
+	return s.m.start(req, s)
+}
+
+// Run is [Manager.Run] as this scope's owner.
+func (s *Scope) Run(ctx context.Context, req StartRequest) (Snapshot, error) {
+	if err := s.own(&req); err != nil {
+		return Snapshot{}, err
+	}
+	return s.m.run(ctx, req, s)
+}
+
+// StartOrGet is [Manager.StartOrGet] as this scope's owner. An ID held by
+// another owner is ErrDuplicateID, never that owner's process.
+func (s *Scope) StartOrGet(req StartRequest) (p *Process, started bool, err error) {
+	if err := s.own(&req); err != nil {
+		return nil, false, err
+	}
+	return s.m.startOrGet(req, s)
+}
+
+// own tags req with the scope's owner.
+func (s *Scope) own(req *StartRequest) error {
 	if req.Owner != "" && req.Owner != s.owner {
-		return nil, xerrors.Errorf("start: owner %q does not match scope %q: %w", req.Owner, s.owner, ErrInvalid)
+		return xerrors.Errorf("start: owner %q does not match scope %q: %w", req.Owner, s.owner, ErrInvalid)
 	}
 	req.Owner = s.owner
-	return s.m.start(req, s)
+	return nil
 }
 
 // Get returns the owner's record id; any other owner's is ErrNotFound.
@@ -503,6 +557,15 @@ func (m *Manager) start(req StartRequest, s *Scope) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	p, err := m.reserveAndLaunch(spec, s)
+	if err != nil {
+		spec.log.discard()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (m *Manager) reserveAndLaunch(spec *spec, s *Scope) (*Process, error) {
 	m.prune()
 
 	// Reserve the ID and a running slot before anything starts.
@@ -545,6 +608,45 @@ func (m *Manager) start(req StartRequest, s *Scope) (*Process, error) {
 	return p, nil
 }
 
+func (m *Manager) run(ctx context.Context, req StartRequest, s *Scope) (Snapshot, error) {
+	p, err := m.start(req, s)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	if err := p.Wait(ctx); err != nil {
+		// Two causes to match: fmt.Errorf wraps both (xerrors wraps one).
+		return p.Snapshot(), fmt.Errorf("run %q: %w: %w", p.info.ID, ErrRunning, ctx.Err())
+	}
+	return p.Snapshot(), nil
+}
+
+func (m *Manager) startOrGet(req StartRequest, s *Scope) (*Process, bool, error) {
+	if req.ID == "" {
+		p, err := m.start(req, s)
+		return p, err == nil, err
+	}
+	for {
+		m.mu.Lock()
+		existing, inProgress := m.records[req.ID], m.starting[req.ID]
+		m.mu.Unlock()
+		switch {
+		case inProgress != nil:
+			<-inProgress // then look again
+		case existing != nil:
+			if !existing.startedWith(req) {
+				return nil, false, xerrors.Errorf("start %q: id is held by a process with other parameters: %w", req.ID, ErrDuplicateID)
+			}
+			return existing, false, nil
+		default:
+			p, err := m.start(req, s)
+			if errors.Is(err, ErrDuplicateID) {
+				continue // another call won the race; look at what it started
+			}
+			return p, err == nil, err
+		}
+	}
+}
+
 // spec is a validated request with everything resolved.
 type spec struct {
 	req          StartRequest
@@ -558,6 +660,7 @@ type spec struct {
 	drainQuiet   time.Duration
 	drainTimeout time.Duration
 	size         TermSize
+	log          *logFile // nil without LogPath
 }
 
 // prepare validates req (section 8 of the design) and resolves its command,
@@ -593,6 +696,13 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 		return nil, err
 	}
 	sp.dir = dir
+	// Opening the log is the last step of validation: it may create a file,
+	// which a start that fails afterwards removes again.
+	if req.LogPath != "" {
+		if sp.log, err = openLog(req.LogPath); err != nil {
+			return nil, err
+		}
+	}
 	sp.env = m.environ(req)
 	return sp, nil
 }
@@ -619,6 +729,8 @@ func validate(req StartRequest) error {
 		return xerrors.Errorf("start: a TTY has one output stream, SeparateStderr is not possible: %w", ErrInvalid)
 	case req.TTY && !ttySupported:
 		return xerrors.Errorf("start: TTY is not supported on this platform: %w", ErrUnsupported)
+	case strings.ContainsRune(req.LogPath, 0):
+		return xerrors.Errorf("start: LogPath contains NUL: %w", ErrInvalid)
 	case strings.ContainsRune(req.ID, 0):
 		return xerrors.Errorf("start: ID contains NUL: %w", ErrInvalid)
 	}

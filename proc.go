@@ -23,10 +23,13 @@
 package proc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
 	"os/exec"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -121,6 +124,11 @@ type Info struct {
 	OutputBytes int64 `json:"output_bytes"`
 	// Usage is nil until final.
 	Usage *Usage `json:"usage,omitempty"`
+	// LogPath is StartRequest.LogPath.
+	LogPath string `json:"log_path,omitempty"`
+	// LogError is the first write error of the log file, if any; logging
+	// stopped there, the process and its Output were unaffected.
+	LogError string `json:"log_error,omitempty"`
 }
 
 // Usage is the resource usage of a final process (the direct child only).
@@ -193,11 +201,14 @@ type Process struct {
 	drainQuiet   time.Duration
 	drainTimeout time.Duration
 
+	reqWorkDir string // as requested, for StartOrGet
+
 	out    *HeadTailBuffer // combined output, or stdout with SeparateStderr
 	errOut *HeadTailBuffer // nil unless SeparateStderr
 	group  *procGroup
 	in     *stdinPipe // nil unless Stdin or TTY
 	tty    *os.File   // the PTY master, nil unless TTY
+	log    *logFile   // nil without LogPath
 
 	cmd      *exec.Cmd // owned by the exit goroutine
 	pumps    []*pump
@@ -247,7 +258,15 @@ func (p *Process) Info() Info {
 	if p.errOut != nil {
 		info.OutputBytes += p.errOut.Len()
 	}
+	info.LogError = p.log.errString()
 	return info
+}
+
+// startedWith reports whether req asks for what p was started with, as
+// StartOrGet compares: Command, Args, WorkDir as requested, and Owner.
+func (p *Process) startedWith(req StartRequest) bool {
+	return req.Command == p.info.Command && slices.Equal(req.Args, p.info.Args) &&
+		req.WorkDir == p.reqWorkDir && req.Owner == p.info.Owner
 }
 
 // Output renders the output buffer: the combined stream, or stdout alone
@@ -433,6 +452,8 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 		timeout:      sp.req.Timeout,
 		drainQuiet:   sp.drainQuiet,
 		drainTimeout: sp.drainTimeout,
+		reqWorkDir:   sp.req.WorkDir,
+		log:          sp.log,
 		out:          NewHeadTailBuffer(sp.headBytes, sp.tailBytes, m.opts.MaxLineLength),
 		activity:     make(chan struct{}, 1),
 		exited:       make(chan struct{}),
@@ -445,6 +466,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 			Owner:      sp.req.Owner,
 			Background: sp.req.Background,
 			Running:    true,
+			LogPath:    sp.req.LogPath,
 		},
 	}
 
@@ -531,6 +553,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 	for _, pu := range p.pumps {
 		pu.activity = p.activity
 		pu.done = p.pumpDone
+		pu.log = p.log
 	}
 	return p, nil
 }
@@ -574,6 +597,7 @@ func (p *Process) finish(waitErr error, exitedAt time.Time) {
 	if p.errOut != nil {
 		p.errOut.Finish()
 	}
+	p.log.close()
 	code, sigName, usage := exitStatus(p.cmd.ProcessState, waitErr)
 	now := p.m.clock.Now("process", "final")
 
@@ -820,3 +844,97 @@ func (s *stdinPipe) shut(state stdinState) {
 // the past, not a clock reading: the timers that decide when to stop run on
 // Options.Clock.
 var pastDeadline = time.Unix(1, 0)
+
+// waitForLineMax bounds the part of one line that WaitFor matches.
+const waitForLineMax = 64 << 10
+
+// WaitFor blocks until a line of the Output stream matches re and returns
+// that line, without its newline and a trailing '\r'. It matches lines
+// written after the call — including a line begun before the call and
+// finished after it — or, with fromStart, every retained line from the
+// start. A line whose beginning was not retained is skipped (matching
+// resumes after the next newline, never on a fragment); only the first
+// 64 KiB of a very long line is matched; an unterminated last line counts
+// once the process is final. If the process becomes final without a match
+// it returns an error wrapping ErrNotRunning; when ctx ends, one wrapping
+// ctx.Err(). It starts no goroutine.
+func (p *Process) WaitFor(ctx context.Context, re *regexp.Regexp, fromStart bool) (string, error) {
+	if re == nil {
+		return "", xerrors.Errorf("wait for in %q: nil regexp: %w", p.info.ID, ErrInvalid)
+	}
+	var (
+		cursor int64
+		line   []byte
+		// skipping: the current line's beginning is not retained.
+		skipping bool
+	)
+	if !fromStart {
+		cursor, line, skipping = p.currentLine()
+	}
+	matches := func(l []byte) bool {
+		return re.Match(bytes.TrimSuffix(l, []byte{'\r'}))
+	}
+	found := func(l []byte) string {
+		return string(bytes.TrimSuffix(l, []byte{'\r'}))
+	}
+	for {
+		c := p.ReadSince(cursor, 0)
+		if c.Lost > 0 {
+			// The rest of the current line and the beginning of the next
+			// were dropped: resume at the next newline.
+			line, skipping = line[:0], true
+		}
+		data := c.Data
+		for len(data) > 0 {
+			i := bytes.IndexByte(data, '\n')
+			if i < 0 {
+				if !skipping {
+					line = appendCapped(line, data)
+				}
+				break
+			}
+			if !skipping {
+				line = appendCapped(line, data[:i])
+				if matches(line) {
+					return found(line), nil
+				}
+			}
+			line, skipping = line[:0], false
+			data = data[i+1:]
+		}
+		cursor = c.Next
+		if c.EOF {
+			if len(line) > 0 && !skipping && matches(line) {
+				return found(line), nil
+			}
+			return "", xerrors.Errorf("wait for %q in %q: no match before the process ended: %w", re, p.info.ID, ErrNotRunning)
+		}
+		if err := p.WaitOutput(ctx, cursor); err != nil {
+			return "", xerrors.Errorf("wait for %q: %w", re, err)
+		}
+	}
+}
+
+// currentLine finds where the line being written now began: the cursor to
+// read on from, the part of the line already retained, and whether its
+// beginning is lost.
+func (p *Process) currentLine() (cursor int64, line []byte, skipping bool) {
+	end := p.out.Len()
+	from := max(end-waitForLineMax, 0)
+	c := p.out.ReadSince(from, int(end-from))
+	data := c.Data
+	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+		return c.Next, append([]byte(nil), data[i+1:]...), false
+	}
+	if from == 0 && c.Lost == 0 {
+		return c.Next, append([]byte(nil), data...), false // the first line
+	}
+	return c.Next, nil, true
+}
+
+func appendCapped(line, b []byte) []byte {
+	if room := waitForLineMax - len(line); len(b) > room {
+		b = b[:max(room, 0)]
+	}
+	return append(line, b...)
+}

@@ -171,3 +171,7 @@ func readNonblock(fd uintptr, p []byte) (int, error) {
 // envKey is the form of an environment variable name used to compare names:
 // case-sensitive on Unix.
 func envKey(name string) string { return name }
+
+// logOpenFlags makes opening a log file that is a FIFO fail at once
+// (ENXIO without a reader) instead of blocking.
+const logOpenFlags = unix.O_NONBLOCK

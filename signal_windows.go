@@ -146,3 +146,6 @@ func readNonblock(uintptr, []byte) (int, error) {
 // envKey is the form of an environment variable name used to compare names:
 // case-insensitive on Windows.
 func envKey(name string) string { return strings.ToUpper(name) }
+
+// logOpenFlags: Windows has no FIFOs to guard against.
+const logOpenFlags = 0

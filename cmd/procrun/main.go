@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"time"
 
@@ -37,6 +38,8 @@ type config struct {
 	tty     bool
 	follow  bool
 	dir     string
+	waitFor string
+	logPath string
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -51,6 +54,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.BoolVar(&cfg.tty, "tty", false, "run the command under a pseudo-terminal")
 	fs.BoolVar(&cfg.follow, "follow", false, "stream the output while the command runs")
 	fs.StringVar(&cfg.dir, "dir", "", "work dir (default: $HOME)")
+	fs.StringVar(&cfg.waitFor, "wait-for", "", "report on stderr when an output line matches this regexp (readiness)")
+	fs.StringVar(&cfg.logPath, "log", "", "also append the full output to this file")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: procrun [flags] -- CMD [ARGS...]\n       procrun            (a demonstration)")
 		fs.PrintDefaults()
@@ -61,10 +66,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if fs.NArg() == 0 {
 		return demo(ctx, stdout)
 	}
-	return runOne(ctx, cfg, fs.Args(), stdin, stdout)
+	return runOne(ctx, cfg, fs.Args(), stdin, stdout, stderr)
 }
 
-func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, stdout io.Writer) error {
+func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	var ready *regexp.Regexp
+	if cfg.waitFor != "" {
+		var err error
+		if ready, err = regexp.Compile(cfg.waitFor); err != nil {
+			return xerrors.Errorf("-wait-for: %w", err)
+		}
+	}
 	m := proc.NewManager(proc.Options{})
 	defer m.Close()
 
@@ -76,6 +88,7 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 		TailBytes: cfg.tail,
 		Stdin:     cfg.stdin,
 		TTY:       cfg.tty,
+		LogPath:   cfg.logPath,
 	}
 	if cfg.shell {
 		req.Args, req.Command = nil, strings.Join(argv, " ")
@@ -110,6 +123,15 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 			_ = p.CloseStdin()
 		}()
 	}
+	var readyErr error
+	if ready != nil && !cfg.follow {
+		line, err := p.WaitFor(ctx, ready, true)
+		if err != nil {
+			readyErr = xerrors.Errorf("-wait-for %q: %w", cfg.waitFor, err)
+		} else {
+			fmt.Fprintf(stderr, "procrun: ready: %s\n", line)
+		}
+	}
 	if cfg.follow {
 		if err := follow(ctx, p, stdout); err != nil {
 			return err
@@ -120,7 +142,10 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
-	return enc.Encode(p.Snapshot())
+	if err := enc.Encode(p.Snapshot()); err != nil {
+		return xerrors.Errorf("print snapshot: %w", err)
+	}
+	return readyErr
 }
 
 // follow streams the output through cursor reads until the process is
