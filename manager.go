@@ -334,9 +334,16 @@ func (m *Manager) Close() error {
 // stop terminates procs and groups, kills whatever is left after KillGrace,
 // and waits until every record in procs is final.
 func (m *Manager) stop(procs []*Process, groups []*procGroup) {
+	exited := append([]*procGroup(nil), groups...)
 	for _, p := range procs {
 		p.stopping()
+		if p.hasExited() {
+			exited = append(exited, p.group)
+		}
 	}
+	// One look at the process table for all groups whose leader is gone,
+	// instead of one per group: Close stays fast with many retained records.
+	markDeadGroups(exited)
 	if m.signalLive(procs, groups, Terminate) == 0 {
 		// Nothing alive to stop; records that are not final yet are only
 		// draining, which DrainTimeout bounds.

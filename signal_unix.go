@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -48,6 +49,9 @@ func setupGroup(cmd *exec.Cmd, tty bool) {
 // procGroup is a child's process group; its ID is the child's PID.
 type procGroup struct {
 	pgid int
+	// gone is set once the group was seen without a live member: a group
+	// never regains members (its ID could only name a new group later).
+	gone atomic.Bool
 }
 
 func newGroup(cmd *exec.Cmd) (*procGroup, error) {
@@ -75,10 +79,31 @@ func (g *procGroup) signal(sig Signal) error {
 // kill(-pgid, 0) also succeeds for zombies, which PID 1 may reap late, so
 // where /proc exists it is read instead.
 func (g *procGroup) alive() bool {
-	if live, ok := procGroupAlive(g.pgid); ok {
-		return live
+	if g.gone.Load() {
+		return false
 	}
-	return unix.Kill(-g.pgid, 0) == nil
+	live, ok := procGroupAlive(g.pgid)
+	if !ok {
+		live = unix.Kill(-g.pgid, 0) == nil
+	}
+	if !live {
+		g.gone.Store(true)
+	}
+	return live
+}
+
+// markDeadGroups marks the groups without a live member as gone, reading
+// /proc once for all of them instead of once per group.
+func markDeadGroups(groups []*procGroup) {
+	live, ok := liveGroupIDs()
+	if !ok {
+		return // each alive() call will ask the kernel
+	}
+	for _, g := range groups {
+		if !live[strconv.Itoa(g.pgid)] {
+			g.gone.Store(true)
+		}
+	}
 }
 
 // release frees what the group holds; on Unix nothing.
@@ -87,26 +112,47 @@ func (g *procGroup) release() {}
 // procGroupAlive scans /proc for a process of group pgid whose state is not
 // Z (zombie) or X (dead). ok is false where there is no /proc.
 func procGroupAlive(pgid int) (live, ok bool) {
+	want := strconv.Itoa(pgid)
+	ok = scanProc(func(group string) bool {
+		live = group == want
+		return !live
+	})
+	return live, ok
+}
+
+// liveGroupIDs returns the process groups that have a live member.
+func liveGroupIDs() (map[string]bool, bool) {
+	groups := make(map[string]bool)
+	ok := scanProc(func(group string) bool {
+		groups[group] = true
+		return true
+	})
+	return groups, ok
+}
+
+// scanProc calls visit with the process group of every process in /proc
+// that is neither a zombie (Z) nor dead (X), until visit returns false. ok
+// is false where there is no /proc.
+func scanProc(visit func(pgrp string) (more bool)) (ok bool) {
 	dir, err := os.Open("/proc")
 	if err != nil {
-		return false, false
+		return false
 	}
 	defer dir.Close()
 	names, err := dir.Readdirnames(-1)
 	if err != nil {
-		return false, false
+		return false
 	}
-	want := strconv.Itoa(pgid)
 	for _, name := range names {
 		if name[0] < '0' || name[0] > '9' {
 			continue
 		}
 		state, group, ok := procStat(name)
-		if ok && group == want && state != 'Z' && state != 'X' {
-			return true, true
+		if ok && state != 'Z' && state != 'X' && !visit(group) {
+			break
 		}
 	}
-	return false, true
+	return true
 }
 
 // procStat reads the state and process group of /proc/<pid>/stat.
