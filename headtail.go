@@ -1,0 +1,575 @@
+package proc
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"golang.org/x/xerrors"
+)
+
+// Sizes used by [NewHeadTailBuffer] for arguments that are zero or negative.
+const (
+	defaultBufferHeadBytes     = 16 << 10
+	defaultBufferTailBytes     = 16 << 10
+	defaultBufferMaxLineLength = 2048
+)
+
+// lineCutSuffix ends every line that rendering cut short.
+const lineCutSuffix = " ... [truncated]"
+
+var _ io.Writer = (*HeadTailBuffer)(nil)
+
+// HeadTailBuffer is a bounded copy of an output stream: it keeps the first
+// headBytes bytes ever written (the head) and the last tailBytes of the
+// bytes after the head (the tail), and counts every byte written. Offsets
+// are absolute positions in everything ever written: the head covers
+// [0, len(head)) and the tail covers [Len()-len(tail), Len()).
+//
+// Storage grows with what was written: a buffer that got 10 bytes holds
+// about 10 bytes. Once the tail is full it is reused as a ring, so Write
+// does not allocate in steady state.
+//
+// The zero value is not usable; create buffers with [NewHeadTailBuffer]. A
+// HeadTailBuffer is safe for concurrent use. Write never fails until
+// [HeadTailBuffer.Finish] marks the buffer final; after that the contents
+// never change.
+type HeadTailBuffer struct {
+	headMax int // capacity limit of head
+	tailMax int // capacity limit of tail
+	lineMax int // longest line Output renders uncut
+
+	mu sync.Mutex // guards the fields below
+	// head holds the first bytes written; len(head) <= headMax.
+	head []byte
+	// tail is a ring: tailLen bytes starting at tail[tailPos], wrapping at
+	// len(tail). It grows (tailPos == 0) until len(tail) == tailMax and is
+	// reused from then on. tailPos only moves when bytes are dropped, so
+	// the ring never wraps while nothing was omitted.
+	tail     []byte
+	tailPos  int
+	tailLen  int
+	total    int64 // bytes ever written
+	finished bool
+	// waitc is created by the first waiter and closed (then cleared) by the
+	// next Write or Finish, so writes without waiters allocate nothing.
+	waitc chan struct{}
+}
+
+// NewHeadTailBuffer returns an empty buffer that keeps up to headBytes
+// bytes from the start of the stream and tailBytes from its end, and whose
+// [HeadTailBuffer.Output] cuts lines longer than maxLineLength bytes. An
+// argument that is zero or negative selects its default: 16384, 16384 and
+// 2048 respectively. No storage is allocated until bytes are written.
+func NewHeadTailBuffer(headBytes, tailBytes, maxLineLength int) *HeadTailBuffer {
+	if headBytes <= 0 {
+		headBytes = defaultBufferHeadBytes
+	}
+	if tailBytes <= 0 {
+		tailBytes = defaultBufferTailBytes
+	}
+	if maxLineLength <= 0 {
+		maxLineLength = defaultBufferMaxLineLength
+	}
+	return &HeadTailBuffer{headMax: headBytes, tailMax: tailBytes, lineMax: maxLineLength}
+}
+
+// Write appends p to the stream, keeping what fits in the head and the
+// tail. It does not retain p. Until [HeadTailBuffer.Finish] it always
+// returns len(p), nil; afterwards it stores nothing and returns 0 and an
+// error wrapping [ErrClosed].
+func (b *HeadTailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.finished {
+		return 0, xerrors.Errorf("write output: buffer finished: %w", ErrClosed)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n := len(p)
+	b.total += int64(n)
+	if room := b.headMax - len(b.head); room > 0 {
+		k := min(room, len(p))
+		b.head = growCapped(b.head, k, b.headMax)
+		b.head = append(b.head, p[:k]...)
+		p = p[k:]
+	}
+	if len(p) > 0 {
+		b.writeTailLocked(p)
+	}
+	b.wakeLocked()
+	return n, nil
+}
+
+// writeTailLocked appends p to the tail ring, dropping its oldest bytes
+// when it overflows.
+func (b *HeadTailBuffer) writeTailLocked(p []byte) {
+	if len(p) >= b.tailMax {
+		// Only the last tailMax bytes can survive this write, so copy
+		// just those, over whatever the tail held.
+		if len(b.tail) < b.tailMax {
+			b.tail = make([]byte, b.tailMax)
+		}
+		copy(b.tail, p[len(p)-b.tailMax:])
+		b.tailPos, b.tailLen = 0, b.tailMax
+		return
+	}
+	if need := b.tailLen + len(p); need > len(b.tail) && len(b.tail) < b.tailMax {
+		b.resizeTailLocked(min(max(2*len(b.tail), need), b.tailMax))
+	}
+	size := len(b.tail)
+	w := (b.tailPos + b.tailLen) % size
+	k := copy(b.tail[w:], p)
+	copy(b.tail, p[k:])
+	b.tailLen += len(p)
+	if over := b.tailLen - size; over > 0 {
+		b.tailPos = (b.tailPos + over) % size
+		b.tailLen = size
+	}
+}
+
+// resizeTailLocked moves the tail into a new linear slice of length size,
+// which must be at least tailLen.
+func (b *HeadTailBuffer) resizeTailLocked(size int) {
+	t := make([]byte, size)
+	first, second := b.tailSegmentsLocked()
+	k := copy(t, first)
+	copy(t[k:], second)
+	b.tail, b.tailPos = t, 0
+}
+
+// tailSegmentsLocked returns the tail's bytes in stream order as two
+// slices of the ring (second is empty unless the ring wraps).
+func (b *HeadTailBuffer) tailSegmentsLocked() (first, second []byte) {
+	end := b.tailPos + b.tailLen
+	if end <= len(b.tail) {
+		return b.tail[b.tailPos:end], nil
+	}
+	return b.tail[b.tailPos:], b.tail[:end-len(b.tail)]
+}
+
+// wakeLocked releases everyone blocked in WaitOutput. Closing a channel
+// never blocks, so it is fine under the mutex.
+func (b *HeadTailBuffer) wakeLocked() {
+	if b.waitc != nil {
+		close(b.waitc)
+		b.waitc = nil
+	}
+}
+
+// growCapped returns buf with room for n more bytes, doubling its capacity
+// but never beyond limit (append's own growth would overshoot it).
+func growCapped(buf []byte, n, limit int) []byte {
+	need := len(buf) + n
+	if need <= cap(buf) {
+		return buf
+	}
+	grown := make([]byte, len(buf), min(max(2*cap(buf), need), limit))
+	copy(grown, buf)
+	return grown
+}
+
+// Len returns the number of bytes ever written, retained or not.
+func (b *HeadTailBuffer) Len() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.total
+}
+
+// Finish marks the buffer final: later Writes fail with [ErrClosed], the
+// storage shrinks to exactly the bytes held, and every
+// [HeadTailBuffer.WaitOutput] returns. Finish is idempotent.
+func (b *HeadTailBuffer) Finish() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.finished {
+		return
+	}
+	b.finished = true
+	if cap(b.head) > len(b.head) {
+		// Not append or bytes.Clone: they round the capacity up.
+		head := make([]byte, len(b.head))
+		copy(head, b.head)
+		b.head = head
+	}
+	if b.tailPos != 0 || len(b.tail) > b.tailLen {
+		if b.tailLen == 0 {
+			b.tail = nil
+		} else {
+			b.resizeTailLocked(b.tailLen)
+		}
+	}
+	b.wakeLocked()
+}
+
+// Finished reports whether [HeadTailBuffer.Finish] has been called.
+func (b *HeadTailBuffer) Finished() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.finished
+}
+
+// WaitOutput blocks until the stream is longer than cursor, the buffer is
+// finished, or ctx ends. It returns nil at once if either of the first two
+// already holds, and otherwise an error wrapping ctx.Err() when ctx ends
+// first. It starts no goroutine.
+func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
+	for {
+		b.mu.Lock()
+		if b.total > cursor || b.finished {
+			b.mu.Unlock()
+			return nil
+		}
+		// The channel is taken under the same lock as the check above,
+		// and any Write after it closes this channel: no lost wake-up.
+		if b.waitc == nil {
+			b.waitc = make(chan struct{})
+		}
+		waitc := b.waitc
+		b.mu.Unlock()
+
+		select {
+		case <-waitc:
+		case <-ctx.Done():
+			return xerrors.Errorf("wait output: %w", ctx.Err())
+		}
+	}
+}
+
+// ReadSince returns a copy of the stored bytes at and after the absolute
+// offset cursor (negative means 0), at most max of them (max <= 0: no
+// limit). When cursor falls in the omitted middle, Chunk.Lost counts the
+// dropped bytes skipped and Data starts at the first retained byte after
+// them. A read continues from the head into the tail only when nothing
+// between them was dropped. Chunk.Next is cursor + Lost + len(Data) (or
+// cursor, if cursor is past the end); Chunk.End is Len() at the time of
+// the read; Chunk.EOF is true once the buffer is finished and Next has
+// reached End. Reading from 0 until EOF yields Lost and Data summing to
+// Len(), and Data concatenating to the head followed by the tail.
+func (b *HeadTailBuffer) ReadSince(cursor int64, max int) Chunk {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if cursor < 0 {
+		cursor = 0
+	}
+	c := Chunk{Next: cursor, End: b.total}
+	if cursor < b.total {
+		c.Lost, c.Data = b.readLocked(cursor, max)
+		c.Next = cursor + c.Lost + int64(len(c.Data))
+	}
+	c.EOF = b.finished && c.Next >= c.End
+	return c
+}
+
+// readLocked does the work of ReadSince for cursor < total.
+func (b *HeadTailBuffer) readLocked(cursor int64, limit int) (lost int64, data []byte) {
+	headLen := int64(len(b.head))
+	tailStart := b.total - int64(b.tailLen)
+	if cursor >= headLen && cursor < tailStart {
+		lost = tailStart - cursor
+		cursor = tailStart
+	}
+	// Stop at the end of the head if bytes were dropped after it: the
+	// next read reports them as Lost.
+	end := b.total
+	if cursor < headLen && tailStart > headLen {
+		end = headLen
+	}
+	n := end - cursor
+	if limit > 0 && int64(limit) < n {
+		n = int64(limit)
+	}
+	data = make([]byte, n)
+	k := 0
+	if cursor < headLen {
+		k = copy(data, b.head[cursor:])
+		cursor += int64(k)
+	}
+	if k < len(data) {
+		first, second := b.tailSegmentsLocked()
+		i := int(cursor - tailStart)
+		if i < len(first) {
+			k += copy(data[k:], first[i:])
+			i = 0
+		} else {
+			i -= len(first)
+		}
+		copy(data[k:], second[i:])
+	}
+	return lost, data
+}
+
+// Output renders the buffer as text: the head, then, only if bytes were
+// omitted, the marker "\n... [omitted N bytes] ...\n", then the tail. With
+// nothing omitted head and tail join seamlessly.
+//
+// At the omission marker, a partial UTF-8 character ending the head and up
+// to three continuation bytes starting the tail are left out of the text.
+// Every line longer than maxLineLength bytes is cut to at most that many
+// bytes, backing off to the start of a valid UTF-8 character the cut would
+// split, and ends in " ... [truncated]"; its newline is kept. The marker
+// ends the line before it and is never cut itself.
+//
+// Truncation is nil unless bytes were omitted or lines were cut. Its byte
+// counts describe the stored bytes; what rendering leaves out at the
+// marker or by cutting lines does not change them. An empty buffer renders
+// as the zero Output.
+func (b *HeadTailBuffer) Output() Output {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.total == 0 {
+		return Output{}
+	}
+	retained := int64(len(b.head) + b.tailLen)
+	omitted := b.total - retained
+	first, second := b.tailSegmentsLocked()
+
+	// Measure first so the text is a single exact allocation. Rendering
+	// happens under the mutex because copying the stored bytes out first
+	// would cost another allocation of the same size; it is a bounded,
+	// in-memory pass.
+	measure := renderState{lineMax: b.lineMax}
+	measure.render(b.head, first, second, omitted)
+	var sb strings.Builder
+	sb.Grow(measure.size)
+	out := renderState{lineMax: b.lineMax, out: &sb}
+	out.render(b.head, first, second, omitted)
+
+	o := Output{Text: sb.String()}
+	if omitted > 0 || out.cuts > 0 {
+		o.Truncation = &Truncation{
+			OriginalBytes: b.total,
+			RetainedBytes: retained,
+			OmittedBytes:  omitted,
+			LinesCut:      out.cuts,
+			Strategy:      "head_tail",
+		}
+	}
+	return o
+}
+
+// renderState renders a buffer's text. With out == nil it only measures:
+// size and cuts come out the same as when writing.
+type renderState struct {
+	lineMax int
+	out     *strings.Builder
+	size    int // bytes rendered
+	cuts    int // lines cut
+}
+
+// render renders head, then the marker if omitted > 0, then the tail given
+// as two segments.
+func (r *renderState) render(head, tail1, tail2 []byte, omitted int64) {
+	if omitted == 0 {
+		r.lines(byteSpans{head, tail1, tail2})
+		return
+	}
+	r.lines(byteSpans{trimPartialRune(head)})
+	r.marker(omitted)
+	tail := byteSpans{tail1, tail2}
+	tail.trimContinuation(utf8.UTFMax - 1)
+	r.lines(tail)
+}
+
+func (r *renderState) marker(omitted int64) {
+	var digits [20]byte
+	r.writeString("\n... [omitted ")
+	r.write(strconv.AppendInt(digits[:0], omitted, 10))
+	r.writeString(" bytes] ...\n")
+}
+
+// lines renders s, cutting every line longer than lineMax. Text between
+// cuts is written in one piece.
+func (r *renderState) lines(s byteSpans) {
+	n := s.len()
+	flushed := 0 // s[:flushed] has been rendered
+	for start := 0; n-start > r.lineMax; {
+		end := s.indexNewline(start)
+		if end < 0 {
+			end = n
+		}
+		window := start + r.lineMax + 1
+		if end < window {
+			start = s.skipShortLines(end+1, window)
+			continue
+		}
+		keep := s.runeStartBefore(start+r.lineMax, start)
+		s.writeTo(r, flushed, keep)
+		r.writeString(lineCutSuffix)
+		r.cuts++
+		flushed = end // the newline, if any, goes out with the next run
+		start = end + 1
+	}
+	s.writeTo(r, flushed, n)
+}
+
+// skipShortLines returns where to look for the next long line. A short
+// line ended just before start, and window is one past the last byte it
+// could have reached: every line that starts before window and ends inside
+// it is short too. Lines are usually much shorter than the limit, so
+// jumping past the last newline in the window skips many of them for the
+// price of one call. That backward scan goes byte by byte
+// (bytes.LastIndexByte is not vectorised), so it only looks at the
+// window's last few bytes.
+func (s *byteSpans) skipShortLines(start, window int) int {
+	const maxBack = 64
+	if nl := s.lastNewline(max(start, window-maxBack), window); nl >= 0 {
+		return nl + 1
+	}
+	return start
+}
+
+func (r *renderState) write(p []byte) {
+	r.size += len(p)
+	if r.out != nil {
+		r.out.Write(p)
+	}
+}
+
+func (r *renderState) writeString(s string) {
+	r.size += len(s)
+	if r.out != nil {
+		r.out.WriteString(s)
+	}
+}
+
+// trimPartialRune drops the bytes of an incomplete UTF-8 character ending
+// p: a valid start of a multi-byte character whose remaining bytes were
+// never stored.
+func trimPartialRune(p []byte) []byte {
+	for i := len(p) - 1; i >= 0 && i >= len(p)-(utf8.UTFMax-1); i-- {
+		if utf8.RuneStart(p[i]) {
+			// FullRune is false exactly for a valid prefix that is too
+			// short; it is true for ASCII, complete and invalid bytes.
+			if !utf8.FullRune(p[i:]) {
+				return p[:i]
+			}
+			return p
+		}
+	}
+	return p
+}
+
+// byteSpans is the concatenation of up to three byte slices, so rendering
+// can run over head and ring tail without first copying them together.
+// Positions are offsets into the concatenation.
+type byteSpans [3][]byte
+
+func (s *byteSpans) len() int {
+	return len(s[0]) + len(s[1]) + len(s[2])
+}
+
+// at returns the byte at position i < s.len().
+func (s *byteSpans) at(i int) byte {
+	for _, p := range s {
+		if i < len(p) {
+			return p[i]
+		}
+		i -= len(p)
+	}
+	panic("byteSpans: index out of range")
+}
+
+// indexNewline returns the position of the first '\n' at or after from,
+// or -1.
+func (s *byteSpans) indexNewline(from int) int {
+	off := 0
+	for _, p := range s {
+		if from < off+len(p) {
+			if j := bytes.IndexByte(p[max(from-off, 0):], '\n'); j >= 0 {
+				return max(from, off) + j
+			}
+		}
+		off += len(p)
+	}
+	return -1
+}
+
+// lastNewline returns the position of the last '\n' in [from, to), or -1.
+func (s *byteSpans) lastNewline(from, to int) int {
+	off := s.len()
+	for i := len(s) - 1; i >= 0; i-- {
+		p := s[i]
+		off -= len(p)
+		lo, hi := max(from-off, 0), min(to-off, len(p))
+		if lo >= hi {
+			continue
+		}
+		if j := bytes.LastIndexByte(p[lo:hi], '\n'); j >= 0 {
+			return off + lo + j
+		}
+	}
+	return -1
+}
+
+// trimContinuation drops up to limit UTF-8 continuation bytes from the
+// start of s.
+func (s *byteSpans) trimContinuation(limit int) {
+	for i := range s {
+		for limit > 0 && len(s[i]) > 0 && !utf8.RuneStart(s[i][0]) {
+			s[i] = s[i][1:]
+			limit--
+		}
+		if len(s[i]) > 0 {
+			return
+		}
+	}
+}
+
+// runeStartBefore returns where to cut s so that the kept text ends before
+// position cut without splitting a valid UTF-8 character: cut itself, or
+// the start (not before lo) of the valid character that cut falls inside.
+func (s *byteSpans) runeStartBefore(cut, lo int) int {
+	for i := cut; i >= lo && i > cut-utf8.UTFMax; i-- {
+		if !utf8.RuneStart(s.at(i)) {
+			continue
+		}
+		if i == cut {
+			return cut
+		}
+		var buf [utf8.UTFMax]byte
+		n := s.copyAt(buf[:], i)
+		r, size := utf8.DecodeRune(buf[:n])
+		valid := r != utf8.RuneError || size > 1
+		if valid && i+size > cut {
+			return i
+		}
+		return cut
+	}
+	return cut
+}
+
+// copyAt copies the bytes of s from position i into dst and returns how
+// many it copied.
+func (s *byteSpans) copyAt(dst []byte, i int) int {
+	n := 0
+	for _, p := range s {
+		if i < len(p) {
+			n += copy(dst[n:], p[i:])
+			i = 0
+		} else {
+			i -= len(p)
+		}
+		if n == len(dst) {
+			break
+		}
+	}
+	return n
+}
+
+// writeTo renders the bytes of s between positions from and to.
+func (s *byteSpans) writeTo(r *renderState, from, to int) {
+	off := 0
+	for _, p := range s {
+		lo, hi := max(from-off, 0), min(to-off, len(p))
+		if lo < hi {
+			r.write(p[lo:hi])
+		}
+		off += len(p)
+	}
+}

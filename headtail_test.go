@@ -1,0 +1,742 @@
+package proc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/procvisor/proc"
+)
+
+// headTailTestTimeout bounds every test that blocks.
+const headTailTestTimeout = 10 * time.Second
+
+func headTailMarker(n int) string {
+	return fmt.Sprintf("\n... [omitted %d bytes] ...\n", n)
+}
+
+func TestHeadTailBufferOutput(t *testing.T) {
+	t.Parallel()
+
+	// hugeLines is 1 MiB of 64-byte lines, so that head and tail of the
+	// default sizes end on line boundaries.
+	var hugeLines strings.Builder
+	for i := 0; hugeLines.Len() < 1<<20; i++ {
+		fmt.Fprintf(&hugeLines, "line %058d\n", i)
+	}
+	huge := hugeLines.String()
+
+	var small strings.Builder
+	for i := range 100 {
+		small.WriteByte(byte('a' + i%26))
+	}
+	smalls := small.String()
+
+	tests := []struct {
+		name                string
+		head, tail, lineMax int
+		writes              []string
+		want                string
+		wantTrunc           *proc.Truncation
+	}{
+		{
+			name: "empty",
+		},
+		{
+			name:   "under-head",
+			head:   16,
+			tail:   16,
+			writes: []string{"hello\n"},
+			want:   "hello\n",
+		},
+		{
+			name:   "under-head-plus-tail",
+			head:   4,
+			tail:   16,
+			writes: []string{"hello\n", "world\n"},
+			want:   "hello\nworld\n",
+		},
+		{
+			name:   "exact-head+tail",
+			head:   4,
+			tail:   4,
+			writes: []string{"abcdefgh"},
+			want:   "abcdefgh",
+		},
+		{
+			name:      "omitted-middle",
+			head:      4,
+			tail:      4,
+			writes:    []string{"abcd", "0123456789", "wxyz"},
+			want:      "abcd" + headTailMarker(10) + "wxyz",
+			wantTrunc: headTailTrunc(18, 8, 0),
+		},
+		{
+			name:      "omitted-one-byte",
+			head:      4,
+			tail:      4,
+			writes:    []string{"abcd.wxyz"},
+			want:      "abcd" + headTailMarker(1) + "wxyz",
+			wantTrunc: headTailTrunc(9, 8, 0),
+		},
+		{
+			// The head ends with the first byte of "€" (e2 82 ac).
+			name:      "utf8-seam-head",
+			head:      5,
+			tail:      4,
+			writes:    []string{"abcd€", "0123456789", "wxyz"},
+			want:      "abcd" + headTailMarker(12) + "wxyz",
+			wantTrunc: headTailTrunc(21, 9, 0),
+		},
+		{
+			// The head ends with two bytes of "😀" (f0 9f 98 80).
+			name:      "utf8-seam-head-4-byte",
+			head:      6,
+			tail:      3,
+			writes:    []string{"abcd😀", "0123456789", "xyz"},
+			want:      "abcd" + headTailMarker(12) + "xyz",
+			wantTrunc: headTailTrunc(21, 9, 0),
+		},
+		{
+			// The tail starts with the last two bytes of "€".
+			name:      "utf8-seam-tail",
+			head:      4,
+			tail:      5,
+			writes:    []string{"abcd", "0123456789", "€xyz"},
+			want:      "abcd" + headTailMarker(11) + "xyz",
+			wantTrunc: headTailTrunc(20, 9, 0),
+		},
+		{
+			// Complete characters at both ends of the seam stay.
+			name:      "utf8-seam-complete",
+			head:      5,
+			tail:      5,
+			writes:    []string{"abcé", "0123456789", "éxyz"},
+			want:      "abcé" + headTailMarker(10) + "éxyz",
+			wantTrunc: headTailTrunc(20, 10, 0),
+		},
+		{
+			// Invalid bytes are not characters: nothing to trim.
+			name:      "invalid-utf8-seam",
+			head:      4,
+			tail:      4,
+			writes:    []string{"abc\xff", "0123456789", "\xfexyz"},
+			want:      "abc\xff" + headTailMarker(10) + "\xfexyz",
+			wantTrunc: headTailTrunc(18, 8, 0),
+		},
+		{
+			name:      "long-line-cut",
+			head:      64,
+			tail:      64,
+			lineMax:   8,
+			writes:    []string{"short\n0123456789abcdef\nend"},
+			want:      "short\n01234567 ... [truncated]\nend",
+			wantTrunc: headTailTrunc(26, 26, 1),
+		},
+		{
+			name:      "long-line-exactly-max",
+			head:      64,
+			tail:      64,
+			lineMax:   8,
+			writes:    []string{"01234567\n01234567"},
+			want:      "01234567\n01234567",
+			wantTrunc: nil,
+		},
+		{
+			name:      "long-last-line",
+			head:      64,
+			tail:      64,
+			lineMax:   4,
+			writes:    []string{"ab\n0123456789"},
+			want:      "ab\n0123 ... [truncated]",
+			wantTrunc: headTailTrunc(13, 13, 1),
+		},
+		{
+			// The cut at 8 bytes lands inside "é" (bytes 7-8).
+			name:      "long-line-utf8",
+			head:      64,
+			tail:      64,
+			lineMax:   8,
+			writes:    []string{"abcdefgéhij\n", "abcdefghé\n"},
+			want:      "abcdefg ... [truncated]\nabcdefgh ... [truncated]\n",
+			wantTrunc: headTailTrunc(24, 24, 2),
+		},
+		{
+			// Invalid bytes are cut wherever the limit falls.
+			name:      "long-line-invalid-utf8",
+			head:      64,
+			tail:      64,
+			lineMax:   4,
+			writes:    []string{"abc\xe2\x82x\n"},
+			want:      "abc\xe2 ... [truncated]\n",
+			wantTrunc: headTailTrunc(7, 7, 1),
+		},
+		{
+			// Nothing omitted: the line "abcdefghij" starts in the head
+			// and ends in the tail, and is cut as one line.
+			name:      "line-spanning-seam",
+			head:      4,
+			tail:      12,
+			lineMax:   6,
+			writes:    []string{"ab", "cdefghij\nxy"},
+			want:      "abcdef ... [truncated]\nxy",
+			wantTrunc: headTailTrunc(13, 13, 1),
+		},
+		{
+			// "€" spans head and tail, and the cut at 4 falls inside it.
+			name:      "line-spanning-seam-utf8",
+			head:      4,
+			tail:      12,
+			lineMax:   4,
+			writes:    []string{"abc€def"},
+			want:      "abc ... [truncated]",
+			wantTrunc: headTailTrunc(9, 9, 1),
+		},
+		{
+			name:    "no-invented-newline",
+			head:    4,
+			tail:    8,
+			lineMax: 64,
+			writes:  []string{"abc€def"},
+			want:    "abc€def",
+		},
+		{
+			// The marker ends the head's last line; each side is cut
+			// on its own and the marker never is.
+			name:      "long-lines-around-marker",
+			head:      8,
+			tail:      8,
+			lineMax:   4,
+			writes:    []string{"abcdefgh", "XXXX", "ijklmnop"},
+			want:      "abcd ... [truncated]" + headTailMarker(4) + "ijkl ... [truncated]",
+			wantTrunc: headTailTrunc(20, 16, 2),
+		},
+		{
+			name:      "huge-single-write",
+			writes:    []string{huge},
+			want:      huge[:16384] + headTailMarker(len(huge)-32768) + huge[len(huge)-16384:],
+			wantTrunc: headTailTrunc(int64(len(huge)), 32768, 0),
+		},
+		{
+			name:      "huge-write-after-tail-filled",
+			head:      4,
+			tail:      4,
+			writes:    []string{"abcd12345", strings.Repeat("-", 100) + "wxyz"},
+			want:      "abcd" + headTailMarker(105) + "wxyz",
+			wantTrunc: headTailTrunc(113, 8, 0),
+		},
+		{
+			name:      "many-small-writes",
+			head:      8,
+			tail:      8,
+			writes:    strings.Split(smalls, ""),
+			want:      smalls[:8] + headTailMarker(84) + smalls[92:],
+			wantTrunc: headTailTrunc(100, 16, 0),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := proc.NewHeadTailBuffer(tt.head, tt.tail, tt.lineMax)
+			for _, w := range tt.writes {
+				n, err := b.Write([]byte(w))
+				if n != len(w) || err != nil {
+					t.Fatalf("Write(%q) = %d, %v; want %d, nil", w, n, err, len(w))
+				}
+			}
+			got := b.Output()
+			if got.Text != tt.want {
+				t.Errorf("Output() = %q; want %q", got.Text, tt.want)
+			}
+			if g, w := headTailTruncString(got.Truncation), headTailTruncString(tt.wantTrunc); g != w {
+				t.Errorf("Output().Truncation = %s; want %s", g, w)
+			}
+
+			// Finishing changes the storage, never the rendering.
+			b.Finish()
+			if again := b.Output(); again.Text != got.Text ||
+				headTailTruncString(again.Truncation) != headTailTruncString(got.Truncation) {
+				t.Errorf("Output() after Finish = %q, %s; want %q, %s", again.Text,
+					headTailTruncString(again.Truncation), got.Text, headTailTruncString(got.Truncation))
+			}
+		})
+	}
+}
+
+// headTailTrunc builds the expected Truncation from the bytes written, the
+// bytes retained and the number of lines cut.
+func headTailTrunc(original, retained int64, linesCut int) *proc.Truncation {
+	return &proc.Truncation{
+		OriginalBytes: original,
+		RetainedBytes: retained,
+		OmittedBytes:  original - retained,
+		LinesCut:      linesCut,
+		Strategy:      "head_tail",
+	}
+}
+
+func headTailTruncString(tr *proc.Truncation) string {
+	if tr == nil {
+		return "nil"
+	}
+	return fmt.Sprintf("%+v", *tr)
+}
+
+func headTailChunkString(c proc.Chunk) string {
+	return fmt.Sprintf("{Data:%q Next:%d Lost:%d End:%d EOF:%v}", c.Data, c.Next, c.Lost, c.End, c.EOF)
+}
+
+func TestHeadTailBufferDefaults(t *testing.T) {
+	t.Parallel()
+	b := proc.NewHeadTailBuffer(0, -1, 0)
+	line := strings.Repeat("x", 2049) + "\n"
+	head := line + strings.Repeat("y\n", (16384-len(line))/2)
+	tail := strings.Repeat("z\n", 16384/2)
+	data := head + "-------" + tail
+	if _, err := b.Write([]byte(data)); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	got := b.Output()
+	want := strings.Repeat("x", 2048) + " ... [truncated]" + head[2049:] + headTailMarker(7) + tail
+	if got.Text != want {
+		t.Errorf("Output() = %q; want %q", got.Text, want)
+	}
+	if g, w := headTailTruncString(got.Truncation), headTailTruncString(headTailTrunc(int64(len(data)), 32768, 1)); g != w {
+		t.Errorf("Output().Truncation = %s; want %s", g, w)
+	}
+}
+
+func TestHeadTailBufferReadSince(t *testing.T) {
+	t.Parallel()
+
+	type read struct {
+		cursor int64
+		max    int
+		want   proc.Chunk
+	}
+	tests := []struct {
+		name       string
+		head, tail int
+		writes     []string
+		finish     bool
+		reads      []read
+	}{
+		{
+			name:   "empty",
+			head:   4,
+			tail:   4,
+			reads:  []read{{0, 0, proc.Chunk{}}, {5, 0, proc.Chunk{Next: 5}}},
+			finish: false,
+		},
+		{
+			name:   "empty-finished",
+			head:   4,
+			tail:   4,
+			finish: true,
+			reads:  []read{{0, 0, proc.Chunk{EOF: true}}},
+		},
+		{
+			name:   "spanning-head-and-tail",
+			head:   4,
+			tail:   8,
+			writes: []string{"abcdefghij"},
+			reads: []read{
+				{0, 0, proc.Chunk{Data: []byte("abcdefghij"), Next: 10, End: 10}},
+				{2, 0, proc.Chunk{Data: []byte("cdefghij"), Next: 10, End: 10}},
+				{6, 0, proc.Chunk{Data: []byte("ghij"), Next: 10, End: 10}},
+				{10, 0, proc.Chunk{Next: 10, End: 10}},
+			},
+		},
+		{
+			name:   "cursor-in-gap",
+			head:   4,
+			tail:   4,
+			writes: []string{"abcd", "0123456789", "wxyz"},
+			reads: []read{
+				// The head ends the read; the next one reports the gap.
+				{0, 0, proc.Chunk{Data: []byte("abcd"), Next: 4, End: 18}},
+				{4, 0, proc.Chunk{Data: []byte("wxyz"), Next: 18, Lost: 10, End: 18}},
+				{7, 0, proc.Chunk{Data: []byte("wxyz"), Next: 18, Lost: 7, End: 18}},
+				{13, 0, proc.Chunk{Data: []byte("wxyz"), Next: 18, Lost: 1, End: 18}},
+				{14, 0, proc.Chunk{Data: []byte("wxyz"), Next: 18, End: 18}},
+				{16, 0, proc.Chunk{Data: []byte("yz"), Next: 18, End: 18}},
+			},
+		},
+		{
+			name:   "max-limits",
+			head:   4,
+			tail:   4,
+			writes: []string{"abcd", "0123456789", "wxyz"},
+			reads: []read{
+				{0, 3, proc.Chunk{Data: []byte("abc"), Next: 3, End: 18}},
+				{3, 3, proc.Chunk{Data: []byte("d"), Next: 4, End: 18}},
+				{4, 3, proc.Chunk{Data: []byte("wxy"), Next: 17, Lost: 10, End: 18}},
+				{17, 3, proc.Chunk{Data: []byte("z"), Next: 18, End: 18}},
+				{0, -1, proc.Chunk{Data: []byte("abcd"), Next: 4, End: 18}},
+			},
+		},
+		{
+			name:   "max-across-seam",
+			head:   4,
+			tail:   8,
+			writes: []string{"abcdefghij"},
+			reads: []read{
+				{2, 4, proc.Chunk{Data: []byte("cdef"), Next: 6, End: 10}},
+			},
+		},
+		{
+			name:   "wrapped-ring",
+			head:   2,
+			tail:   4,
+			writes: []string{"ab", "cde", "fgh"},
+			reads: []read{
+				{0, 0, proc.Chunk{Data: []byte("ab"), Next: 2, End: 8}},
+				{2, 0, proc.Chunk{Data: []byte("efgh"), Next: 8, Lost: 2, End: 8}},
+				{5, 2, proc.Chunk{Data: []byte("fg"), Next: 7, End: 8}},
+			},
+		},
+		{
+			name:   "negative-cursor",
+			head:   4,
+			tail:   4,
+			writes: []string{"ab"},
+			reads: []read{
+				{-5, 0, proc.Chunk{Data: []byte("ab"), Next: 2, End: 2}},
+			},
+		},
+		{
+			name:   "cursor-beyond-end",
+			head:   4,
+			tail:   4,
+			writes: []string{"abcdef"},
+			reads: []read{
+				{100, 0, proc.Chunk{Next: 100, End: 6}},
+			},
+		},
+		{
+			name:   "cursor-beyond-end-finished",
+			head:   4,
+			tail:   4,
+			writes: []string{"abcdef"},
+			finish: true,
+			reads: []read{
+				{100, 0, proc.Chunk{Next: 100, End: 6, EOF: true}},
+			},
+		},
+		{
+			name:   "eof-after-finish",
+			head:   4,
+			tail:   4,
+			writes: []string{"abcd", "0123456789", "wxyz"},
+			finish: true,
+			reads: []read{
+				{0, 0, proc.Chunk{Data: []byte("abcd"), Next: 4, End: 18}},
+				{4, 0, proc.Chunk{Data: []byte("wxyz"), Next: 18, Lost: 10, End: 18, EOF: true}},
+				{4, 2, proc.Chunk{Data: []byte("wx"), Next: 16, Lost: 10, End: 18}},
+				{18, 0, proc.Chunk{Next: 18, End: 18, EOF: true}},
+			},
+		},
+		{
+			name:   "no-eof-before-finish",
+			head:   4,
+			tail:   4,
+			writes: []string{"abcdef"},
+			reads: []read{
+				{0, 0, proc.Chunk{Data: []byte("abcdef"), Next: 6, End: 6}},
+				{6, 0, proc.Chunk{Next: 6, End: 6}},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := proc.NewHeadTailBuffer(tt.head, tt.tail, 0)
+			for _, w := range tt.writes {
+				if _, err := b.Write([]byte(w)); err != nil {
+					t.Fatalf("Write(%q): %v", w, err)
+				}
+			}
+			if tt.finish {
+				b.Finish()
+			}
+			for _, r := range tt.reads {
+				got := b.ReadSince(r.cursor, r.max)
+				if g, w := headTailChunkString(got), headTailChunkString(r.want); g != w {
+					t.Errorf("ReadSince(%d, %d) = %s; want %s", r.cursor, r.max, g, w)
+				}
+			}
+		})
+	}
+}
+
+// TestHeadTailBufferReadSinceCopies checks that callers own Data.
+func TestHeadTailBufferReadSinceCopies(t *testing.T) {
+	t.Parallel()
+	b := proc.NewHeadTailBuffer(4, 4, 0)
+	if _, err := b.Write([]byte("abcdef")); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	c := b.ReadSince(0, 0)
+	for i := range c.Data {
+		c.Data[i] = '!'
+	}
+	if got := b.ReadSince(0, 0); string(got.Data) != "abcdef" {
+		t.Errorf("ReadSince(0, 0) after changing an earlier Data = %q; want %q", got.Data, "abcdef")
+	}
+}
+
+// TestHeadTailBufferReadLoop reads everything in small pieces while
+// checking the accounting invariant.
+func TestHeadTailBufferReadLoop(t *testing.T) {
+	t.Parallel()
+	b := proc.NewHeadTailBuffer(5, 7, 0)
+	var all strings.Builder
+	for i := range 20 {
+		w := fmt.Sprintf("%d,", i)
+		all.WriteString(w)
+		if _, err := b.Write([]byte(w)); err != nil {
+			t.Fatalf("Write(%q): %v", w, err)
+		}
+	}
+	b.Finish()
+	s := all.String()
+	want := s[:5] + s[len(s)-7:]
+
+	var got []byte
+	var cursor, accounted int64
+	for i := 0; ; i++ {
+		if i > len(s) {
+			t.Fatalf("ReadSince did not reach EOF after %d reads", i)
+		}
+		c := b.ReadSince(cursor, 3)
+		if c.Next != cursor+c.Lost+int64(len(c.Data)) {
+			t.Fatalf("ReadSince(%d, 3) = %s; want Next = cursor+Lost+len(Data)", cursor, headTailChunkString(c))
+		}
+		got = append(got, c.Data...)
+		accounted += c.Lost + int64(len(c.Data))
+		cursor = c.Next
+		if c.EOF {
+			break
+		}
+	}
+	if string(got) != want {
+		t.Errorf("data read = %q; want %q", got, want)
+	}
+	if accounted != int64(len(s)) || accounted != b.Len() {
+		t.Errorf("sum of Lost+len(Data) = %d; want %d", accounted, len(s))
+	}
+}
+
+func TestHeadTailBufferWriteAfterFinish(t *testing.T) {
+	t.Parallel()
+	b := proc.NewHeadTailBuffer(4, 4, 0)
+	if n, err := b.Write([]byte("abc")); n != 3 || err != nil {
+		t.Fatalf("Write(%q) = %d, %v; want 3, nil", "abc", n, err)
+	}
+	b.Finish()
+	b.Finish() // idempotent
+	if !b.Finished() {
+		t.Errorf("Finished() = false; want true")
+	}
+	n, err := b.Write([]byte("def"))
+	if n != 0 || !errors.Is(err, proc.ErrClosed) {
+		t.Errorf("Write(%q) after Finish = %d, %v; want 0, an error wrapping ErrClosed", "def", n, err)
+	}
+	if got := b.Len(); got != 3 {
+		t.Errorf("Len() = %d; want 3", got)
+	}
+	if got := b.Output(); got.Text != "abc" {
+		t.Errorf("Output() = %q; want %q", got.Text, "abc")
+	}
+}
+
+func TestHeadTailBufferEmptyWrite(t *testing.T) {
+	t.Parallel()
+	b := proc.NewHeadTailBuffer(4, 4, 0)
+	if n, err := b.Write(nil); n != 0 || err != nil {
+		t.Errorf("Write(nil) = %d, %v; want 0, nil", n, err)
+	}
+	if got := b.Len(); got != 0 {
+		t.Errorf("Len() = %d; want 0", got)
+	}
+	if got := b.Output(); got.Text != "" || got.Truncation != nil {
+		t.Errorf("Output() = %q, %s; want \"\", nil", got.Text, headTailTruncString(got.Truncation))
+	}
+}
+
+func TestHeadTailBufferWaitOutput(t *testing.T) {
+	t.Parallel()
+
+	t.Run("bytes-already-there", func(t *testing.T) {
+		t.Parallel()
+		b := proc.NewHeadTailBuffer(4, 4, 0)
+		if _, err := b.Write([]byte("ab")); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		// Even an ended context does not matter when bytes exist.
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if err := b.WaitOutput(ctx, 1); err != nil {
+			t.Errorf("WaitOutput(ctx, 1) = %v; want nil", err)
+		}
+		if err := b.WaitOutput(ctx, -1); err != nil {
+			t.Errorf("WaitOutput(ctx, -1) = %v; want nil", err)
+		}
+		if err := b.WaitOutput(ctx, 2); !errors.Is(err, context.Canceled) {
+			t.Errorf("WaitOutput(ctx, 2) = %v; want an error wrapping context.Canceled", err)
+		}
+	})
+
+	t.Run("write-from-goroutine", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(t.Context(), headTailTestTimeout)
+		defer cancel()
+		b := proc.NewHeadTailBuffer(4, 4, 0)
+		if _, err := b.Write([]byte("ab")); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = b.Write([]byte("c"))
+		}()
+		defer wg.Wait()
+		if err := b.WaitOutput(ctx, 2); err != nil {
+			t.Fatalf("WaitOutput(ctx, 2) = %v; want nil", err)
+		}
+		if got := b.Len(); got != 3 {
+			t.Errorf("Len() after WaitOutput = %d; want 3", got)
+		}
+	})
+
+	t.Run("finish", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(t.Context(), headTailTestTimeout)
+		defer cancel()
+		b := proc.NewHeadTailBuffer(4, 4, 0)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.Finish()
+		}()
+		defer wg.Wait()
+		if err := b.WaitOutput(ctx, 0); err != nil {
+			t.Fatalf("WaitOutput(ctx, 0) = %v; want nil", err)
+		}
+		if !b.Finished() {
+			t.Errorf("Finished() after WaitOutput = false; want true")
+		}
+		// A finished buffer never blocks, whatever the cursor.
+		if err := b.WaitOutput(ctx, 100); err != nil {
+			t.Errorf("WaitOutput(ctx, 100) after Finish = %v; want nil", err)
+		}
+	})
+
+	t.Run("cancel", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithCancel(t.Context())
+		b := proc.NewHeadTailBuffer(4, 4, 0)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cancel()
+		}()
+		defer wg.Wait()
+		err := b.WaitOutput(ctx, 0)
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("WaitOutput(ctx, 0) = %v; want an error wrapping context.Canceled", err)
+		}
+	})
+
+	t.Run("deadline", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithDeadline(t.Context(), time.Unix(0, 0))
+		defer cancel()
+		b := proc.NewHeadTailBuffer(4, 4, 0)
+		err := b.WaitOutput(ctx, 0)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("WaitOutput(ctx, 0) = %v; want an error wrapping context.DeadlineExceeded", err)
+		}
+	})
+
+	t.Run("many-waiters", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(t.Context(), headTailTestTimeout)
+		defer cancel()
+		b := proc.NewHeadTailBuffer(4, 4, 0)
+		const waiters = 8
+		errc := make(chan error, waiters) // one slot per sender
+		for range waiters {
+			go func() { errc <- b.WaitOutput(ctx, 0) }()
+		}
+		if _, err := b.Write([]byte("x")); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		for range waiters {
+			select {
+			case err := <-errc:
+				if err != nil {
+					t.Errorf("WaitOutput(ctx, 0) = %v; want nil", err)
+				}
+			case <-ctx.Done():
+				t.Fatalf("waiting for WaitOutput: %v", ctx.Err())
+			}
+		}
+	})
+}
+
+// TestHeadTailBufferConcurrent runs writers and readers together; run it
+// with -race.
+func TestHeadTailBufferConcurrent(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), headTailTestTimeout)
+	defer cancel()
+	b := proc.NewHeadTailBuffer(64, 64, 16)
+	const writers, writes = 4, 200
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range writes {
+				_, _ = b.Write([]byte("0123456789\n"))
+			}
+		}()
+	}
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		var cursor int64
+		for {
+			if err := b.WaitOutput(ctx, cursor); err != nil {
+				return
+			}
+			c := b.ReadSince(cursor, 7)
+			_ = b.Output()
+			cursor = c.Next
+			if c.EOF {
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	b.Finish()
+	select {
+	case <-readerDone:
+	case <-ctx.Done():
+		t.Fatalf("waiting for the reader: %v", ctx.Err())
+	}
+	if got, want := b.Len(), int64(writers*writes*11); got != want {
+		t.Errorf("Len() = %d; want %d", got, want)
+	}
+	if tr := b.Output().Truncation; tr == nil || tr.RetainedBytes != 128 {
+		t.Errorf("Output().Truncation = %s; want RetainedBytes 128", headTailTruncString(tr))
+	}
+}
