@@ -221,7 +221,7 @@ type Process struct {
 	// mu guards the fields below.
 	mu        sync.Mutex
 	final     bool
-	exitCode  int
+	exitCode  *int // shared by every Info of the final record
 	sigName   string
 	timedOut  bool
 	closing   bool // a Manager or Scope Close is stopping this process
@@ -246,8 +246,7 @@ func (p *Process) Info() Info {
 	info.Running = !p.final
 	info.TimedOut = p.timedOut
 	if p.final {
-		code := p.exitCode
-		info.ExitCode = &code
+		info.ExitCode = p.exitCode
 		info.Signal = p.sigName
 		info.ExitedAt = p.exitedAt
 		info.Usage = p.usage
@@ -606,7 +605,7 @@ func (p *Process) finish(waitErr error, exitedAt time.Time) {
 		code = 124
 	}
 	p.final = true
-	p.exitCode = code
+	p.exitCode = &code
 	p.sigName = sigName
 	p.exitedAt = exitedAt
 	p.finalTime = now
