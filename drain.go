@@ -248,3 +248,27 @@ func (l *logFile) errString() string {
 	}
 	return l.err.Error()
 }
+
+// writeOnce makes one non-blocking write of b to f and fails if it does not
+// all fit now.
+func writeOnce(f *os.File, b []byte) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return xerrors.Errorf("descriptor: %w", err)
+	}
+	var n int
+	var werr error
+	err = rc.Write(func(fd uintptr) bool {
+		n, werr = writeNonblock(fd, b)
+		return true // never wait for room
+	})
+	switch {
+	case err != nil:
+		return xerrors.Errorf("write: %w", err)
+	case werr != nil:
+		return werr
+	case n < len(b):
+		return xerrors.Errorf("write: %d of %d bytes fit", n, len(b))
+	}
+	return nil
+}

@@ -400,7 +400,7 @@ func (p *Process) WaitOutput(ctx context.Context, cursor int64) error {
 	if err := p.out.WaitOutput(ctx, cursor); err != nil {
 		return xerrors.Errorf("wait output of %q: %w", p.info.ID, err)
 	}
-	if p.out.Len() > cursor {
+	if p.out.Len() > cursor || p.isFinal() {
 		return nil
 	}
 	// The buffer is finished; the final status follows at once.
@@ -499,7 +499,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 		childEnds = append(childEnds, slave)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 		p.tty = master
-		p.in = &stdinPipe{w: master, tty: true}
+		p.in = newStdinPipe(master, true)
 		p.pumps = append(p.pumps, &pump{r: master, dst: p.out})
 	} else {
 		r, w, err := newPipe()
@@ -529,7 +529,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 			parentEnds = append(parentEnds, iw)
 			childEnds = append(childEnds, ir)
 			cmd.Stdin = ir
-			p.in = &stdinPipe{w: iw}
+			p.in = newStdinPipe(iw, false)
 		}
 	}
 	setupGroup(cmd, sp.req.TTY)
@@ -577,11 +577,13 @@ func (p *Process) begin() {
 // goroutine that publishes the end of the process (I3).
 func (p *Process) supervise() {
 	waitErr := p.cmd.Wait()
-	exitedAt := p.m.clock.Now("process", "exit")
+	// Refuse stdin and publish the exit before anything else, even a clock
+	// call: a write in between would meet a bare broken pipe.
 	if p.in != nil {
 		p.in.exit()
 	}
 	close(p.exited)
+	exitedAt := p.m.clock.Now("process", "exit")
 	p.drain()
 	p.finish(waitErr, exitedAt)
 }
@@ -685,8 +687,11 @@ type stdinPipe struct {
 	w   *os.File
 	tty bool
 
-	// wmu serialises writes, so that one lands whole before the next.
-	wmu sync.Mutex
+	// turn serialises writes: a writer holds its one slot while writing,
+	// so one write lands whole before the next starts. A channel, not a
+	// mutex, so that a writer waiting for its turn still ends with its
+	// context.
+	turn chan struct{}
 
 	// mu guards the fields below.
 	mu    sync.Mutex
@@ -729,9 +734,17 @@ func (s *stdinPipe) check(p *Process) error {
 	return s.errLocked(p.info.ID)
 }
 
+func newStdinPipe(w *os.File, tty bool) *stdinPipe {
+	return &stdinPipe{w: w, tty: tty, turn: make(chan struct{}, 1)}
+}
+
 func (s *stdinPipe) write(ctx context.Context, b []byte, p *Process) (int, error) {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
+	select {
+	case s.turn <- struct{}{}:
+	case <-ctx.Done():
+		return 0, xerrors.Errorf("write to %q: waiting for an earlier write: %w", p.info.ID, ctx.Err())
+	}
+	defer func() { <-s.turn }()
 
 	s.mu.Lock()
 	if err := s.errLocked(p.info.ID); err != nil {
@@ -773,47 +786,59 @@ func (s *stdinPipe) write(ctx context.Context, b []byte, p *Process) (int, error
 		return n, xerrors.Errorf("write to %q: %w", p.info.ID, ctx.Err())
 	case errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.EIO):
 		if p.hasExited() || leaderExited(p.info.PID) {
-			// The child is gone and its exit is being collected.
+			// The child is gone; its exit goroutine is about to say so.
+			<-p.exited
 			return n, xerrors.Errorf("write to %q: %w", p.info.ID, ErrNotRunning)
 		}
 	}
 	return n, xerrors.Errorf("write to %q: %w", p.info.ID, err)
 }
 
-// close implements CloseStdin.
+// close implements CloseStdin. A write in progress is released and
+// returns ErrInvalid.
 func (s *stdinPipe) close(p *Process) error {
-	if s.tty {
-		s.mu.Lock()
-		state := s.state
-		s.mu.Unlock()
-		if state == stdinClosed {
-			return nil
-		}
-		// A terminal has no separate stdin to close: send end-of-file.
-		if _, err := s.write(context.Background(), []byte{4}, p); err != nil {
-			return xerrors.Errorf("close stdin: %w", err)
-		}
-		s.mu.Lock()
-		if s.state == stdinOpen {
-			s.state = stdinClosed
-		}
-		s.mu.Unlock()
-		return nil
-	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	switch s.state {
 	case stdinClosed:
+		s.mu.Unlock()
 		return nil
 	case stdinOpen:
-		s.state = stdinClosed
-		// Close unblocks a write in progress; it returns ErrInvalid.
-		if err := s.w.Close(); err != nil {
+	default:
+		err := s.errLocked(p.info.ID)
+		s.mu.Unlock()
+		return xerrors.Errorf("close stdin: %w", err)
+	}
+	s.state = stdinClosed
+	s.gen++
+	if !s.tty {
+		// Close releases a blocked write (it returns ErrInvalid) and gives
+		// the child end-of-file.
+		err := s.w.Close()
+		s.mu.Unlock()
+		if err != nil {
 			return xerrors.Errorf("close stdin of %q: %w", p.info.ID, err)
 		}
 		return nil
 	}
-	return xerrors.Errorf("close stdin: %w", s.errLocked(p.info.ID))
+	// A terminal has no stdin of its own to close: end-of-file is ^D typed
+	// into it. Release a blocked write first, then wait for its turn.
+	_ = s.w.SetWriteDeadline(pastDeadline)
+	s.mu.Unlock()
+	s.turn <- struct{}{}
+	defer func() { <-s.turn }()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != stdinClosed {
+		return xerrors.Errorf("close stdin: %w", s.errLocked(p.info.ID))
+	}
+	_ = s.w.SetWriteDeadline(time.Time{})
+	// One non-blocking attempt: a terminal whose input queue is full (the
+	// program never reads) must not hold the caller.
+	if err := writeOnce(s.w, []byte{4}); err != nil {
+		return xerrors.Errorf("close stdin of %q: send end-of-file: %w", p.info.ID, err)
+	}
+	return nil
 }
 
 // exit refuses further writes once the child was reaped, releasing a write

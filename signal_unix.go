@@ -173,10 +173,15 @@ func procStat(pid string) (state byte, pgrp string, ok bool) {
 	return fields[0][0], string(fields[2]), true
 }
 
-// leaderExited reports whether pid has exited but may not be reaped yet.
+// leaderExited reports whether the child pid has exited, reaped or not.
+// Without /proc it cannot tell and says no.
 func leaderExited(pid int) bool {
 	state, _, ok := procStat(strconv.Itoa(pid))
-	return ok && (state == 'Z' || state == 'X')
+	if !ok {
+		_, err := os.Stat("/proc/self/stat")
+		return err == nil // /proc works, so the child's entry is gone
+	}
+	return state == 'Z' || state == 'X'
 }
 
 // exitStatus turns a reaped child's state into the exit code (128+N for
@@ -203,6 +208,15 @@ func exitStatus(state *os.ProcessState, waitErr error) (code int, sigName string
 // stopReading makes a Read blocked on f return os.ErrDeadlineExceeded.
 func stopReading(f *os.File) {
 	_ = f.SetReadDeadline(pastDeadline)
+}
+
+// writeNonblock writes once to a non-blocking descriptor.
+func writeNonblock(fd uintptr, p []byte) (int, error) {
+	n, err := unix.Write(int(fd), p)
+	if err != nil {
+		return 0, xerrors.Errorf("write: %w", err)
+	}
+	return n, nil
 }
 
 // readNonblock reads once from a non-blocking descriptor.

@@ -141,6 +141,12 @@ func stopReading(f *os.File) {
 	_ = f.Close()
 }
 
+// writeNonblock is not reached on Windows (it serves TTYs, which are
+// Unix-only).
+func writeNonblock(uintptr, []byte) (int, error) {
+	return 0, xerrors.Errorf("write: %w", ErrUnsupported)
+}
+
 // readNonblock is not reached on Windows (stopReading ends reads by closing).
 func readNonblock(uintptr, []byte) (int, error) {
 	return 0, xerrors.Errorf("read: %w", ErrUnsupported)

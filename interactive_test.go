@@ -1,0 +1,1038 @@
+package proc_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/procvisor/proc"
+)
+
+// Tests of the interactive features: stdin (Write, WriteContext,
+// CloseStdin), SeparateStderr, cursor reads (ReadSince, WaitOutput) and
+// per-request buffer sizes. TTY and the tests that need Unix process
+// behaviour are in interactive_unix_test.go.
+
+func init() {
+	// interactive-cat copies stdin to stdout, like cat.
+	helpers["interactive-cat"] = func([]string) int {
+		if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
+			fmt.Fprintln(os.Stderr, "copy:", err)
+			return 1
+		}
+		return 0
+	}
+	// interactive-exit exits at once.
+	helpers["interactive-exit"] = func([]string) int { return 0 }
+	// interactive-sleep never reads stdin and lives until it is stopped
+	// (or 30s pass).
+	helpers["interactive-sleep"] = func([]string) int {
+		time.Sleep(30 * time.Second)
+		return 0
+	}
+	// interactive-gate PATH reads nothing until the file PATH exists, then
+	// copies stdin to stdout.
+	helpers["interactive-gate"] = func(args []string) int {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if _, err := os.Stat(args[0]); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				fmt.Fprintln(os.Stderr, "gate never opened")
+				return 3
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
+			fmt.Fprintln(os.Stderr, "copy:", err)
+			return 1
+		}
+		return 0
+	}
+	// interactive-seq writes "a\n" to stdout, "b\n" to stderr and "c\n" to
+	// stdout, one after the other.
+	helpers["interactive-seq"] = func([]string) int {
+		for _, w := range []struct {
+			f *os.File
+			s string
+		}{{os.Stdout, "a\n"}, {os.Stderr, "b\n"}, {os.Stdout, "c\n"}} {
+			if _, err := w.f.WriteString(w.s); err != nil {
+				return 1
+			}
+		}
+		return 0
+	}
+	// interactive-streams N writes N lines to stdout and N lines to stderr
+	// from two goroutines at once, one write per line (see iaStreamLine).
+	helpers["interactive-streams"] = func(args []string) int {
+		n, err := strconv.Atoi(args[0])
+		if err != nil {
+			return 2
+		}
+		var wg sync.WaitGroup
+		failed := make(chan struct{}, 2)
+		for _, s := range []struct {
+			f    *os.File
+			name string
+		}{{os.Stdout, "out"}, {os.Stderr, "err"}} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range n {
+					if _, err := s.f.WriteString(iaStreamLine(s.name, i)); err != nil {
+						failed <- struct{}{}
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if len(failed) > 0 {
+			return 1
+		}
+		return 0
+	}
+	// interactive-pattern N CHUNK PAUSE_MS [wait] writes iaPattern(0, N) to
+	// stdout in writes of CHUNK bytes, pausing PAUSE_MS between writes;
+	// with "wait" it then reads stdin until end-of-file before it exits.
+	helpers["interactive-pattern"] = func(args []string) int {
+		n, err1 := strconv.Atoi(args[0])
+		chunk, err2 := strconv.Atoi(args[1])
+		pause, err3 := strconv.Atoi(args[2])
+		if err1 != nil || err2 != nil || err3 != nil || chunk <= 0 {
+			return 2
+		}
+		data := iaPattern(0, n)
+		for len(data) > 0 {
+			k := min(chunk, len(data))
+			if _, err := os.Stdout.Write(data[:k]); err != nil {
+				return 1
+			}
+			data = data[k:]
+			if pause > 0 && len(data) > 0 {
+				time.Sleep(time.Duration(pause) * time.Millisecond)
+			}
+		}
+		if len(args) > 3 && args[3] == "wait" {
+			_, _ = io.Copy(io.Discard, os.Stdin)
+		}
+		return 0
+	}
+}
+
+// iaHelperReq is helperReq for the helpers of these tests, with the second
+// a race-enabled binary sleeps before it exits (GORACE atexit_sleep_ms)
+// turned off, so that the tests do not wait for it.
+func iaHelperReq(mode string, args ...string) proc.StartRequest {
+	req := helperReq(mode, args...)
+	req.Env["GORACE"] = strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
+	return req
+}
+
+// iaStreamLine is line i of stream name of interactive-streams: 64 bytes.
+func iaStreamLine(name string, i int) string {
+	return fmt.Sprintf("%s %06d %s\n", name, i, strings.Repeat("x", 64-len(name)-9))
+}
+
+// iaPattern returns the bytes [off, off+n) of an endless stream of 16-byte
+// lines "%015x\n" numbering themselves, so that every byte's position can
+// be checked.
+func iaPattern(off int64, n int) []byte {
+	const (
+		rec    = 16
+		digits = "0123456789abcdef"
+	)
+	skip := int(off % rec)
+	b := make([]byte, (skip+n+rec-1)/rec*rec)
+	for i, r := 0, off/rec; i < len(b); i, r = i+rec, r+1 {
+		v := r
+		for j := rec - 2; j >= 0; j-- {
+			b[i+j] = digits[v&15]
+			v >>= 4
+		}
+		b[i+rec-1] = '\n'
+	}
+	return b[skip : skip+n]
+}
+
+// iaCheckPattern fails unless data is iaPattern(off, len(data)).
+func iaCheckPattern(t *testing.T, what string, off int64, data []byte) {
+	t.Helper()
+	want := iaPattern(off, len(data))
+	if bytes.Equal(data, want) {
+		return
+	}
+	i := 0
+	for i < len(data) && data[i] == want[i] {
+		i++
+	}
+	lo, hi := max(i-16, 0), min(i+16, len(data))
+	t.Fatalf("%s: %d bytes at offset %d differ from the stream at offset %d: got %q, want %q",
+		what, len(data), off, off+int64(i), data[lo:hi], want[lo:hi])
+}
+
+// iaMarker is the omission marker of a rendering.
+func iaMarker(n int64) string {
+	return fmt.Sprintf("\n... [omitted %d bytes] ...\n", n)
+}
+
+// iaReadAll reads the whole retained Output stream of p from cursor 0 and
+// fails if any byte was not retained.
+func iaReadAll(t *testing.T, p *proc.Process) []byte {
+	t.Helper()
+	var out []byte
+	for cursor := int64(0); ; {
+		c := p.ReadSince(cursor, 0)
+		if c.Lost != 0 {
+			t.Fatalf("ReadSince(%d, 0).Lost = %d; want 0 (buffers too small for the test)", cursor, c.Lost)
+		}
+		out = append(out, c.Data...)
+		if c.Next >= c.End {
+			return out
+		}
+		cursor = c.Next
+	}
+}
+
+// iaWaitText reads p's Output stream from the start until it holds want,
+// and returns what it read.
+func iaWaitText(ctx context.Context, t *testing.T, p *proc.Process, want string) string {
+	t.Helper()
+	var seen []byte
+	for cursor := int64(0); !bytes.Contains(seen, []byte(want)); {
+		if err := p.WaitOutput(ctx, cursor); err != nil {
+			t.Fatalf("WaitOutput(%d) waiting for %q = %v; output so far %q", cursor, want, err, seen)
+		}
+		c := p.ReadSince(cursor, 0)
+		seen = append(seen, c.Data...)
+		cursor = c.Next
+		if c.EOF && !bytes.Contains(seen, []byte(want)) {
+			t.Fatalf("output ended without %q: %q", want, seen)
+		}
+	}
+	return string(seen)
+}
+
+// iaWaitLen waits until p's Output stream is at least n bytes long.
+func iaWaitLen(ctx context.Context, t *testing.T, p *proc.Process, n int64) {
+	t.Helper()
+	for end := int64(0); end < n; {
+		if err := p.WaitOutput(ctx, end); err != nil {
+			t.Fatalf("WaitOutput(%d) waiting for %d bytes = %v", end, n, err)
+		}
+		c := p.ReadSince(1<<62, 1) // past the end: only End
+		if c.EOF && c.End < n {
+			t.Fatalf("output ended at %d bytes; want %d", c.End, n)
+		}
+		end = c.End
+	}
+}
+
+// iaRecv receives from ch or fails when ctx ends.
+func iaRecv[T any](ctx context.Context, t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-ctx.Done():
+		t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		var zero T
+		return zero
+	}
+}
+
+type iaWriteResult struct {
+	n   int
+	err error
+}
+
+// iaSentinels are the package's sentinel errors, to check that an error
+// wraps none of them.
+var iaSentinels = []error{
+	proc.ErrNotFound, proc.ErrNotRunning, proc.ErrRunning, proc.ErrClosed,
+	proc.ErrDuplicateID, proc.ErrLimit, proc.ErrInvalid, proc.ErrUnsupported,
+}
+
+func iaWrapsSentinel(err error) error {
+	for _, s := range iaSentinels {
+		if errors.Is(err, s) {
+			return s
+		}
+	}
+	return nil
+}
+
+func TestStdinWriteThenCloseStdin(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	req := iaHelperReq("interactive-cat")
+	req.Stdin = true
+	p := mustStart(t, m, req)
+
+	for _, s := range []string{"hello\n", "", "world\n"} {
+		if n, err := p.Write([]byte(s)); n != len(s) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v; want %d, nil", s, n, err, len(s))
+		}
+	}
+	if err := p.CloseStdin(); err != nil {
+		t.Fatalf("CloseStdin() = %v; want nil", err)
+	}
+	snap := waitFinal(ctx, t, p)
+	if code := exitCode(t, snap.Info); code != 0 {
+		t.Errorf("exit code = %d; want 0 (cat ends at end-of-file)", code)
+	}
+	if want := "hello\nworld\n"; snap.Output.Text != want {
+		t.Errorf("Output().Text = %q; want %q", snap.Output.Text, want)
+	}
+	if snap.Info.OutputBytes != 12 {
+		t.Errorf("Info.OutputBytes = %d; want 12", snap.Info.OutputBytes)
+	}
+}
+
+// TestStdinLargeEcho writes 1 MiB in several writes to a child that echoes
+// it: stdin and stdout fill and drain at once, and nothing is lost or
+// reordered.
+func TestStdinLargeEcho(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	const size = 1 << 20
+	req := iaHelperReq("interactive-cat")
+	req.Stdin = true
+	req.HeadBytes = 2 * size
+	p := mustStart(t, m, req)
+
+	data := iaPattern(0, size)
+	for off := 0; off < size; {
+		k := min(64<<10+123, size-off) // not aligned with the pipe buffer
+		if n, err := p.Write(data[off : off+k]); n != k || err != nil {
+			t.Fatalf("Write(%d bytes at %d) = %d, %v; want %d, nil", k, off, n, err, k)
+		}
+		off += k
+	}
+	if err := p.CloseStdin(); err != nil {
+		t.Fatalf("CloseStdin() = %v; want nil", err)
+	}
+	snap := waitFinal(ctx, t, p)
+	if code := exitCode(t, snap.Info); code != 0 {
+		t.Errorf("exit code = %d; want 0", code)
+	}
+	if snap.Info.OutputBytes != size {
+		t.Errorf("Info.OutputBytes = %d; want %d", snap.Info.OutputBytes, size)
+	}
+	if snap.Output.Truncation != nil {
+		t.Errorf("Output().Truncation = %+v; want nil", *snap.Output.Truncation)
+	}
+	iaCheckPattern(t, "echoed stdin", 0, iaReadAll(t, p))
+}
+
+func TestStdinRefused(t *testing.T) {
+	t.Parallel()
+
+	t.Run("without-Stdin", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		m := newManager(t, proc.Options{})
+		p := mustStart(t, m, iaHelperReq("interactive-sleep"))
+		if n, err := p.Write([]byte("x")); n != 0 || !errors.Is(err, proc.ErrInvalid) {
+			t.Errorf("Write without Stdin = %d, %v; want 0, ErrInvalid", n, err)
+		}
+		if n, err := p.WriteContext(ctx, []byte("x")); n != 0 || !errors.Is(err, proc.ErrInvalid) {
+			t.Errorf("WriteContext without Stdin = %d, %v; want 0, ErrInvalid", n, err)
+		}
+		if err := p.CloseStdin(); !errors.Is(err, proc.ErrInvalid) {
+			t.Errorf("CloseStdin without Stdin = %v; want ErrInvalid", err)
+		}
+		if err := p.Resize(proc.TermSize{Rows: 10, Cols: 10}); !errors.Is(err, proc.ErrInvalid) {
+			t.Errorf("Resize without TTY = %v; want ErrInvalid", err)
+		}
+	})
+
+	t.Run("after-CloseStdin", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		m := newManager(t, proc.Options{})
+		req := iaHelperReq("interactive-sleep") // lives on after its stdin closes
+		req.Stdin = true
+		p := mustStart(t, m, req)
+		if err := p.CloseStdin(); err != nil {
+			t.Fatalf("CloseStdin() = %v; want nil", err)
+		}
+		if err := p.CloseStdin(); err != nil {
+			t.Errorf("second CloseStdin() = %v; want nil", err)
+		}
+		if n, err := p.Write([]byte("x")); n != 0 || !errors.Is(err, proc.ErrInvalid) {
+			t.Errorf("Write after CloseStdin = %d, %v; want 0, ErrInvalid", n, err)
+		}
+		if n, err := p.WriteContext(ctx, []byte("x")); n != 0 || !errors.Is(err, proc.ErrInvalid) {
+			t.Errorf("WriteContext after CloseStdin = %d, %v; want 0, ErrInvalid", n, err)
+		}
+		if !p.Info().Running {
+			t.Errorf("Info().Running = false; want true (the helper sleeps)")
+		}
+	})
+
+	t.Run("after-exit", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		m := newManager(t, proc.Options{})
+		req := iaHelperReq("interactive-exit")
+		req.Stdin = true
+		p := mustStart(t, m, req)
+		waitFinal(ctx, t, p)
+		if n, err := p.Write([]byte("x")); n != 0 || !errors.Is(err, proc.ErrNotRunning) {
+			t.Errorf("Write after exit = %d, %v; want 0, ErrNotRunning", n, err)
+		}
+		if n, err := p.WriteContext(ctx, []byte("x")); n != 0 || !errors.Is(err, proc.ErrNotRunning) {
+			t.Errorf("WriteContext after exit = %d, %v; want 0, ErrNotRunning", n, err)
+		}
+		if err := p.CloseStdin(); !errors.Is(err, proc.ErrNotRunning) {
+			t.Errorf("CloseStdin after exit = %v; want ErrNotRunning", err)
+		}
+	})
+
+	t.Run("after-Close", func(t *testing.T) {
+		t.Parallel()
+		m := newManager(t, proc.Options{})
+		req := iaHelperReq("interactive-sleep")
+		req.Stdin = true
+		p := mustStart(t, m, req)
+		if err := m.Close(); err != nil {
+			t.Fatalf("Close() = %v; want nil", err)
+		}
+		if n, err := p.Write([]byte("x")); n != 0 || !errors.Is(err, proc.ErrClosed) {
+			t.Errorf("Write after Close = %d, %v; want 0, ErrClosed", n, err)
+		}
+		if err := p.CloseStdin(); !errors.Is(err, proc.ErrClosed) {
+			t.Errorf("CloseStdin after Close = %v; want ErrClosed", err)
+		}
+	})
+}
+
+// TestWriteContextDeadline pins a write cut short by its context: it
+// returns the bytes written so far and an error wrapping ctx.Err(), quickly;
+// exactly those bytes reach the child, and later writes still work.
+func TestWriteContextDeadline(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	gate := filepath.Join(t.TempDir(), "gate")
+	const size = 10 << 20
+	req := iaHelperReq("interactive-gate", gate)
+	req.Stdin = true
+	req.HeadBytes = size + 1 // keep whatever the child echoes
+	p := mustStart(t, m, req)
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if n, err := p.WriteContext(cancelled, []byte("never\n")); n != 0 || !errors.Is(err, context.Canceled) {
+		t.Errorf("WriteContext(cancelled ctx) = %d, %v; want 0, context.Canceled", n, err)
+	}
+
+	// The child reads nothing yet: the write fills the pipe and blocks
+	// until the deadline, which is the bound under test.
+	data := iaPattern(0, size)
+	wctx, wcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer wcancel()
+	start := time.Now()
+	n, err := p.WriteContext(wctx, data)
+	elapsed := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WriteContext(10 MiB, 100ms) = %d, %v; want an error wrapping context.DeadlineExceeded", n, err)
+	}
+	if s := iaWrapsSentinel(err); s != nil {
+		t.Errorf("WriteContext(10 MiB, 100ms) error %v wraps %v; want only ctx.Err()", err, s)
+	}
+	if n < 0 || n >= size {
+		t.Errorf("WriteContext(10 MiB, 100ms) wrote %d bytes; want 0 <= n < %d", n, size)
+	}
+	if elapsed > 3*time.Second {
+		t.Errorf("WriteContext(10 MiB, 100ms) took %v; want about 100ms", elapsed)
+	}
+
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n2, err := p.WriteContext(ctx, []byte("after\n")); n2 != 6 || err != nil {
+		t.Fatalf("WriteContext after a timed-out write = %d, %v; want 6, nil", n2, err)
+	}
+	if err := p.CloseStdin(); err != nil {
+		t.Fatalf("CloseStdin() = %v; want nil", err)
+	}
+	snap := waitFinal(ctx, t, p)
+	if code := exitCode(t, snap.Info); code != 0 {
+		t.Fatalf("exit code = %d; want 0; stderr-and-stdout %q", code, snap.Output.Text)
+	}
+	got := iaReadAll(t, p)
+	if len(got) != n+6 {
+		t.Fatalf("child read %d bytes; want the %d the cut write reported plus 6", len(got), n)
+	}
+	iaCheckPattern(t, "bytes of the cut write", 0, got[:n])
+	if tail := string(got[n:]); tail != "after\n" {
+		t.Errorf("child read %q after the cut write; want %q", tail, "after\n")
+	}
+}
+
+// TestWriteSerialised pins that concurrent writes land whole, one after the
+// other: the child reads the concatenation of whole blocks in some order.
+func TestWriteSerialised(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	const (
+		writers   = 4
+		perWriter = 4
+		block     = 64 << 10
+	)
+	req := iaHelperReq("interactive-cat")
+	req.Stdin = true
+	req.HeadBytes = writers * perWriter * block
+	p := mustStart(t, m, req)
+
+	start := make(chan struct{})
+	errc := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			<-start
+			for j := range perWriter {
+				b := bytes.Repeat([]byte{byte('A' + w*perWriter + j)}, block)
+				if n, err := p.Write(b); n != block || err != nil {
+					errc <- fmt.Errorf("Write(block %c) = %d, %v; want %d, nil", b[0], n, err, block)
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	close(start)
+	for range writers {
+		if err := iaRecv(ctx, t, errc, "a writer"); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := p.CloseStdin(); err != nil {
+		t.Fatalf("CloseStdin() = %v; want nil", err)
+	}
+	waitFinal(ctx, t, p)
+	got := iaReadAll(t, p)
+	if len(got) != writers*perWriter*block {
+		t.Fatalf("child read %d bytes; want %d", len(got), writers*perWriter*block)
+	}
+	seen := map[byte]bool{}
+	for off := 0; off < len(got); off += block {
+		b := got[off : off+block]
+		if i := bytes.IndexFunc(b, func(r rune) bool { return byte(r) != b[0] }); i >= 0 {
+			t.Fatalf("block at offset %d starts with %q but holds %q at %d: writes interleaved", off, b[0], b[i], off+i)
+		}
+		if seen[b[0]] {
+			t.Fatalf("block %q appears twice", b[0])
+		}
+		seen[b[0]] = true
+	}
+}
+
+func TestSeparateStderr(t *testing.T) {
+	t.Parallel()
+
+	t.Run("sequence", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		m := newManager(t, proc.Options{})
+		req := iaHelperReq("interactive-seq")
+		req.SeparateStderr = true
+		p := mustStart(t, m, req)
+		snap := waitFinal(ctx, t, p)
+		if snap.Output.Text != "a\nc\n" || snap.Stderr.Text != "b\n" {
+			t.Errorf("Snapshot() Output, Stderr = %q, %q; want %q, %q", snap.Output.Text, snap.Stderr.Text, "a\nc\n", "b\n")
+		}
+		if got := p.Stderr().Text; got != "b\n" {
+			t.Errorf("Stderr().Text = %q; want %q", got, "b\n")
+		}
+		if got := p.Output().Text; got != "a\nc\n" {
+			t.Errorf("Output().Text = %q; want %q", got, "a\nc\n")
+		}
+		if snap.Info.OutputBytes != 6 {
+			t.Errorf("Info.OutputBytes = %d; want 6 (both streams)", snap.Info.OutputBytes)
+		}
+		// Cursors address stdout alone.
+		c := p.ReadSince(0, 0)
+		if string(c.Data) != "a\nc\n" || c.End != 4 || c.Next != 4 || !c.EOF {
+			t.Errorf("ReadSince(0, 0) = %q next %d end %d eof %v; want %q next 4 end 4 eof true",
+				c.Data, c.Next, c.End, c.EOF, "a\nc\n")
+		}
+	})
+
+	t.Run("combined-in-order", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		m := newManager(t, proc.Options{})
+		p := mustStart(t, m, iaHelperReq("interactive-seq"))
+		snap := waitFinal(ctx, t, p)
+		if snap.Output.Text != "a\nb\nc\n" {
+			t.Errorf("Output().Text = %q; want %q", snap.Output.Text, "a\nb\nc\n")
+		}
+		if snap.Stderr != (proc.Output{}) || p.Stderr() != (proc.Output{}) {
+			t.Errorf("Stderr() = %+v, Snapshot().Stderr = %+v; want empty without SeparateStderr", p.Stderr(), snap.Stderr)
+		}
+		if snap.Info.OutputBytes != 6 {
+			t.Errorf("Info.OutputBytes = %d; want 6", snap.Info.OutputBytes)
+		}
+	})
+
+	t.Run("concurrent-writers", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		m := newManager(t, proc.Options{})
+		const n = 2000
+		req := iaHelperReq("interactive-streams", strconv.Itoa(n))
+		req.SeparateStderr = true
+		req.HeadBytes = 2 * n * 64
+		p := mustStart(t, m, req)
+		snap := waitFinal(ctx, t, p)
+		if code := exitCode(t, snap.Info); code != 0 {
+			t.Fatalf("exit code = %d; want 0", code)
+		}
+		if snap.Info.OutputBytes != 2*n*64 {
+			t.Errorf("Info.OutputBytes = %d; want %d", snap.Info.OutputBytes, 2*n*64)
+		}
+		for _, s := range []struct {
+			name string
+			out  proc.Output
+		}{{"out", snap.Output}, {"err", snap.Stderr}} {
+			if s.out.Truncation != nil {
+				t.Errorf("%s: Truncation = %+v; want nil", s.name, *s.out.Truncation)
+			}
+			var want strings.Builder
+			for i := range n {
+				want.WriteString(iaStreamLine(s.name, i))
+			}
+			if s.out.Text != want.String() {
+				lines := strings.SplitAfter(s.out.Text, "\n")
+				for i, l := range lines {
+					if i >= n || l != iaStreamLine(s.name, i) {
+						t.Fatalf("%s: line %d of %d = %q; want every line whole and in order", s.name, i, len(lines), l)
+					}
+				}
+				t.Fatalf("%s: %d bytes differ from the %d written", s.name, len(s.out.Text), want.Len())
+			}
+		}
+	})
+
+	t.Run("TTY-refused", func(t *testing.T) {
+		t.Parallel()
+		m := newManager(t, proc.Options{})
+		req := iaHelperReq("interactive-exit")
+		req.TTY = true
+		req.SeparateStderr = true
+		if p, err := m.Start(req); !errors.Is(err, proc.ErrInvalid) {
+			t.Errorf("Start(TTY and SeparateStderr) = %v, %v; want ErrInvalid", p, err)
+		}
+		if infos := m.List(); len(infos) != 0 {
+			t.Errorf("List() after a refused start = %d records; want 0", len(infos))
+		}
+	})
+}
+
+// iaStream reads p's Output stream from cursor 0 until EOF as a poller
+// would, checking every chunk against iaPattern, and returns the bytes it
+// received and the bytes it was told it lost.
+func iaStream(ctx context.Context, t *testing.T, p *proc.Process, max int) (received, lost int64) {
+	t.Helper()
+	cursor := int64(0)
+	for {
+		if err := p.WaitOutput(ctx, cursor); err != nil {
+			t.Fatalf("WaitOutput(%d) = %v", cursor, err)
+		}
+		c := p.ReadSince(cursor, max)
+		if c.Lost < 0 || c.Next != cursor+c.Lost+int64(len(c.Data)) || c.Next > c.End {
+			t.Fatalf("ReadSince(%d, %d) = %d bytes, lost %d, next %d, end %d; want next = cursor+lost+len <= end",
+				cursor, max, len(c.Data), c.Lost, c.Next, c.End)
+		}
+		if max > 0 && len(c.Data) > max {
+			t.Fatalf("ReadSince(%d, %d) returned %d bytes", cursor, max, len(c.Data))
+		}
+		if cursor < c.End && len(c.Data) == 0 {
+			t.Fatalf("ReadSince(%d, %d) returned no data with the stream at %d", cursor, max, c.End)
+		}
+		iaCheckPattern(t, fmt.Sprintf("ReadSince(%d, %d)", cursor, max), c.Next-int64(len(c.Data)), c.Data)
+		received += int64(len(c.Data))
+		lost += c.Lost
+		cursor = c.Next
+		if c.EOF {
+			if info := p.Info(); info.Running {
+				t.Fatalf("ReadSince(%d) reported EOF while Info().Running is true", cursor)
+			}
+			return received, lost
+		}
+	}
+}
+
+// TestReadSinceStreamSmall pins that a poller following a process whose
+// output fits in head and tail receives every byte, while it runs.
+func TestReadSinceStreamSmall(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	const size = 20000 // under the default 16 KiB + 16 KiB
+	p := mustStart(t, m, iaHelperReq("interactive-pattern", strconv.Itoa(size), "100", "1"))
+	received, lost := iaStream(ctx, t, p, 0)
+	if received != size || lost != 0 {
+		t.Errorf("streamed %d bytes, lost %d; want %d, 0", received, lost, size)
+	}
+	if info := p.Info(); info.OutputBytes != size {
+		t.Errorf("Info().OutputBytes = %d; want %d", info.OutputBytes, size)
+	}
+}
+
+// TestReadSinceStreamLarge pins the accounting of a poller that falls
+// behind a large output: every byte it gets is the stream's byte at that
+// offset, and received + lost is the stream's length.
+func TestReadSinceStreamLarge(t *testing.T) {
+	t.Parallel()
+	const size = 10 << 20
+	for _, max := range []int{0, 4096} {
+		t.Run(fmt.Sprintf("max-%d", max), func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			m := newManager(t, proc.Options{})
+			p := mustStart(t, m, iaHelperReq("interactive-pattern", strconv.Itoa(size), strconv.Itoa(64<<10), "0"))
+			received, lost := iaStream(ctx, t, p, max)
+			t.Logf("received %d bytes, lost %d", received, lost)
+			info := p.Info()
+			if info.OutputBytes != size {
+				t.Fatalf("Info().OutputBytes = %d; want %d", info.OutputBytes, size)
+			}
+			if received+lost != info.OutputBytes {
+				t.Errorf("streamed %d bytes + lost %d = %d; want Info.OutputBytes %d", received, lost, received+lost, info.OutputBytes)
+			}
+			if received < proc.DefaultHeadBytes+proc.DefaultTailBytes {
+				t.Errorf("streamed %d bytes; want at least head + tail = %d", received, proc.DefaultHeadBytes+proc.DefaultTailBytes)
+			}
+		})
+	}
+}
+
+// TestReadSinceFallenBehind reads a large output only after it was all
+// written, while the process still runs, then after it is final.
+func TestReadSinceFallenBehind(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	const (
+		size = 10 << 20
+		head = proc.DefaultHeadBytes
+		tail = proc.DefaultTailBytes
+	)
+	req := iaHelperReq("interactive-pattern", strconv.Itoa(size), strconv.Itoa(64<<10), "0", "wait")
+	req.Stdin = true
+	p := mustStart(t, m, req)
+	iaWaitLen(ctx, t, p, size)
+
+	type read struct {
+		cursor    int64
+		max       int
+		dataOff   int64 // where Data starts
+		dataLen   int
+		lost, end int64
+	}
+	reads := []read{
+		{cursor: 0, max: 0, dataOff: 0, dataLen: head, end: size},
+		{cursor: -5, max: 10, dataOff: 0, dataLen: 10, end: size},
+		{cursor: 100, max: 10, dataOff: 100, dataLen: 10, end: size},
+		{cursor: head - 5, max: 10, dataOff: head - 5, dataLen: 5, end: size}, // stops at the head
+		{cursor: head, max: 0, dataOff: size - tail, dataLen: tail, lost: size - tail - head, end: size},
+		{cursor: 20000, max: 100, dataOff: size - tail, dataLen: 100, lost: size - tail - 20000, end: size},
+		{cursor: size - 10, max: 100, dataOff: size - 10, dataLen: 10, end: size},
+		{cursor: size, max: 0, dataOff: size, dataLen: 0, end: size},
+	}
+	check := func(final bool) {
+		t.Helper()
+		for _, r := range reads {
+			c := p.ReadSince(r.cursor, r.max)
+			next := r.dataOff + int64(r.dataLen)
+			if len(c.Data) != r.dataLen || c.Lost != r.lost || c.Next != next || c.End != r.end || c.EOF != (final && next == size) {
+				t.Errorf("ReadSince(%d, %d) = %d bytes, lost %d, next %d, end %d, eof %v; want %d, %d, %d, %d, %v",
+					r.cursor, r.max, len(c.Data), c.Lost, c.Next, c.End, c.EOF,
+					r.dataLen, r.lost, next, r.end, final && next == size)
+				continue
+			}
+			iaCheckPattern(t, fmt.Sprintf("ReadSince(%d, %d)", r.cursor, r.max), r.dataOff, c.Data)
+		}
+		// A cursor past the end reads nothing and stays where it is.
+		c := p.ReadSince(size+5, 0)
+		if len(c.Data) != 0 || c.Lost != 0 || c.Next != size+5 || c.End != size || c.EOF != final {
+			t.Errorf("ReadSince(end+5, 0) = %d bytes, lost %d, next %d, end %d, eof %v; want 0, 0, %d, %d, %v",
+				len(c.Data), c.Lost, c.Next, c.End, c.EOF, size+5, size, final)
+		}
+	}
+	check(false)
+
+	expired, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := p.WaitOutput(expired, size); !errors.Is(err, context.Canceled) {
+		t.Errorf("WaitOutput(cancelled, end) while running = %v; want context.Canceled", err)
+	}
+	if err := p.WaitOutput(expired, size-1); err != nil {
+		t.Errorf("WaitOutput(cancelled, end-1) = %v; want nil (a byte is there)", err)
+	}
+
+	if err := p.CloseStdin(); err != nil {
+		t.Fatalf("CloseStdin() = %v", err)
+	}
+	if err := p.WaitOutput(ctx, size); err != nil {
+		t.Fatalf("WaitOutput(end) = %v; want nil once final", err)
+	}
+	if p.Info().Running {
+		t.Fatalf("WaitOutput(end) returned with Info().Running true and no new bytes")
+	}
+	check(true)
+
+	out := p.Output()
+	wantText := string(iaPattern(0, head)) + iaMarker(size-head-tail) + string(iaPattern(size-tail, tail))
+	if out.Text != wantText {
+		t.Errorf("Output().Text (%d bytes) is not head + marker + tail (%d bytes)", len(out.Text), len(wantText))
+	}
+	if tr := out.Truncation; tr == nil || tr.OriginalBytes != size || tr.RetainedBytes != head+tail || tr.OmittedBytes != size-head-tail {
+		t.Errorf("Output().Truncation = %+v; want original %d, retained %d, omitted %d", tr, size, head+tail, size-head-tail)
+	}
+}
+
+// TestReadSinceSpansHeadAndTail pins that one read spans head and tail when
+// nothing between them was dropped.
+func TestReadSinceSpansHeadAndTail(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	const size = 20000
+	p := mustStart(t, m, iaHelperReq("interactive-pattern", strconv.Itoa(size), "4096", "0"))
+	waitFinal(ctx, t, p)
+	c := p.ReadSince(0, 0)
+	if len(c.Data) != size || c.Lost != 0 || c.Next != size || !c.EOF {
+		t.Fatalf("ReadSince(0, 0) = %d bytes, lost %d, next %d, eof %v; want %d, 0, %d, true", len(c.Data), c.Lost, c.Next, c.EOF, size, size)
+	}
+	iaCheckPattern(t, "ReadSince(0, 0)", 0, c.Data)
+	c = p.ReadSince(16000, 1000)
+	if len(c.Data) != 1000 || c.Lost != 0 || c.Next != 17000 || c.EOF {
+		t.Fatalf("ReadSince(16000, 1000) = %d bytes, lost %d, next %d, eof %v; want 1000, 0, 17000, false", len(c.Data), c.Lost, c.Next, c.EOF)
+	}
+	iaCheckPattern(t, "ReadSince(16000, 1000)", 16000, c.Data)
+}
+
+// TestReadSinceKeepsUp pins that a poller that keeps up with a process
+// receives everything, however much more than head and tail it writes.
+func TestReadSinceKeepsUp(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	const (
+		lines = 200
+		line  = 1024
+	)
+	req := iaHelperReq("interactive-cat")
+	req.Stdin = true
+	p := mustStart(t, m, req)
+
+	var got []byte
+	cursor := int64(0)
+	for i := range lines {
+		off := int64(i * line)
+		if n, err := p.Write(iaPattern(off, line)); n != line || err != nil {
+			t.Fatalf("Write(line %d) = %d, %v", i, n, err)
+		}
+		for cursor < off+line {
+			if err := p.WaitOutput(ctx, cursor); err != nil {
+				t.Fatalf("WaitOutput(%d) = %v", cursor, err)
+			}
+			c := p.ReadSince(cursor, 0)
+			if c.Lost != 0 {
+				t.Fatalf("ReadSince(%d) lost %d bytes of a reader that keeps up", cursor, c.Lost)
+			}
+			got = append(got, c.Data...)
+			cursor = c.Next
+		}
+	}
+	if err := p.CloseStdin(); err != nil {
+		t.Fatalf("CloseStdin() = %v", err)
+	}
+	snap := waitFinal(ctx, t, p)
+	if c := p.ReadSince(cursor, 0); len(c.Data) != 0 || !c.EOF {
+		t.Errorf("ReadSince(%d) after final = %d bytes, eof %v; want 0, true", cursor, len(c.Data), c.EOF)
+	}
+	if len(got) != lines*line {
+		t.Fatalf("received %d bytes; want %d", len(got), lines*line)
+	}
+	iaCheckPattern(t, "received", 0, got)
+	if tr := snap.Output.Truncation; tr == nil || tr.OmittedBytes != lines*line-proc.DefaultHeadBytes-proc.DefaultTailBytes {
+		t.Errorf("Output().Truncation = %+v; want %d bytes omitted from the rendering", tr, lines*line-proc.DefaultHeadBytes-proc.DefaultTailBytes)
+	}
+}
+
+// TestWaitOutput pins the wake-ups of WaitOutput: new bytes, finality and
+// the end of its context.
+func TestWaitOutput(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	req := iaHelperReq("interactive-cat")
+	req.Stdin = true
+	p := mustStart(t, m, req)
+
+	short, cancel := context.WithTimeout(ctx, time.Millisecond)
+	defer cancel()
+	if err := p.WaitOutput(short, 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitOutput(1ms, 0) with no output = %v; want context.DeadlineExceeded", err)
+	} else if s := iaWrapsSentinel(err); s != nil {
+		t.Errorf("WaitOutput(1ms, 0) error %v wraps %v; want only ctx.Err()", err, s)
+	}
+
+	// New bytes.
+	woke := make(chan error, 1)
+	go func() { woke <- p.WaitOutput(ctx, 0) }()
+	select {
+	case err := <-woke:
+		t.Fatalf("WaitOutput(0) returned %v before any output", err)
+	default:
+	}
+	if _, err := p.Write([]byte("x\n")); err != nil {
+		t.Fatalf("Write() = %v", err)
+	}
+	if err := iaRecv(ctx, t, woke, "WaitOutput on new bytes"); err != nil {
+		t.Fatalf("WaitOutput(0) = %v; want nil after output", err)
+	}
+	iaWaitLen(ctx, t, p, 2)
+	if c := p.ReadSince(0, 0); string(c.Data) != "x\n" || c.Next != 2 || c.EOF {
+		t.Fatalf("ReadSince(0, 0) = %q next %d eof %v; want %q next 2 eof false", c.Data, c.Next, c.EOF, "x\n")
+	}
+
+	// The context ends.
+	cctx, ccancel := context.WithCancel(ctx)
+	go func() { woke <- p.WaitOutput(cctx, 2) }()
+	ccancel()
+	if err := iaRecv(ctx, t, woke, "WaitOutput on cancel"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitOutput(cancelled, 2) = %v; want context.Canceled", err)
+	}
+
+	// Finality.
+	go func() { woke <- p.WaitOutput(ctx, 2) }()
+	if err := p.CloseStdin(); err != nil {
+		t.Fatalf("CloseStdin() = %v", err)
+	}
+	if err := iaRecv(ctx, t, woke, "WaitOutput on finality"); err != nil {
+		t.Fatalf("WaitOutput(2) = %v; want nil once final", err)
+	}
+	if p.Info().Running {
+		t.Errorf("WaitOutput(2) returned nil without new bytes while Info().Running is true")
+	}
+	if c := p.ReadSince(2, 0); len(c.Data) != 0 || !c.EOF {
+		t.Errorf("ReadSince(2, 0) after final = %q eof %v; want empty, EOF", c.Data, c.EOF)
+	}
+}
+
+// TestWaitOutputFinalBeforeContext pins that a final process answers
+// WaitOutput with nil whatever its context, as Wait does: the condition is
+// checked before the context. (Repeated: a select between the two picks
+// the context half of the time.)
+func TestWaitOutputFinalBeforeContext(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	p := mustStart(t, m, iaHelperReq("interactive-seq"))
+	waitFinal(ctx, t, p)
+	expired, cancel := context.WithCancel(ctx)
+	cancel()
+	for i := range 20 {
+		if err := p.WaitOutput(expired, 6); err != nil {
+			t.Fatalf("WaitOutput(cancelled ctx, end) of a final process, try %d = %v; want nil", i, err)
+		}
+	}
+	if err := p.Wait(expired); err != nil {
+		t.Fatalf("Wait(cancelled ctx) of a final process = %v; want nil", err)
+	}
+}
+
+// TestBufferSizesPerRequest pins that a request's HeadBytes and TailBytes
+// override the manager's, for both streams.
+func TestBufferSizesPerRequest(t *testing.T) {
+	t.Parallel()
+	const size = 1 << 20
+	tests := []struct {
+		name       string
+		head, tail int
+		wantHead   int64
+		wantTail   int64
+	}{
+		{name: "manager-sizes", wantHead: 100, wantTail: 200},
+		{name: "both", head: 1000, tail: 3000, wantHead: 1000, wantTail: 3000},
+		{name: "head-only", head: 1000, wantHead: 1000, wantTail: 200},
+		{name: "tail-only", tail: 3000, wantHead: 100, wantTail: 3000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			m := newManager(t, proc.Options{HeadBytes: 100, TailBytes: 200})
+			req := iaHelperReq("interactive-pattern", strconv.Itoa(size), strconv.Itoa(64<<10), "0")
+			req.HeadBytes, req.TailBytes = tt.head, tt.tail
+			p := mustStart(t, m, req)
+			snap := waitFinal(ctx, t, p)
+			tr := snap.Output.Truncation
+			if tr == nil || tr.OriginalBytes != size || tr.RetainedBytes != tt.wantHead+tt.wantTail ||
+				tr.OmittedBytes != size-tt.wantHead-tt.wantTail {
+				t.Fatalf("Truncation = %+v; want original %d, retained %d, omitted %d",
+					tr, size, tt.wantHead+tt.wantTail, size-tt.wantHead-tt.wantTail)
+			}
+			want := string(iaPattern(0, int(tt.wantHead))) + iaMarker(size-tt.wantHead-tt.wantTail) +
+				string(iaPattern(size-tt.wantTail, int(tt.wantTail)))
+			if snap.Output.Text != want {
+				t.Errorf("Output().Text = %q; want %q", snap.Output.Text, want)
+			}
+		})
+	}
+
+	t.Run("stderr", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		m := newManager(t, proc.Options{})
+		const n = 1000 // 64-byte lines per stream
+		req := iaHelperReq("interactive-streams", strconv.Itoa(n))
+		req.SeparateStderr = true
+		req.HeadBytes, req.TailBytes = 640, 1280
+		p := mustStart(t, m, req)
+		snap := waitFinal(ctx, t, p)
+		for _, s := range []struct {
+			name string
+			out  proc.Output
+		}{{"out", snap.Output}, {"err", snap.Stderr}} {
+			tr := s.out.Truncation
+			if tr == nil || tr.OriginalBytes != n*64 || tr.RetainedBytes != 640+1280 {
+				t.Errorf("%s: Truncation = %+v; want original %d, retained %d", s.name, tr, n*64, 640+1280)
+				continue
+			}
+			var want strings.Builder
+			for i := range 10 {
+				want.WriteString(iaStreamLine(s.name, i))
+			}
+			want.WriteString(iaMarker(n*64 - 640 - 1280))
+			for i := n - 20; i < n; i++ {
+				want.WriteString(iaStreamLine(s.name, i))
+			}
+			if s.out.Text != want.String() {
+				t.Errorf("%s: Text = %q; want %q", s.name, s.out.Text, want.String())
+			}
+		}
+		if snap.Info.OutputBytes != 2*n*64 {
+			t.Errorf("Info.OutputBytes = %d; want %d", snap.Info.OutputBytes, 2*n*64)
+		}
+	})
+}

@@ -1,0 +1,652 @@
+//go:build unix
+
+package proc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/quartz"
+	"golang.org/x/sys/unix"
+
+	"github.com/procvisor/proc"
+)
+
+// Interactive tests that need Unix: grandchildren holding pipes, writes
+// blocked on pipes nobody reads, closing fd 0, and terminals.
+
+func init() {
+	// interactive-leave-holder starts a grandchild that holds stdin and
+	// stdout open without reading (sleep 30), then exits at once.
+	helpers["interactive-leave-holder"] = func([]string) int {
+		if err := iaStartHolder(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
+	}
+	// interactive-exit-on-input starts a holder like
+	// interactive-leave-holder, reads nothing, and exits once bytes arrive
+	// on its stdin: a write larger than the pipe is then in progress, and
+	// nobody will ever read it.
+	helpers["interactive-exit-on-input"] = func([]string) int {
+		if err := iaStartHolder(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if err := iaWaitStdinInput(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
+	}
+	// interactive-input-then-wait reads nothing, prints "input" once bytes
+	// arrive on its stdin, and lives on.
+	helpers["interactive-input-then-wait"] = func([]string) int {
+		if err := iaWaitStdinInput(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println("input")
+		time.Sleep(30 * time.Second)
+		return 0
+	}
+	// interactive-close-stdin closes its stdin, prints "closed" and lives
+	// on.
+	helpers["interactive-close-stdin"] = func([]string) int {
+		if err := os.Stdin.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println("closed")
+		time.Sleep(30 * time.Second)
+		return 0
+	}
+	// interactive-winch prints "ready", waits for SIGWINCH and prints the
+	// terminal size it then has.
+	helpers["interactive-winch"] = func([]string) int {
+		winch := make(chan os.Signal, 1)
+		signal.Notify(winch, syscall.SIGWINCH)
+		fmt.Println("ready")
+		select {
+		case <-winch:
+		case <-time.After(30 * time.Second):
+			fmt.Println("no SIGWINCH")
+			return 1
+		}
+		ws, err := unix.IoctlGetWinsize(0, unix.TIOCGWINSZ)
+		if err != nil {
+			fmt.Println("TIOCGWINSZ:", err)
+			return 1
+		}
+		fmt.Printf("winch %d %d\n", ws.Row, ws.Col)
+		return 0
+	}
+}
+
+// iaStartHolder starts sleep 30 with this process's stdin and stdout, and
+// does not wait for it.
+func iaStartHolder() error {
+	cmd := exec.Command("sleep", "30")
+	cmd.Stdin, cmd.Stdout = os.Stdin, os.Stdout
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start holder: %w", err)
+	}
+	return nil
+}
+
+// iaWaitStdinInput returns once stdin has bytes to read, without reading
+// them, and then lets 50ms pass so that a writer larger than the pipe has
+// most likely filled it and waits.
+func iaWaitStdinInput() error {
+	fds := []unix.PollFd{{Fd: 0, Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 30000)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("poll stdin: %w", err)
+		}
+		if n == 0 {
+			return errors.New("no input on stdin within 30s")
+		}
+		if fds[0].Revents&unix.POLLIN == 0 {
+			return fmt.Errorf("poll stdin: revents %#x", fds[0].Revents)
+		}
+		time.Sleep(50 * time.Millisecond)
+		return nil
+	}
+}
+
+// iaCloseMock closes m, whose clock is mClock, from a cleanup: if Close
+// arms its kill-grace timer (a group member was alive when it looked), the
+// mock clock is advanced through it.
+func iaCloseMock(t *testing.T, m *proc.Manager, mClock *quartz.Mock) {
+	t.Helper()
+	ctx := testCtx(t)
+	trap := mClock.Trap().NewTimer("manager", "kill-grace")
+	defer trap.Close()
+	errc := make(chan error, 1)
+	go func() { errc <- m.Close() }()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	calls := make(chan *quartz.Call, 1)
+	go func() {
+		if c, err := trap.Wait(wctx); err == nil {
+			calls <- c
+		}
+	}()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Errorf("Close() = %v", err)
+		}
+	case c := <-calls:
+		c.MustRelease(ctx)
+		mClock.Advance(c.Duration).MustWait(ctx)
+		if err := iaRecv(ctx, t, errc, "Close"); err != nil {
+			t.Errorf("Close() = %v", err)
+		}
+	case <-ctx.Done():
+		t.Errorf("Close() did not return: %v", ctx.Err())
+	}
+}
+
+// iaMockManager returns a manager on a mock clock, closed when the test
+// ends.
+func iaMockManager(t *testing.T) (*proc.Manager, *quartz.Mock) {
+	t.Helper()
+	mClock := quartz.NewMock(t)
+	mClock = mClock.WithLogger(quartz.NoOpLogger)
+	m := newManager(t, proc.Options{Clock: mClock})
+	t.Cleanup(func() { iaCloseMock(t, m, mClock) })
+	return m, mClock
+}
+
+// iaKillAndWait kills what is left of p's group and waits until p is final.
+func iaKillAndWait(ctx context.Context, t *testing.T, p *proc.Process) {
+	t.Helper()
+	if err := p.Signal(proc.Kill); err != nil {
+		t.Fatalf("Signal(Kill) to the leftover holder = %v; want nil", err)
+	}
+	if err := p.Wait(ctx); err != nil {
+		t.Fatalf("Wait() after killing the holder = %v", err)
+	}
+}
+
+// TestStdinAfterExitWhileDraining pins that Write and CloseStdin fail with
+// ErrNotRunning as soon as the child exited, without waiting for a drain
+// that a grandchild holding stdin and stdout keeps open.
+func TestStdinAfterExitWhileDraining(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m, mClock := iaMockManager(t)
+	quiet := mClock.Trap().NewTimer("drain", "quiet")
+	defer quiet.Close()
+
+	req := iaHelperReq("interactive-leave-holder")
+	req.Stdin = true
+	p := mustStart(t, m, req)
+	// The drain arms its quiet window once the child was reaped.
+	quiet.MustWait(ctx).MustRelease(ctx)
+
+	if n, err := p.Write([]byte("x")); n != 0 || !errors.Is(err, proc.ErrNotRunning) {
+		t.Errorf("Write after exit = %d, %v; want 0, ErrNotRunning", n, err)
+	}
+	if n, err := p.WriteContext(ctx, []byte("x")); n != 0 || !errors.Is(err, proc.ErrNotRunning) {
+		t.Errorf("WriteContext after exit = %d, %v; want 0, ErrNotRunning", n, err)
+	}
+	if err := p.CloseStdin(); !errors.Is(err, proc.ErrNotRunning) {
+		t.Errorf("CloseStdin after exit = %v; want ErrNotRunning", err)
+	}
+	if info := p.Info(); !info.Running || info.ExitCode != nil {
+		t.Errorf("Info() while draining = running %v, exit code %v; want running, nil", info.Running, info.ExitCode)
+	}
+	// Not final: no EOF, and WaitOutput does not return nil for the exit.
+	if c := p.ReadSince(0, 0); c.EOF {
+		t.Errorf("ReadSince(0, 0).EOF = true while draining")
+	}
+	expired, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := p.WaitOutput(expired, 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("WaitOutput(cancelled, 0) while draining = %v; want context.Canceled", err)
+	}
+
+	iaKillAndWait(ctx, t, p)
+	if n, err := p.Write([]byte("x")); n != 0 || !errors.Is(err, proc.ErrNotRunning) {
+		t.Errorf("Write after final = %d, %v; want 0, ErrNotRunning", n, err)
+	}
+}
+
+// TestWriteBlockedWhenChildExits pins that a write blocked on a pipe that a
+// grandchild holds without reading returns ErrNotRunning when the child
+// exits, not when the drain ends and not a raw EPIPE.
+func TestWriteBlockedWhenChildExits(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m, _ := iaMockManager(t)
+	req := iaHelperReq("interactive-exit-on-input")
+	req.Stdin = true
+	p := mustStart(t, m, req)
+
+	const size = 10 << 20
+	n, err := p.WriteContext(ctx, make([]byte, size))
+	if !errors.Is(err, proc.ErrNotRunning) {
+		t.Fatalf("WriteContext(10 MiB) blocked at exit = %d, %v; want ErrNotRunning", n, err)
+	}
+	if n <= 0 || n >= size {
+		t.Errorf("WriteContext(10 MiB) blocked at exit wrote %d bytes; want 0 < n < %d", n, size)
+	}
+	if !p.Info().Running {
+		t.Errorf("Info().Running = false; want true: the drain cannot end on a mock clock while the holder lives")
+	}
+	iaKillAndWait(ctx, t, p)
+	if code := exitCode(t, p.Info()); code != 0 {
+		t.Errorf("exit code = %d; want 0; output %q", code, p.Output().Text)
+	}
+}
+
+// TestWriteBlockedReleasedByClose pins that Manager.Close releases a
+// blocked writer with ErrClosed.
+func TestWriteBlockedReleasedByClose(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	req := iaHelperReq("interactive-input-then-wait")
+	req.Stdin = true
+	p := mustStart(t, m, req)
+
+	const size = 10 << 20
+	res := make(chan iaWriteResult, 1)
+	go func() {
+		n, err := p.WriteContext(ctx, make([]byte, size))
+		res <- iaWriteResult{n, err}
+	}()
+	iaWaitText(ctx, t, p, "input\n")
+	if err := m.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	r := iaRecv(ctx, t, res, "the blocked write")
+	if !errors.Is(r.err, proc.ErrClosed) || r.n <= 0 || r.n >= size {
+		t.Errorf("WriteContext(10 MiB) blocked during Close = %d, %v; want 0 < n < %d, ErrClosed", r.n, r.err, size)
+	}
+	if p.Info().Running {
+		t.Errorf("Info().Running = true after Close returned")
+	}
+}
+
+// TestWriteToClosedStdin pins that a child that closed its stdin but lives
+// on makes Write fail with EPIPE, not ErrNotRunning.
+func TestWriteToClosedStdin(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	req := iaHelperReq("interactive-close-stdin")
+	req.Stdin = true
+	p := mustStart(t, m, req)
+	iaWaitText(ctx, t, p, "closed\n")
+
+	n, err := p.Write([]byte("x"))
+	if n != 0 || !errors.Is(err, syscall.EPIPE) {
+		t.Errorf("Write to a closed stdin = %d, %v; want 0, EPIPE", n, err)
+	}
+	if errors.Is(err, proc.ErrNotRunning) {
+		t.Errorf("Write to a closed stdin = %v; want not ErrNotRunning (the child lives)", err)
+	}
+	if !p.Info().Running {
+		t.Errorf("Info().Running = false; want true")
+	}
+}
+
+// iaTTY starts command under a terminal and returns the record.
+func iaTTY(t *testing.T, m *proc.Manager, command string, size proc.TermSize) *proc.Process {
+	t.Helper()
+	return mustStart(t, m, proc.StartRequest{Command: command, TTY: true, Size: size})
+}
+
+func TestTTY(t *testing.T) {
+	t.Parallel()
+
+	final := []struct {
+		name    string
+		command string
+		size    proc.TermSize
+		want    string
+	}{
+		{"is-a-terminal", "test -t 0 && test -t 1 && test -t 2 && echo tty", proc.TermSize{}, "tty\r\n"},
+		{"default-size", "stty size", proc.TermSize{}, "24 80\r\n"},
+		{"size", "stty size", proc.TermSize{Rows: 30, Cols: 100}, "30 100\r\n"},
+		{"stderr-merged", "echo out; echo err >&2", proc.TermSize{}, "out\r\nerr\r\n"},
+	}
+	for _, tt := range final {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			m := newManager(t, proc.Options{})
+			p := iaTTY(t, m, tt.command, tt.size)
+			snap := waitFinal(ctx, t, p)
+			if snap.Output.Text != tt.want {
+				t.Errorf("output of %q = %q; want %q", tt.command, snap.Output.Text, tt.want)
+			}
+			if code := exitCode(t, snap.Info); code != 0 {
+				t.Errorf("exit code of %q = %d; want 0", tt.command, code)
+			}
+		})
+	}
+
+	t.Run("write-types", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		m := newManager(t, proc.Options{})
+		p := iaTTY(t, m, "read x; echo got:$x", proc.TermSize{})
+		if n, err := p.Write([]byte("hello\n")); n != 6 || err != nil {
+			t.Fatalf("Write(hello) = %d, %v; want 6, nil", n, err)
+		}
+		snap := waitFinal(ctx, t, p)
+		// The terminal echoes what was typed, then the shell answers.
+		if want := "hello\r\ngot:hello\r\n"; snap.Output.Text != want {
+			t.Errorf("output = %q; want %q", snap.Output.Text, want)
+		}
+	})
+
+	t.Run("CloseStdin-sends-EOF", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		m := newManager(t, proc.Options{})
+		p := iaTTY(t, m, "cat", proc.TermSize{})
+		if _, err := p.Write([]byte("hello\n")); err != nil {
+			t.Fatalf("Write(hello) = %v", err)
+		}
+		if err := p.CloseStdin(); err != nil {
+			t.Fatalf("CloseStdin() = %v; want nil", err)
+		}
+		snap := waitFinal(ctx, t, p)
+		if code := exitCode(t, snap.Info); code != 0 {
+			t.Errorf("exit code of cat = %d; want 0", code)
+		}
+		if want := "hello\r\nhello\r\n"; snap.Output.Text != want {
+			t.Errorf("output = %q; want %q (echo, then cat)", snap.Output.Text, want)
+		}
+	})
+
+	t.Run("after-CloseStdin", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		m := newManager(t, proc.Options{})
+		p := iaTTY(t, m, "echo ready; exec sleep 30", proc.TermSize{})
+		iaWaitText(ctx, t, p, "ready\r\n")
+		if err := p.CloseStdin(); err != nil {
+			t.Fatalf("CloseStdin() = %v; want nil", err)
+		}
+		if err := p.CloseStdin(); err != nil {
+			t.Errorf("second CloseStdin() = %v; want nil", err)
+		}
+		if n, err := p.Write([]byte("x")); n != 0 || !errors.Is(err, proc.ErrInvalid) {
+			t.Errorf("Write after CloseStdin = %d, %v; want 0, ErrInvalid", n, err)
+		}
+		if err := p.Resize(proc.TermSize{Rows: 10, Cols: 20}); err != nil {
+			t.Errorf("Resize after CloseStdin = %v; want nil (the terminal is still there)", err)
+		}
+	})
+
+	t.Run("resize", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		m := newManager(t, proc.Options{})
+		p := iaTTY(t, m, "echo ready; read line; stty size", proc.TermSize{})
+		iaWaitText(ctx, t, p, "ready\r\n")
+		if err := p.Resize(proc.TermSize{Rows: 40, Cols: 120}); err != nil {
+			t.Fatalf("Resize(40x120) = %v; want nil", err)
+		}
+		if _, err := p.Write([]byte("go\n")); err != nil {
+			t.Fatalf("Write(go) = %v", err)
+		}
+		snap := waitFinal(ctx, t, p)
+		if want := "ready\r\ngo\r\n40 120\r\n"; snap.Output.Text != want {
+			t.Errorf("output = %q; want %q", snap.Output.Text, want)
+		}
+	})
+
+	t.Run("resize-SIGWINCH", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		m := newManager(t, proc.Options{})
+		req := iaHelperReq("interactive-winch")
+		req.TTY = true
+		p := mustStart(t, m, req)
+		iaWaitText(ctx, t, p, "ready\r\n")
+		if err := p.Resize(proc.TermSize{Rows: 40, Cols: 120}); err != nil {
+			t.Fatalf("Resize(40x120) = %v; want nil", err)
+		}
+		snap := waitFinal(ctx, t, p)
+		if want := "ready\r\nwinch 40 120\r\n"; snap.Output.Text != want {
+			t.Errorf("output = %q; want %q", snap.Output.Text, want)
+		}
+		if code := exitCode(t, snap.Info); code != 0 {
+			t.Errorf("exit code = %d; want 0", code)
+		}
+	})
+
+	t.Run("resize-refused", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		m := newManager(t, proc.Options{})
+		p := iaTTY(t, m, "echo ready; read line", proc.TermSize{})
+		iaWaitText(ctx, t, p, "ready\r\n")
+		for _, size := range []proc.TermSize{{Rows: 0, Cols: 80}, {Rows: 24, Cols: 0}, {}} {
+			if err := p.Resize(size); !errors.Is(err, proc.ErrInvalid) {
+				t.Errorf("Resize(%+v) = %v; want ErrInvalid", size, err)
+			}
+		}
+		if err := p.CloseStdin(); err != nil {
+			t.Fatalf("CloseStdin() = %v", err)
+		}
+		waitFinal(ctx, t, p)
+		if err := p.Resize(proc.TermSize{Rows: 40, Cols: 120}); !errors.Is(err, proc.ErrNotRunning) {
+			t.Errorf("Resize after exit = %v; want ErrNotRunning", err)
+		}
+		if n, err := p.Write([]byte("x")); n != 0 || !errors.Is(err, proc.ErrNotRunning) {
+			t.Errorf("Write after exit = %d, %v; want 0, ErrNotRunning", n, err)
+		}
+		if err := p.CloseStdin(); !errors.Is(err, proc.ErrNotRunning) {
+			t.Errorf("CloseStdin after exit = %v; want ErrNotRunning", err)
+		}
+	})
+
+	t.Run("write-deadline", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		m := newManager(t, proc.Options{})
+		// Nobody reads the terminal: its input queue fills and the write
+		// blocks until the deadline.
+		p := iaTTY(t, m, "stty -icanon -echo; echo ready; exec sleep 30", proc.TermSize{})
+		iaWaitText(ctx, t, p, "ready\r\n")
+		const size = 4 << 20
+		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		n, err := p.WriteContext(wctx, []byte(strings.Repeat("x", size)))
+		if !errors.Is(err, context.DeadlineExceeded) || n >= size {
+			t.Errorf("WriteContext(4 MiB, 100ms) to a terminal nobody reads = %d, %v; want n < %d, context.DeadlineExceeded", n, err, size)
+		}
+		if elapsed := time.Since(start); elapsed > 3*time.Second {
+			t.Errorf("WriteContext(4 MiB, 100ms) took %v; want about 100ms", elapsed)
+		}
+	})
+}
+
+// TestWriteInExitWindow pins that a write refused because the child is
+// gone is ErrNotRunning, never a raw "broken pipe", also in the moment
+// after the child was reaped and before the exit is published. The mock
+// clock holds that moment open: the exit goroutine reads the exit time
+// right after cmd.Wait returns.
+func TestWriteInExitWindow(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m, mClock := iaMockManager(t)
+	exit := mClock.Trap().Now("process", "exit")
+	defer exit.Close()
+
+	req := iaHelperReq("interactive-exit")
+	req.Stdin = true
+	p := mustStart(t, m, req)
+	call := exit.MustWait(ctx) // the child was reaped; the exit is not published
+	n, err := p.Write([]byte("x"))
+	call.MustRelease(ctx)
+	if n != 0 || !errors.Is(err, proc.ErrNotRunning) {
+		t.Errorf("Write after the child was reaped = %d, %v; want 0, ErrNotRunning", n, err)
+	}
+	waitFinal(ctx, t, p)
+}
+
+// TestCloseStdinReleasesBlockedWrite pins that CloseStdin on a pipe ends a
+// write blocked on it: the write returns what it wrote and ErrInvalid, as a
+// write after CloseStdin does.
+func TestCloseStdinReleasesBlockedWrite(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	req := iaHelperReq("interactive-input-then-wait")
+	req.Stdin = true
+	p := mustStart(t, m, req)
+
+	const size = 10 << 20
+	res := make(chan iaWriteResult, 1)
+	go func() {
+		n, err := p.Write(make([]byte, size))
+		res <- iaWriteResult{n, err}
+	}()
+	iaWaitText(ctx, t, p, "input\n") // the write is in progress
+
+	err, ok := iaBounded(ctx, t, m, "CloseStdin() during a blocked Write", p.CloseStdin)
+	if !ok {
+		return
+	}
+	if err != nil {
+		t.Errorf("CloseStdin() during a blocked Write = %v; want nil", err)
+	}
+	r := iaRecv(ctx, t, res, "the blocked write")
+	if r.n <= 0 || r.n >= size || !errors.Is(r.err, proc.ErrInvalid) {
+		t.Errorf("Write(10 MiB) interrupted by CloseStdin = %d, %v; want 0 < n < %d, ErrInvalid", r.n, r.err, size)
+	}
+	if !p.Info().Running {
+		t.Errorf("Info().Running = false; want true (the helper lives on)")
+	}
+}
+
+// iaBounded runs call and returns its error. A call that is not back after
+// 5s (many times any expected delay) fails the test: the manager is closed
+// to release it, and ok is false.
+func iaBounded(ctx context.Context, t *testing.T, m *proc.Manager, what string, call func() error) (err error, ok bool) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	bound := time.NewTimer(5 * time.Second)
+	defer bound.Stop()
+	select {
+	case err := <-done:
+		return err, true
+	case <-bound.C:
+		t.Errorf("%s has not returned after 5s", what)
+		if err := m.Close(); err != nil {
+			t.Errorf("Close() = %v", err)
+		}
+		t.Logf("after Close: %s = %v", what, iaRecv(ctx, t, done, what))
+		return nil, false
+	}
+}
+
+// TestWriteContextQueuedBehindBlockedWrite pins that WriteContext honours
+// its context while it waits for an earlier write that is blocked (writes
+// are serialised): it is a blocking call and must end with its context.
+func TestWriteContextQueuedBehindBlockedWrite(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	req := iaHelperReq("interactive-input-then-wait")
+	req.Stdin = true
+	p := mustStart(t, m, req)
+
+	const size = 10 << 20
+	res := make(chan iaWriteResult, 1)
+	go func() {
+		n, err := p.Write(make([]byte, size)) // no deadline: never ends by itself
+		res <- iaWriteResult{n, err}
+	}()
+	// Bytes on stdin come only from that write, which cannot finish: it is
+	// in progress from now on.
+	iaWaitText(ctx, t, p, "input\n")
+
+	err, ok := iaBounded(ctx, t, m, "WriteContext(100ms) behind a blocked Write", func() error {
+		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		n, err := p.WriteContext(wctx, []byte("y"))
+		if n != 0 {
+			return fmt.Errorf("wrote %d bytes: %w", n, err)
+		}
+		return err
+	})
+	if ok && !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WriteContext(100ms) behind a blocked Write = %v; want 0, context.DeadlineExceeded", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+	if r := iaRecv(ctx, t, res, "the blocked write"); !errors.Is(r.err, proc.ErrClosed) {
+		t.Errorf("Write(10 MiB) blocked during Close = %d, %v; want ErrClosed", r.n, r.err)
+	}
+}
+
+// TestTTYCloseStdinBlockedWrite pins that CloseStdin on a terminal does
+// not hang behind a Write blocked on a full input queue (the program reads
+// nothing), as it does not with a pipe: CloseStdin takes no context, so
+// nothing else could end it. The blocked write ends with ErrInvalid, like a
+// write that CloseStdin interrupts on a pipe, and so do later writes.
+func TestTTYCloseStdinBlockedWrite(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	// Non-canonical, so that one byte makes the terminal readable.
+	req := iaHelperReq("interactive-input-then-wait")
+	req.Command = "stty -icanon -echo && exec " + iaShellQuote(req.Args[0])
+	req.Args = nil
+	req.TTY = true
+	p := mustStart(t, m, req)
+
+	const size = 4 << 20
+	res := make(chan iaWriteResult, 1)
+	go func() {
+		n, err := p.Write([]byte(strings.Repeat("x", size))) // nobody reads it
+		res <- iaWriteResult{n, err}
+	}()
+	iaWaitText(ctx, t, p, "input\r\n")
+
+	err, ok := iaBounded(ctx, t, m, "CloseStdin() behind a blocked Write on a terminal", p.CloseStdin)
+	if !ok {
+		return
+	}
+	// Whether ^D fits into the full queue is the kernel's business, so the
+	// result is not pinned; only that CloseStdin returns and closes.
+	t.Logf("CloseStdin() = %v", err)
+	if n, err := p.Write([]byte("x")); n != 0 || !errors.Is(err, proc.ErrInvalid) {
+		t.Errorf("Write after CloseStdin = %d, %v; want 0, ErrInvalid", n, err)
+	}
+	r := iaRecv(ctx, t, res, "the blocked write")
+	if r.n >= size || !errors.Is(r.err, proc.ErrInvalid) {
+		t.Errorf("Write(4 MiB) interrupted by CloseStdin = %d, %v; want n < %d, ErrInvalid", r.n, r.err, size)
+	}
+}
+
+// iaShellQuote quotes s for sh.
+func iaShellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
