@@ -371,9 +371,11 @@ waitAll:
 	waitDone(procs)
 }
 
+// waitDone waits until every exit goroutine of procs has returned, which is
+// after the record became final and the Manager recorded it.
 func waitDone(procs []*Process) {
 	for _, p := range procs {
-		<-p.Done()
+		<-p.ended
 	}
 }
 
@@ -560,6 +562,14 @@ func (m *Manager) list(s *Scope) []Info {
 
 // start starts req; s is the Scope it came through, or nil.
 func (m *Manager) start(req StartRequest, s *Scope) (*Process, error) {
+	// Refuse early, before running the caller's hooks; reserveAndLaunch
+	// checks again under the lock.
+	m.mu.Lock()
+	closed := m.closed || (s != nil && s.closed)
+	m.mu.Unlock()
+	if closed {
+		return nil, xerrors.Errorf("start: %w", ErrClosed)
+	}
 	spec, err := m.prepare(req)
 	if err != nil {
 		return nil, err
@@ -620,11 +630,13 @@ func (m *Manager) run(ctx context.Context, req StartRequest, s *Scope) (Snapshot
 	if err != nil {
 		return Snapshot{}, err
 	}
-	if err := p.Wait(ctx); err != nil {
+	waitErr := p.Wait(ctx)
+	snap := p.Snapshot()
+	if waitErr != nil && snap.Info.Running {
 		// Two causes to match: fmt.Errorf wraps both (xerrors wraps one).
-		return p.Snapshot(), fmt.Errorf("run %q: %w: %w", p.info.ID, ErrRunning, ctx.Err())
+		return snap, fmt.Errorf("run %q: %w: %w", p.info.ID, ErrRunning, ctx.Err())
 	}
-	return p.Snapshot(), nil
+	return snap, nil
 }
 
 func (m *Manager) startOrGet(req StartRequest, s *Scope) (*Process, bool, error) {
@@ -710,7 +722,7 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 			return nil, err
 		}
 	}
-	sp.env = m.environ(req)
+	sp.env = m.environ(req, sp.id)
 	return sp, nil
 }
 
@@ -810,13 +822,13 @@ func (m *Manager) workDir(requested string) (string, error) {
 
 // environ builds the child's environment: os.Environ(), then UpdateEnv,
 // then the request's overrides, then its removals, then the owner.
-func (m *Manager) environ(req StartRequest) []string {
+func (m *Manager) environ(req StartRequest, id string) []string {
 	env := os.Environ()
 	if m.opts.UpdateEnv != nil {
 		updated, err := m.opts.UpdateEnv(env)
 		if err != nil {
 			m.logger.Warn(context.Background(), "update environment failed; keeping the current one",
-				slog.F("id", req.ID), slog.Error(err))
+				slog.F("id", id), slog.Error(err))
 		} else {
 			env = updated
 		}
@@ -920,13 +932,16 @@ func (m *Manager) keepGroupIfAlive(p *Process) {
 	}
 }
 
-// onFinal is called once by the exit goroutine of p after p became final.
-func (m *Manager) onFinal(p *Process) {
+// recordFinal is called once by the exit goroutine of p, after p's status
+// is final and before Done closes: the running count and the retention list
+// change at once. It returns what must happen after Done closes: keeping the
+// groups of records dropped past MaxRetained, and arming the reap timer.
+func (m *Manager) recordFinal(p *Process) (after func()) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.notFinal--
 	if m.records[p.info.ID] != p || m.closed {
-		m.mu.Unlock()
-		return
+		return func() {}
 	}
 	m.finals = append(m.finals, p)
 	arm := !m.reapArmed
@@ -937,13 +952,13 @@ func (m *Manager) onFinal(p *Process) {
 		m.dropLocked(oldest)
 		surplus = append(surplus, oldest)
 	}
-	m.mu.Unlock()
-
-	for _, d := range surplus {
-		m.keepGroupIfAlive(d)
-	}
-	if arm {
-		m.armReap(m.opts.RetainExited)
+	return func() {
+		for _, d := range surplus {
+			m.keepGroupIfAlive(d)
+		}
+		if arm {
+			m.armReap(m.opts.RetainExited)
+		}
 	}
 }
 

@@ -217,6 +217,7 @@ type Process struct {
 
 	exited chan struct{} // closed once the child was reaped
 	done   chan struct{} // closed once the record is final
+	ended  chan struct{} // closed when the exit goroutine returns (Close waits)
 
 	// mu guards the fields below.
 	mu        sync.Mutex
@@ -457,6 +458,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 		activity:     make(chan struct{}, 1),
 		exited:       make(chan struct{}),
 		done:         make(chan struct{}),
+		ended:        make(chan struct{}),
 		info: Info{
 			ID:         sp.id,
 			Command:    sp.req.Command,
@@ -576,6 +578,7 @@ func (p *Process) begin() {
 // supervise is the exit goroutine: the only caller of cmd.Wait, and the only
 // goroutine that publishes the end of the process (I3).
 func (p *Process) supervise() {
+	defer close(p.ended)
 	waitErr := p.cmd.Wait()
 	// Refuse stdin and publish the exit before anything else, even a clock
 	// call: a write in between would meet a bare broken pipe.
@@ -622,10 +625,13 @@ func (p *Process) finish(waitErr error, exitedAt time.Time) {
 	if timeout != nil {
 		timeout.Stop("process", "timeout")
 	}
+	// The Manager counts the record as final before anyone can see Done
+	// close: a Start right after Wait finds the slot free.
+	after := p.m.recordFinal(p)
 	close(p.done)
+	after()
 	p.m.logger.Debug(context.Background(), "process final",
 		slog.F("id", p.info.ID), slog.F("exit_code", code), slog.F("signal", sigName))
-	p.m.onFinal(p)
 }
 
 // setTimer stores t in *slot unless Close already stopped p's timers.

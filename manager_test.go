@@ -1,0 +1,1589 @@
+package proc_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cdr.dev/slog/v3"
+	"github.com/coder/quartz"
+
+	"github.com/procvisor/proc"
+)
+
+// Tests of the Manager: retention (DESIGN.md section 7), bad input
+// (section 8), logging (section 9) and the contract of section 4 around
+// IDs, scopes, the environment and the work dir.
+
+func init() {
+	// mgr-echo prints its arguments joined by spaces and a newline.
+	helpers["mgr-echo"] = func(args []string) int {
+		fmt.Println(strings.Join(args, " "))
+		return 0
+	}
+	// mgr-exit exits with the code in args[0].
+	helpers["mgr-exit"] = func(args []string) int {
+		code, err := strconv.Atoi(args[0])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		return code
+	}
+	// mgr-block runs until it is signalled.
+	helpers["mgr-block"] = func([]string) int {
+		time.Sleep(time.Hour)
+		return 0
+	}
+	// mgr-env prints its environment, each entry followed by a NUL byte.
+	helpers["mgr-env"] = func([]string) int {
+		var b strings.Builder
+		for _, kv := range os.Environ() {
+			b.WriteString(kv)
+			b.WriteByte(0)
+		}
+		_, _ = os.Stdout.WriteString(b.String())
+		return 0
+	}
+	// mgr-pwd prints its working directory.
+	helpers["mgr-pwd"] = func([]string) int {
+		wd, err := os.Getwd()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Print(wd)
+		return 0
+	}
+}
+
+// mgrSentinels are the package's sentinel errors.
+var mgrSentinels = []error{
+	proc.ErrNotFound, proc.ErrNotRunning, proc.ErrRunning, proc.ErrClosed,
+	proc.ErrDuplicateID, proc.ErrLimit, proc.ErrInvalid, proc.ErrUnsupported,
+}
+
+// mgrSentinelsIn returns the sentinels err wraps.
+func mgrSentinelsIn(err error) []error {
+	var in []error
+	for _, s := range mgrSentinels {
+		if errors.Is(err, s) {
+			in = append(in, s)
+		}
+	}
+	return in
+}
+
+// mgrCheckErr fails unless err wraps want and no other sentinel, and its
+// message contains every one of mention (case-insensitive).
+func mgrCheckErr(t testing.TB, call string, err, want error, mention ...string) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("%s = %v; want an error wrapping %v", call, err, want)
+		return
+	}
+	if in := mgrSentinelsIn(err); len(in) != 1 {
+		t.Errorf("%s = %v; wraps sentinels %v, want only %v", call, err, in, want)
+	}
+	for _, s := range mention {
+		if !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(s)) {
+			t.Errorf("%s = %q; want the message to mention %q", call, err, s)
+		}
+	}
+}
+
+// mgrGorace turns off the race detector's exit delay (1s by default) in
+// helper children, keeping any GORACE options of the test run.
+var mgrGorace = strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
+
+// mgrHelperReq is helperReq with mgrGorace in the child's environment.
+func mgrHelperReq(mode string, args ...string) proc.StartRequest {
+	req := helperReq(mode, args...)
+	req.Env["GORACE"] = mgrGorace
+	return req
+}
+
+func mgrBlockReq() proc.StartRequest { return mgrHelperReq("mgr-block") }
+
+func mgrExitReq(code int) proc.StartRequest { return mgrHelperReq("mgr-exit", strconv.Itoa(code)) }
+
+// mgrIDs returns the IDs of infos, in order.
+func mgrIDs(infos []proc.Info) []string {
+	ids := make([]string, len(infos))
+	for i, info := range infos {
+		ids[i] = info.ID
+	}
+	return ids
+}
+
+// mgrKill kills p's group and waits until p is final.
+func mgrKill(ctx context.Context, t testing.TB, p *proc.Process) {
+	t.Helper()
+	if err := p.Signal(proc.Kill); err != nil && !errors.Is(err, proc.ErrNotRunning) {
+		t.Fatalf("Signal(%s, Kill) = %v", p.ID(), err)
+	}
+	waitFinal(ctx, t, p)
+}
+
+// mgrWantListed fails unless List and Get both show id.
+func mgrWantListed(t testing.TB, m *proc.Manager, id string) {
+	t.Helper()
+	if _, err := m.Get(id); err != nil {
+		t.Errorf("Get(%s) = %v; want the record", id, err)
+	}
+	if ids := mgrIDs(m.List()); !slices.Contains(ids, id) {
+		t.Errorf("List() = %v; want it to hold %s", ids, id)
+	}
+}
+
+// mgrWantGone fails unless id is neither listed nor found.
+func mgrWantGone(t testing.TB, m *proc.Manager, id string) {
+	t.Helper()
+	if p, err := m.Get(id); !errors.Is(err, proc.ErrNotFound) {
+		t.Errorf("Get(%s) = %v, %v; want ErrNotFound", id, p, err)
+	}
+	if ids := mgrIDs(m.List()); slices.Contains(ids, id) {
+		t.Errorf("List() = %v; want %s dropped", ids, id)
+	}
+}
+
+// mgrEnviron returns the environment printed by the mgr-env helper p.
+func mgrEnviron(ctx context.Context, t testing.TB, p *proc.Process) []string {
+	t.Helper()
+	snap := waitFinal(ctx, t, p)
+	if code := exitCode(t, snap.Info); code != 0 {
+		t.Fatalf("mgr-env exit code = %d; output %q", code, snap.Output.Text)
+	}
+	c := p.ReadSince(0, 0)
+	if c.Lost != 0 || c.Next != c.End {
+		t.Fatalf("ReadSince(0, 0) = lost %d, next %d, end %d; want the whole environment (raise HeadBytes)", c.Lost, c.Next, c.End)
+	}
+	env := strings.Split(string(c.Data), "\x00")
+	if env[len(env)-1] != "" {
+		t.Fatalf("mgr-env output does not end in NUL: %q", c.Data)
+	}
+	return env[:len(env)-1]
+}
+
+// mgrEnvReq runs mgr-env with room for a large environment.
+func mgrEnvReq() proc.StartRequest {
+	req := mgrHelperReq("mgr-env")
+	req.HeadBytes = 1 << 20
+	return req
+}
+
+// mgrEntries returns the entries of env named name.
+func mgrEntries(env []string, name string) []string {
+	var out []string
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k == name {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// mgrBaseEnv is os.Environ() plus the variables of mgrHelperReq, sorted,
+// without the names in drop.
+func mgrBaseEnv(mode string, drop ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); !slices.Contains(drop, k) && k != helperEnv && k != "GORACE" {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, helperEnv+"="+mode, "GORACE="+mgrGorace)
+	sort.Strings(env)
+	return env
+}
+
+func mgrSorted(s []string) []string {
+	s = slices.Clone(s)
+	sort.Strings(s)
+	return s
+}
+
+// mgrLogSink records every entry logged to it. An entry at Error or above
+// fails the test, as slogtest does: expected failures are Warn or below.
+type mgrLogSink struct {
+	t testing.TB
+	// onEntry, if set, is called after the entry was recorded.
+	onEntry func(slog.SinkEntry)
+
+	mu      sync.Mutex
+	entries []slog.SinkEntry
+}
+
+func (s *mgrLogSink) LogEntry(_ context.Context, e slog.SinkEntry) {
+	s.mu.Lock()
+	s.entries = append(s.entries, e)
+	s.mu.Unlock()
+	if e.Level >= slog.LevelError {
+		s.t.Errorf("logged at %v: %q %v", e.Level, e.Message, e.Fields)
+	}
+	if s.onEntry != nil {
+		s.onEntry(e)
+	}
+}
+
+func (*mgrLogSink) Sync() {}
+
+func (s *mgrLogSink) logger() slog.Logger {
+	return slog.Make(s).Leveled(slog.LevelDebug)
+}
+
+func (s *mgrLogSink) snapshot() []slog.SinkEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.entries)
+}
+
+// mgrEntryText renders every part of e that could carry a value.
+func mgrEntryText(e slog.SinkEntry) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %v", e.Message, e.LoggerNames)
+	for _, f := range e.Fields {
+		fmt.Fprintf(&b, " %s=%+v", f.Name, f.Value)
+	}
+	return b.String()
+}
+
+// TestRetentionReapTimer pins section 7 with a mock clock: a final record is
+// kept for exactly RetainExited after it became final, the reap timer drops
+// it without anyone calling List, re-arms for the next final record with
+// that record's remaining retention, and never drops a running record.
+func TestRetentionReapTimer(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 10*time.Second)
+	const retain = 5 * time.Minute
+	mClock := quartz.NewMock(t)
+	trap := mClock.Trap().AfterFunc("manager", "reap")
+	defer trap.Close()
+	m := newManager(t, proc.Options{Clock: mClock, RetainExited: retain})
+
+	// A record that is not final is never dropped, however old.
+	running := mustStart(t, m, mgrBlockReq())
+	first := mustStart(t, m, mgrExitReq(0))
+	if info := waitFinal(ctx, t, first).Info; !info.ExitedAt.Equal(mClock.Now()) {
+		t.Errorf("ExitedAt = %v; want the mock clock's %v", info.ExitedAt, mClock.Now())
+	}
+	call := trap.MustWait(ctx)
+	call.MustRelease(ctx)
+	if call.Duration != retain {
+		t.Fatalf("reap timer for the first final record: AfterFunc(%v); want %v", call.Duration, retain)
+	}
+	mgrWantListed(t, m, first.ID())
+
+	mClock.Advance(retain - time.Nanosecond).MustWait(ctx)
+	mgrWantListed(t, m, first.ID())
+	// The reap runs on the timer; with no final record left it does not
+	// re-arm (a re-arm would be held by the trap and this wait would hang).
+	mClock.Advance(time.Nanosecond).MustWait(ctx)
+	mgrWantGone(t, m, first.ID())
+	if d, ok := mClock.Peek(); ok {
+		t.Errorf("a timer is still armed (fires in %v) with no final record left to reap", d)
+	}
+	if ids := mgrIDs(m.List()); !slices.Equal(ids, []string{running.ID()}) {
+		t.Errorf("List() after the reap = %v; want the running record [%s]", ids, running.ID())
+	}
+	// The Process value stays readable after its record was dropped.
+	if info := first.Info(); info.Running || exitCode(t, info) != 0 {
+		t.Errorf("dropped record's Info() = running %v, exit %v; want final, 0", info.Running, info.ExitCode)
+	}
+
+	// With nothing armed, the next record to become final arms the full
+	// retention again.
+	mgrKill(ctx, t, running)
+	call = trap.MustWait(ctx)
+	call.MustRelease(ctx)
+	if call.Duration != retain {
+		t.Fatalf("reap timer after the final records were all dropped: AfterFunc(%v); want %v", call.Duration, retain)
+	}
+	mgrWantListed(t, m, running.ID())
+
+	// A second record becomes final 2m later. The armed timer is not
+	// re-armed for it: a second AfterFunc would be caught by the trap below
+	// with the wrong duration.
+	if mgrBugFinalAccounting {
+		t.Skip("BUG: a record joins the final records only after Done closes, so the reap may not see a record that Wait reported final; see TestFinalAccountingAtDone")
+	}
+	mClock.Advance(2 * time.Minute).MustWait(ctx)
+	second := mustStart(t, m, mgrExitReq(0))
+	waitFinal(ctx, t, second)
+
+	mClock.Advance(retain - 2*time.Minute - time.Nanosecond).MustWait(ctx)
+	mgrWantListed(t, m, running.ID())
+	mgrWantListed(t, m, second.ID())
+
+	w := mClock.Advance(time.Nanosecond)
+	call = trap.MustWait(ctx)
+	if call.Duration != 2*time.Minute {
+		t.Errorf("reap timer re-armed with AfterFunc(%v); want %v (the second record's remaining retention)", call.Duration, 2*time.Minute)
+	}
+	call.MustRelease(ctx)
+	w.MustWait(ctx)
+	mgrWantGone(t, m, running.ID())
+	if ids := mgrIDs(m.List()); !slices.Equal(ids, []string{second.ID()}) {
+		t.Errorf("List() after the second reap = %v; want [%s]", ids, second.ID())
+	}
+
+	mClock.Advance(2*time.Minute - time.Nanosecond).MustWait(ctx)
+	mgrWantListed(t, m, second.ID())
+	mClock.Advance(time.Nanosecond).MustWait(ctx)
+	mgrWantGone(t, m, second.ID())
+	if d, ok := mClock.Peek(); ok {
+		t.Errorf("a timer is still armed (fires in %v) with no final record left to reap", d)
+	}
+}
+
+// TestRetentionCloseStopsTimer pins that Close stops an armed reap timer.
+func TestRetentionCloseStopsTimer(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 10*time.Second)
+	mClock := quartz.NewMock(t)
+	trap := mClock.Trap().AfterFunc("manager", "reap")
+	defer trap.Close()
+	m := newManager(t, proc.Options{Clock: mClock})
+
+	waitFinal(ctx, t, mustStart(t, m, mgrExitReq(0)))
+	call := trap.MustWait(ctx)
+	call.MustRelease(ctx)
+	if call.Duration != proc.DefaultRetainExited {
+		t.Errorf("reap timer with the default retention: AfterFunc(%v); want %v", call.Duration, proc.DefaultRetainExited)
+	}
+	if _, ok := mClock.Peek(); !ok {
+		t.Fatalf("no timer armed after a record became final")
+	}
+	if err := m.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	if d, ok := mClock.Peek(); ok {
+		t.Errorf("a timer is still armed (fires in %v) after Close", d)
+	}
+}
+
+// TestRetentionOnAccess pins that retention is also enforced on access: with
+// the reap timer held back, Get and List drop an expired record themselves.
+func TestRetentionOnAccess(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 10*time.Second)
+	const retain = time.Minute
+	mClock := quartz.NewMock(t)
+	trap := mClock.Trap().AfterFunc("manager", "reap")
+	defer trap.Close()
+	m := newManager(t, proc.Options{Clock: mClock, RetainExited: retain})
+
+	p := mustStart(t, m, mgrExitReq(0))
+	waitFinal(ctx, t, p)
+	// Hold the reap timer's creation: no timer exists until the release.
+	call := trap.MustWait(ctx)
+
+	mClock.Advance(retain - time.Nanosecond).MustWait(ctx)
+	mgrWantListed(t, m, p.ID())
+	mClock.Advance(time.Nanosecond).MustWait(ctx)
+	if got, err := m.Get(p.ID()); !errors.Is(err, proc.ErrNotFound) {
+		t.Errorf("Get(%s) at RetainExited after final = %v, %v; want ErrNotFound", p.ID(), got, err)
+	}
+	if ids := mgrIDs(m.List()); len(ids) != 0 {
+		t.Errorf("List() at RetainExited after final = %v; want empty", ids)
+	}
+	call.MustRelease(ctx)
+}
+
+// TestRetentionMaxRetained pins that at most MaxRetained final records are
+// kept, the earliest to become final dropped first, and that records that
+// are not final are neither dropped nor counted.
+func TestRetentionMaxRetained(t *testing.T) {
+	t.Parallel()
+	if mgrBugFinalAccounting {
+		t.Skip("BUG: a record joins the final records only after Done closes, so List right after Wait may hold one record too many; see TestFinalAccountingAtDone")
+	}
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{MaxRetained: 3})
+
+	running := mustStart(t, m, mgrBlockReq())
+	var ids []string
+	for i := range 5 {
+		p := mustStart(t, m, mgrExitReq(0))
+		waitFinal(ctx, t, p)
+		ids = append(ids, p.ID())
+		kept := ids[max(0, len(ids)-3):]
+		want := []string{running.ID()}
+		for j := len(kept) - 1; j >= 0; j-- {
+			want = append(want, kept[j])
+		}
+		if got := mgrIDs(m.List()); !slices.Equal(got, want) {
+			t.Fatalf("List() after %d final records = %v; want %v (running, then the 3 newest)", i+1, got, want)
+		}
+	}
+	for _, id := range ids[:2] {
+		if _, err := m.Get(id); !errors.Is(err, proc.ErrNotFound) {
+			t.Errorf("Get(%s) of one of the 2 earliest final records = %v; want ErrNotFound", id, err)
+		}
+	}
+	if _, err := m.Get(running.ID()); err != nil {
+		t.Errorf("Get(%s) of the running record = %v; want it kept", running.ID(), err)
+	}
+	mgrKill(ctx, t, running)
+}
+
+// TestMaxRunning pins that MaxRunning counts records that are not final and
+// refuses starts past it with ErrLimit, and that a slot is free once a
+// record is final.
+func TestMaxRunning(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{MaxRunning: 2})
+
+	a := mustStart(t, m, mgrBlockReq())
+	b := mustStart(t, m, mgrBlockReq())
+	p, err := m.Start(mgrExitReq(0))
+	mgrCheckErr(t, "Start(third)", err, proc.ErrLimit, "2")
+	if p != nil {
+		t.Errorf("Start(third) returned a process %s with its error", p.ID())
+	}
+	_, err = m.Scope("alice").Start(mgrExitReq(0))
+	mgrCheckErr(t, "Scope.Start(third)", err, proc.ErrLimit)
+	if ids := mgrIDs(m.List()); len(ids) != 2 {
+		t.Errorf("List() after refused starts = %v; want the 2 running records", ids)
+	}
+
+	mgrKill(ctx, t, a)
+	if mgrBugFinalAccounting {
+		t.Skip("BUG: a record's running slot is freed only after Done closes; see TestFinalAccountingAtDone")
+	}
+	c, err := m.Start(mgrExitReq(0))
+	if err != nil {
+		t.Fatalf("Start() after a record became final = %v; want a free slot", err)
+	}
+	waitFinal(ctx, t, c)
+	mgrKill(ctx, t, b)
+}
+
+// mgrHoldFinalLog returns a logger whose "process final" entry for the
+// record id blocks until release is called, holding that record's exit
+// goroutine there, and a channel closed once it is held. The caller
+// registers release with t.Cleanup after creating the Manager, so that it
+// runs before the Manager's Close.
+func mgrHoldFinalLog(t *testing.T, id string) (logger slog.Logger, held <-chan struct{}, release func()) {
+	heldCh := make(chan struct{})
+	releaseCh := make(chan struct{})
+	var heldOnce, releaseOnce sync.Once
+	sink := &mgrLogSink{t: t, onEntry: func(e slog.SinkEntry) {
+		if e.Message != "process final" || !strings.Contains(mgrEntryText(e), id) {
+			return
+		}
+		heldOnce.Do(func() { close(heldCh) })
+		<-releaseCh
+	}}
+	release = func() { releaseOnce.Do(func() { close(releaseCh) }) }
+	return sink.logger(), heldCh, release
+}
+
+// TestMaxRunningConcurrent pins that concurrent starts never exceed
+// MaxRunning: a start in progress holds its slot.
+func TestMaxRunningConcurrent(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	const limit, n = 3, 16
+	m := newManager(t, proc.Options{MaxRunning: limit})
+
+	errs := make(chan error, n)
+	gate := make(chan struct{})
+	for range n {
+		go func() {
+			<-gate
+			_, err := m.Start(mgrBlockReq())
+			errs <- err
+		}()
+	}
+	close(gate)
+	started := 0
+	for range n {
+		select {
+		case err := <-errs:
+			switch {
+			case err == nil:
+				started++
+			case !errors.Is(err, proc.ErrLimit):
+				t.Errorf("concurrent Start() = %v; want nil or ErrLimit", err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("concurrent starts did not return: %v", ctx.Err())
+		}
+	}
+	if started != limit {
+		t.Errorf("%d of %d concurrent starts succeeded with MaxRunning %d; want %d", started, n, limit, limit)
+	}
+	if ids := mgrIDs(m.List()); len(ids) != started {
+		t.Errorf("List() = %v; want the %d started records", ids, started)
+	}
+}
+
+// mgrBugFinalAccounting marks the known bug that TestFinalAccountingAtDone
+// pins: Process.finish closes Done before Manager.onFinal updates the
+// Manager's accounting (running count, final records). Tests whose checks
+// run right after Wait skip those checks while it is true. Set it to false
+// once the Manager treats a record as final by the time Done closes.
+const mgrBugFinalAccounting = false
+
+// TestFinalAccountingAtDone holds the exit goroutine of a record right
+// after its Done channel closed (in the "process final" debug log, which
+// the library writes between closing Done and updating the Manager) and
+// checks that the Manager already treats the record as final: it no longer
+// counts against MaxRunning, and it counts against MaxRetained.
+func TestFinalAccountingAtDone(t *testing.T) {
+	t.Parallel()
+
+	t.Run("max-running", func(t *testing.T) {
+		t.Parallel()
+		if mgrBugFinalAccounting {
+			t.Skip("BUG: Process.finish closes done before Manager.onFinal decrements notFinal, so Start right after Wait can fail with ErrLimit (see report)")
+		}
+		ctx := testCtx(t)
+		logger, held, release := mgrHoldFinalLog(t, "held")
+		m := newManager(t, proc.Options{MaxRunning: 1, Logger: logger})
+		t.Cleanup(release)
+		req := mgrExitReq(0)
+		req.ID = "held"
+		p := mustStart(t, m, req)
+		select {
+		case <-p.Done():
+			// Final. The exit goroutine is at or before the held log call.
+			q, err := m.Start(mgrExitReq(0))
+			if err != nil {
+				t.Errorf("Start() once the only record is final (Done closed) = %v; want a free slot", err)
+				return
+			}
+			release()
+			waitFinal(ctx, t, q)
+		case <-held:
+			// The library logs before Done closes: nothing is held here.
+			release()
+			waitFinal(ctx, t, p)
+			waitFinal(ctx, t, mustStart(t, m, mgrExitReq(0)))
+		case <-ctx.Done():
+			t.Fatalf("process %s never became final", p.ID())
+		}
+	})
+
+	t.Run("max-retained", func(t *testing.T) {
+		t.Parallel()
+		if mgrBugFinalAccounting {
+			t.Skip("BUG: Process.finish closes done before Manager.onFinal appends the record to the final list, so List right after Wait can hold more than MaxRetained final records (see report)")
+		}
+		ctx := testCtx(t)
+		mClock := quartz.NewMock(t)
+		trap := mClock.Trap().AfterFunc("manager", "reap")
+		defer trap.Close()
+		logger, held, release := mgrHoldFinalLog(t, "held")
+		m := newManager(t, proc.Options{MaxRetained: 1, Clock: mClock, Logger: logger})
+		t.Cleanup(release)
+
+		first := mustStart(t, m, mgrExitReq(0))
+		waitFinal(ctx, t, first)
+		// The first final record arms the reap timer at the end of its
+		// bookkeeping: once released, the Manager has seen it final.
+		trap.MustWait(ctx).MustRelease(ctx)
+
+		req := mgrExitReq(0)
+		req.ID = "held"
+		p := mustStart(t, m, req)
+		select {
+		case <-p.Done():
+			if got := mgrIDs(m.List()); !slices.Equal(got, []string{"held"}) {
+				t.Errorf("List() once the second record is final (Done closed) = %v; want [held] (MaxRetained 1)", got)
+			}
+		case <-held:
+			release()
+			waitFinal(ctx, t, p)
+			if got := mgrIDs(m.List()); !slices.Equal(got, []string{"held"}) {
+				t.Errorf("List() = %v; want [held] (MaxRetained 1)", got)
+			}
+		case <-ctx.Done():
+			t.Fatalf("process %s never became final", p.ID())
+		}
+	})
+}
+
+// TestRemove pins Manager.Remove: ErrRunning for a record that is not
+// final, nil then ErrNotFound for a final one, ErrNotFound for unknown IDs.
+func TestRemove(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+
+	p := mustStart(t, m, mgrBlockReq())
+	mgrCheckErr(t, "Remove(running)", m.Remove(p.ID()), proc.ErrRunning, p.ID())
+	mgrWantListed(t, m, p.ID())
+
+	mgrKill(ctx, t, p)
+	if err := m.Remove(p.ID()); err != nil {
+		t.Fatalf("Remove(final) = %v; want nil", err)
+	}
+	mgrWantGone(t, m, p.ID())
+	mgrCheckErr(t, "Remove(removed)", m.Remove(p.ID()), proc.ErrNotFound, p.ID())
+	mgrCheckErr(t, "Remove(unknown)", m.Remove("no-such-id"), proc.ErrNotFound, "no-such-id")
+	if info := p.Info(); info.Running || info.ExitCode == nil {
+		t.Errorf("removed record's Info() = running %v, exit %v; want it still readable and final", info.Running, info.ExitCode)
+	}
+}
+
+// TestDuplicateID pins that an ID held by a running or retained record is
+// refused with ErrDuplicateID, through any Scope, and is free after Remove.
+func TestDuplicateID(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	const id = "job-1"
+
+	req := mgrBlockReq()
+	req.ID = id
+	p := mustStart(t, m, req)
+	if p.ID() != id {
+		t.Fatalf("ID() = %q; want %q", p.ID(), id)
+	}
+
+	dup := mgrExitReq(0)
+	dup.ID = id
+	q, err := m.Start(dup)
+	mgrCheckErr(t, "Start(running ID)", err, proc.ErrDuplicateID, id)
+	if q != nil {
+		t.Errorf("Start(running ID) returned a process with its error")
+	}
+	_, err = m.Scope("bob").Start(dup)
+	mgrCheckErr(t, "Scope(bob).Start(running ID of another owner)", err, proc.ErrDuplicateID, id)
+
+	mgrKill(ctx, t, p)
+	_, err = m.Start(dup)
+	mgrCheckErr(t, "Start(retained ID)", err, proc.ErrDuplicateID, id)
+	if got, err := m.Get(id); err != nil || got != p {
+		t.Errorf("Get(%q) after refused duplicates = %v, %v; want the first record", id, got, err)
+	}
+
+	if err := m.Remove(id); err != nil {
+		t.Fatalf("Remove(%q) = %v", id, err)
+	}
+	r := mustStart(t, m, dup)
+	waitFinal(ctx, t, r)
+	if got, err := m.Get(id); err != nil || got != r {
+		t.Errorf("Get(%q) after restart = %v, %v; want the new record", id, got, err)
+	}
+}
+
+// TestDuplicateIDConcurrent pins that of concurrent starts with one ID
+// exactly one succeeds and the others get ErrDuplicateID.
+func TestDuplicateIDConcurrent(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	const n = 16
+
+	type result struct {
+		p   *proc.Process
+		err error
+	}
+	results := make(chan result, n)
+	gate := make(chan struct{})
+	for range n {
+		go func() {
+			<-gate
+			req := mgrExitReq(0)
+			req.ID = "same"
+			p, err := m.Start(req)
+			results <- result{p, err}
+		}()
+	}
+	close(gate)
+	var started []*proc.Process
+	for range n {
+		var r result
+		select {
+		case r = <-results:
+		case <-ctx.Done():
+			t.Fatalf("concurrent starts did not return: %v", ctx.Err())
+		}
+		switch {
+		case r.err == nil:
+			started = append(started, r.p)
+		case !errors.Is(r.err, proc.ErrDuplicateID):
+			t.Errorf("Start(same ID) = %v; want nil or ErrDuplicateID", r.err)
+		}
+	}
+	if len(started) != 1 {
+		t.Fatalf("%d of %d concurrent starts with one ID succeeded; want exactly 1", len(started), n)
+	}
+	waitFinal(ctx, t, started[0])
+	if ids := mgrIDs(m.List()); !slices.Equal(ids, []string{"same"}) {
+		t.Errorf("List() = %v; want [same]", ids)
+	}
+}
+
+// TestListOrder pins List's order: running records first, then newest
+// first; with a mock clock all start times are equal and the start sequence
+// breaks the ties.
+func TestListOrder(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	mClock := quartz.NewMock(t)
+	m := newManager(t, proc.Options{Clock: mClock})
+	s := m.Scope("alice")
+
+	oldRunning := mustStart(t, m, mgrBlockReq())
+	finalB := mustStart(t, s, mgrExitReq(0))
+	waitFinal(ctx, t, finalB)
+	finalC := mustStart(t, m, mgrExitReq(0))
+	waitFinal(ctx, t, finalC)
+	newRunning := mustStart(t, s, mgrBlockReq())
+
+	for _, p := range []*proc.Process{oldRunning, finalB, finalC, newRunning} {
+		if at := p.Info().StartedAt; !at.Equal(mClock.Now()) {
+			t.Fatalf("StartedAt of %s = %v; want the mock clock's %v", p.ID(), at, mClock.Now())
+		}
+	}
+	want := []string{newRunning.ID(), oldRunning.ID(), finalC.ID(), finalB.ID()}
+	if got := mgrIDs(m.List()); !slices.Equal(got, want) {
+		t.Errorf("List() = %v; want %v (running newest first, then final newest first)", got, want)
+	}
+	wantScope := []string{newRunning.ID(), finalB.ID()}
+	if got := mgrIDs(s.List()); !slices.Equal(got, wantScope) {
+		t.Errorf("Scope.List() = %v; want %v", got, wantScope)
+	}
+
+	// Once final, a record sorts by start, not by when it became final.
+	mgrKill(ctx, t, oldRunning)
+	want = []string{newRunning.ID(), finalC.ID(), finalB.ID(), oldRunning.ID()}
+	if got := mgrIDs(m.List()); !slices.Equal(got, want) {
+		t.Errorf("List() after the oldest became final = %v; want %v", got, want)
+	}
+	mgrKill(ctx, t, newRunning)
+}
+
+// TestScopeIsolation pins that a Scope sees only its owner's records and
+// reports any other as ErrNotFound, while the Manager sees all.
+func TestScopeIsolation(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, proc.Options{})
+	alice, bob := m.Scope("alice"), m.Scope("bob")
+
+	pa := mustStart(t, alice, mgrBlockReq())
+	pb := mustStart(t, bob, mgrBlockReq())
+	if got := pa.Info().Owner; got != "alice" {
+		t.Errorf("Owner of a process started through Scope(alice) = %q; want alice", got)
+	}
+
+	if got, err := alice.Get(pb.ID()); !errors.Is(err, proc.ErrNotFound) || got != nil {
+		t.Errorf("alice.Get(bob's) = %v, %v; want nil, ErrNotFound", got, err)
+	} else {
+		mgrCheckErr(t, "alice.Get(bob's)", err, proc.ErrNotFound)
+	}
+	mgrCheckErr(t, "alice.Signal(bob's, Kill)", alice.Signal(pb.ID(), proc.Kill), proc.ErrNotFound)
+	mgrCheckErr(t, "alice.Signal(bob's, bogus)", alice.Signal(pb.ID(), "bogus"), proc.ErrNotFound)
+	mgrCheckErr(t, "alice.Get(unknown)", func() error { _, err := alice.Get("nope"); return err }(), proc.ErrNotFound)
+	if !pb.Info().Running {
+		t.Errorf("bob's process is not running after alice's refused signal")
+	}
+
+	if got, err := alice.Get(pa.ID()); err != nil || got != pa {
+		t.Errorf("alice.Get(own) = %v, %v; want the record", got, err)
+	}
+	if got := mgrIDs(alice.List()); !slices.Equal(got, []string{pa.ID()}) {
+		t.Errorf("alice.List() = %v; want [%s]", got, pa.ID())
+	}
+	if got := mgrIDs(bob.List()); !slices.Equal(got, []string{pb.ID()}) {
+		t.Errorf("bob.List() = %v; want [%s]", got, pb.ID())
+	}
+	if got := mgrIDs(m.List()); len(got) != 2 {
+		t.Errorf("Manager.List() = %v; want both records", got)
+	}
+	for _, p := range []*proc.Process{pa, pb} {
+		if got, err := m.Get(p.ID()); err != nil || got != p {
+			t.Errorf("Manager.Get(%s) = %v, %v; want the record", p.ID(), got, err)
+		}
+	}
+
+	// A record started through the Manager with an Owner belongs to it.
+	req := mgrExitReq(0)
+	req.Owner = "alice"
+	pm := mustStart(t, m, req)
+	if _, err := alice.Get(pm.ID()); err != nil {
+		t.Errorf("alice.Get(started by Manager with Owner alice) = %v", err)
+	}
+	if _, err := bob.Get(pm.ID()); !errors.Is(err, proc.ErrNotFound) {
+		t.Errorf("bob.Get(alice's, started by Manager) = %v; want ErrNotFound", err)
+	}
+}
+
+// TestScopeStartOwner pins Scope.Start's Owner rule: empty takes the
+// scope's owner, equal is fine, anything else is ErrInvalid and starts
+// nothing.
+func TestScopeStartOwner(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	s := m.Scope("alice")
+
+	req := mgrExitReq(0)
+	req.Owner = "mallory"
+	p, err := s.Start(req)
+	mgrCheckErr(t, "Scope(alice).Start(Owner mallory)", err, proc.ErrInvalid, "mallory")
+	if p != nil {
+		t.Errorf("Start with a foreign owner returned a process")
+	}
+	if ids := mgrIDs(m.List()); len(ids) != 0 {
+		t.Errorf("List() after a refused start = %v; want empty", ids)
+	}
+
+	for _, owner := range []string{"", "alice"} {
+		req.Owner = owner
+		p := mustStart(t, s, req)
+		if info := waitFinal(ctx, t, p).Info; info.Owner != "alice" {
+			t.Errorf("Scope(alice).Start(Owner %q): Owner = %q; want alice", owner, info.Owner)
+		}
+	}
+}
+
+// TestScopeClose pins Scope.Close: it stops the owner's processes (however
+// they were started), waits until they are final, leaves other owners'
+// running, keeps the records, and refuses later starts through that scope.
+func TestScopeClose(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	alice, bob := m.Scope("alice"), m.Scope("bob")
+
+	a1 := mustStart(t, alice, mgrBlockReq())
+	a2 := mustStart(t, m.Scope("alice"), mgrBlockReq())
+	req := mgrBlockReq()
+	req.Owner = "alice"
+	a3 := mustStart(t, m, req)
+	a4 := mustStart(t, alice, mgrExitReq(0))
+	waitFinal(ctx, t, a4)
+	b1 := mustStart(t, bob, mgrBlockReq())
+	unowned := mustStart(t, m, mgrBlockReq())
+
+	if err := alice.Close(); err != nil {
+		t.Fatalf("alice.Close() = %v", err)
+	}
+	for _, p := range []*proc.Process{a1, a2, a3, a4} {
+		select {
+		case <-p.Done():
+		default:
+			t.Errorf("alice's %s is not final when Close returned", p.ID())
+			continue
+		}
+		if info := p.Info(); info.Running || info.ExitCode == nil {
+			t.Errorf("alice's %s after Close: running %v, exit %v; want final", p.ID(), info.Running, info.ExitCode)
+		}
+		if _, err := m.Get(p.ID()); err != nil {
+			t.Errorf("Get(%s) after Scope.Close = %v; want the record retained", p.ID(), err)
+		}
+	}
+	for _, p := range []*proc.Process{b1, unowned} {
+		select {
+		case <-p.Done():
+			t.Errorf("%s (owner %q) became final when alice's scope closed", p.ID(), p.Info().Owner)
+		default:
+		}
+	}
+
+	_, err := alice.Start(mgrExitReq(0))
+	mgrCheckErr(t, "closed Scope.Start", err, proc.ErrClosed)
+	if err := alice.Close(); err != nil {
+		t.Errorf("second Scope.Close() = %v; want nil", err)
+	}
+	// The other owner and the Manager carry on.
+	b2 := mustStart(t, bob, mgrExitReq(0))
+	waitFinal(ctx, t, b2)
+	mgrKill(ctx, t, b1)
+	mgrKill(ctx, t, unowned)
+}
+
+// TestOwnerEnv pins Options.OwnerEnv: the owner is exported to the child
+// under that name, once, and neither the base environment nor the request
+// can forge it.
+func TestOwnerEnv(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	const name = "PROC_T_OWNER"
+	m := newManager(t, proc.Options{
+		OwnerEnv: name,
+		UpdateEnv: func(current []string) ([]string, error) {
+			return append(current, name+"=stale"), nil
+		},
+	})
+
+	req := mgrEnvReq()
+	req.Env[name] = "mallory"
+	env := mgrEnviron(ctx, t, mustStart(t, m.Scope("alice"), req))
+	if got, want := mgrEntries(env, name), []string{name + "=alice"}; !slices.Equal(got, want) {
+		t.Errorf("child of Scope(alice) has %v; want %v", got, want)
+	}
+
+	req = mgrEnvReq()
+	req.Owner = "bob"
+	req.UnsetEnv = []string{name}
+	env = mgrEnviron(ctx, t, mustStart(t, m, req))
+	if got, want := mgrEntries(env, name), []string{name + "=bob"}; !slices.Equal(got, want) {
+		t.Errorf("child with Owner bob and UnsetEnv %s has %v; want %v", name, got, want)
+	}
+}
+
+// TestStartEnv pins the child's environment: the base environment, then
+// UpdateEnv, then Env overrides (replacing, never duplicating), then
+// UnsetEnv.
+func TestStartEnv(t *testing.T) {
+	t.Parallel()
+
+	t.Run("inherited", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		m := newManager(t, proc.Options{})
+		env := mgrEnviron(ctx, t, mustStart(t, m, mgrEnvReq()))
+		if got, want := mgrSorted(env), mgrBaseEnv("mgr-env"); !slices.Equal(got, want) {
+			t.Errorf("child environment = %q\nwant os.Environ() and the helper mode: %q", got, want)
+		}
+	})
+
+	t.Run("overrides", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		m := newManager(t, proc.Options{UpdateEnv: func(current []string) ([]string, error) {
+			return append(current, "PROC_T_DUP=old", "PROC_T_GONE=x"), nil
+		}})
+		req := mgrEnvReq()
+		req.Env["PROC_T_DUP"] = "new"
+		req.Env["PROC_T_NEW"] = "v=with=equals"
+		req.Env["PROC_T_BOTH"] = "set-and-unset"
+		req.UnsetEnv = []string{"PROC_T_GONE", "PROC_T_NEVER_SET", "PROC_T_BOTH"}
+		inherited := ""
+		if _, ok := os.LookupEnv("HOME"); ok {
+			inherited = "HOME"
+			req.Env["HOME"] = "/proc-test-home"
+		}
+		env := mgrEnviron(ctx, t, mustStart(t, m, req))
+
+		for name, want := range map[string][]string{
+			"PROC_T_DUP":       {"PROC_T_DUP=new"},
+			"PROC_T_NEW":       {"PROC_T_NEW=v=with=equals"},
+			"PROC_T_GONE":      nil,
+			"PROC_T_NEVER_SET": nil,
+			"PROC_T_BOTH":      nil, // removals come after overrides
+		} {
+			if got := mgrEntries(env, name); !slices.Equal(got, want) {
+				t.Errorf("child has %s entries %q; want %q", name, got, want)
+			}
+		}
+		if inherited != "" {
+			if got, want := mgrEntries(env, inherited), []string{inherited + "=/proc-test-home"}; !slices.Equal(got, want) {
+				t.Errorf("child has %s entries %q; want the override once: %q", inherited, got, want)
+			}
+		}
+		// Everything else is the base environment, unchanged.
+		var rest []string
+		for _, kv := range env {
+			if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "PROC_T_") && k != inherited {
+				rest = append(rest, kv)
+			}
+		}
+		if got, want := mgrSorted(rest), mgrBaseEnv("mgr-env", inherited); !slices.Equal(got, want) {
+			t.Errorf("rest of the child environment = %q\nwant %q", got, want)
+		}
+	})
+
+	t.Run("update-env-rewrites", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		var mu sync.Mutex
+		var seen []string
+		m := newManager(t, proc.Options{UpdateEnv: func(current []string) ([]string, error) {
+			mu.Lock()
+			seen = slices.Clone(current)
+			mu.Unlock()
+			return []string{"PROC_T_ONLY=1"}, nil
+		}})
+		env := mgrEnviron(ctx, t, mustStart(t, m, mgrEnvReq()))
+		if got, want := mgrSorted(env), mgrSorted([]string{helperEnv + "=mgr-env", "GORACE=" + mgrGorace, "PROC_T_ONLY=1"}); !slices.Equal(got, want) {
+			t.Errorf("child environment = %q; want exactly UpdateEnv's result and the request's Env: %q", got, want)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if got, want := mgrSorted(seen), mgrSorted(os.Environ()); !slices.Equal(got, want) {
+			t.Errorf("UpdateEnv got %q; want os.Environ() %q", got, want)
+		}
+	})
+
+	t.Run("update-env-error", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		sink := &mgrLogSink{t: t}
+		m := newManager(t, proc.Options{
+			Logger: sink.logger(),
+			UpdateEnv: func(current []string) ([]string, error) {
+				return append(current, "PROC_T_GARBAGE=1"), errors.New("credential helper unavailable")
+			},
+		})
+		req := mgrEnvReq()
+		req.Env["PROC_T_SET"] = "1"
+		p, err := m.Start(req)
+		if err != nil {
+			t.Fatalf("Start() with a failing UpdateEnv = %v; want the start to succeed", err)
+		}
+		env := mgrEnviron(ctx, t, p)
+		if got, want := mgrSorted(env), mgrSorted(append(mgrBaseEnv("mgr-env"), "PROC_T_SET=1")); !slices.Equal(got, want) {
+			t.Errorf("child environment = %q\nwant the current one (os.Environ()) with the request's Env: %q", got, want)
+		}
+		var warned bool
+		for _, e := range sink.snapshot() {
+			if e.Level == slog.LevelWarn && strings.Contains(mgrEntryText(e), "credential helper unavailable") {
+				warned = true
+			}
+		}
+		if !warned {
+			t.Errorf("no Warn entry carrying the UpdateEnv error; logged %d entries", len(sink.snapshot()))
+		}
+	})
+}
+
+// TestUpdateEnvWarningNamesProcess pins that the UpdateEnv warning names
+// the process it concerns, also when the Manager chose the ID.
+func TestUpdateEnvWarningNamesProcess(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	sink := &mgrLogSink{t: t}
+	m := newManager(t, proc.Options{
+		Logger: sink.logger(),
+		UpdateEnv: func([]string) ([]string, error) {
+			return nil, errors.New("update failed")
+		},
+	})
+	p := mustStart(t, m, mgrExitReq(0))
+	waitFinal(ctx, t, p)
+	var ids []any
+	for _, e := range sink.snapshot() {
+		if e.Level != slog.LevelWarn {
+			continue
+		}
+		for _, f := range e.Fields {
+			if f.Name == "id" {
+				ids = append(ids, f.Value)
+			}
+		}
+	}
+	if len(ids) != 1 || ids[0] != p.ID() {
+		t.Errorf("ids of the UpdateEnv warnings = %q; want [%s]", ids, p.ID())
+	}
+}
+
+// TestStartWorkDir pins the work dir: the request's (made absolute), else
+// Options.WorkingDir when it names an existing directory, else $HOME.
+func TestStartWorkDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing")
+	testdata, err := filepath.Abs("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	home, homeErr := os.UserHomeDir()
+	if homeErr == nil {
+		if fi, err := os.Stat(home); err != nil || !fi.IsDir() {
+			homeErr = fmt.Errorf("$HOME %q is not a directory", home)
+		}
+	}
+
+	for _, tc := range []struct {
+		name       string
+		workDir    string
+		hook       func() string
+		want       string
+		needsHome  bool
+		hookCalled bool
+	}{
+		{name: "request", workDir: dir, want: dir},
+		{name: "request-relative", workDir: "testdata", want: testdata},
+		{name: "hook", hook: func() string { return dir }, want: dir, hookCalled: true},
+		{name: "hook-missing", hook: func() string { return missing }, want: home, needsHome: true, hookCalled: true},
+		{name: "hook-empty", hook: func() string { return "" }, want: home, needsHome: true, hookCalled: true},
+		{name: "no-hook", want: home, needsHome: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if tc.needsHome && homeErr != nil {
+				t.Skipf("no usable $HOME: %v", homeErr)
+			}
+			ctx := testCtx(t)
+			var mu sync.Mutex
+			called := false
+			opts := proc.Options{}
+			if tc.hook != nil {
+				opts.WorkingDir = func() string {
+					mu.Lock()
+					called = true
+					mu.Unlock()
+					return tc.hook()
+				}
+			}
+			m := newManager(t, opts)
+			req := mgrHelperReq("mgr-pwd")
+			req.WorkDir = tc.workDir
+			snap := waitFinal(ctx, t, mustStart(t, m, req))
+			if code := exitCode(t, snap.Info); code != 0 {
+				t.Fatalf("mgr-pwd exit %d: %q", code, snap.Output.Text)
+			}
+			if snap.Info.WorkDir != tc.want {
+				t.Errorf("Info.WorkDir = %q; want %q", snap.Info.WorkDir, tc.want)
+			}
+			want, err := filepath.EvalSymlinks(tc.want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := filepath.EvalSymlinks(snap.Output.Text); err != nil || got != want {
+				t.Errorf("child's working directory = %q (%v); want %q", snap.Output.Text, err, want)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if tc.hookCalled && !called {
+				t.Errorf("Options.WorkingDir was not consulted")
+			}
+		})
+	}
+}
+
+// TestCommandContextHook pins Options.CommandContext: it gets the program
+// and its arguments, and the command it returns is what runs.
+func TestCommandContextHook(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	type callArgs struct {
+		name string
+		args []string
+	}
+	calls := make(chan callArgs, 1)
+	m := newManager(t, proc.Options{
+		CommandContext: func(ctx context.Context, name string, args ...string) *exec.Cmd {
+			calls <- callArgs{name, slices.Clone(args)}
+			// Wrap: the test binary as mgr-echo prints what it wraps.
+			return exec.CommandContext(ctx, os.Args[0], append([]string{"wrapped", name}, args...)...)
+		},
+	})
+
+	req := mgrHelperReq("mgr-echo", "a", "b c")
+	snap := waitFinal(ctx, t, mustStart(t, m, req))
+	var got callArgs
+	select {
+	case got = <-calls:
+	default:
+		t.Fatalf("CommandContext was not called")
+	}
+	if got.name != os.Args[0] || !slices.Equal(got.args, []string{"a", "b c"}) {
+		t.Errorf("CommandContext(%q, %q); want (%q, [a \"b c\"])", got.name, got.args, os.Args[0])
+	}
+	if want := "wrapped " + os.Args[0] + " a b c\n"; snap.Output.Text != want {
+		t.Errorf("output = %q; want the hook's command to run: %q", snap.Output.Text, want)
+	}
+	if !slices.Equal(snap.Info.Args, req.Args) {
+		t.Errorf("Info.Args = %q; want the request's %q", snap.Info.Args, req.Args)
+	}
+}
+
+// TestCommandContextHookNil pins that a hook returning nil is refused
+// without a panic and leaves nothing behind.
+func TestCommandContextHookNil(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, proc.Options{
+		CommandContext: func(context.Context, string, ...string) *exec.Cmd { return nil },
+		MaxRunning:     1,
+	})
+	for range 2 { // twice: the first must not hold the running slot
+		req := mgrExitReq(0)
+		req.ID = "nil-cmd"
+		p, err := m.Start(req)
+		mgrCheckErr(t, "Start() with a nil command from the hook", err, proc.ErrInvalid, "CommandContext")
+		if p != nil {
+			t.Errorf("Start returned a process with its error")
+		}
+	}
+	if ids := mgrIDs(m.List()); len(ids) != 0 {
+		t.Errorf("List() = %v; want empty", ids)
+	}
+}
+
+// TestStartBadInput pins section 8: every malformed request is refused with
+// an error that wraps one sentinel and says what was wrong, and starts
+// nothing: no command built, no record, no reserved ID.
+func TestStartBadInput(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing")
+	ok := func() proc.StartRequest { return mgrExitReq(0) }
+	with := func(f func(*proc.StartRequest)) proc.StartRequest {
+		req := ok()
+		f(&req)
+		return req
+	}
+
+	for _, tc := range []struct {
+		name    string
+		req     proc.StartRequest
+		want    error
+		mention []string
+	}{
+		{"empty", proc.StartRequest{}, proc.ErrInvalid, []string{"Command", "Args"}},
+		{"empty-argv", proc.StartRequest{Args: []string{}}, proc.ErrInvalid, []string{"Command", "Args"}},
+		{"empty-argv0", proc.StartRequest{Args: []string{"", "x"}}, proc.ErrInvalid, []string{"Args"}},
+		{"command-and-args", with(func(r *proc.StartRequest) { r.Command = "true" }), proc.ErrInvalid, []string{"Command", "Args"}},
+		{"command-nul", proc.StartRequest{Command: "echo a\x00b"}, proc.ErrInvalid, []string{"NUL"}},
+		{"arg-nul", with(func(r *proc.StartRequest) { r.Args = append(r.Args, "a\x00b") }), proc.ErrInvalid, []string{"NUL"}},
+		{"env-name-empty", with(func(r *proc.StartRequest) { r.Env[""] = "v" }), proc.ErrInvalid, []string{`""`}},
+		{"env-name-equals", with(func(r *proc.StartRequest) { r.Env["A=B"] = "v" }), proc.ErrInvalid, []string{"A=B"}},
+		{"env-name-nul", with(func(r *proc.StartRequest) { r.Env["A\x00"] = "v" }), proc.ErrInvalid, []string{`A\x00`}},
+		{"env-value-nul", with(func(r *proc.StartRequest) { r.Env["PROC_T_V"] = "v\x00" }), proc.ErrInvalid, []string{"PROC_T_V", "NUL"}},
+		{"unset-name-empty", with(func(r *proc.StartRequest) { r.UnsetEnv = []string{""} }), proc.ErrInvalid, []string{`""`}},
+		{"unset-name-equals", with(func(r *proc.StartRequest) { r.UnsetEnv = []string{"A=B"} }), proc.ErrInvalid, []string{"A=B"}},
+		{"workdir-missing", with(func(r *proc.StartRequest) { r.WorkDir = missing }), proc.ErrInvalid, []string{missing}},
+		{"workdir-file", with(func(r *proc.StartRequest) { r.WorkDir = file }), proc.ErrInvalid, []string{file, "not a directory"}},
+		{"timeout-negative", with(func(r *proc.StartRequest) { r.Timeout = -time.Second }), proc.ErrInvalid, []string{"Timeout"}},
+		{"drain-quiet-negative", with(func(r *proc.StartRequest) { r.DrainQuiet = -time.Millisecond }), proc.ErrInvalid, []string{"drain"}},
+		{"drain-timeout-negative", with(func(r *proc.StartRequest) { r.DrainTimeout = -time.Millisecond }), proc.ErrInvalid, []string{"drain"}},
+		{"head-bytes-negative", with(func(r *proc.StartRequest) { r.HeadBytes = -1 }), proc.ErrInvalid, []string{"negative"}},
+		{"tail-bytes-negative", with(func(r *proc.StartRequest) { r.TailBytes = -1 }), proc.ErrInvalid, []string{"negative"}},
+		{"size-zero-rows", with(func(r *proc.StartRequest) { r.Size = proc.TermSize{Rows: 0, Cols: 80} }), proc.ErrInvalid, []string{"Size"}},
+		{"size-zero-cols", with(func(r *proc.StartRequest) { r.Size = proc.TermSize{Rows: 24, Cols: 0} }), proc.ErrInvalid, []string{"Size"}},
+		{"tty-separate-stderr", with(func(r *proc.StartRequest) { r.TTY = true; r.SeparateStderr = true }), proc.ErrInvalid, []string{"SeparateStderr"}},
+		{"id-nul", with(func(r *proc.StartRequest) { r.ID = "a\x00b" }), proc.ErrInvalid, []string{"ID"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			var mu sync.Mutex
+			built := 0
+			m := newManager(t, proc.Options{
+				CommandContext: func(ctx context.Context, name string, args ...string) *exec.Cmd {
+					mu.Lock()
+					built++
+					mu.Unlock()
+					return exec.CommandContext(ctx, name, args...)
+				},
+			})
+			req := tc.req
+			if req.ID == "" {
+				req.ID = "bad"
+			}
+			p, err := m.Start(req)
+			mgrCheckErr(t, fmt.Sprintf("Start(%s)", tc.name), err, tc.want, tc.mention...)
+			if p != nil {
+				t.Errorf("Start(%s) returned process %s with its error", tc.name, p.ID())
+			}
+			mu.Lock()
+			if built != 0 {
+				t.Errorf("Start(%s) built %d commands; want none", tc.name, built)
+			}
+			mu.Unlock()
+			if ids := mgrIDs(m.List()); len(ids) != 0 {
+				t.Errorf("List() after Start(%s) = %v; want empty", tc.name, ids)
+			}
+			if _, err := m.Get(req.ID); !errors.Is(err, proc.ErrNotFound) {
+				t.Errorf("Get(%q) after Start(%s) = %v; want ErrNotFound", req.ID, tc.name, err)
+			}
+			if strings.ContainsRune(req.ID, 0) {
+				return
+			}
+			// The ID was not reserved.
+			good := ok()
+			good.ID = req.ID
+			waitFinal(ctx, t, mustStart(t, m, good))
+		})
+	}
+}
+
+// TestStartBadInputNoValueEcho pins that an error about an environment
+// value never repeats the value: it may be a secret.
+func TestStartBadInputNoValueEcho(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, proc.Options{})
+	req := mgrExitReq(0)
+	req.Env["PROC_T_TOKEN"] = "hunter2-secret\x00"
+	_, err := m.Start(req)
+	mgrCheckErr(t, "Start(value with NUL)", err, proc.ErrInvalid, "PROC_T_TOKEN")
+	if err != nil && strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("Start(value with NUL) = %q; the error repeats the value", err)
+	}
+}
+
+// TestCallsAfterClose pins that every call after Close is ErrClosed (and
+// List is empty), through the Manager and through a Scope.
+func TestCallsAfterClose(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := proc.NewManager(proc.Options{})
+	s := m.Scope("alice")
+	p := mustStart(t, s, mgrExitReq(0))
+	waitFinal(ctx, t, p)
+	if err := m.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+
+	_, err := m.Start(mgrExitReq(0))
+	mgrCheckErr(t, "Start after Close", err, proc.ErrClosed)
+	_, err = s.Start(mgrExitReq(0))
+	mgrCheckErr(t, "Scope.Start after Close", err, proc.ErrClosed)
+	for _, id := range []string{p.ID(), "unknown"} {
+		_, err = m.Get(id)
+		mgrCheckErr(t, fmt.Sprintf("Get(%s) after Close", id), err, proc.ErrClosed)
+		_, err = s.Get(id)
+		mgrCheckErr(t, fmt.Sprintf("Scope.Get(%s) after Close", id), err, proc.ErrClosed)
+		mgrCheckErr(t, fmt.Sprintf("Signal(%s) after Close", id), m.Signal(id, proc.Kill), proc.ErrClosed)
+		mgrCheckErr(t, fmt.Sprintf("Scope.Signal(%s) after Close", id), s.Signal(id, proc.Kill), proc.ErrClosed)
+		mgrCheckErr(t, fmt.Sprintf("Remove(%s) after Close", id), m.Remove(id), proc.ErrClosed)
+	}
+	if ids := mgrIDs(m.List()); len(ids) != 0 {
+		t.Errorf("List() after Close = %v; want empty", ids)
+	}
+	if ids := mgrIDs(s.List()); len(ids) != 0 {
+		t.Errorf("Scope.List() after Close = %v; want empty", ids)
+	}
+	if err := m.Close(); err != nil {
+		t.Errorf("second Close() = %v; want nil", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Scope.Close() after Manager.Close = %v; want nil", err)
+	}
+	// The Process value stays readable.
+	if info := p.Info(); info.Running || exitCode(t, info) != 0 {
+		t.Errorf("Info() after Close = running %v, exit %v", info.Running, info.ExitCode)
+	}
+}
+
+// TestProcessCallMisuse pins the refusals of section 8 on a record: an
+// unknown signal, Write or CloseStdin without Stdin, Resize without TTY.
+func TestProcessCallMisuse(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	s := m.Scope("alice")
+	p := mustStart(t, s, mgrBlockReq())
+
+	mgrCheckErr(t, "Manager.Signal(bogus)", m.Signal(p.ID(), "bogus"), proc.ErrInvalid, "bogus")
+	mgrCheckErr(t, "Scope.Signal(bogus)", s.Signal(p.ID(), "SIGBOGUS"), proc.ErrInvalid, "SIGBOGUS")
+	mgrCheckErr(t, "Process.Signal(empty)", p.Signal(""), proc.ErrInvalid)
+	mgrCheckErr(t, "Manager.Signal(unknown id)", m.Signal("no-such-id", proc.Kill), proc.ErrNotFound, "no-such-id")
+	_, err := proc.ParseSignal("bogus")
+	mgrCheckErr(t, "ParseSignal(bogus)", err, proc.ErrInvalid, "bogus")
+	n, err := p.Write([]byte("x"))
+	mgrCheckErr(t, "Write without Stdin", err, proc.ErrInvalid, "Stdin")
+	if n != 0 {
+		t.Errorf("Write without Stdin wrote %d bytes", n)
+	}
+	mgrCheckErr(t, "CloseStdin without Stdin", p.CloseStdin(), proc.ErrInvalid, "Stdin")
+	mgrCheckErr(t, "Resize without TTY", p.Resize(proc.TermSize{Rows: 24, Cols: 80}), proc.ErrInvalid, "TTY")
+	if !p.Info().Running {
+		t.Errorf("process is not running after refused calls")
+	}
+
+	mgrKill(ctx, t, p)
+	mgrCheckErr(t, "Manager.Signal(final, bogus)", m.Signal(p.ID(), "bogus"), proc.ErrInvalid, "bogus")
+	_, err = p.Write([]byte("x"))
+	mgrCheckErr(t, "Write without Stdin on a final record", err, proc.ErrInvalid, "Stdin")
+}
+
+// TestStartNotFound pins that a program that does not exist is reported as
+// the OS error (exec.ErrNotFound) and none of our sentinels, and leaves no
+// record, no reserved ID and no running slot behind.
+func TestStartNotFound(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	const prog = "proc-test-no-such-program"
+	for _, tc := range []struct {
+		name string
+		opts proc.Options
+		req  proc.StartRequest
+	}{
+		{"args", proc.Options{}, proc.StartRequest{Args: []string{prog, "x"}}},
+		{"args-path", proc.Options{}, proc.StartRequest{Args: []string{filepath.Join(t.TempDir(), prog)}}},
+		{"shell", proc.Options{Shell: []string{prog, "-c"}}, proc.StartRequest{Command: "true"}},
+	} {
+		tc.opts.MaxRunning = 1
+		m := newManager(t, tc.opts)
+		for range 3 {
+			req := tc.req
+			req.ID = "refused"
+			p, err := m.Start(req)
+			if p != nil {
+				t.Errorf("%s: Start returned a process with its error", tc.name)
+			}
+			if !errors.Is(err, exec.ErrNotFound) && !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("%s: Start(%q) = %v; want an error wrapping exec.ErrNotFound or fs.ErrNotExist", tc.name, req.Args, err)
+			}
+			if tc.name != "args-path" && !errors.Is(err, exec.ErrNotFound) {
+				t.Errorf("%s: Start = %v; want an error wrapping exec.ErrNotFound", tc.name, err)
+			}
+			if in := mgrSentinelsIn(err); len(in) != 0 {
+				t.Errorf("%s: Start = %v; wraps our sentinels %v, want none (an OS refusal)", tc.name, err, in)
+			}
+			if err != nil && !strings.Contains(err.Error(), prog) {
+				t.Errorf("%s: Start = %q; want the message to name the program", tc.name, err)
+			}
+		}
+		if ids := mgrIDs(m.List()); len(ids) != 0 {
+			t.Errorf("%s: List() after refused starts = %v; want empty", tc.name, ids)
+		}
+		// Neither the ID nor the single running slot is held.
+		good := mgrExitReq(0)
+		good.ID = "refused"
+		waitFinal(ctx, t, mustStart(t, m, good))
+	}
+}
+
+// TestSnapshotJSON pins the snake_case JSON encoding of a final Snapshot.
+func TestSnapshotJSON(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	req := mgrHelperReq("mgr-echo", strings.Repeat("x", 100))
+	req.HeadBytes, req.TailBytes = 16, 16
+	req.Owner = "alice"
+	snap := waitFinal(ctx, t, mustStart(t, m, req))
+
+	data, err := json.Marshal(snap)
+	if err != nil {
+		t.Fatalf("json.Marshal(Snapshot) = %v", err)
+	}
+	var tree map[string]any
+	if err := json.Unmarshal(data, &tree); err != nil {
+		t.Fatal(err)
+	}
+	lookup := func(path string) (any, bool) {
+		var v any = tree
+		for _, k := range strings.Split(path, ".") {
+			obj, ok := v.(map[string]any)
+			if !ok {
+				return nil, false
+			}
+			if v, ok = obj[k]; !ok {
+				return nil, false
+			}
+		}
+		return v, true
+	}
+	for path, want := range map[string]any{
+		"info.id":                          snap.Info.ID,
+		"info.owner":                       "alice",
+		"info.running":                     false,
+		"info.exit_code":                   float64(0),
+		"info.timed_out":                   false,
+		"info.background":                  false,
+		"info.output_bytes":                float64(101),
+		"info.pid":                         float64(snap.Info.PID),
+		"info.work_dir":                    snap.Info.WorkDir,
+		"info.started_at":                  snap.Info.StartedAt.Format(time.RFC3339Nano),
+		"info.exited_at":                   snap.Info.ExitedAt.Format(time.RFC3339Nano),
+		"output.text":                      snap.Output.Text,
+		"output.truncation.original_bytes": float64(101),
+		"output.truncation.retained_bytes": float64(32),
+		"output.truncation.omitted_bytes":  float64(69),
+		"output.truncation.lines_cut":      float64(0),
+		"output.truncation.strategy":       "head_tail",
+		"stderr.text":                      "",
+		"info.usage.max_rss":               nil,
+		"info.usage.user":                  nil,
+		"info.usage.system":                nil,
+		"info.args":                        nil,
+	} {
+		got, ok := lookup(path)
+		if !ok {
+			t.Errorf("JSON has no %s: %s", path, data)
+			continue
+		}
+		if want != nil && got != want {
+			t.Errorf("JSON %s = %#v; want %#v", path, got, want)
+		}
+	}
+	snake := regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, sub := range v {
+				if !snake.MatchString(k) {
+					t.Errorf("JSON key %s%s is not snake_case", path, k)
+				}
+				walk(path+k+".", sub)
+			}
+		case []any:
+			for _, sub := range v {
+				walk(path, sub)
+			}
+		}
+	}
+	walk("", tree)
+}
+
+// TestLoggingNoEnvValues pins section 9: the manager logs through the given
+// Logger, an UpdateEnv failure at Warn, nothing at Error for expected
+// failures, and never an environment value.
+func TestLoggingNoEnvValues(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	const secret = "s3cr3t-value-7f2c"
+	sink := &mgrLogSink{t: t}
+	m := newManager(t, proc.Options{
+		Logger: sink.logger(),
+		UpdateEnv: func(current []string) ([]string, error) {
+			return nil, errors.New("update failed")
+		},
+	})
+
+	req := mgrExitReq(3)
+	req.ID = "logged"
+	req.Env["PROC_T_SECRET"] = secret
+	req.Owner = "alice"
+	p := mustStart(t, m, req)
+	waitFinal(ctx, t, p)
+	// Refused and failed starts and calls too.
+	bad := mgrExitReq(0)
+	bad.Env["PROC_T_SECRET"] = secret
+	bad.Timeout = -1
+	_, _ = m.Start(bad)
+	_, _ = m.Start(proc.StartRequest{Args: []string{"proc-test-no-such-program"}, Env: map[string]string{"PROC_T_SECRET": secret}})
+	_ = m.Signal(p.ID(), proc.Kill)
+	if err := m.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+
+	entries := sink.snapshot()
+	var warned bool
+	for _, e := range entries {
+		text := mgrEntryText(e)
+		if strings.Contains(text, secret) {
+			t.Errorf("log entry at %v holds an environment value: %s", e.Level, text)
+		}
+		if e.Level == slog.LevelWarn && strings.Contains(text, "update failed") {
+			warned = true
+		}
+	}
+	if !warned {
+		var texts []string
+		for _, e := range entries {
+			texts = append(texts, e.Level.String()+" "+mgrEntryText(e))
+		}
+		t.Errorf("no Warn entry with the UpdateEnv error; logged:\n%s", strings.Join(texts, "\n"))
+	}
+}
