@@ -226,13 +226,14 @@ func (l *logFile) close() {
 }
 
 // discard closes the file of a start that failed and removes it if the
-// start created it.
+// start created it and it is still empty.
 func (l *logFile) discard() {
 	if l == nil {
 		return
 	}
 	l.close()
-	if l.created {
+	// Remove only a file this start created and nobody wrote to since.
+	if fi, err := os.Stat(l.path); err == nil && l.created && fi.Size() == 0 {
 		_ = os.Remove(l.path)
 	}
 }

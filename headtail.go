@@ -50,9 +50,13 @@ type HeadTailBuffer struct {
 	// len(tail). It grows (tailPos == 0) until len(tail) == tailMax and is
 	// reused from then on. tailPos only moves when bytes are dropped, so
 	// the ring never wraps while nothing was omitted.
-	tail     []byte
-	tailPos  int
-	tailLen  int
+	tail    []byte
+	tailPos int
+	tailLen int
+	// dropped is the stream byte just before the tail when that byte was
+	// dropped (not in the head): it tells a line-based reader whether the
+	// tail starts a line.
+	dropped  byte
 	total    int64 // bytes ever written
 	finished bool
 	// waitc is created by the first waiter and closed (then cleared) by the
@@ -109,6 +113,7 @@ func (b *HeadTailBuffer) Write(p []byte) (int, error) {
 // writeTailLocked appends p to the tail ring, dropping its oldest bytes
 // when it overflows.
 func (b *HeadTailBuffer) writeTailLocked(p []byte) {
+	b.noteDroppedLocked(p)
 	if len(p) >= b.tailMax {
 		// Only the last tailMax bytes can survive this write, so copy
 		// just those, over whatever the tail held.
@@ -131,6 +136,63 @@ func (b *HeadTailBuffer) writeTailLocked(p []byte) {
 		b.tailPos = (b.tailPos + over) % size
 		b.tailLen = size
 	}
+}
+
+// noteDroppedLocked records in b.dropped the byte that will sit just before
+// the tail once p is appended, if p makes the tail drop bytes. It runs
+// before p overwrites anything; b.total already counts p.
+func (b *HeadTailBuffer) noteDroppedLocked(p []byte) {
+	newLen := min(b.tailLen+len(p), b.tailMax)
+	if newLen < b.tailLen+len(p) {
+		before := b.total - int64(newLen) - 1 // the offset of the byte wanted
+		pStart := b.total - int64(len(p))
+		oldStart := pStart - int64(b.tailLen)
+		switch {
+		case before >= pStart:
+			b.dropped = p[before-pStart]
+		case before >= oldStart:
+			first, second := b.tailSegmentsLocked()
+			i := int(before - oldStart)
+			if i < len(first) {
+				b.dropped = first[i]
+			} else {
+				b.dropped = second[i-len(first)]
+			}
+		}
+	}
+}
+
+// lineStartLocked reports whether offset off is known to begin a line:
+// it is 0, or the byte before it is a retained or recorded newline.
+func (b *HeadTailBuffer) lineStartLocked(off int64) bool {
+	if off == 0 {
+		return true
+	}
+	headLen := int64(len(b.head))
+	tailStart := b.total - int64(b.tailLen)
+	switch before := off - 1; {
+	case before < headLen:
+		return b.head[before] == '\n'
+	case before >= tailStart && before < b.total:
+		first, second := b.tailSegmentsLocked()
+		i := int(before - tailStart)
+		if i < len(first) {
+			return first[i] == '\n'
+		}
+		return second[i-len(first)] == '\n'
+	case off == tailStart:
+		return b.dropped == '\n'
+	}
+	return false
+}
+
+// readSinceLine is ReadSince that also tells whether the first byte of
+// Data begins a line (for Process.WaitFor, after bytes were lost).
+func (b *HeadTailBuffer) readSinceLine(cursor int64, max int) (Chunk, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.readSinceLocked(cursor, max)
+	return c, b.lineStartLocked(c.Next - int64(len(c.Data)))
 }
 
 // resizeTailLocked moves the tail into a new linear slice of length size,
@@ -254,6 +316,10 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 func (b *HeadTailBuffer) ReadSince(cursor int64, max int) Chunk {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.readSinceLocked(cursor, max)
+}
+
+func (b *HeadTailBuffer) readSinceLocked(cursor int64, max int) Chunk {
 	if cursor < 0 {
 		cursor = 0
 	}

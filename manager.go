@@ -574,12 +574,7 @@ func (m *Manager) start(req StartRequest, s *Scope) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := m.reserveAndLaunch(spec, s)
-	if err != nil {
-		spec.log.discard()
-		return nil, err
-	}
-	return p, nil
+	return m.reserveAndLaunch(spec, s)
 }
 
 func (m *Manager) reserveAndLaunch(spec *spec, s *Scope) (*Process, error) {
@@ -679,7 +674,6 @@ type spec struct {
 	drainQuiet   time.Duration
 	drainTimeout time.Duration
 	size         TermSize
-	log          *logFile // nil without LogPath
 }
 
 // prepare validates req (section 8 of the design) and resolves its command,
@@ -715,13 +709,6 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 		return nil, err
 	}
 	sp.dir = dir
-	// Opening the log is the last step of validation: it may create a file,
-	// which a start that fails afterwards removes again.
-	if req.LogPath != "" {
-		if sp.log, err = openLog(req.LogPath); err != nil {
-			return nil, err
-		}
-	}
 	sp.env = m.environ(req, sp.id)
 	return sp, nil
 }

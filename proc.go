@@ -444,8 +444,26 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 	if cmd == nil {
 		return nil, xerrors.Errorf("start %q: Options.CommandContext returned nil: %w", sp.name, ErrInvalid)
 	}
+	if cmd.Err != nil {
+		// The program was not found: say so before touching the log file.
+		return nil, xerrors.Errorf("start %q: %w", sp.name, cmd.Err)
+	}
 	cmd.Dir = sp.dir
 	cmd.Env = sp.env
+	// The log is opened only now, with the ID reserved and the program
+	// found, so that a start refused for those reasons never creates (or
+	// removes) a file another start is using.
+	var log *logFile
+	if sp.req.LogPath != "" {
+		if log, err = openLog(sp.req.LogPath); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				log.discard()
+			}
+		}()
+	}
 	p := &Process{
 		m:            m,
 		seq:          seq,
@@ -453,7 +471,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 		drainQuiet:   sp.drainQuiet,
 		drainTimeout: sp.drainTimeout,
 		reqWorkDir:   sp.req.WorkDir,
-		log:          sp.log,
+		log:          log,
 		out:          NewHeadTailBuffer(sp.headBytes, sp.tailBytes, m.opts.MaxLineLength),
 		activity:     make(chan struct{}, 1),
 		exited:       make(chan struct{}),
@@ -908,11 +926,14 @@ func (p *Process) WaitFor(ctx context.Context, re *regexp.Regexp, fromStart bool
 		return string(bytes.TrimSuffix(l, []byte{'\r'}))
 	}
 	for {
-		c := p.ReadSince(cursor, 0)
+		c, lineStart := p.out.readSinceLine(cursor, 0)
+		if c.EOF && !p.isFinal() {
+			c.EOF = false // as in ReadSince: EOF comes with the final status
+		}
 		if c.Lost > 0 {
-			// The rest of the current line and the beginning of the next
-			// were dropped: resume at the next newline.
-			line, skipping = line[:0], true
+			// The end of the current line was dropped; so was the beginning
+			// of the next, unless the bytes after the gap begin a line.
+			line, skipping = line[:0], !lineStart
 		}
 		data := c.Data
 		for len(data) > 0 {
@@ -947,19 +968,32 @@ func (p *Process) WaitFor(ctx context.Context, re *regexp.Regexp, fromStart bool
 
 // currentLine finds where the line being written now began: the cursor to
 // read on from, the part of the line already retained, and whether its
-// beginning is lost.
+// beginning is lost. It looks back at most waitForLineMax bytes, and takes
+// no byte written after it was called: those are WaitFor's to match.
 func (p *Process) currentLine() (cursor int64, line []byte, skipping bool) {
 	end := p.out.Len()
-	from := max(end-waitForLineMax, 0)
-	c := p.out.ReadSince(from, int(end-from))
-	data := c.Data
-	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
-		return c.Next, append([]byte(nil), data[i+1:]...), false
+	cursor = max(end-waitForLineMax, 0)
+	for first := true; cursor < end; first = false {
+		c, lineStart := p.out.readSinceLine(cursor, int(end-cursor))
+		start := c.Next - int64(len(c.Data)) // the offset of Data[0]
+		if first || c.Lost > 0 {
+			line, skipping = line[:0], !lineStart
+		}
+		if start >= end {
+			return start, line, skipping // a gap reached past the call
+		}
+		data := c.Data[:min(int64(len(c.Data)), end-start)]
+		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+			line, skipping = append(line[:0], data[i+1:]...), false
+		} else if !skipping {
+			line = append(line, data...)
+		}
+		if len(data) == 0 {
+			break
+		}
+		cursor = start + int64(len(data))
 	}
-	if from == 0 && c.Lost == 0 {
-		return c.Next, append([]byte(nil), data...), false // the first line
-	}
-	return c.Next, nil, true
+	return cursor, line, skipping
 }
 
 func appendCapped(line, b []byte) []byte {
