@@ -367,8 +367,27 @@ waitAll:
 		// may still be shutting down: give it the rest of the grace.
 		<-grace.C
 	}
-	m.signalLive(procs, groups, Kill)
+	m.killAndWait(procs, groups)
 	waitDone(procs)
+}
+
+// killAndWait kills every live group and waits until their members are
+// dead, so that nothing Close stopped is still running when it returns.
+func (m *Manager) killAndWait(procs []*Process, groups []*procGroup) {
+	var killed []*procGroup
+	for _, p := range procs {
+		if p.Signal(Kill) == nil {
+			killed = append(killed, p.group)
+		}
+	}
+	for _, g := range groups {
+		if g.alive() && g.signal(Kill) == nil {
+			killed = append(killed, g)
+		}
+	}
+	for _, g := range killed {
+		g.waitGone()
+	}
 }
 
 // waitDone waits until every exit goroutine of procs has returned, which is
@@ -914,7 +933,9 @@ func (m *Manager) keepGroupIfAlive(p *Process) {
 	if p != nil {
 		// Close has already collected the groups it stops: stop this one
 		// here rather than let it escape.
-		_ = p.group.signal(Kill)
+		if p.group.signal(Kill) == nil {
+			p.group.waitGone()
+		}
 		p.group.release()
 	}
 }

@@ -106,6 +106,9 @@ func markDeadGroups(groups []*procGroup) {
 	}
 }
 
+// id is the group's ID as /proc/<pid>/stat writes it.
+func (g *procGroup) id() string { return strconv.Itoa(g.pgid) }
+
 // release frees what the group holds; on Unix nothing.
 func (g *procGroup) release() {}
 
@@ -134,6 +137,11 @@ func liveGroupIDs() (map[string]bool, bool) {
 // that is neither a zombie (Z) nor dead (X), until visit returns false. ok
 // is false where there is no /proc.
 func scanProc(visit func(pgrp string) (more bool)) (ok bool) {
+	return scanProcPIDs(func(_ int, pgrp string) bool { return visit(pgrp) })
+}
+
+// scanProcPIDs is scanProc that also passes each process's PID.
+func scanProcPIDs(visit func(pid int, pgrp string) (more bool)) (ok bool) {
 	dir, err := os.Open("/proc")
 	if err != nil {
 		return false
@@ -144,11 +152,12 @@ func scanProc(visit func(pgrp string) (more bool)) (ok bool) {
 		return false
 	}
 	for _, name := range names {
-		if name[0] < '0' || name[0] > '9' {
+		pid, err := strconv.Atoi(name)
+		if err != nil {
 			continue
 		}
 		state, group, ok := procStat(name)
-		if ok && state != 'Z' && state != 'X' && !visit(group) {
+		if ok && state != 'Z' && state != 'X' && !visit(pid, group) {
 			break
 		}
 	}

@@ -109,6 +109,9 @@ func (g *procGroup) alive() bool {
 	return err == nil && info.ActiveProcesses > 0
 }
 
+// waitGone: TerminateJobObject ends the job's processes before it returns.
+func (g *procGroup) waitGone() {}
+
 // markDeadGroups: asking each job is cheap on Windows, nothing to batch.
 func markDeadGroups([]*procGroup) {}
 

@@ -1,0 +1,890 @@
+//go:build unix
+
+package proc_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/quartz"
+
+	"github.com/procvisor/proc"
+)
+
+func init() {
+	helpers["lc-ignore-term"] = lcHelperIgnoreTerm
+	helpers["lc-bg-leader"] = lcHelperBgLeader
+	helpers["lc-watch"] = lcHelperWatch
+	helpers["lc-hold"] = lcHelperHold
+	helpers["lc-big"] = lcHelperBig
+	helpers["lc-spawn"] = lcHelperSpawn
+	helpers["lc-tail"] = lcHelperTail
+	helpers["lc-cat"] = lcHelperCat
+	helpers["lc-flood"] = lcHelperFlood
+	helpers["lc-ready-sleep"] = lcHelperReadySleep
+}
+
+// lcHelperSpawn starts the test binary as helper mode args[1] with
+// args[2:], sharing this process's stdout and stderr (and its process
+// group), waits until that grandchild is ready (it calls lcReady, or
+// exits), and exits without waiting for it. With args[0] == "pid" it
+// prints "spawned <pid>\n" just before it exits.
+func lcHelperSpawn(args []string) int {
+	r, w, err := os.Pipe()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cmd := exec.Command(os.Args[0], args[2:]...)
+	cmd.Env = append(os.Environ(), helperEnv+"="+args[1], lcReadyEnv+"=3")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.ExtraFiles = []*os.File{w}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	_ = w.Close()
+	_, _ = io.Copy(io.Discard, r)
+	if args[0] == "pid" {
+		fmt.Printf("spawned %d\n", cmd.Process.Pid)
+	}
+	return 0
+}
+
+// lcReadyEnv names the descriptor a helper started by lc-spawn closes
+// when it is ready.
+const lcReadyEnv = "LC_READY_FD"
+
+// lcReady tells the lc-spawn parent, if any, that this helper is ready.
+func lcReady() {
+	if fd, err := strconv.Atoi(os.Getenv(lcReadyEnv)); err == nil {
+		_ = os.NewFile(uintptr(fd), "ready").Close()
+		_ = os.Unsetenv(lcReadyEnv)
+	}
+}
+
+// lcHelperTail is the grandchild of the issue: "ta" (and ready), 30 ms,
+// "il", then it holds stdout for 30 s.
+func lcHelperTail([]string) int {
+	_, _ = os.Stdout.WriteString("ta")
+	lcReady()
+	time.Sleep(30 * time.Millisecond)
+	_, _ = os.Stdout.WriteString("il")
+	time.Sleep(30 * time.Second)
+	return 0
+}
+
+// lcHelperCat copies the file (a FIFO) args[0] to stdout, one write per
+// read, until end-of-file; so the test decides what it writes and when.
+// It is ready once the FIFO is open.
+func lcHelperCat(args []string) int {
+	f, err := os.Open(args[0])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	lcReady()
+	buf := make([]byte, 4096)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			if _, werr := os.Stdout.Write(buf[:n]); werr != nil {
+				return 1
+			}
+		}
+		if err != nil {
+			return 0
+		}
+	}
+}
+
+// lcHelperFlood writes to stdout without pause until a write fails.
+func lcHelperFlood([]string) int {
+	chunk := append(bytes.Repeat([]byte("f"), 1023), '\n')
+	lcReady()
+	for {
+		if _, err := os.Stdout.Write(chunk); err != nil {
+			return 0
+		}
+	}
+}
+
+// lcHelperReadySleep prints "ready" and sleeps 30 s; a terminate signal
+// ends it.
+func lcHelperReadySleep([]string) int {
+	fmt.Println("ready")
+	lcReady()
+	time.Sleep(30 * time.Second)
+	return 0
+}
+
+// lcHelperIgnoreTerm ignores SIGTERM, prints "ready", copies stdin to
+// stdout until end-of-file, then sleeps 30 s. Only SIGKILL ends it early.
+func lcHelperIgnoreTerm([]string) int {
+	signal.Ignore(syscall.SIGTERM)
+	fmt.Println("ready")
+	lcReady()
+	buf := make([]byte, 4096)
+	for {
+		n, err := os.Stdin.Read(buf)
+		if n > 0 {
+			_, _ = os.Stdout.Write(buf[:n])
+		}
+		if err != nil {
+			break
+		}
+	}
+	time.Sleep(30 * time.Second)
+	return 0
+}
+
+// lcHelperBgLeader leaves a background member in its process group whose
+// death the test can observe exactly. It starts a watcher (lc-watch) in a
+// process group of its own, which starts the member (lc-hold) in this
+// leader's group, holding this leader's stdout. The watcher is the
+// member's parent: it reaps the member and exits, closing descriptor 3
+// (the test's report pipe, passed through to it) only once the member is
+// gone. The leader prints "background <pid>" on stderr, args[0] on
+// stdout, and exits.
+func lcHelperBgLeader(args []string) int {
+	report := os.NewFile(3, "report")
+	w := exec.Command(os.Args[0])
+	w.Env = append(os.Environ(), helperEnv+"=lc-watch", "LC_PGID="+strconv.Itoa(syscall.Getpgrp()))
+	w.ExtraFiles = []*os.File{report, os.Stdout}
+	w.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := w.StdoutPipe()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := w.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// The member must join this group while the leader is alive.
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "watcher:", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "background %s", line)
+	fmt.Print(args[0])
+	return 0
+}
+
+// lcHelperWatch: see lcHelperBgLeader. Descriptor 3 is the report pipe,
+// descriptor 4 the leader's stdout, LC_PGID the leader's group.
+func lcHelperWatch([]string) int {
+	syscall.CloseOnExec(3) // the member must not hold the report pipe
+	pgid, err := strconv.Atoi(os.Getenv("LC_PGID"))
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	out := os.NewFile(4, "output")
+	x := exec.Command(os.Args[0])
+	x.Env = append(os.Environ(), helperEnv+"=lc-hold")
+	x.Stdout = out
+	x.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
+	if err := x.Start(); err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	_ = out.Close()
+	fmt.Println(x.Process.Pid)
+	_ = os.Stdout.Close()
+	_ = x.Wait()
+	return 0
+}
+
+// lcHelperHold holds its stdout silently for 30 s.
+func lcHelperHold([]string) int {
+	time.Sleep(30 * time.Second)
+	return 0
+}
+
+// lcHelperBig ignores SIGTERM, touches args[0] MiB of memory, prints
+// "ready", closes its output and sleeps 30 s: a process whose exit takes
+// a while.
+func lcHelperBig(args []string) int {
+	signal.Ignore(syscall.SIGTERM)
+	mib, err := strconv.Atoi(args[0])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	b := make([]byte, mib<<20)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	fmt.Println("ready")
+	_ = os.Stdout.Close()
+	_ = os.Stderr.Close()
+	lcReady()
+	time.Sleep(30 * time.Second)
+	runtime.KeepAlive(b)
+	return 0
+}
+
+// lcPFExiting is the kernel's PF_EXITING task flag (/proc/<pid>/stat field
+// 9): the process is in exit and past any signal.
+const lcPFExiting = 0x4
+
+// lcProcStat is what the tests read of /proc/<pid>/stat.
+type lcProcStat struct {
+	exists bool // false: the PID is gone (reaped)
+	state  byte
+	pgrp   int
+	flags  uint64
+}
+
+// lcHasProcFS reports whether /proc/<pid>/stat can be read (Linux).
+func lcHasProcFS() bool {
+	_, err := os.Stat("/proc/self/stat")
+	return err == nil
+}
+
+func lcReadProcStat(t *testing.T, pid int) lcProcStat {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		return lcProcStat{}
+	}
+	if err != nil {
+		t.Fatalf("read /proc/%d/stat: %v", pid, err)
+	}
+	// "pid (comm) state ppid pgrp session tty_nr tpgid flags ..."
+	i := bytes.LastIndexByte(data, ')')
+	fields := bytes.Fields(data[i+1:])
+	if i < 0 || len(fields) < 7 || len(fields[0]) != 1 {
+		t.Fatalf("/proc/%d/stat = %q: cannot parse", pid, data)
+	}
+	pgrp, err1 := strconv.Atoi(string(fields[2]))
+	flags, err2 := strconv.ParseUint(string(fields[6]), 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("/proc/%d/stat = %q: cannot parse", pid, data)
+	}
+	return lcProcStat{exists: true, state: fields[0][0], pgrp: pgrp, flags: flags}
+}
+
+// lcMemberDead reports whether pid, a member of process group pgid, is dead:
+// reaped, a zombie, or its PID already reused outside the group.
+func lcMemberDead(st lcProcStat, pgid int) bool {
+	return !st.exists || st.pgrp != pgid || st.state == 'Z' || st.state == 'X'
+}
+
+var lcPIDLine = regexp.MustCompile(`(?m)^(?:spawned |background )?(\d+)$`)
+
+// lcParsePIDs returns the PIDs printed one per line in text.
+func lcParsePIDs(t *testing.T, text string) []int {
+	t.Helper()
+	var pids []int
+	for _, m := range lcPIDLine.FindAllStringSubmatch(text, -1) {
+		pid, err := strconv.Atoi(m[1])
+		if err != nil {
+			t.Fatalf("parse PID %q: %v", m[1], err)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// lcStartTrapped runs m.Start(req) on another goroutine, because the start
+// makes a clock call that trap catches; it checks the call's duration,
+// releases it and returns the process.
+func lcStartTrapped(ctx context.Context, t *testing.T, m *proc.Manager, req proc.StartRequest, trap *quartz.Trap, want time.Duration) *proc.Process {
+	t.Helper()
+	type result struct {
+		p   *proc.Process
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		p, err := m.Start(req)
+		ch <- result{p, err}
+	}()
+	call := trap.MustWait(ctx)
+	if call.Duration != want {
+		t.Errorf("%v timer of %v; want %v", call.Tags, call.Duration, want)
+	}
+	call.MustRelease(ctx)
+	r := lcRecv(ctx, t, ch, "Start")
+	if r.err != nil {
+		t.Fatalf("Start(%+v) = %v", req, r.err)
+	}
+	return r.p
+}
+
+// TestExitStatus pins exit codes and signals, and that the exit fields
+// appear only with the final status.
+func TestExitStatus(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, action string
+		code         int
+		signal       string
+	}{
+		{"exit-0", "exit 0", 0, ""},
+		{"exit-3", "exit 3", 3, ""},
+		{"SIGKILL", "kill -9 $$", 137, "SIGKILL"},
+		{"SIGTERM", "kill -TERM $$", 143, "SIGTERM"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			m := newManager(t, proc.Options{})
+			req := proc.StartRequest{Command: "read x; " + tc.action, Stdin: true}
+			p := mustStart(t, m, req)
+			// The child blocks reading stdin until we close it.
+			lcCheckRunning(t, p.Info())
+			if err := p.CloseStdin(); err != nil {
+				t.Fatalf("CloseStdin() = %v", err)
+			}
+			s := waitFinal(ctx, t, p)
+			lcCheckFinal(t, s.Info)
+			if code := exitCode(t, s.Info); code != tc.code || s.Info.Signal != tc.signal {
+				t.Errorf("Start(%q): exit code %d, signal %q; want %d, %q", req.Command, code, s.Info.Signal, tc.code, tc.signal)
+			}
+			if s.Info.TimedOut {
+				t.Errorf("Start(%q): TimedOut = true; want false", req.Command)
+			}
+		})
+	}
+}
+
+// TestDrainBackgroundChild: a command that leaves a silent background
+// child holding stdout is final about DrainQuiet after the shell exits,
+// and Signal still reaches the background child afterwards.
+func TestDrainBackgroundChild(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	start := time.Now()
+	p := mustStart(t, m, proc.StartRequest{Command: "sleep 30 & echo hi"})
+	s := waitFinal(ctx, t, p)
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Errorf("final after %v; want about DrainQuiet (50ms) after sh exits", elapsed)
+	}
+	if s.Output.Text != "hi\n" {
+		t.Errorf("Output() = %q; want %q", s.Output.Text, "hi\n")
+	}
+	if code := exitCode(t, s.Info); code != 0 {
+		t.Errorf("exit code %d; want 0", code)
+	}
+	if err := p.Signal(proc.Kill); err != nil {
+		t.Errorf("Signal(Kill) after final, background sleep alive = %v; want nil", err)
+	}
+}
+
+// TestSignalUntilGroupDead: after the record is final, Signal reaches the
+// member its command left behind, and reports ErrNotRunning once the
+// group has no live member. The member's parent lives outside the group
+// and closes the report pipe only after reaping it, so the test knows
+// exactly when the group died.
+func TestSignalUntilGroupDead(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	m := newManager(t, proc.Options{
+		CommandContext: func(ctx context.Context, name string, args ...string) *exec.Cmd {
+			cmd := exec.CommandContext(ctx, name, args...)
+			cmd.ExtraFiles = []*os.File{w}
+			return cmd
+		},
+	})
+	req := lcHelperReq("lc-bg-leader", "hi\n")
+	req.SeparateStderr = true
+	start := time.Now()
+	p := mustStart(t, m, req)
+	_ = w.Close() // the leader and the watcher hold it now
+
+	s := waitFinal(ctx, t, p)
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Errorf("final after %v; want about DrainQuiet (50ms) after the leader exits", elapsed)
+	}
+	if s.Output.Text != "hi\n" {
+		t.Errorf("Output() = %q; want %q (stderr %q)", s.Output.Text, "hi\n", s.Stderr.Text)
+	}
+	if pids := lcParsePIDs(t, s.Stderr.Text); len(pids) != 1 {
+		t.Fatalf("stderr %q; want %q", s.Stderr.Text, "background <pid>")
+	}
+	if err := p.Signal(proc.Kill); err != nil {
+		t.Fatalf("Signal(Kill) after final, background member alive = %v; want nil", err)
+	}
+	// EOF on the report pipe: the watcher reaped the member and exited.
+	if d, ok := ctx.Deadline(); ok {
+		_ = r.SetReadDeadline(d)
+	}
+	if rest, err := io.ReadAll(r); err != nil || len(rest) != 0 {
+		t.Fatalf("read the report pipe to EOF = %q, %v", rest, err)
+	}
+	for _, sig := range []proc.Signal{proc.Kill, proc.Terminate} {
+		if err := p.Signal(sig); !errors.Is(err, proc.ErrNotRunning) {
+			t.Errorf("Signal(%q) with no member of the group left = %v; want an error wrapping ErrNotRunning", sig, err)
+		}
+	}
+}
+
+// lcFIFO creates a named pipe and opens it read-write (so that neither end
+// blocks on open); a helper (lc-cat) reading it sees end-of-file when the
+// returned file is closed.
+func lcFIFO(t *testing.T) (string, *os.File) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatalf("Mkfifo(%q) = %v", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatalf("open %q: %v", path, err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return path, f
+}
+
+// lcCheckPeek checks that the next timer of mClock fires in want.
+func lcCheckPeek(t *testing.T, mClock *quartz.Mock, want time.Duration, when string) {
+	t.Helper()
+	if d, ok := mClock.Peek(); !ok || d != want {
+		t.Errorf("%s: next timer in %v (%v); want %v", when, d, ok, want)
+	}
+}
+
+// TestDrainGrandchildTail is the case of the issue, on the real clock: the
+// child exits at once, its grandchild writes "ta", 30 ms later "il", and
+// then holds stdout silently. The record is final one quiet window after
+// the last byte, with all of the output.
+func TestDrainGrandchildTail(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{DrainQuiet: 500 * time.Millisecond})
+	start := time.Now()
+	p := mustStart(t, m, lcHelperReq("lc-spawn", "nopid", "lc-tail"))
+	s := waitFinal(ctx, t, p)
+	elapsed := time.Since(start)
+	if s.Output.Text != "tail" || s.Output.Truncation != nil {
+		t.Errorf("Output() = %q (%+v); want %q", s.Output.Text, s.Output.Truncation, "tail")
+	}
+	if code := exitCode(t, s.Info); code != 0 {
+		t.Errorf("exit code %d; want 0", code)
+	}
+	// The grandchild holds stdout for 30 s; the drain must not wait for it.
+	if elapsed > 10*time.Second {
+		t.Errorf("final after %v; want about DrainQuiet (500ms) after the last byte", elapsed)
+	}
+}
+
+// TestDrainChunks drives a grandchild's output against the mock clock:
+// the drain waits for a quiet window that every chunk restarts (the
+// issue's "ta" ... "il" case), EOF ends it at once, and DrainTimeout caps
+// it.
+func TestDrainChunks(t *testing.T) {
+	t.Parallel()
+
+	t.Run("chunk-restarts-quiet-window", func(t *testing.T) {
+		t.Parallel()
+		const quiet = 100 * time.Millisecond
+		ctx := testCtx(t, 10*time.Second)
+		mClock := quartz.NewMock(t)
+		m := lcMockManager(t, mClock, proc.Options{DrainQuiet: quiet})
+		path, f := lcFIFO(t)
+		quietTrap := mClock.Trap().NewTimer("drain", "quiet")
+		defer quietTrap.Close()
+		resetTrap := mClock.Trap().TimerReset("drain", "quiet")
+		defer resetTrap.Close()
+
+		p := mustStart(t, m, lcHelperReq("lc-spawn", "nopid", "lc-cat", path))
+		// The drain's first timer: the child exited, the grandchild holds
+		// stdout.
+		call := quietTrap.MustWait(ctx)
+		if call.Duration != quiet {
+			t.Errorf("quiet timer of %v; want DrainQuiet %v", call.Duration, quiet)
+		}
+		call.MustRelease(ctx)
+		lcCheckRunning(t, p.Info())
+
+		if _, err := f.WriteString("ta"); err != nil {
+			t.Fatal(err)
+		}
+		call = resetTrap.MustWait(ctx)
+		if call.Duration != quiet {
+			t.Errorf("quiet timer reset to %v; want DrainQuiet %v", call.Duration, quiet)
+		}
+		if got := p.Output().Text; got != "ta" {
+			t.Errorf("Output() at the first chunk's reset = %q; want %q", got, "ta")
+		}
+		call.MustRelease(ctx)
+		mClock.Advance(quiet / 2).MustWait(ctx)
+		lcCheckPeek(t, mClock, quiet/2, "half a window after the first chunk")
+
+		if _, err := f.WriteString("il"); err != nil {
+			t.Fatal(err)
+		}
+		resetTrap.MustWait(ctx).MustRelease(ctx)
+		lcCheckPeek(t, mClock, quiet, "at the second chunk")
+		mClock.Advance(quiet / 2).MustWait(ctx)
+		// The window the first chunk opened is over; the second one's is not.
+		lcCheckPeek(t, mClock, quiet/2, "one window after the first chunk")
+		lcCheckRunning(t, p.Info())
+
+		mClock.Advance(quiet / 2).MustWait(ctx)
+		s := waitFinal(ctx, t, p)
+		lcCheckFinal(t, s.Info)
+		if s.Output.Text != "tail" {
+			t.Errorf("Output() = %q; want %q", s.Output.Text, "tail")
+		}
+		if code := exitCode(t, s.Info); code != 0 {
+			t.Errorf("exit code %d; want 0 (stderr %q)", code, s.Stderr.Text)
+		}
+		if !s.Info.ExitedAt.Equal(s.Info.StartedAt) {
+			t.Errorf("ExitedAt = %v; want the exit time %v, not the end of the drain", s.Info.ExitedAt, s.Info.StartedAt)
+		}
+	})
+
+	t.Run("EOF-mid-drain", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t, 10*time.Second)
+		mClock := quartz.NewMock(t)
+		m := lcMockManager(t, mClock, proc.Options{})
+		path, f := lcFIFO(t)
+		quietTrap := mClock.Trap().NewTimer("drain", "quiet")
+		defer quietTrap.Close()
+
+		p := mustStart(t, m, lcHelperReq("lc-spawn", "nopid", "lc-cat", path))
+		quietTrap.MustWait(ctx).MustRelease(ctx)
+		lcCheckRunning(t, p.Info())
+		// The grandchild writes its last words and exits: EOF, with the
+		// mock clock standing still.
+		if _, err := f.WriteString("last words\n"); err != nil {
+			t.Fatal(err)
+		}
+		_ = f.Close()
+		s := waitFinal(ctx, t, p)
+		if s.Output.Text != "last words\n" {
+			t.Errorf("Output() = %q; want %q", s.Output.Text, "last words\n")
+		}
+		lcCheckFinal(t, s.Info)
+	})
+
+	// A grandchild that writes without pause keeps resetting the quiet
+	// window; DrainTimeout ends the drain all the same.
+	t.Run("cap-ends-endless-output", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t, 10*time.Second)
+		mClock := quartz.NewMock(t).WithLogger(quartz.NoOpLogger)
+		const drainCap = 2 * time.Second
+		// A quiet window longer than the cap: only the cap can end it.
+		m := lcMockManager(t, mClock, proc.Options{DrainQuiet: time.Hour, DrainTimeout: drainCap})
+		quietTrap := mClock.Trap().NewTimer("drain", "quiet")
+		defer quietTrap.Close()
+		capTrap := mClock.Trap().NewTimer("drain", "cap")
+		defer capTrap.Close()
+
+		p := mustStart(t, m, lcHelperReq("lc-spawn", "nopid", "lc-flood"))
+		quietTrap.MustWait(ctx).MustRelease(ctx)
+		call := capTrap.MustWait(ctx)
+		if call.Duration != drainCap {
+			t.Errorf("drain cap timer of %v; want DrainTimeout %v", call.Duration, drainCap)
+		}
+		call.MustRelease(ctx)
+		lcCheckRunning(t, p.Info())
+		if err := p.WaitOutput(ctx, 0); err != nil {
+			t.Fatalf("WaitOutput(0) = %v", err)
+		}
+
+		mClock.Advance(drainCap).MustWait(ctx)
+		s := waitFinal(ctx, t, p)
+		lcCheckFinal(t, s.Info)
+		if s.Info.OutputBytes == 0 {
+			t.Errorf("final OutputBytes = 0; want the flood's bytes")
+		}
+		if code := exitCode(t, s.Info); code != 0 {
+			t.Errorf("exit code %d; want 0", code)
+		}
+		// I1: nothing changes after final, though the grandchild may still
+		// be writing into a closed pipe.
+		if again := p.Snapshot(); again.Info.OutputBytes != s.Info.OutputBytes || !reflect.DeepEqual(again.Output, s.Output) {
+			t.Errorf("after final: OutputBytes %d -> %d, output changed %v", s.Info.OutputBytes, again.Info.OutputBytes, !reflect.DeepEqual(again.Output, s.Output))
+		}
+	})
+}
+
+// TestExitedRefusesStdin: once the child was reaped, Write, WriteContext
+// and CloseStdin fail at once with ErrNotRunning, although the record is
+// not final (a background child holds stdout and the mock clock keeps the
+// drain open).
+func TestExitedRefusesStdin(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 10*time.Second)
+	mClock := quartz.NewMock(t)
+	m := lcMockManager(t, mClock, proc.Options{})
+	quietTrap := mClock.Trap().NewTimer("drain", "quiet")
+	defer quietTrap.Close()
+
+	p := mustStart(t, m, proc.StartRequest{Command: "sleep 30 & exit 0", Stdin: true})
+	quietTrap.MustWait(ctx).MustRelease(ctx)
+
+	check := func(when string) {
+		t.Helper()
+		if n, err := p.Write([]byte("x")); n != 0 || !errors.Is(err, proc.ErrNotRunning) {
+			t.Errorf("%s: Write() = %d, %v; want 0, an error wrapping ErrNotRunning", when, n, err)
+		}
+		if n, err := p.WriteContext(ctx, []byte("x")); n != 0 || !errors.Is(err, proc.ErrNotRunning) {
+			t.Errorf("%s: WriteContext() = %d, %v; want 0, an error wrapping ErrNotRunning", when, n, err)
+		}
+		if err := p.CloseStdin(); !errors.Is(err, proc.ErrNotRunning) {
+			t.Errorf("%s: CloseStdin() = %v; want an error wrapping ErrNotRunning", when, err)
+		}
+	}
+	check("exited, draining")
+	lcCheckRunning(t, p.Info())
+
+	mClock.Advance(proc.DefaultDrainQuiet).MustWait(ctx)
+	s := waitFinal(ctx, t, p)
+	lcCheckFinal(t, s.Info)
+	if code := exitCode(t, s.Info); code != 0 {
+		t.Errorf("exit code %d; want 0", code)
+	}
+	check("final")
+	if err := p.Signal(proc.Kill); err != nil {
+		t.Errorf("Signal(Kill) after final, background sleep alive = %v; want nil", err)
+	}
+}
+
+// TestSignalKillsGroup: Kill reaches every member of the group, not only
+// the shell. The drain windows are a minute long, so the record is final
+// only once every holder of stdout (the shell and both sleeps) closed it
+// in its exit.
+func TestSignalKillsGroup(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	p := mustStart(t, m, proc.StartRequest{
+		Command:      "sleep 60 & echo $!; sleep 60 & echo $!; wait",
+		DrainQuiet:   time.Minute,
+		DrainTimeout: time.Minute,
+	})
+	text := lcWaitOutput(ctx, t, p, "two PIDs", func(s string) bool { return len(lcParsePIDs(t, s)) == 2 })
+	if err := p.Signal(proc.Kill); err != nil {
+		t.Fatalf("Signal(Kill) = %v; want nil", err)
+	}
+	s := waitFinal(ctx, t, p)
+	if code := exitCode(t, s.Info); code != 137 || s.Info.Signal != "SIGKILL" {
+		t.Errorf("exit code %d, signal %q; want 137, SIGKILL", code, s.Info.Signal)
+	}
+	if !lcHasProcFS() {
+		t.Logf("no /proc: the children's state is not checked")
+		return
+	}
+	for _, pid := range lcParsePIDs(t, text) {
+		// Past closing its files, a process is dead or in its exit.
+		st := lcReadProcStat(t, pid)
+		if !lcMemberDead(st, p.Info().PID) && st.flags&lcPFExiting == 0 {
+			t.Errorf("background child %d after the group was killed: state %c, flags %#x; want gone, zombie or exiting", pid, st.state, st.flags)
+		}
+	}
+}
+
+// TestTimeoutMockClock: on timeout the group is terminated, and killed
+// after KillGrace if that was not enough; the record reports 124.
+func TestTimeoutMockClock(t *testing.T) {
+	t.Parallel()
+	const (
+		timeout = 10 * time.Second
+		grace   = 3 * time.Second
+	)
+	for _, tc := range []struct {
+		name, mode string
+		signal     string
+		after      time.Duration // from start to exit
+	}{
+		{"TERM-ignored", "lc-ignore-term", "SIGKILL", timeout + grace},
+		{"TERM-obeyed", "lc-ready-sleep", "SIGTERM", timeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t, 10*time.Second)
+			mClock := quartz.NewMock(t)
+			m := lcMockManager(t, mClock, proc.Options{KillGrace: grace})
+			timeoutTrap := mClock.Trap().AfterFunc("process", "timeout")
+			defer timeoutTrap.Close()
+			graceTrap := mClock.Trap().AfterFunc("process", "kill-grace")
+			defer graceTrap.Close()
+
+			req := lcHelperReq(tc.mode)
+			req.Timeout = timeout
+			req.Stdin = true
+			p := lcStartTrapped(ctx, t, m, req, timeoutTrap, timeout)
+			lcWaitText(ctx, t, p, "ready\n")
+			lcCheckRunning(t, p.Info())
+
+			w := mClock.Advance(timeout)
+			call := graceTrap.MustWait(ctx)
+			if call.Duration != grace {
+				t.Errorf("kill-grace timer of %v; want KillGrace %v", call.Duration, grace)
+			}
+			call.MustRelease(ctx)
+			w.MustWait(ctx)
+
+			if tc.signal == "SIGKILL" {
+				// SIGTERM was sent and ignored: the child still echoes.
+				if _, err := p.Write([]byte("ping\n")); err != nil {
+					t.Fatalf("Write() after terminate = %v", err)
+				}
+				lcWaitText(ctx, t, p, "ping\n")
+				lcCheckRunning(t, p.Info())
+				mClock.Advance(grace).MustWait(ctx)
+			}
+			s := waitFinal(ctx, t, p)
+			lcCheckFinal(t, s.Info)
+			if code := exitCode(t, s.Info); code != 124 || !s.Info.TimedOut || s.Info.Signal != tc.signal {
+				t.Errorf("exit code %d, timed out %v, signal %q; want 124, true, %q", code, s.Info.TimedOut, s.Info.Signal, tc.signal)
+			}
+			if got := s.Info.ExitedAt.Sub(s.Info.StartedAt); got != tc.after {
+				t.Errorf("ExitedAt - StartedAt = %v; want %v", got, tc.after)
+			}
+		})
+	}
+}
+
+// TestCloseStopsEverything pins section 6 for Close: it terminates, kills
+// after KillGrace, is bounded in time, leaves every record final (a child
+// that ignores SIGTERM, one that obeys it, a grandchild that ignores it
+// and holds stdout of a record already final, a shell whose background
+// child ignores it and holds no output), refuses later starts, and is
+// idempotent. TestCloseKillsEveryMember checks the group members.
+func TestCloseStopsEverything(t *testing.T) {
+	t.Parallel()
+	const (
+		grace    = 200 * time.Millisecond
+		drainCap = 500 * time.Millisecond
+	)
+	ctx := testCtx(t)
+	m := proc.NewManager(proc.Options{KillGrace: grace, DrainTimeout: drainCap})
+	t.Cleanup(func() { _ = m.Close() }) // if the test fails early
+
+	ignoring := mustStart(t, m, lcHelperReq("lc-ignore-term"))
+	spawner := mustStart(t, m, lcHelperReq("lc-spawn", "pid", "lc-ignore-term"))
+	obeying := mustStart(t, m, lcHelperReq("lc-ready-sleep"))
+	shell := mustStart(t, m, proc.StartRequest{
+		Command: `trap "" TERM; sleep 30 >/dev/null 2>&1 & echo "spawned $!"; echo ready; wait`,
+	})
+	procs := []*proc.Process{ignoring, spawner, obeying, shell}
+
+	for _, p := range procs {
+		lcWaitText(ctx, t, p, "ready\n")
+	}
+	// The spawner exits once its grandchild is ready; its record is final
+	// one quiet window later, while the grandchild lives on.
+	waitFinal(ctx, t, spawner)
+
+	start := time.Now()
+	if err := m.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+	elapsed := time.Since(start)
+	if limit := grace + drainCap + 2*time.Second; elapsed > limit || elapsed < grace {
+		t.Errorf("Close() took %v; want between KillGrace %v and %v", elapsed, grace, limit)
+	}
+
+	for _, p := range procs {
+		select {
+		case <-p.Done():
+		default:
+			t.Errorf("after Close: %s (%v) is not final", p.ID(), p.Info().Args)
+			continue
+		}
+		if p.Info().Running {
+			t.Errorf("after Close: Info(%s).Running = true", p.ID())
+		}
+	}
+	for p, want := range map[*proc.Process]int{ignoring: 137, obeying: 143, shell: 137, spawner: 0} {
+		if code := exitCode(t, p.Info()); code != want {
+			t.Errorf("after Close: %v exit code %d; want %d", p.Info().Args, code, want)
+		}
+	}
+
+	if _, err := m.Start(lcHelperReq("lc-print", "x")); !errors.Is(err, proc.ErrClosed) {
+		t.Errorf("Start() after Close = %v; want an error wrapping ErrClosed", err)
+	}
+	start = time.Now()
+	if err := m.Close(); err != nil {
+		t.Errorf("second Close() = %v; want nil", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("second Close() took %v; want at once", d)
+	}
+}
+
+// TestCloseKillsEveryMember pins I4 for process groups: when Close
+// returns, no member of a group it stopped is alive (by the library's own
+// measure: not a zombie). Each record here is final already, its leader
+// gone, leaving children that ignore SIGTERM, so only Close's kill can end
+// them and nothing else waits for their death: background sleeps that
+// hold no output, and grandchildren that hold a few hundred MiB (so that
+// their exit takes a while).
+func TestCloseKillsEveryMember(t *testing.T) {
+	t.Parallel()
+	if !lcHasProcFS() {
+		t.Skip("no /proc to read group members from")
+	}
+	ctx := testCtx(t)
+	m := proc.NewManager(proc.Options{KillGrace: 100 * time.Millisecond})
+	t.Cleanup(func() { _ = m.Close() })
+
+	const children = 10
+	members := map[int]int{}
+	p := mustStart(t, m, proc.StartRequest{
+		Command: fmt.Sprintf(`trap "" TERM; for i in $(seq %d); do sleep 30 >/dev/null 2>&1 & echo $!; done`, children),
+	})
+	s := waitFinal(ctx, t, p)
+	pids := lcParsePIDs(t, s.Output.Text)
+	if len(pids) != children {
+		t.Fatalf("output %q; want %d PIDs", s.Output.Text, children)
+	}
+	for _, pid := range pids {
+		members[pid] = s.Info.PID
+	}
+
+	// Two, so that the group Close kills last has one.
+	for range 2 {
+		p := mustStart(t, m, lcHelperReq("lc-spawn", "pid", "lc-big", "256"))
+		s := waitFinal(ctx, t, p)
+		pids := lcParsePIDs(t, s.Output.Text)
+		if !strings.Contains(s.Output.Text, "ready\n") || len(pids) != 1 {
+			t.Fatalf("output %q; want ready and a PID", s.Output.Text)
+		}
+		members[pids[0]] = s.Info.PID
+	}
+
+	if err := m.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+	for pid, pgid := range members {
+		if st := lcReadProcStat(t, pid); !lcMemberDead(st, pgid) {
+			t.Errorf("after Close: PID %d of group %d is alive: state %c, flags %#x; want gone or zombie (I4)", pid, pgid, st.state, st.flags)
+		}
+	}
+}

@@ -1,0 +1,9 @@
+//go:build unix && !linux
+
+package proc
+
+// waitGone: without pidfds (macOS, the BSDs) there is no way to wait for
+// the exit of a process that is not our child without polling; a killed
+// group member may outlive Close by the moment the kernel needs to tear it
+// down.
+func (g *procGroup) waitGone() {}
