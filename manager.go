@@ -633,8 +633,6 @@ func (m *Manager) reserveAndLaunch(spec *spec, s *Scope) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.logger.Debug(context.Background(), "process started",
-		slog.F("id", p.info.ID), slog.F("pid", p.info.PID), slog.F("owner", p.info.Owner))
 	p.begin()
 	return p, nil
 }

@@ -648,8 +648,6 @@ func (p *Process) finish(waitErr error, exitedAt time.Time) {
 	after := p.m.recordFinal(p)
 	close(p.done)
 	after()
-	p.m.logger.Debug(context.Background(), "process final",
-		slog.F("id", p.info.ID), slog.F("exit_code", code), slog.F("signal", sigName))
 }
 
 // setTimer stores t in *slot unless Close already stopped p's timers.

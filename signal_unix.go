@@ -82,6 +82,12 @@ func (g *procGroup) alive() bool {
 	if g.gone.Load() {
 		return false
 	}
+	// ESRCH: no member at all, not even a zombie. The common case after a
+	// child exits, and far cheaper than reading the process table.
+	if errors.Is(unix.Kill(-g.pgid, 0), unix.ESRCH) {
+		g.gone.Store(true)
+		return false
+	}
 	live, ok := procGroupAlive(g.pgid)
 	if !ok {
 		live = unix.Kill(-g.pgid, 0) == nil
