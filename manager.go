@@ -180,7 +180,7 @@ type Manager struct {
 	finals []*Process
 	// orphans are process groups of dropped records that may still have
 	// live members; Close stops them (I4).
-	orphans   []*procGroup
+	orphans   []orphan
 	reapArmed bool
 	reapTimer *quartz.Timer
 	// reaping counts reap runs in flight; Close waits for them. Add only
@@ -315,9 +315,16 @@ func (m *Manager) Close() error {
 	m.orphans = nil
 	m.mu.Unlock()
 
-	m.stop(procs, orphans)
-	for _, g := range orphans {
-		g.release()
+	groups := make([]*procGroup, len(orphans))
+	for i, o := range orphans {
+		if o.kill != nil {
+			o.kill.Stop("process", "kill-grace") // stop does its work now
+		}
+		groups[i] = o.group
+	}
+	m.stop(procs, groups)
+	for _, o := range orphans {
+		o.forget()
 	}
 
 	m.mu.Lock()
@@ -915,26 +922,43 @@ func (m *Manager) dropLocked(p *Process) {
 	}
 }
 
+// orphan is what the Manager keeps of a dropped record whose process group
+// may still have live members: the group, which Close stops (I4), and the
+// record's pending kill-grace timer, which Close stops too, so that nothing
+// runs after Close.
+type orphan struct {
+	group *procGroup
+	kill  *quartz.Timer // nil unless a timeout's kill was pending
+}
+
+func (o orphan) forget() {
+	if o.kill != nil {
+		o.kill.Stop("process", "kill-grace")
+	}
+	o.group.release()
+}
+
 // keepGroupIfAlive remembers the process group of a dropped record while it
 // has live members, so that Close still stops it (I4).
 func (m *Manager) keepGroupIfAlive(p *Process) {
-	if !p.group.alive() {
-		p.group.release()
+	o := orphan{group: p.group, kill: p.takeKillTimer()}
+	if !o.group.alive() {
+		o.forget()
 		return
 	}
 	m.mu.Lock()
-	if !m.closed {
-		m.orphans = append(m.orphans, p.group)
-		p = nil
+	closed := m.closed
+	if !closed {
+		m.orphans = append(m.orphans, o)
 	}
 	m.mu.Unlock()
-	if p != nil {
+	if closed {
 		// Close has already collected the groups it stops: stop this one
 		// here rather than let it escape.
-		if p.group.signal(Kill) == nil {
-			p.group.waitGone()
+		if o.group.signal(Kill) == nil {
+			o.group.waitGone()
 		}
-		p.group.release()
+		o.forget()
 	}
 }
 
@@ -1014,21 +1038,18 @@ func (m *Manager) reap() {
 // pruneOrphans forgets groups that have no live member left.
 func (m *Manager) pruneOrphans() {
 	m.mu.Lock()
-	groups := m.orphans
+	orphans := m.orphans
 	m.orphans = nil
 	m.mu.Unlock()
-	var live, dead []*procGroup
-	for _, g := range groups {
-		if g.alive() {
-			live = append(live, g)
+	var live []orphan
+	for _, o := range orphans {
+		if o.group.alive() {
+			live = append(live, o)
 		} else {
-			dead = append(dead, g)
+			o.forget()
 		}
 	}
 	m.mu.Lock()
 	m.orphans = append(m.orphans, live...)
 	m.mu.Unlock()
-	for _, g := range dead {
-		g.release()
-	}
 }

@@ -317,9 +317,6 @@ func TestRetentionReapTimer(t *testing.T) {
 	// A second record becomes final 2m later. The armed timer is not
 	// re-armed for it: a second AfterFunc would be caught by the trap below
 	// with the wrong duration.
-	if mgrBugFinalAccounting {
-		t.Skip("BUG: a record joins the final records only after Done closes, so the reap may not see a record that Wait reported final; see TestFinalAccountingAtDone")
-	}
 	mClock.Advance(2 * time.Minute).MustWait(ctx)
 	second := mustStart(t, m, mgrExitReq(0))
 	waitFinal(ctx, t, second)
@@ -408,9 +405,6 @@ func TestRetentionOnAccess(t *testing.T) {
 // are not final are neither dropped nor counted.
 func TestRetentionMaxRetained(t *testing.T) {
 	t.Parallel()
-	if mgrBugFinalAccounting {
-		t.Skip("BUG: a record joins the final records only after Done closes, so List right after Wait may hold one record too many; see TestFinalAccountingAtDone")
-	}
 	ctx := testCtx(t)
 	m := newManager(t, proc.Options{MaxRetained: 3})
 
@@ -462,35 +456,12 @@ func TestMaxRunning(t *testing.T) {
 	}
 
 	mgrKill(ctx, t, a)
-	if mgrBugFinalAccounting {
-		t.Skip("BUG: a record's running slot is freed only after Done closes; see TestFinalAccountingAtDone")
-	}
 	c, err := m.Start(mgrExitReq(0))
 	if err != nil {
 		t.Fatalf("Start() after a record became final = %v; want a free slot", err)
 	}
 	waitFinal(ctx, t, c)
 	mgrKill(ctx, t, b)
-}
-
-// mgrHoldFinalLog returns a logger whose "process final" entry for the
-// record id blocks until release is called, holding that record's exit
-// goroutine there, and a channel closed once it is held. The caller
-// registers release with t.Cleanup after creating the Manager, so that it
-// runs before the Manager's Close.
-func mgrHoldFinalLog(t *testing.T, id string) (logger slog.Logger, held <-chan struct{}, release func()) {
-	heldCh := make(chan struct{})
-	releaseCh := make(chan struct{})
-	var heldOnce, releaseOnce sync.Once
-	sink := &mgrLogSink{t: t, onEntry: func(e slog.SinkEntry) {
-		if e.Message != "process final" || !strings.Contains(mgrEntryText(e), id) {
-			return
-		}
-		heldOnce.Do(func() { close(heldCh) })
-		<-releaseCh
-	}}
-	release = func() { releaseOnce.Do(func() { close(releaseCh) }) }
-	return sink.logger(), heldCh, release
 }
 
 // TestMaxRunningConcurrent pins that concurrent starts never exceed
@@ -533,88 +504,54 @@ func TestMaxRunningConcurrent(t *testing.T) {
 	}
 }
 
-// mgrBugFinalAccounting marks the known bug that TestFinalAccountingAtDone
-// pins: Process.finish closes Done before Manager.onFinal updates the
-// Manager's accounting (running count, final records). Tests whose checks
-// run right after Wait skip those checks while it is true. Set it to false
-// once the Manager treats a record as final by the time Done closes.
-const mgrBugFinalAccounting = false
-
-// TestFinalAccountingAtDone holds the exit goroutine of a record right
-// after its Done channel closed (in the "process final" debug log, which
-// the library writes between closing Done and updating the Manager) and
-// checks that the Manager already treats the record as final: it no longer
+// TestFinalAccountingAtDone checks that by the time a record's Done
+// channel closes, the Manager already treats it as final: it no longer
 // counts against MaxRunning, and it counts against MaxRetained.
 func TestFinalAccountingAtDone(t *testing.T) {
 	t.Parallel()
 
 	t.Run("max-running", func(t *testing.T) {
 		t.Parallel()
-		if mgrBugFinalAccounting {
-			t.Skip("BUG: Process.finish closes done before Manager.onFinal decrements notFinal, so Start right after Wait can fail with ErrLimit (see report)")
-		}
 		ctx := testCtx(t)
-		logger, held, release := mgrHoldFinalLog(t, "held")
-		m := newManager(t, proc.Options{MaxRunning: 1, Logger: logger})
-		t.Cleanup(release)
-		req := mgrExitReq(0)
-		req.ID = "held"
-		p := mustStart(t, m, req)
+		// The first record to become final arms the reap timer after Done
+		// closed: trapping that call holds its exit goroutine right there.
+		mClock := quartz.NewMock(t)
+		trap := mClock.Trap().AfterFunc("manager", "reap")
+		defer trap.Close()
+		m := newManager(t, proc.Options{MaxRunning: 1, Clock: mClock})
+		p := mustStart(t, m, mgrExitReq(0))
+		call := trap.MustWait(ctx)
 		select {
 		case <-p.Done():
-			// Final. The exit goroutine is at or before the held log call.
-			q, err := m.Start(mgrExitReq(0))
-			if err != nil {
-				t.Errorf("Start() once the only record is final (Done closed) = %v; want a free slot", err)
-				return
-			}
-			release()
-			waitFinal(ctx, t, q)
-		case <-held:
-			// The library logs before Done closes: nothing is held here.
-			release()
-			waitFinal(ctx, t, p)
-			waitFinal(ctx, t, mustStart(t, m, mgrExitReq(0)))
-		case <-ctx.Done():
-			t.Fatalf("process %s never became final", p.ID())
+		default:
+			t.Fatalf("the reap timer was armed before Done closed")
 		}
+		q, err := m.Start(mgrExitReq(0))
+		call.MustRelease(ctx)
+		if err != nil {
+			t.Fatalf("Start() once the only record is final (Done closed) = %v; want a free slot", err)
+		}
+		waitFinal(ctx, t, q)
 	})
 
 	t.Run("max-retained", func(t *testing.T) {
 		t.Parallel()
-		if mgrBugFinalAccounting {
-			t.Skip("BUG: Process.finish closes done before Manager.onFinal appends the record to the final list, so List right after Wait can hold more than MaxRetained final records (see report)")
-		}
 		ctx := testCtx(t)
 		mClock := quartz.NewMock(t)
 		trap := mClock.Trap().AfterFunc("manager", "reap")
 		defer trap.Close()
-		logger, held, release := mgrHoldFinalLog(t, "held")
-		m := newManager(t, proc.Options{MaxRetained: 1, Clock: mClock, Logger: logger})
-		t.Cleanup(release)
+		m := newManager(t, proc.Options{MaxRetained: 1, Clock: mClock})
 
 		first := mustStart(t, m, mgrExitReq(0))
 		waitFinal(ctx, t, first)
-		// The first final record arms the reap timer at the end of its
-		// bookkeeping: once released, the Manager has seen it final.
 		trap.MustWait(ctx).MustRelease(ctx)
 
 		req := mgrExitReq(0)
-		req.ID = "held"
+		req.ID = "second"
 		p := mustStart(t, m, req)
-		select {
-		case <-p.Done():
-			if got := mgrIDs(m.List()); !slices.Equal(got, []string{"held"}) {
-				t.Errorf("List() once the second record is final (Done closed) = %v; want [held] (MaxRetained 1)", got)
-			}
-		case <-held:
-			release()
-			waitFinal(ctx, t, p)
-			if got := mgrIDs(m.List()); !slices.Equal(got, []string{"held"}) {
-				t.Errorf("List() = %v; want [held] (MaxRetained 1)", got)
-			}
-		case <-ctx.Done():
-			t.Fatalf("process %s never became final", p.ID())
+		waitFinal(ctx, t, p)
+		if got := mgrIDs(m.List()); !slices.Equal(got, []string{"second"}) {
+			t.Errorf("List() once the second record is final (Done closed) = %v; want [second] (MaxRetained 1)", got)
 		}
 	})
 }

@@ -248,9 +248,6 @@ func TestMaxRunningCountsDraining(t *testing.T) {
 		t.Fatalf("Signal(Kill) to the group of a draining record = %v; want nil (the background child lives)", err)
 	}
 	waitFinal(ctx, t, p)
-	if mgrBugFinalAccounting {
-		t.Skip("BUG: a record's running slot is freed only after Done closes; see TestFinalAccountingAtDone")
-	}
 	q := mustStart(t, m, mgrExitReq(0))
 	waitFinal(ctx, t, q)
 }

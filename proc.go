@@ -220,12 +220,14 @@ type Process struct {
 	ended  chan struct{} // closed when the exit goroutine returns (Close waits)
 
 	// mu guards the fields below.
-	mu        sync.Mutex
-	final     bool
-	exitCode  *int // shared by every Info of the final record
-	sigName   string
-	timedOut  bool
-	closing   bool // a Manager or Scope Close is stopping this process
+	mu       sync.Mutex
+	final    bool
+	exitCode *int // shared by every Info of the final record
+	sigName  string
+	timedOut bool
+	// timersOff: Close (or the Manager dropping the record) took over the
+	// timers' work; a timer set from now on is stopped at once.
+	timersOff bool
 	exitedAt  time.Time
 	usage     *Usage
 	finalTime time.Time // when the record became final (retention)
@@ -653,12 +655,12 @@ func (p *Process) finish(waitErr error, exitedAt time.Time) {
 // setTimer stores t in *slot unless Close already stopped p's timers.
 func (p *Process) setTimer(slot **quartz.Timer, t *quartz.Timer) {
 	p.mu.Lock()
-	closing := p.closing
-	if !closing {
+	off := p.timersOff
+	if !off {
 		*slot = t
 	}
 	p.mu.Unlock()
-	if closing {
+	if off {
 		t.Stop()
 	}
 }
@@ -685,11 +687,22 @@ func (p *Process) onKillGrace() {
 	}
 }
 
+// takeKillTimer hands a pending kill-grace timer over to the caller (the
+// Manager, when it drops the record).
+func (p *Process) takeKillTimer() *quartz.Timer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := p.killTimer
+	p.killTimer = nil
+	p.timersOff = true
+	return t
+}
+
 // stopping marks p as being stopped by Close: its timers stop (Close does
 // their work) and blocked writers return ErrClosed.
 func (p *Process) stopping() {
 	p.mu.Lock()
-	p.closing = true
+	p.timersOff = true
 	timers := []*quartz.Timer{p.timeoutTimer, p.killTimer}
 	p.timeoutTimer, p.killTimer = nil, nil
 	p.mu.Unlock()

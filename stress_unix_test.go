@@ -1,0 +1,592 @@
+//go:build unix
+
+package proc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/procvisor/proc"
+)
+
+// The stress test: many processes of every kind at once, with concurrent
+// readers, signallers and a scope being closed, then Close; every process
+// must end with the result its kind calls for, and nothing may be left.
+
+const (
+	stressProcs        = 1000 // processes of the main mix
+	stressParallel     = 32   // of them running at once
+	stressVictimRound  = 16   // rounds of a scope closed under load ...
+	stressVictimProcs  = 6    // ... each with this many processes
+	stressKillGrace    = 200 * time.Millisecond
+	stressTimeoutAfter = 150 * time.Millisecond
+	stressDrainQuiet   = 20 * time.Millisecond
+	stressMaxRetained  = 300 // less than the processes: records are dropped under load
+	stressMainOwner    = "main"
+	stressVictimOwner  = "victim"
+)
+
+type stressKind int
+
+const (
+	stressExit              stressKind = iota // exit N → N
+	stressKill                                // killed after "ready" → 137
+	stressTimeout                             // timed out → 124, SIGTERM
+	stressTimeoutIgnoreTerm                   // timed out, SIGTERM ignored → 124, SIGKILL
+	stressGrandchild                          // leaves "sleep 5" holding the pipe → 0, "x"
+	stressTTY                                 // under a terminal → 0, "tty-i\r\n"
+	stressStdin                               // cat of what was written → 0, the input
+)
+
+var stressKindNames = [...]string{"exit", "kill", "timeout", "timeout-ignore-term", "grandchild", "tty", "stdin"}
+
+func (k stressKind) String() string { return stressKindNames[k] }
+
+// stressMix is the kind of process i: stressMix[i%len(stressMix)].
+var stressMix = []stressKind{
+	stressExit, stressKill, stressTimeout, stressGrandchild,
+	stressExit, stressTTY, stressStdin, stressTimeoutIgnoreTerm,
+}
+
+var stressReady = regexp.MustCompile(`^ready$`)
+
+// stressProc is a started process and what it should end as.
+type stressProc struct {
+	p      *proc.Process
+	kind   stressKind
+	victim bool
+}
+
+type stressRun struct {
+	t    *testing.T
+	ctx  context.Context
+	m    *proc.Manager
+	main *proc.Scope
+
+	mu    sync.Mutex
+	procs []stressProc // every process started, for the chaos goroutines
+	// chaosKilled holds the IDs of kill-kind processes that a chaos
+	// goroutine signalled (stored before the signal is sent).
+	chaosKilled sync.Map
+	ticks       []chan struct{} // one per chaos goroutine: a process ended
+	killers     sync.WaitGroup
+
+	// Figures for the report.
+	started, victims, kills, chaosSignals, chaosRefused      atomic.Int64
+	termIgnored, timeouts, grandchildren, scopeCloses, lists atomic.Int64
+	snapshots, gets                                          atomic.Int64
+}
+
+// TestStress runs stressProcs processes, stressParallel at a time, mixing
+// exit codes, kills, timeouts (some ignoring SIGTERM), grandchildren that
+// hold the output pipe, terminals and stdin, while other goroutines List,
+// Snapshot, Get and Signal, and a dedicated owner's scope is started and
+// closed again and again. Every process must end final with its kind's
+// result; after Close no descriptor, goroutine or live member of any
+// process group may remain (I4). It runs isolated (faultIsolated), so
+// that the descriptor and goroutine counts are its own.
+func TestStress(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("stress: 10 to 40 s under -race on two cores; skipped with -short")
+	}
+	faultNeedProcFS(t)
+	ctx := testCtx(t, 4*time.Minute)
+	if !faultIsolated(ctx, t) {
+		return
+	}
+	begin := time.Now()
+
+	// Warm up, so that what the runtime opens once (the network poller,
+	// the first terminal) is in the baseline.
+	warm := proc.NewManager(proc.Options{})
+	for _, req := range []proc.StartRequest{
+		{Command: "echo warm"},
+		{Args: []string{"cat"}, Stdin: true},
+		{Command: "echo warm", TTY: true},
+	} {
+		p := mustStart(t, warm, req)
+		if req.Stdin {
+			if err := p.CloseStdin(); err != nil {
+				t.Fatalf("warm-up CloseStdin() = %v", err)
+			}
+		}
+		waitFinal(ctx, t, p)
+	}
+	if err := warm.Close(); err != nil {
+		t.Fatalf("warm-up Close() = %v", err)
+	}
+	ignore := goleak.IgnoreCurrent()
+	goroutinesBefore := runtime.NumGoroutine()
+	fds := faultOpenFDs(t)
+
+	m := proc.NewManager(proc.Options{
+		KillGrace:   stressKillGrace,
+		MaxRetained: stressMaxRetained,
+	})
+	t.Cleanup(func() { _ = m.Close() }) // on failure paths; Close is idempotent
+	r := &stressRun{t: t, ctx: ctx, m: m, main: m.Scope(stressMainOwner)}
+
+	// Chaos: readers and signallers, paced by the ends of processes.
+	stop := make(chan struct{})
+	var chaos sync.WaitGroup
+	for i, loop := range []func(rng *rand.Rand){r.lister, r.snapshotter, r.signaller} {
+		tick := make(chan struct{}, 1)
+		r.ticks = append(r.ticks, tick)
+		chaos.Add(1)
+		go func() {
+			defer chaos.Done()
+			rng := rand.New(rand.NewPCG(uint64(i), 42))
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick:
+					loop(rng)
+				}
+			}
+		}()
+	}
+	// A dedicated owner whose scope is closed under load.
+	victimDone := make(chan struct{})
+	go func() {
+		defer close(victimDone)
+		for round := range stressVictimRound {
+			if ctx.Err() != nil {
+				return
+			}
+			r.victimRound(round)
+		}
+	}()
+
+	// The main mix: stressParallel workers take the indices in turn.
+	indices := make(chan int)
+	var workers sync.WaitGroup
+	for range stressParallel {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for i := range indices {
+				r.one(i)
+			}
+		}()
+	}
+feed:
+	for i := range stressProcs {
+		select {
+		case indices <- i:
+		case <-ctx.Done():
+			t.Errorf("stress: deadline after %d of %d processes: %v", i, stressProcs, ctx.Err())
+			break feed
+		}
+	}
+	close(indices)
+	workers.Wait()
+	r.killers.Wait()
+	<-victimDone // bounded by ctx: every wait in a round is
+	close(stop)
+	chaos.Wait()
+	mixDone := time.Since(begin)
+
+	retained := len(m.List())
+	closeBegin := time.Now()
+	if err := m.Close(); err != nil {
+		t.Errorf("Close() = %v; want nil", err)
+	}
+	closeTook := time.Since(closeBegin)
+
+	// I4: nothing is left.
+	groups := make(map[int]bool)
+	for _, sp := range r.procs {
+		select {
+		case <-sp.p.Done():
+		default:
+			t.Errorf("%s (%s): not final after Close", sp.p.ID(), sp.kind)
+		}
+		groups[sp.p.Info().PID] = true
+	}
+	if live := faultLiveMembers(t, groups); len(live) != 0 {
+		t.Errorf("after Close, %d live members of the processes' groups: %v; want none", len(live), live)
+	}
+	faultCheckFDs(t, "after Close", fds)
+	if err := goleak.Find(ignore); err != nil {
+		t.Errorf("goroutines left after Close: %v", err)
+	}
+	goroutinesAfter := runtime.NumGoroutine()
+	if goroutinesAfter > goroutinesBefore {
+		t.Errorf("runtime.NumGoroutine() after Close = %d; want at most %d as before", goroutinesAfter, goroutinesBefore)
+	}
+
+	t.Logf("stress: %d processes (%d main, %d in %d closed scopes), %d at a time, in %v; Close took %v; %d records retained of MaxRetained %d",
+		r.started.Load(), r.started.Load()-r.victims.Load(), r.victims.Load(), r.scopeCloses.Load(),
+		stressParallel, mixDone.Round(time.Millisecond), closeTook.Round(time.Millisecond), retained, stressMaxRetained)
+	t.Logf("stress: faults: %d kills after ready, %d timeouts (%d with SIGTERM ignored), %d grandchildren holding the pipe, %d chaos signals delivered (%d refused: group gone or record dropped), %d scope closes",
+		r.kills.Load(), r.timeouts.Load(), r.termIgnored.Load(), r.grandchildren.Load(), r.chaosSignals.Load(), r.chaosRefused.Load(), r.scopeCloses.Load())
+	t.Logf("stress: concurrent reads: %d List rounds, %d snapshots, %d gets; descriptors %d before and after; goroutines %d before, %d after",
+		r.lists.Load(), r.snapshots.Load(), r.gets.Load(), len(fds), goroutinesBefore, goroutinesAfter)
+}
+
+// record adds a started process for the chaos goroutines.
+func (r *stressRun) record(p *proc.Process, kind stressKind, victim bool) {
+	r.mu.Lock()
+	r.procs = append(r.procs, stressProc{p: p, kind: kind, victim: victim})
+	r.mu.Unlock()
+	r.started.Add(1)
+	if victim {
+		r.victims.Add(1)
+	}
+}
+
+// pick returns a random process among the last recent started (all of
+// them if recent <= 0): recent ones are more likely to be running.
+func (r *stressRun) pick(rng *rand.Rand, recent int) (stressProc, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	procs := r.procs
+	if recent > 0 && len(procs) > recent {
+		procs = procs[len(procs)-recent:]
+	}
+	if len(procs) == 0 {
+		return stressProc{}, false
+	}
+	return procs[rng.IntN(len(procs))], true
+}
+
+// tick tells each chaos goroutine that a process ended; it never blocks.
+func (r *stressRun) tick() {
+	for _, tick := range r.ticks {
+		select {
+		case tick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func isDone(p *proc.Process) bool {
+	select {
+	case <-p.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// one runs process i of the main mix to its end and checks the result.
+func (r *stressRun) one(i int) {
+	t := r.t
+	kind := stressMix[i%len(stressMix)]
+	req := proc.StartRequest{ID: fmt.Sprintf("%s-%d", kind, i)}
+	switch kind {
+	case stressExit:
+		req.Command = fmt.Sprintf("echo out-%d; exit %d", i, stressExitCode(i))
+	case stressKill:
+		req.Command = "echo ready; exec sleep 30"
+	case stressTimeout:
+		req.Command = "exec sleep 30"
+		req.Timeout = stressTimeoutAfter
+	case stressTimeoutIgnoreTerm:
+		req.Command = "trap '' TERM; echo ready; exec sleep 30"
+		req.Timeout = stressTimeoutAfter
+	case stressGrandchild:
+		req.Command = "sleep 5 & echo x"
+		req.DrainQuiet = stressDrainQuiet
+	case stressTTY:
+		req.Command = fmt.Sprintf("echo tty-%d", i)
+		req.TTY = true
+	case stressStdin:
+		req.Args = []string{"cat"}
+		req.Stdin = true
+	}
+	var p *proc.Process
+	var err error
+	if i%2 == 0 {
+		req.Owner = stressMainOwner
+		p, err = r.m.Start(req)
+	} else {
+		p, err = r.main.Start(req)
+	}
+	if err != nil {
+		t.Errorf("Start(%s: %q %q) = %v; want a process", req.ID, req.Command, req.Args, err)
+		return
+	}
+	r.record(p, kind, false)
+
+	switch kind {
+	case stressKill:
+		r.killers.Add(1)
+		go r.killWhenReady(p, i)
+	case stressStdin:
+		in := fmt.Sprintf("in-%d\n", i)
+		if n, err := p.WriteContext(r.ctx, []byte(in)); n != len(in) || err != nil {
+			t.Errorf("%s: WriteContext(%q) = %d, %v; want %d, nil", p.ID(), in, n, err, len(in))
+		}
+		if err := p.CloseStdin(); err != nil {
+			t.Errorf("%s: CloseStdin() = %v; want nil", p.ID(), err)
+		}
+	}
+	if err := p.Wait(r.ctx); err != nil {
+		t.Errorf("%s: Wait() = %v; output so far %q", p.ID(), err, p.Output().Text)
+		return
+	}
+	r.check(p, kind, i)
+	r.tick()
+}
+
+func stressExitCode(i int) int { return i * 37 % 256 }
+
+// killWhenReady kills p from another goroutine once it printed "ready".
+func (r *stressRun) killWhenReady(p *proc.Process, i int) {
+	defer r.killers.Done()
+	id := p.ID()
+	_, err := p.WaitFor(r.ctx, stressReady, true)
+	if err != nil {
+		if _, hit := r.chaosKilled.Load(id); hit && errors.Is(err, proc.ErrNotRunning) {
+			return // a chaos goroutine killed it before it was ready
+		}
+		r.t.Errorf("%s: WaitFor(ready) = %v", id, err)
+		return
+	}
+	switch i % 3 {
+	case 0:
+		err = p.Signal(proc.Kill)
+	case 1:
+		err = r.m.Signal(id, proc.Kill)
+	default:
+		err = r.main.Signal(id, proc.Kill)
+	}
+	if err == nil {
+		r.kills.Add(1)
+		return
+	}
+	if _, hit := r.chaosKilled.Load(id); hit && (errors.Is(err, proc.ErrNotRunning) || errors.Is(err, proc.ErrNotFound)) {
+		return
+	}
+	r.t.Errorf("%s: Signal(Kill) after ready = %v; want nil", id, err)
+}
+
+// check compares a final process with what its kind calls for.
+func (r *stressRun) check(p *proc.Process, kind stressKind, i int) {
+	t := r.t
+	snap := p.Snapshot()
+	info := snap.Info
+	if info.Running || info.ExitCode == nil || info.ExitedAt.IsZero() {
+		t.Errorf("%s: after Wait, running %v, exit code %v, exited at %v; want final", p.ID(), info.Running, info.ExitCode, info.ExitedAt)
+		return
+	}
+	code, sig, out := *info.ExitCode, info.Signal, snap.Output.Text
+	type result struct {
+		code     int
+		sig      string
+		timedOut bool
+		out      string
+	}
+	got := result{code, sig, info.TimedOut, out}
+	var want result
+	switch kind {
+	case stressExit:
+		want = result{code: stressExitCode(i), out: fmt.Sprintf("out-%d\n", i)}
+	case stressKill:
+		want = result{code: 137, sig: "SIGKILL", out: "ready\n"}
+		if _, hit := r.chaosKilled.Load(p.ID()); hit && out == "" {
+			want.out = "" // killed by chaos before it was ready
+		}
+	case stressTimeout:
+		want = result{code: 124, sig: "SIGTERM", timedOut: true}
+		r.timeouts.Add(1)
+	case stressTimeoutIgnoreTerm:
+		r.timeouts.Add(1)
+		if out == "ready\n" {
+			// The trap was set: only the kill after KillGrace ended it.
+			want = result{code: 124, sig: "SIGKILL", timedOut: true, out: "ready\n"}
+			r.termIgnored.Add(1)
+		} else {
+			// The timeout came before the shell set its trap.
+			want = result{code: 124, sig: "SIGTERM", timedOut: true}
+		}
+	case stressGrandchild:
+		want = result{out: "x\n"}
+		r.grandchildren.Add(1)
+	case stressTTY:
+		want = result{out: fmt.Sprintf("tty-%d\r\n", i)}
+	case stressStdin:
+		want = result{out: fmt.Sprintf("in-%d\n", i)}
+	}
+	if got != want {
+		t.Errorf("%s: final (code, signal, timed out, output) = %+v; want %+v", p.ID(), got, want)
+	}
+	if info.OutputBytes != int64(len(out)) || snap.Output.Truncation != nil {
+		t.Errorf("%s: OutputBytes = %d, truncation %+v for output %q; want %d, nil", p.ID(), info.OutputBytes, snap.Output.Truncation, out, len(out))
+	}
+}
+
+// victimRound starts processes through a fresh scope of the victim owner,
+// waits until each is ready, and closes the scope while the main mix runs:
+// plain children end by SIGTERM, TERM-ignoring ones by SIGKILL after the
+// grace, and the scope refuses further starts.
+func (r *stressRun) victimRound(round int) {
+	t := r.t
+	s := r.m.Scope(stressVictimOwner)
+	kinds := []struct {
+		command string
+		code    int
+		sig     string
+	}{
+		{"echo ready; exec sleep 30", 143, "SIGTERM"},
+		{"trap '' TERM; echo ready; exec sleep 30", 137, "SIGKILL"},
+		{"sleep 30 & echo ready; wait", 143, "SIGTERM"},
+	}
+	type victim struct {
+		p    *proc.Process
+		code int
+		sig  string
+	}
+	var vs []victim
+	for j := range stressVictimProcs {
+		k := kinds[j%len(kinds)]
+		p, err := s.Start(proc.StartRequest{ID: fmt.Sprintf("victim-%d-%d", round, j), Command: k.command})
+		if err != nil {
+			t.Errorf("victim scope Start = %v; want a process", err)
+			continue
+		}
+		r.record(p, stressExit, true)
+		vs = append(vs, victim{p, k.code, k.sig})
+	}
+	for _, v := range vs {
+		if _, err := v.p.WaitFor(r.ctx, stressReady, true); err != nil {
+			t.Errorf("%s: WaitFor(ready) = %v", v.p.ID(), err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("victim Scope.Close() = %v; want nil", err)
+	}
+	r.scopeCloses.Add(1)
+	for _, v := range vs {
+		if !isDone(v.p) {
+			t.Errorf("%s: not final after Scope.Close returned", v.p.ID())
+			continue
+		}
+		info := v.p.Info()
+		if code := exitCode(t, info); code != v.code || info.Signal != v.sig || info.TimedOut {
+			t.Errorf("%s: after Scope.Close, exit %d %q timed out %v; want %d %q false", v.p.ID(), code, info.Signal, info.TimedOut, v.code, v.sig)
+		}
+	}
+	if p, err := s.Start(proc.StartRequest{Command: "true"}); !errors.Is(err, proc.ErrClosed) {
+		t.Errorf("Start through a closed Scope = %v, %v; want ErrClosed", p, err)
+	}
+}
+
+// lister checks List: running records first, then newest first; a status
+// is final exactly when it has an exit code; a scope sees only its owner.
+func (r *stressRun) lister(*rand.Rand) {
+	t := r.t
+	infos := r.m.List()
+	for i, info := range infos {
+		if info.Running != (info.ExitCode == nil) {
+			t.Errorf("List(): %s running %v with exit code %v", info.ID, info.Running, info.ExitCode)
+		}
+		if i == 0 {
+			continue
+		}
+		prev := infos[i-1]
+		if !prev.Running && info.Running {
+			t.Errorf("List(): running %s after final %s; want running records first", info.ID, prev.ID)
+		}
+		if prev.Running == info.Running && prev.StartedAt.Before(info.StartedAt) {
+			t.Errorf("List(): %s (started %v) before %s (started %v); want newest first", prev.ID, prev.StartedAt, info.ID, info.StartedAt)
+		}
+	}
+	for _, info := range r.main.List() {
+		if info.Owner != stressMainOwner {
+			t.Errorf("Scope(%q).List() holds %s of owner %q", stressMainOwner, info.ID, info.Owner)
+		}
+	}
+	r.lists.Add(1)
+}
+
+// snapshotter checks I1 and I2 on a random process, and Get.
+func (r *stressRun) snapshotter(rng *rand.Rand) {
+	t := r.t
+	sp, ok := r.pick(rng, 0)
+	if !ok {
+		return
+	}
+	p := sp.p
+	snap := p.Snapshot()
+	if snap.Info.Running {
+		// I2: the output is read after the status, so it holds at least
+		// the bytes the status counted.
+		if snap.Info.ExitCode != nil || int64(len(snap.Output.Text)) < snap.Info.OutputBytes {
+			t.Errorf("%s: running snapshot with exit code %v, %d bytes of output for OutputBytes %d",
+				p.ID(), snap.Info.ExitCode, len(snap.Output.Text), snap.Info.OutputBytes)
+		}
+	} else if got := p.Output(); snap.Info.ExitCode == nil || got.Text != snap.Output.Text ||
+		int64(len(got.Text)) != snap.Info.OutputBytes {
+		// I1: once final, the output never changes.
+		t.Errorf("%s: final snapshot (exit code %v) output %q, OutputBytes %d; later Output() %q",
+			p.ID(), snap.Info.ExitCode, snap.Output.Text, snap.Info.OutputBytes, got.Text)
+	}
+	r.snapshots.Add(1)
+	got, err := r.m.Get(p.ID())
+	switch {
+	case err == nil && got != p:
+		t.Errorf("Get(%s) returned another record", p.ID())
+	case errors.Is(err, proc.ErrNotFound) && !isDone(p):
+		// Only final records are dropped.
+		t.Errorf("Get(%s) = %v for a record that is not final", p.ID(), err)
+	case err != nil && !errors.Is(err, proc.ErrNotFound):
+		t.Errorf("Get(%s) = %v; want the record or ErrNotFound", p.ID(), err)
+	}
+	r.gets.Add(1)
+}
+
+// signaller sends signals that cannot change an expected result: Kill to
+// kill-kind processes (they end by SIGKILL anyway), and any signal to
+// records already final (their result is fixed; what is left of their
+// group, such as a grandchild, may go).
+func (r *stressRun) signaller(rng *rand.Rand) {
+	for range 4 {
+		r.signalOne(rng)
+	}
+}
+
+func (r *stressRun) signalOne(rng *rand.Rand) {
+	t := r.t
+	sp, ok := r.pick(rng, 2*stressParallel)
+	if !ok || sp.victim {
+		return
+	}
+	p, id := sp.p, sp.p.ID()
+	sig := proc.Kill
+	switch {
+	case sp.kind == stressKill:
+		r.chaosKilled.Store(id, true)
+	case isDone(p):
+		sig = []proc.Signal{proc.Interrupt, proc.Terminate, proc.Kill}[rng.IntN(3)]
+	default:
+		return
+	}
+	var err error
+	if rng.IntN(2) == 0 {
+		err = p.Signal(sig)
+	} else {
+		err = r.m.Signal(id, sig)
+	}
+	switch {
+	case err == nil:
+		r.chaosSignals.Add(1)
+	case errors.Is(err, proc.ErrNotRunning), errors.Is(err, proc.ErrNotFound):
+		r.chaosRefused.Add(1)
+	default:
+		t.Errorf("Signal(%s, %s) = %v; want nil, ErrNotRunning or ErrNotFound", id, sig, err)
+	}
+}
