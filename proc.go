@@ -504,12 +504,14 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 			}
 		}
 	}()
-	newPipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
+	pipe := func(parentReads bool) (parent, child *os.File, err error) {
+		parent, child, err = newPipe(parentReads)
 		if err != nil {
-			return nil, nil, xerrors.Errorf("start %q: create pipe: %w", sp.name, err)
+			return nil, nil, xerrors.Errorf("start %q: %w", sp.name, err)
 		}
-		return r, w, nil
+		parentEnds = append(parentEnds, parent)
+		childEnds = append(childEnds, child)
+		return parent, child, nil
 	}
 
 	if sp.req.TTY {
@@ -524,32 +526,26 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 		p.in = newStdinPipe(master, true)
 		p.pumps = append(p.pumps, &pump{r: master, dst: p.out})
 	} else {
-		r, w, err := newPipe()
+		r, w, err := pipe(true)
 		if err != nil {
 			return nil, err
 		}
-		parentEnds = append(parentEnds, r)
-		childEnds = append(childEnds, w)
 		cmd.Stdout, cmd.Stderr = w, w
 		p.pumps = append(p.pumps, &pump{r: r, dst: p.out})
 		if sp.req.SeparateStderr {
-			er, ew, err := newPipe()
+			er, ew, err := pipe(true)
 			if err != nil {
 				return nil, err
 			}
-			parentEnds = append(parentEnds, er)
-			childEnds = append(childEnds, ew)
 			cmd.Stderr = ew
 			p.errOut = NewHeadTailBuffer(sp.headBytes, sp.tailBytes, m.opts.MaxLineLength)
 			p.pumps = append(p.pumps, &pump{r: er, dst: p.errOut})
 		}
 		if sp.req.Stdin {
-			ir, iw, err := newPipe()
+			iw, ir, err := pipe(false)
 			if err != nil {
 				return nil, err
 			}
-			parentEnds = append(parentEnds, iw)
-			childEnds = append(childEnds, ir)
 			cmd.Stdin = ir
 			p.in = newStdinPipe(iw, false)
 		}

@@ -431,6 +431,20 @@ func BenchmarkTrue(b *testing.B) {
 		cpu.report(b)
 		finish(b, "")
 	})
+	b.Run("raw-pipe", func(b *testing.B) {
+		// os/exec capturing output the way any supervisor must: a pipe and
+		// a reader. This is the floor for a library that keeps output.
+		b.ReportAllocs()
+		cpu := readCPU(b)
+		buf := make([]byte, 64<<10)
+		for b.Loop() {
+			if _, err := rawCapture([]string{"true"}, buf); err != nil {
+				b.Fatalf("rawCapture(true) = %v; want nil", err)
+			}
+		}
+		cpu.report(b)
+		finish(b, "raw")
+	})
 	b.Run("proc", func(b *testing.B) {
 		m := steadyManager(b)
 		b.ReportAllocs()
