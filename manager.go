@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -183,9 +184,11 @@ type Manager struct {
 	orphans   []orphan
 	reapArmed bool
 	reapTimer *quartz.Timer
-	// reaping counts reap runs in flight; Close waits for them. Add only
-	// under mu while !closed.
-	reaping sync.WaitGroup
+	// background counts timer callbacks in flight (reap, timeout, kill
+	// grace); Close waits for them. Add only under mu while !closed.
+	background sync.WaitGroup
+	// closeDone is closed when the first Close returns; later calls wait.
+	closeDone chan struct{}
 }
 
 // NewManager returns a Manager configured by opts (see [Options] for the
@@ -196,8 +199,9 @@ func NewManager(opts Options) *Manager {
 		opts:     opts,
 		clock:    opts.Clock,
 		logger:   opts.Logger.Named("proc"),
-		records:  make(map[string]*Process),
-		starting: make(map[string]chan struct{}),
+		records:   make(map[string]*Process),
+		starting:  make(map[string]chan struct{}),
+		closeDone: make(chan struct{}),
 	}
 }
 
@@ -269,7 +273,7 @@ func (m *Manager) Remove(id string) error {
 	}
 	m.dropLocked(p)
 	m.mu.Unlock()
-	m.keepGroupIfAlive(p)
+	m.settleOrphans([]*Process{p})
 	return nil
 }
 
@@ -282,13 +286,16 @@ func (m *Manager) Scope(owner string) *Scope {
 // Close refuses new starts with ErrClosed, terminates every process group
 // the manager started (including groups whose records were already dropped),
 // kills what is left after Options.KillGrace, and returns once every record
-// is final. It takes at most about KillGrace + DrainTimeout. Close is
-// idempotent; later calls return nil at once. Records stay readable through
-// the *Process values callers hold.
+// is final and every member of the groups it killed is dead. It takes at
+// most about KillGrace + DrainTimeout (the largest per-request DrainTimeout,
+// if larger) plus a little. Close is idempotent: a later or concurrent call
+// waits until the first has finished and returns nil. Records stay readable
+// through the *Process values callers hold.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
+		<-m.closeDone
 		return nil
 	}
 	m.closed = true
@@ -296,10 +303,13 @@ func (m *Manager) Close() error {
 	timer := m.reapTimer
 	m.reapTimer = nil
 	m.mu.Unlock()
+	defer close(m.closeDone)
 	if timer != nil {
 		timer.Stop("manager", "reap")
 	}
-	m.reaping.Wait()
+	// Timer callbacks that started before Close finish first; later ones
+	// see the manager closed and do nothing (Close does their work).
+	m.background.Wait()
 
 	// A start that passed validation before Close finishes registering
 	// first, so that Close stops it too: nothing escapes.
@@ -317,9 +327,6 @@ func (m *Manager) Close() error {
 
 	groups := make([]*procGroup, len(orphans))
 	for i, o := range orphans {
-		if o.kill != nil {
-			o.kill.Stop("process", "kill-grace") // stop does its work now
-		}
 		groups[i] = o.group
 	}
 	m.stop(procs, groups)
@@ -341,16 +348,9 @@ func (m *Manager) Close() error {
 // stop terminates procs and groups, kills whatever is left after KillGrace,
 // and waits until every record in procs is final.
 func (m *Manager) stop(procs []*Process, groups []*procGroup) {
-	exited := append([]*procGroup(nil), groups...)
 	for _, p := range procs {
 		p.stopping()
-		if p.hasExited() {
-			exited = append(exited, p.group)
-		}
 	}
-	// One look at the process table for all groups whose leader is gone,
-	// instead of one per group: Close stays fast with many retained records.
-	markDeadGroups(exited)
 	if m.signalLive(procs, groups, Terminate) == 0 {
 		// Nothing alive to stop; records that are not final yet are only
 		// draining, which DrainTimeout bounds.
@@ -392,9 +392,7 @@ func (m *Manager) killAndWait(procs []*Process, groups []*procGroup) {
 			killed = append(killed, g)
 		}
 	}
-	for _, g := range killed {
-		g.waitGone()
-	}
+	waitGone(killed)
 }
 
 // waitDone waits until every exit goroutine of procs has returned, which is
@@ -501,17 +499,15 @@ func (s *Scope) Signal(id string, sig Signal) error {
 }
 
 // Close refuses further starts through this Scope value, then stops every
-// process of the owner (started through any Scope) as [Manager.Close] does,
-// and waits until they are final. Their records stay retained. Close is
+// process of the owner (started through any Scope, including dropped records
+// whose process groups live on) as [Manager.Close] does, and waits until
+// they are final. Their records stay retained. Close is
 // idempotent.
 func (s *Scope) Close() error {
 	m := s.m
 	m.mu.Lock()
 	s.closed = true
-	var pending []chan struct{}
-	for _, ch := range m.starting {
-		pending = append(pending, ch)
-	}
+	pending := m.pendingStartsLocked()
 	m.mu.Unlock()
 	for _, ch := range pending {
 		<-ch
@@ -523,8 +519,15 @@ func (s *Scope) Close() error {
 			procs = append(procs, p)
 		}
 	}
+	// Dropped records of the owner whose groups live on are stopped too.
+	var groups []*procGroup
+	for _, o := range m.orphans {
+		if o.owner == s.owner {
+			groups = append(groups, o.group)
+		}
+	}
 	m.mu.Unlock()
-	m.stop(procs, nil)
+	m.stop(procs, groups)
 	return nil
 }
 
@@ -626,22 +629,30 @@ func (m *Manager) reserveAndLaunch(spec *spec, s *Scope) (*Process, error) {
 	seq := m.seq
 	m.mu.Unlock()
 
-	p, err := m.launch(spec, seq)
-
-	m.mu.Lock()
-	delete(m.starting, spec.id)
-	if err != nil {
-		m.notFinal--
-	} else {
-		m.records[spec.id] = p
-	}
-	m.mu.Unlock()
-	close(registered)
+	p, err := m.launchRegistered(spec, seq, registered)
 	if err != nil {
 		return nil, err
 	}
 	p.begin()
 	return p, nil
+}
+
+// launchRegistered launches spec and then registers the record, or gives
+// back the reservation, even if the CommandContext hook panics: a start
+// left half-reserved would hold Close forever.
+func (m *Manager) launchRegistered(spec *spec, seq uint64, registered chan struct{}) (p *Process, err error) {
+	defer func() {
+		m.mu.Lock()
+		delete(m.starting, spec.id)
+		if p == nil {
+			m.notFinal--
+		} else {
+			m.records[spec.id] = p
+		}
+		m.mu.Unlock()
+		close(registered)
+	}()
+	return m.launch(spec, seq)
 }
 
 func (m *Manager) run(ctx context.Context, req StartRequest, s *Scope) (Snapshot, error) {
@@ -663,8 +674,13 @@ func (m *Manager) startOrGet(req StartRequest, s *Scope) (*Process, bool, error)
 		p, err := m.start(req, s)
 		return p, err == nil, err
 	}
+	m.prune()
 	for {
 		m.mu.Lock()
+		if m.closed || (s != nil && s.closed) {
+			m.mu.Unlock()
+			return nil, false, xerrors.Errorf("start %q: %w", req.ID, ErrClosed)
+		}
 		existing, inProgress := m.records[req.ID], m.starting[req.ID]
 		m.mu.Unlock()
 		switch {
@@ -886,10 +902,7 @@ func (m *Manager) environ(req StartRequest, id string) []string {
 // well as from the reap timer, so memory stays bounded either way.
 func (m *Manager) prune() {
 	now := m.clock.Now("manager", "prune")
-	dropped := m.pruneAt(now)
-	for _, p := range dropped {
-		m.keepGroupIfAlive(p)
-	}
+	m.settleOrphans(m.pruneAt(now))
 }
 
 // pruneAt drops expired and surplus final records and returns them.
@@ -909,7 +922,10 @@ func (m *Manager) pruneAt(now time.Time) []*Process {
 	return dropped
 }
 
-// dropLocked forgets p. The caller must hold m.mu.
+// dropLocked forgets p. Its process group is kept as an orphan, in the
+// same critical section, until it is seen without live members, so that a
+// Close running at any moment still stops it (I4). The caller must hold
+// m.mu, and call settleOrphans with the dropped records once unlocked.
 func (m *Manager) dropLocked(p *Process) {
 	if m.records[p.info.ID] == p {
 		delete(m.records, p.info.ID)
@@ -920,14 +936,18 @@ func (m *Manager) dropLocked(p *Process) {
 			break
 		}
 	}
+	if !m.closed {
+		m.orphans = append(m.orphans, orphan{group: p.group, owner: p.info.Owner, kill: p.takeKillTimer()})
+	}
 }
 
 // orphan is what the Manager keeps of a dropped record whose process group
-// may still have live members: the group, which Close stops (I4), and the
-// record's pending kill-grace timer, which Close stops too, so that nothing
-// runs after Close.
+// may still have live members: the group, which Close (and the owner's
+// Scope.Close) stops, and the record's pending kill-grace timer, which Close
+// stops too, so that nothing runs after Close.
 type orphan struct {
 	group *procGroup
+	owner string
 	kill  *quartz.Timer // nil unless a timeout's kill was pending
 }
 
@@ -938,27 +958,24 @@ func (o orphan) forget() {
 	o.group.release()
 }
 
-// keepGroupIfAlive remembers the process group of a dropped record while it
-// has live members, so that Close still stops it (I4).
-func (m *Manager) keepGroupIfAlive(p *Process) {
-	o := orphan{group: p.group, kill: p.takeKillTimer()}
-	if !o.group.alive() {
-		o.forget()
-		return
-	}
-	m.mu.Lock()
-	closed := m.closed
-	if !closed {
-		m.orphans = append(m.orphans, o)
-	}
-	m.mu.Unlock()
-	if closed {
-		// Close has already collected the groups it stops: stop this one
-		// here rather than let it escape.
-		if o.group.signal(Kill) == nil {
-			o.group.waitGone()
+// settleOrphans forgets at once the orphans of dropped records whose groups
+// are already dead: the common case, so the list holds only live groups.
+func (m *Manager) settleOrphans(dropped []*Process) {
+	for _, p := range dropped {
+		if p.group.alive() {
+			continue
 		}
-		o.forget()
+		m.mu.Lock()
+		i := slices.IndexFunc(m.orphans, func(o orphan) bool { return o.group == p.group })
+		var o orphan
+		if i >= 0 {
+			o = m.orphans[i]
+			m.orphans = slices.Delete(m.orphans, i, i+1)
+		}
+		m.mu.Unlock()
+		if i >= 0 {
+			o.forget()
+		}
 	}
 }
 
@@ -983,9 +1000,7 @@ func (m *Manager) recordFinal(p *Process) (after func()) {
 		surplus = append(surplus, oldest)
 	}
 	return func() {
-		for _, d := range surplus {
-			m.keepGroupIfAlive(d)
-		}
+		m.settleOrphans(surplus)
 		if arm {
 			m.armReap(m.opts.RetainExited)
 		}
@@ -1007,20 +1022,13 @@ func (m *Manager) armReap(d time.Duration) {
 }
 
 func (m *Manager) reap() {
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
+	if !m.enter() {
 		return
 	}
-	m.reaping.Add(1)
-	m.mu.Unlock()
-	defer m.reaping.Done()
+	defer m.background.Done()
 
 	now := m.clock.Now("manager", "reap")
-	dropped := m.pruneAt(now)
-	for _, p := range dropped {
-		m.keepGroupIfAlive(p)
-	}
+	m.settleOrphans(m.pruneAt(now))
 	m.pruneOrphans()
 
 	m.mu.Lock()
@@ -1033,6 +1041,19 @@ func (m *Manager) reap() {
 	next := m.finals[0].finalAt().Add(m.opts.RetainExited).Sub(now)
 	m.mu.Unlock()
 	m.armReap(next)
+}
+
+// enter registers a timer callback that is about to act; it reports false
+// once Close has begun (Close then does the callback's work). A callback
+// that entered calls m.background.Done when it is finished.
+func (m *Manager) enter() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return false
+	}
+	m.background.Add(1)
+	return true
 }
 
 // pruneOrphans forgets groups that have no live member left.

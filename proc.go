@@ -664,9 +664,10 @@ func (p *Process) setTimer(slot **quartz.Timer, t *quartz.Timer) {
 // onTimeout runs on the timeout timer: terminate the group, then kill it
 // after KillGrace.
 func (p *Process) onTimeout() {
-	if p.hasExited() {
+	if p.hasExited() || !p.m.enter() {
 		return
 	}
+	defer p.m.background.Done()
 	p.mu.Lock()
 	p.timedOut = true
 	p.mu.Unlock()
@@ -678,6 +679,10 @@ func (p *Process) onTimeout() {
 }
 
 func (p *Process) onKillGrace() {
+	if !p.m.enter() {
+		return
+	}
+	defer p.m.background.Done()
 	if err := p.Signal(Kill); err != nil {
 		p.m.logger.Debug(context.Background(), "kill after grace", slog.F("id", p.info.ID), slog.Error(err))
 	}

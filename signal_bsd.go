@@ -6,4 +6,4 @@ package proc
 // the exit of a process that is not our child without polling; a killed
 // group member may outlive Close by the moment the kernel needs to tear it
 // down.
-func (g *procGroup) waitGone() {}
+func waitGone([]*procGroup) {}

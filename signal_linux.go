@@ -6,18 +6,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// waitGone waits until every member of the group is dead (a zombie, or
-// reaped), for at most about killWaitPolls * killWaitPollMillis. Close calls
-// it after SIGKILL: a killed process lives on for a moment while the
-// kernel tears it down, and Close must not return before it is gone (I4).
-// It waits on pidfds, which the kernel makes readable when the process
-// exits, so it does not poll the process table; the bound is the kernel's
+// waitGone waits until every member of the groups is dead (a zombie, or
+// reaped), for at most about killWaitPolls * killWaitPollMillis in all.
+// Close calls it after SIGKILL: a killed process lives on for a moment while
+// the kernel tears it down, and Close must not return before it is gone
+// (I4). It reads the process table once and then waits on pidfds, which
+// the kernel makes readable when a process exits; the bound is the kernel's
 // poll timeout, a safety net rather than a policy, so it is not a clock
 // timer.
-func (g *procGroup) waitGone() {
+func waitGone(groups []*procGroup) {
+	if len(groups) == 0 {
+		return
+	}
+	want := make(map[string]bool, len(groups))
+	for _, g := range groups {
+		want[g.id()] = true
+	}
 	var fds []unix.PollFd
 	_ = scanProcPIDs(func(pid int, pgrp string) bool {
-		if pgrp == g.id() {
+		if want[pgrp] {
 			if fd, err := unix.PidfdOpen(pid, 0); err == nil {
 				fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 			}

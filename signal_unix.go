@@ -88,28 +88,12 @@ func (g *procGroup) alive() bool {
 		g.gone.Store(true)
 		return false
 	}
-	live, ok := procGroupAlive(g.pgid)
-	if !ok {
-		live = unix.Kill(-g.pgid, 0) == nil
+	// Only ESRCH settles it for good: a scan of /proc is not atomic, and a
+	// member that forks and exits during it could be missed.
+	if live, ok := procGroupAlive(g.pgid); ok {
+		return live
 	}
-	if !live {
-		g.gone.Store(true)
-	}
-	return live
-}
-
-// markDeadGroups marks the groups without a live member as gone, reading
-// /proc once for all of them instead of once per group.
-func markDeadGroups(groups []*procGroup) {
-	live, ok := liveGroupIDs()
-	if !ok {
-		return // each alive() call will ask the kernel
-	}
-	for _, g := range groups {
-		if !live[strconv.Itoa(g.pgid)] {
-			g.gone.Store(true)
-		}
-	}
+	return true // kill(-pgid, 0) succeeded: members, perhaps only zombies
 }
 
 // id is the group's ID as /proc/<pid>/stat writes it.
@@ -127,16 +111,6 @@ func procGroupAlive(pgid int) (live, ok bool) {
 		return !live
 	})
 	return live, ok
-}
-
-// liveGroupIDs returns the process groups that have a live member.
-func liveGroupIDs() (map[string]bool, bool) {
-	groups := make(map[string]bool)
-	ok := scanProc(func(group string) bool {
-		groups[group] = true
-		return true
-	})
-	return groups, ok
 }
 
 // scanProc calls visit with the process group of every process in /proc

@@ -109,11 +109,9 @@ func (g *procGroup) alive() bool {
 	return err == nil && info.ActiveProcesses > 0
 }
 
-// waitGone: TerminateJobObject ends the job's processes before it returns.
-func (g *procGroup) waitGone() {}
-
-// markDeadGroups: asking each job is cheap on Windows, nothing to batch.
-func markDeadGroups([]*procGroup) {}
+// waitGone does not wait on Windows: TerminateJobObject, like
+// TerminateProcess, may return before the processes are gone.
+func waitGone([]*procGroup) {}
 
 // release closes the job handle; kill-on-close ends anything left in it.
 func (g *procGroup) release() {
