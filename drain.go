@@ -115,7 +115,7 @@ func (pu *pump) finalPass(buf []byte) {
 // once every pump has ended.
 func (p *Process) drain() {
 	remaining := len(p.pumps)
-	for remaining > 0 && pumpEnded(p.pumpDone) {
+	for remaining > 0 && tryRecv(p.pumpDone) {
 		remaining--
 	}
 	if remaining == 0 {
@@ -153,25 +153,20 @@ wait:
 	}
 }
 
-func pumpEnded(done <-chan struct{}) bool {
-	select {
-	case <-done:
-		return true
-	default:
-		return false
-	}
-}
-
 // logFile is the optional unbounded copy of the output (StartRequest.LogPath).
 // Its methods are no-ops on a nil *logFile.
 type logFile struct {
 	path    string
 	created bool // removed again if the start fails
 
+	// failure is the first write error, readable without waiting for a
+	// write in progress (Info reads it).
+	failure atomic.Pointer[string]
+
 	// mu guards the fields below; the pumps of one process share the file.
-	mu  sync.Mutex
-	f   *os.File
-	err error // the first write error; logging stopped there
+	mu     sync.Mutex
+	f      *os.File
+	failed bool // logging stopped at the first error
 }
 
 // openLog opens path for appending, creating it with mode 0600. Failures are ErrInvalid: opening the log is part of validation.
@@ -184,10 +179,11 @@ func openLog(path string) (*logFile, error) {
 	if err != nil {
 		return nil, xerrors.Errorf("start: log file %q: %v: %w", path, err, ErrInvalid)
 	}
-	// A regular file, or a character device such as /dev/null; not a
-	// directory, FIFO or socket.
+	// A regular file, or a device that never blocks a write (/dev/null,
+	// /dev/full). Not a directory, FIFO, socket or terminal: a write there
+	// can block for ever, and the log is written before the buffer.
 	fi, err := f.Stat()
-	if err != nil || !(fi.Mode().IsRegular() || fi.Mode()&os.ModeCharDevice != 0) {
+	if err != nil || !(fi.Mode().IsRegular() || isNullDevice(fi)) {
 		_ = f.Close()
 		return nil, xerrors.Errorf("start: log file %q is not a regular file: %w", path, ErrInvalid)
 	}
@@ -200,12 +196,29 @@ func (l *logFile) write(b []byte) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.f == nil || l.err != nil {
+	if l.f == nil || l.failed {
 		return
 	}
 	if _, err := l.f.Write(b); err != nil {
-		l.err = err
+		l.fail(err)
 	}
+}
+
+// fail records the first error and stops logging. The caller holds l.mu.
+func (l *logFile) fail(err error) {
+	l.failed = true
+	msg := err.Error()
+	l.failure.Store(&msg)
+}
+
+// isNullDevice reports whether fi is /dev/null or /dev/full.
+func isNullDevice(fi os.FileInfo) bool {
+	for _, name := range []string{"/dev/null", "/dev/full"} {
+		if dev, err := os.Stat(name); err == nil && os.SameFile(fi, dev) {
+			return true
+		}
+	}
+	return false
 }
 
 // close closes the file; the exit goroutine calls it before the record is
@@ -219,8 +232,8 @@ func (l *logFile) close() {
 	if l.f == nil {
 		return
 	}
-	if err := l.f.Close(); err != nil && l.err == nil {
-		l.err = err
+	if err := l.f.Close(); err != nil && !l.failed {
+		l.fail(err)
 	}
 	l.f = nil
 }
@@ -242,12 +255,10 @@ func (l *logFile) errString() string {
 	if l == nil {
 		return ""
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.err == nil {
-		return ""
+	if msg := l.failure.Load(); msg != nil {
+		return *msg
 	}
-	return l.err.Error()
+	return ""
 }
 
 // writeOnce makes one non-blocking write of b to f and fails if it does not

@@ -12,13 +12,6 @@ import (
 	"golang.org/x/xerrors"
 )
 
-// Sizes used by [NewHeadTailBuffer] for arguments that are zero or negative.
-const (
-	defaultBufferHeadBytes     = 16 << 10
-	defaultBufferTailBytes     = 16 << 10
-	defaultBufferMaxLineLength = 2048
-)
-
 // lineCutSuffix ends every line that rendering cut short.
 const lineCutSuffix = " ... [truncated]"
 
@@ -71,13 +64,13 @@ type HeadTailBuffer struct {
 // 2048 respectively. No storage is allocated until bytes are written.
 func NewHeadTailBuffer(headBytes, tailBytes, maxLineLength int) *HeadTailBuffer {
 	if headBytes <= 0 {
-		headBytes = defaultBufferHeadBytes
+		headBytes = DefaultHeadBytes
 	}
 	if tailBytes <= 0 {
-		tailBytes = defaultBufferTailBytes
+		tailBytes = DefaultTailBytes
 	}
 	if maxLineLength <= 0 {
-		maxLineLength = defaultBufferMaxLineLength
+		maxLineLength = DefaultMaxLineLength
 	}
 	return &HeadTailBuffer{headMax: headBytes, tailMax: tailBytes, lineMax: maxLineLength}
 }

@@ -151,7 +151,8 @@ type StartRequest struct {
 	// file: both streams in arrival order, written before the in-memory
 	// buffer. An existing file is appended to with its mode unchanged; a new
 	// one is created with mode 0600. A path that cannot be opened for
-	// appending as a regular file is ErrInvalid. The first write error stops
+	// appending as a regular file (or /dev/null, /dev/full) is ErrInvalid.
+	// The first write error stops
 	// logging and is reported in Info.LogError; the process and its Output
 	// are unaffected. The file is complete and closed before Done closes.
 	LogPath string
@@ -196,9 +197,9 @@ type Manager struct {
 func NewManager(opts Options) *Manager {
 	opts = opts.withDefaults()
 	return &Manager{
-		opts:     opts,
-		clock:    opts.Clock,
-		logger:   opts.Logger.Named("proc"),
+		opts:      opts,
+		clock:     opts.Clock,
+		logger:    opts.Logger.Named("proc"),
 		records:   make(map[string]*Process),
 		starting:  make(map[string]chan struct{}),
 		closeDone: make(chan struct{}),

@@ -372,7 +372,7 @@ func (p *Process) Resize(size TermSize) error {
 		return xerrors.Errorf("resize %q: size %dx%d has a zero dimension: %w", p.info.ID, size.Rows, size.Cols, ErrInvalid)
 	}
 	if err := p.in.check(p); err != nil {
-		return xerrors.Errorf("resize: %w", err)
+		return err
 	}
 	if err := resizeTTY(p.tty, size); err != nil {
 		if p.hasExited() {
@@ -415,18 +415,15 @@ func (p *Process) WaitOutput(ctx context.Context, cursor int64) error {
 	}
 }
 
-func (p *Process) hasExited() bool {
-	select {
-	case <-p.exited:
-		return true
-	default:
-		return false
-	}
-}
+func (p *Process) hasExited() bool { return tryRecv(p.exited) }
 
-func (p *Process) isFinal() bool {
+func (p *Process) isFinal() bool { return tryRecv(p.done) }
+
+// isClosed reports whether ch is closed (or holds a value), without
+// blocking.
+func tryRecv(ch <-chan struct{}) bool {
 	select {
-	case <-p.done:
+	case <-ch:
 		return true
 	default:
 		return false
@@ -551,6 +548,9 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 		}
 	}
 	setupGroup(cmd, sp.req.TTY)
+	if sp.req.Command != "" {
+		setCommandLine(cmd, m.opts.Shell, sp.req.Command)
+	}
 
 	p.info.StartedAt = m.clock.Now("process", "start")
 	if err := cmd.Start(); err != nil {
@@ -746,16 +746,16 @@ const (
 	stdinStopping            // Close is stopping the process
 )
 
-// errLocked is the error for a stdin that no longer takes writes. The
-// caller must hold s.mu.
-func (s *stdinPipe) errLocked(id string) error {
+// errLocked is the error of op (write, close stdin, resize) on a stdin
+// that no longer takes writes. The caller must hold s.mu.
+func (s *stdinPipe) errLocked(op, id string) error {
 	switch s.state {
 	case stdinClosed:
-		return xerrors.Errorf("write to %q: stdin was closed: %w", id, ErrInvalid)
+		return xerrors.Errorf("%s %q: stdin was closed: %w", op, id, ErrInvalid)
 	case stdinExited:
-		return xerrors.Errorf("write to %q: %w", id, ErrNotRunning)
+		return xerrors.Errorf("%s %q: %w", op, id, ErrNotRunning)
 	case stdinStopping:
-		return xerrors.Errorf("write to %q: %w", id, ErrClosed)
+		return xerrors.Errorf("%s %q: %w", op, id, ErrClosed)
 	}
 	return nil
 }
@@ -767,7 +767,7 @@ func (s *stdinPipe) check(p *Process) error {
 	if s.state == stdinClosed && s.tty {
 		return nil // ^D was sent; the terminal still takes a resize.
 	}
-	return s.errLocked(p.info.ID)
+	return s.errLocked("resize", p.info.ID)
 }
 
 func newStdinPipe(w *os.File, tty bool) *stdinPipe {
@@ -783,7 +783,7 @@ func (s *stdinPipe) write(ctx context.Context, b []byte, p *Process) (int, error
 	defer func() { <-s.turn }()
 
 	s.mu.Lock()
-	if err := s.errLocked(p.info.ID); err != nil {
+	if err := s.errLocked("write to", p.info.ID); err != nil {
 		s.mu.Unlock()
 		return 0, err
 	}
@@ -812,7 +812,7 @@ func (s *stdinPipe) write(ctx context.Context, b []byte, p *Process) (int, error
 	}
 
 	s.mu.Lock()
-	stateErr := s.errLocked(p.info.ID)
+	stateErr := s.errLocked("write to", p.info.ID)
 	s.mu.Unlock()
 	switch {
 	case stateErr != nil:
@@ -840,9 +840,9 @@ func (s *stdinPipe) close(p *Process) error {
 		return nil
 	case stdinOpen:
 	default:
-		err := s.errLocked(p.info.ID)
+		err := s.errLocked("close stdin of", p.info.ID)
 		s.mu.Unlock()
-		return xerrors.Errorf("close stdin: %w", err)
+		return err
 	}
 	s.state = stdinClosed
 	s.gen++
@@ -866,7 +866,7 @@ func (s *stdinPipe) close(p *Process) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state != stdinClosed {
-		return xerrors.Errorf("close stdin: %w", s.errLocked(p.info.ID))
+		return s.errLocked("close stdin of", p.info.ID)
 	}
 	_ = s.w.SetWriteDeadline(time.Time{})
 	// One non-blocking attempt: a terminal whose input queue is full (the

@@ -49,11 +49,12 @@ func pollable(f *os.File) (*os.File, error) {
 	var dup int
 	var opErr error
 	err = rc.Control(func(fd uintptr) {
-		dup, opErr = unix.Dup(int(fd))
+		// F_DUPFD_CLOEXEC: close-on-exec from the start, so that a child
+		// started at this moment cannot inherit the master.
+		dup, opErr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
 		if opErr != nil {
 			return
 		}
-		unix.CloseOnExec(dup)
 		if opErr = unix.SetNonblock(dup, true); opErr != nil {
 			_ = unix.Close(dup)
 		}

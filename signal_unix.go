@@ -46,6 +46,9 @@ func setupGroup(cmd *exec.Cmd, tty bool) {
 	cmd.SysProcAttr.Pgid = 0
 }
 
+// setCommandLine: on Unix the shell gets its command as one argument.
+func setCommandLine(*exec.Cmd, []string, string) {}
+
 // procGroup is a child's process group; its ID is the child's PID.
 type procGroup struct {
 	pgid int

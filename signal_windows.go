@@ -25,6 +25,17 @@ func setupGroup(cmd *exec.Cmd, _ bool) {
 	cmd.SysProcAttr.CreationFlags |= windows.CREATE_NEW_PROCESS_GROUP
 }
 
+// setCommandLine passes a shell command to cmd.exe as written. os/exec
+// quotes each argument for CommandLineToArgvW, which cmd.exe does not use
+// to parse its /C command (a quoted "a b" would arrive mangled).
+func setCommandLine(cmd *exec.Cmd, shell []string, command string) {
+	quoted := make([]string, len(shell))
+	for i, arg := range shell {
+		quoted[i] = syscall.EscapeArg(arg)
+	}
+	cmd.SysProcAttr.CmdLine = strings.Join(quoted, " ") + " " + command
+}
+
 // procGroup is the Job Object holding a child and everything it starts.
 // The job is created with kill-on-close, so closing the last handle
 // (release) ends whatever is left in it.

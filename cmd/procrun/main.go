@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"syscall"
 	"strings"
 	"time"
 
@@ -71,6 +72,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var ready *regexp.Regexp
+	if cfg.waitFor != "" && cfg.follow {
+		return xerrors.New("-wait-for and -follow cannot be combined: both read the output as it comes")
+	}
 	if cfg.waitFor != "" {
 		var err error
 		if ready, err = regexp.Compile(cfg.waitFor); err != nil {
@@ -98,9 +102,11 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 		return err
 	}
 
-	// Ctrl-C interrupts the command's process group, not procrun.
+	// Ctrl-C interrupts the command's process group, not procrun; SIGTERM
+	// terminates it. Either way procrun still prints the final snapshot and
+	// closes the manager, so nothing is left running.
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	stopForward := make(chan struct{})
 	defer close(stopForward)
@@ -108,8 +114,12 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 	go func() {
 		for {
 			select {
-			case <-sigs:
-				_ = p.Signal(proc.Interrupt)
+			case sig := <-sigs:
+				if sig == os.Interrupt {
+					_ = p.Signal(proc.Interrupt)
+				} else {
+					_ = p.Signal(proc.Terminate)
+				}
 			case <-stopForward:
 				return
 			}
@@ -117,7 +127,9 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 	}()
 
 	if cfg.stdin {
-		// Ends when stdin ends or the process is gone (Write then fails).
+		// Ends when stdin ends or, once the process is gone, at the next
+		// read that returns (the Write then fails). procrun exits right
+		// after the snapshot, so a read still blocked then does not matter.
 		go func() {
 			_, _ = io.Copy(p, stdin)
 			_ = p.CloseStdin()
