@@ -14,8 +14,8 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
-	"syscall"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/xerrors"
