@@ -595,6 +595,7 @@ func (p *Process) begin() {
 // goroutine that publishes the end of the process (I3).
 func (p *Process) supervise() {
 	defer close(p.ended)
+	waitExited(p.info.PID)
 	waitErr := p.cmd.Wait()
 	// Refuse stdin and publish the exit before anything else, even a clock
 	// call: a write in between would meet a bare broken pipe.

@@ -7,3 +7,6 @@ package proc
 // group member may outlive Close by the moment the kernel needs to tear it
 // down.
 func waitGone([]*procGroup) {}
+
+// waitExited: without pidfds, cmd.Wait does all the waiting.
+func waitExited(int) {}

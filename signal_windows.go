@@ -120,6 +120,9 @@ func (g *procGroup) alive() bool {
 	return err == nil && info.ActiveProcesses > 0
 }
 
+// waitExited: cmd.Wait does all the waiting on Windows.
+func waitExited(int) {}
+
 // waitGone does not wait on Windows: TerminateJobObject, like
 // TerminateProcess, may return before the processes are gone.
 func waitGone([]*procGroup) {}
