@@ -343,6 +343,9 @@ func (p *Process) Write(b []byte) (int, error) {
 // ErrClosed when Close runs, and syscall.EPIPE when the child closed its
 // stdin but lives on. Without StartRequest.Stdin, or after CloseStdin, it
 // returns an error wrapping ErrInvalid.
+//
+// On Windows a pipe has no deadlines, so a write blocked on a child that
+// never reads ends only when the child exits or Close runs, not with ctx.
 func (p *Process) WriteContext(ctx context.Context, b []byte) (int, error) {
 	if p.in == nil {
 		return 0, xerrors.Errorf("write to %q: started without Stdin: %w", p.info.ID, ErrInvalid)
