@@ -191,14 +191,10 @@ func demo(ctx context.Context, w io.Writer) error {
 
 	fmt.Fprintln(w, "1. A long output is kept as head and tail, with exact accounting.")
 	fmt.Fprintln(w, "   $ seq 1 100000   (head and tail of 64 bytes each)")
-	p, err := m.Start(proc.StartRequest{Command: "seq 1 100000", HeadBytes: 64, TailBytes: 64})
+	snap, err := m.Run(ctx, proc.StartRequest{Command: "seq 1 100000", HeadBytes: 64, TailBytes: 64})
 	if err != nil {
 		return err
 	}
-	if err := p.Wait(ctx); err != nil {
-		return err
-	}
-	snap := p.Snapshot()
 	fmt.Fprintf(w, "%s\n", indent(snap.Output.Text))
 	if t := snap.Output.Truncation; t != nil {
 		fmt.Fprintf(w, "   written %d bytes, kept %d, omitted %d\n\n", t.OriginalBytes, t.RetainedBytes, t.OmittedBytes)
@@ -207,30 +203,20 @@ func demo(ctx context.Context, w io.Writer) error {
 	fmt.Fprintln(w, "2. A background child that keeps stdout open does not hold the caller.")
 	fmt.Fprintln(w, "   $ sleep 30 & echo started")
 	start := time.Now()
-	p, err = m.Start(proc.StartRequest{Command: "sleep 30 & echo started"})
-	if err != nil {
+	if snap, err = m.Run(ctx, proc.StartRequest{Command: "sleep 30 & echo started"}); err != nil {
 		return err
 	}
-	if err := p.Wait(ctx); err != nil {
-		return err
-	}
-	snap = p.Snapshot()
 	fmt.Fprintf(w, "%s\n   final after %v with exit code %d (the drain waited %v of quiet)\n",
 		indent(snap.Output.Text), time.Since(start).Round(time.Millisecond), *snap.Info.ExitCode, proc.DefaultDrainQuiet)
-	err = p.Signal(proc.Kill)
+	err = m.Signal(snap.Info.ID, proc.Kill)
 	fmt.Fprintf(w, "   the background sleep is still reachable: Signal(kill) = %v\n\n", err)
 
 	fmt.Fprintln(w, "3. A timeout terminates the process group and reports exit code 124.")
 	fmt.Fprintln(w, "   $ echo working; sleep 10   (timeout 300ms)")
 	start = time.Now()
-	p, err = m.Start(proc.StartRequest{Command: "echo working; sleep 10", Timeout: 300 * time.Millisecond})
-	if err != nil {
+	if snap, err = m.Run(ctx, proc.StartRequest{Command: "echo working; sleep 10", Timeout: 300 * time.Millisecond}); err != nil {
 		return err
 	}
-	if err := p.Wait(ctx); err != nil {
-		return err
-	}
-	snap = p.Snapshot()
 	fmt.Fprintf(w, "%s\n   final after %v: exit code %d, timed out %v, ended by %s\n",
 		indent(snap.Output.Text), time.Since(start).Round(time.Millisecond), *snap.Info.ExitCode, snap.Info.TimedOut, snap.Info.Signal)
 	return nil
