@@ -327,7 +327,8 @@ func printTable(w io.Writer, r results) {
 	l := "BenchmarkRetained/List"
 	per := r.max(l, "heap-B/record")
 	add("Heap per retained final record (2,000 records, worst)", fmtBytes(per), "—", "—", "—", "< 2 KiB", met(per < 2048, known(per)))
-	add("List() of 2,000 retained records", fmtDur(r.med(l, "ns/op")), "—", "—", "—", "(reported)", "—")
+	list := r.med(l, "ns/op")
+	add("List() of 2,000 retained records", fmtDur(list), "—", "—", "—", "< 2 ms", met(list < 2e6, known(list)))
 
 	// Concurrency.
 	k := "BenchmarkConcurrent/"
@@ -338,7 +339,7 @@ func printTable(w io.Writer, r results) {
 		x = r.ratio(k+v.sub, k+"raw", "ns/op")
 		add("256 processes × 4 MiB at once, wall time until all final, "+v.label,
 			fmtDur(r.med(k+v.sub, "ns/op")), fmtDur(r.med(k+"raw", "ns/op")), fmtDur(r.med(k+"gocmd", "ns/op")),
-			fmtRatio(x, "raw"), "≤ 1.10× raw", met(x <= 1.10, known(x)))
+			fmtRatio(x, "raw"), "≤ 1.2× raw", met(x <= 1.2, known(x)))
 	}
 
 	rounds := len(r[t+"proc"]["ns/op"])
