@@ -1011,6 +1011,12 @@ func (m *Manager) recordFinal(p *Process) (after func()) {
 // armReap schedules the reap timer. Only one is armed at a time
 // (m.reapArmed); it re-arms itself for the next record to expire.
 func (m *Manager) armReap(d time.Duration) {
+	// Registered as background work, so that Close never returns while a
+	// timer is being armed behind its back.
+	if !m.enter() {
+		return
+	}
+	defer m.background.Done()
 	t := m.clock.AfterFunc(d, m.reap, "manager", "reap")
 	m.mu.Lock()
 	if m.closed {
