@@ -352,7 +352,7 @@ func (m *Manager) stop(procs []*Process, groups []*procGroup) {
 	for _, p := range procs {
 		p.stopping()
 	}
-	if m.signalLive(procs, groups, Terminate) == 0 {
+	if len(m.signalLive(procs, groups, Terminate)) == 0 {
 		// Nothing alive to stop; records that are not final yet are only
 		// draining, which DrainTimeout bounds.
 		waitDone(procs)
@@ -382,18 +382,7 @@ waitAll:
 // killAndWait kills every live group and waits until their members are
 // dead, so that nothing Close stopped is still running when it returns.
 func (m *Manager) killAndWait(procs []*Process, groups []*procGroup) {
-	var killed []*procGroup
-	for _, p := range procs {
-		if p.Signal(Kill) == nil {
-			killed = append(killed, p.group)
-		}
-	}
-	for _, g := range groups {
-		if g.alive() && g.signal(Kill) == nil {
-			killed = append(killed, g)
-		}
-	}
-	waitGone(killed)
+	waitGone(m.signalLive(procs, groups, Kill))
 }
 
 // waitDone waits until every exit goroutine of procs has returned, which is
@@ -405,20 +394,20 @@ func waitDone(procs []*Process) {
 }
 
 // signalLive sends sig to every live group among procs and groups and
-// returns how many it reached.
-func (m *Manager) signalLive(procs []*Process, groups []*procGroup, sig Signal) int {
-	n := 0
+// returns the groups it reached.
+func (m *Manager) signalLive(procs []*Process, groups []*procGroup, sig Signal) []*procGroup {
+	var reached []*procGroup
 	for _, p := range procs {
-		if err := p.Signal(sig); err == nil {
-			n++
+		if p.Signal(sig) == nil {
+			reached = append(reached, p.group)
 		}
 	}
 	for _, g := range groups {
 		if g.alive() && g.signal(sig) == nil {
-			n++
+			reached = append(reached, g)
 		}
 	}
-	return n
+	return reached
 }
 
 func (m *Manager) anyGroupAlive(procs []*Process, groups []*procGroup) bool {
