@@ -109,15 +109,7 @@ func cvFiller(n int) string {
 
 // cvReq is a request that runs cvScript with steps.
 func cvReq(steps ...string) proc.StartRequest {
-	return cvHelperReq("cv-script", steps...)
-}
-
-// cvHelperReq is helperReq without the race detector's one-second sleep at
-// the child's exit (a -race test binary otherwise takes a second to end).
-func cvHelperReq(mode string, args ...string) proc.StartRequest {
-	req := helperReq(mode, args...)
-	req.Env["GORACE"] = "atexit_sleep_ms=0"
-	return req
+	return helperReq("cv-script", steps...)
 }
 
 // cvLogOrder takes a log path and steps "out:TEXT" / "err:TEXT". It writes
@@ -298,18 +290,6 @@ func (h *cvHold) updateEnv(env []string) ([]string, error) {
 		<-h.gate
 	}
 	return env, nil
-}
-
-// cvRecv receives from ch or fails the test when ctx ends.
-func cvRecv[T any](ctx context.Context, t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-ctx.Done():
-		t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		panic("unreachable")
-	}
 }
 
 // cvWaitLen waits until p's Output stream holds at least n bytes.
@@ -723,13 +703,13 @@ func TestStartOrGet(t *testing.T) {
 			p, started, err := m.StartOrGet(req)
 			loser <- result{p, started, err}
 		}()
-		cvRecv(ctx, t, hold.held, "the first StartOrGet to reach UpdateEnv")
+		recv(ctx, t, hold.held, "the first StartOrGet to reach UpdateEnv")
 		winner, started, err := m.StartOrGet(req)
 		if err != nil || !started {
 			t.Fatalf("second StartOrGet() = %v, %v; want it to start the process", started, err)
 		}
 		hold.release()
-		r := cvRecv(ctx, t, loser, "the first StartOrGet")
+		r := recv(ctx, t, loser, "the first StartOrGet")
 		if r.err != nil || r.started || r.p != winner {
 			t.Errorf("first StartOrGet() = %p, %v, %v; want the winner %p, false, nil", r.p, r.started, r.err, winner)
 		}
@@ -1103,7 +1083,7 @@ func TestLogPath(t *testing.T) {
 		ctx := testCtx(t)
 		m := newManager(t, proc.Options{})
 		path := filepath.Join(t.TempDir(), "both.log")
-		req := cvHelperReq("cv-logorder", path, "out:out 1\n", "err:err 1\n", "err:err 2\n", "out:out 2\n", "err:err 3\n")
+		req := helperReq("cv-logorder", path, "out:out 1\n", "err:err 1\n", "err:err 2\n", "out:out 2\n", "err:err 3\n")
 		req.LogPath, req.SeparateStderr = path, true
 		p := mustStart(t, m, req)
 		snap := waitFinal(ctx, t, p)
@@ -1195,12 +1175,12 @@ func TestLogPath(t *testing.T) {
 			_, err := m.Start(proc.StartRequest{Args: []string{"cv-no-such-program-7f3a"}, LogPath: path})
 			failed <- err
 		}()
-		cvRecv(ctx, t, hold.held, "the failing Start to reach UpdateEnv")
+		recv(ctx, t, hold.held, "the failing Start to reach UpdateEnv")
 		req := cvReq("out:from the started one\n")
 		req.LogPath = path
 		waitFinal(ctx, t, mustStart(t, m, req))
 		hold.release()
-		if err := cvRecv(ctx, t, failed, "the failing Start"); !errors.Is(err, exec.ErrNotFound) {
+		if err := recv(ctx, t, failed, "the failing Start"); !errors.Is(err, exec.ErrNotFound) {
 			t.Errorf("Start(missing program) = %v; want exec.ErrNotFound", err)
 		}
 		got, err := os.ReadFile(path)
@@ -1246,7 +1226,7 @@ func TestLogPathLargeOutput(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
 	m := newManager(t, proc.Options{})
 	path := filepath.Join(t.TempDir(), "big.log")
-	req := cvHelperReq("cv-pattern", strconv.Itoa(size), strconv.Itoa(seed))
+	req := helperReq("cv-pattern", strconv.Itoa(size), strconv.Itoa(seed))
 	req.LogPath = path
 	began := time.Now()
 	p := mustStart(t, m, req)

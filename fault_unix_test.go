@@ -155,16 +155,6 @@ func faultJunk(seed uint64, n int) []byte {
 	return append(b, "\xe2\x82"...)[:n]
 }
 
-// faultGorace turns off the race detector's one-second exit delay in
-// children that are the test binary, keeping the run's GORACE options.
-var faultGorace = strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
-
-func faultHelperReq(mode string, args ...string) proc.StartRequest {
-	req := helperReq(mode, args...)
-	req.Env["GORACE"] = faultGorace
-	return req
-}
-
 // faultIsolatedEnv names the test that a child test binary runs alone.
 const faultIsolatedEnv = "PROC_TEST_ISOLATED"
 
@@ -193,7 +183,7 @@ func faultIsolated(ctx context.Context, t *testing.T) bool {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, faultIsolatedEnv+"="+t.Name(), "GORACE="+faultGorace)
+	cmd.Env = append(cmd.Env, faultIsolatedEnv+"="+t.Name(), "GORACE="+helperGorace)
 	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
 	text := string(out)
@@ -372,10 +362,10 @@ func TestFaultStdoutClosedEarly(t *testing.T) {
 			})
 			var req proc.StartRequest
 			if tc.separate {
-				req = faultHelperReq("fault-close-stdout", "keep-stderr")
+				req = helperReq("fault-close-stdout", "keep-stderr")
 				req.SeparateStderr = true
 			} else {
-				req = faultHelperReq("fault-close-stdout")
+				req = helperReq("fault-close-stdout")
 			}
 			req.Stdin = true
 			p := mustStart(t, m, req)
@@ -579,7 +569,7 @@ func TestFaultFloodAtExit(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	const total = 50 << 20 // a multiple of faultFloodLine
 	m := newManager(t, proc.Options{})
-	p := mustStart(t, m, faultHelperReq("fault-flood", strconv.Itoa(total)))
+	p := mustStart(t, m, helperReq("fault-flood", strconv.Itoa(total)))
 	snap := waitFinal(ctx, t, p)
 	if code := exitCode(t, snap.Info); code != 0 {
 		t.Fatalf("flood exit = %d; want 0; output tail %q", code, snap.Output.Text[max(0, len(snap.Output.Text)-200):])
@@ -644,7 +634,7 @@ func TestFaultBinaryOutput(t *testing.T) {
 			const seed = 20240611
 			junk := faultJunk(seed, tc.n)
 			m := newManager(t, tc.opts)
-			p := mustStart(t, m, faultHelperReq("fault-bytes", strconv.Itoa(seed), strconv.Itoa(tc.n)))
+			p := mustStart(t, m, helperReq("fault-bytes", strconv.Itoa(seed), strconv.Itoa(tc.n)))
 			snap := waitFinal(ctx, t, p)
 			if code := exitCode(t, snap.Info); code != 0 {
 				t.Fatalf("fault-bytes exit = %d; want 0", code)

@@ -130,15 +130,6 @@ func init() {
 	}
 }
 
-// iaHelperReq is helperReq for the helpers of these tests, with the second
-// a race-enabled binary sleeps before it exits (GORACE atexit_sleep_ms)
-// turned off, so that the tests do not wait for it.
-func iaHelperReq(mode string, args ...string) proc.StartRequest {
-	req := helperReq(mode, args...)
-	req.Env["GORACE"] = strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
-	return req
-}
-
 // iaStreamLine is line i of stream name of interactive-streams: 64 bytes.
 func iaStreamLine(name string, i int) string {
 	return fmt.Sprintf("%s %06d %s\n", name, i, strings.Repeat("x", 64-len(name)-9))
@@ -238,19 +229,6 @@ func iaWaitLen(ctx context.Context, t *testing.T, p *proc.Process, n int64) {
 	}
 }
 
-// iaRecv receives from ch or fails when ctx ends.
-func iaRecv[T any](ctx context.Context, t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-ctx.Done():
-		t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		var zero T
-		return zero
-	}
-}
-
 type iaWriteResult struct {
 	n   int
 	err error
@@ -276,7 +254,7 @@ func TestStdinWriteThenCloseStdin(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	m := newManager(t, proc.Options{})
-	req := iaHelperReq("interactive-cat")
+	req := helperReq("interactive-cat")
 	req.Stdin = true
 	p := mustStart(t, m, req)
 
@@ -308,7 +286,7 @@ func TestStdinLargeEcho(t *testing.T) {
 	ctx := testCtx(t)
 	m := newManager(t, proc.Options{})
 	const size = 1 << 20
-	req := iaHelperReq("interactive-cat")
+	req := helperReq("interactive-cat")
 	req.Stdin = true
 	req.HeadBytes = 2 * size
 	p := mustStart(t, m, req)
@@ -344,7 +322,7 @@ func TestStdinRefused(t *testing.T) {
 		t.Parallel()
 		ctx := testCtx(t)
 		m := newManager(t, proc.Options{})
-		p := mustStart(t, m, iaHelperReq("interactive-sleep"))
+		p := mustStart(t, m, helperReq("interactive-sleep"))
 		if n, err := p.Write([]byte("x")); n != 0 || !errors.Is(err, proc.ErrInvalid) {
 			t.Errorf("Write without Stdin = %d, %v; want 0, ErrInvalid", n, err)
 		}
@@ -363,7 +341,7 @@ func TestStdinRefused(t *testing.T) {
 		t.Parallel()
 		ctx := testCtx(t)
 		m := newManager(t, proc.Options{})
-		req := iaHelperReq("interactive-sleep") // lives on after its stdin closes
+		req := helperReq("interactive-sleep") // lives on after its stdin closes
 		req.Stdin = true
 		p := mustStart(t, m, req)
 		if err := p.CloseStdin(); err != nil {
@@ -387,7 +365,7 @@ func TestStdinRefused(t *testing.T) {
 		t.Parallel()
 		ctx := testCtx(t)
 		m := newManager(t, proc.Options{})
-		req := iaHelperReq("interactive-exit")
+		req := helperReq("interactive-exit")
 		req.Stdin = true
 		p := mustStart(t, m, req)
 		waitFinal(ctx, t, p)
@@ -405,7 +383,7 @@ func TestStdinRefused(t *testing.T) {
 	t.Run("after-Close", func(t *testing.T) {
 		t.Parallel()
 		m := newManager(t, proc.Options{})
-		req := iaHelperReq("interactive-sleep")
+		req := helperReq("interactive-sleep")
 		req.Stdin = true
 		p := mustStart(t, m, req)
 		if err := m.Close(); err != nil {
@@ -429,7 +407,7 @@ func TestWriteContextDeadline(t *testing.T) {
 	m := newManager(t, proc.Options{})
 	gate := filepath.Join(t.TempDir(), "gate")
 	const size = 10 << 20
-	req := iaHelperReq("interactive-gate", gate)
+	req := helperReq("interactive-gate", gate)
 	req.Stdin = true
 	req.HeadBytes = size + 1 // keep whatever the child echoes
 	p := mustStart(t, m, req)
@@ -495,7 +473,7 @@ func TestWriteSerialised(t *testing.T) {
 		perWriter = 4
 		block     = 64 << 10
 	)
-	req := iaHelperReq("interactive-cat")
+	req := helperReq("interactive-cat")
 	req.Stdin = true
 	req.HeadBytes = writers * perWriter * block
 	p := mustStart(t, m, req)
@@ -517,7 +495,7 @@ func TestWriteSerialised(t *testing.T) {
 	}
 	close(start)
 	for range writers {
-		if err := iaRecv(ctx, t, errc, "a writer"); err != nil {
+		if err := recv(ctx, t, errc, "a writer"); err != nil {
 			t.Error(err)
 		}
 	}
@@ -549,7 +527,7 @@ func TestSeparateStderr(t *testing.T) {
 		t.Parallel()
 		ctx := testCtx(t)
 		m := newManager(t, proc.Options{})
-		req := iaHelperReq("interactive-seq")
+		req := helperReq("interactive-seq")
 		req.SeparateStderr = true
 		p := mustStart(t, m, req)
 		snap := waitFinal(ctx, t, p)
@@ -577,7 +555,7 @@ func TestSeparateStderr(t *testing.T) {
 		t.Parallel()
 		ctx := testCtx(t)
 		m := newManager(t, proc.Options{})
-		p := mustStart(t, m, iaHelperReq("interactive-seq"))
+		p := mustStart(t, m, helperReq("interactive-seq"))
 		snap := waitFinal(ctx, t, p)
 		if snap.Output.Text != "a\nb\nc\n" {
 			t.Errorf("Output().Text = %q; want %q", snap.Output.Text, "a\nb\nc\n")
@@ -595,7 +573,7 @@ func TestSeparateStderr(t *testing.T) {
 		ctx := testCtx(t)
 		m := newManager(t, proc.Options{})
 		const n = 2000
-		req := iaHelperReq("interactive-streams", strconv.Itoa(n))
+		req := helperReq("interactive-streams", strconv.Itoa(n))
 		req.SeparateStderr = true
 		req.HeadBytes = 2 * n * 64
 		p := mustStart(t, m, req)
@@ -632,7 +610,7 @@ func TestSeparateStderr(t *testing.T) {
 	t.Run("TTY-refused", func(t *testing.T) {
 		t.Parallel()
 		m := newManager(t, proc.Options{})
-		req := iaHelperReq("interactive-exit")
+		req := helperReq("interactive-exit")
 		req.TTY = true
 		req.SeparateStderr = true
 		if p, err := m.Start(req); !errors.Is(err, proc.ErrInvalid) {
@@ -685,7 +663,7 @@ func TestReadSinceStreamSmall(t *testing.T) {
 	ctx := testCtx(t)
 	m := newManager(t, proc.Options{})
 	const size = 20000 // under the default 16 KiB + 16 KiB
-	p := mustStart(t, m, iaHelperReq("interactive-pattern", strconv.Itoa(size), "100", "1"))
+	p := mustStart(t, m, helperReq("interactive-pattern", strconv.Itoa(size), "100", "1"))
 	received, lost := iaStream(ctx, t, p, 0)
 	if received != size || lost != 0 {
 		t.Errorf("streamed %d bytes, lost %d; want %d, 0", received, lost, size)
@@ -706,7 +684,7 @@ func TestReadSinceStreamLarge(t *testing.T) {
 			t.Parallel()
 			ctx := testCtx(t)
 			m := newManager(t, proc.Options{})
-			p := mustStart(t, m, iaHelperReq("interactive-pattern", strconv.Itoa(size), strconv.Itoa(64<<10), "0"))
+			p := mustStart(t, m, helperReq("interactive-pattern", strconv.Itoa(size), strconv.Itoa(64<<10), "0"))
 			received, lost := iaStream(ctx, t, p, max)
 			t.Logf("received %d bytes, lost %d", received, lost)
 			info := p.Info()
@@ -734,7 +712,7 @@ func TestReadSinceFallenBehind(t *testing.T) {
 		head = proc.DefaultHeadBytes
 		tail = proc.DefaultTailBytes
 	)
-	req := iaHelperReq("interactive-pattern", strconv.Itoa(size), strconv.Itoa(64<<10), "0", "wait")
+	req := helperReq("interactive-pattern", strconv.Itoa(size), strconv.Itoa(64<<10), "0", "wait")
 	req.Stdin = true
 	p := mustStart(t, m, req)
 	iaWaitLen(ctx, t, p, size)
@@ -815,7 +793,7 @@ func TestReadSinceSpansHeadAndTail(t *testing.T) {
 	ctx := testCtx(t)
 	m := newManager(t, proc.Options{})
 	const size = 20000
-	p := mustStart(t, m, iaHelperReq("interactive-pattern", strconv.Itoa(size), "4096", "0"))
+	p := mustStart(t, m, helperReq("interactive-pattern", strconv.Itoa(size), "4096", "0"))
 	waitFinal(ctx, t, p)
 	c := p.ReadSince(0, 0)
 	if len(c.Data) != size || c.Lost != 0 || c.Next != size || !c.EOF {
@@ -839,7 +817,7 @@ func TestReadSinceKeepsUp(t *testing.T) {
 		lines = 200
 		line  = 1024
 	)
-	req := iaHelperReq("interactive-cat")
+	req := helperReq("interactive-cat")
 	req.Stdin = true
 	p := mustStart(t, m, req)
 
@@ -884,7 +862,7 @@ func TestWaitOutput(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	m := newManager(t, proc.Options{})
-	req := iaHelperReq("interactive-cat")
+	req := helperReq("interactive-cat")
 	req.Stdin = true
 	p := mustStart(t, m, req)
 
@@ -907,7 +885,7 @@ func TestWaitOutput(t *testing.T) {
 	if _, err := p.Write([]byte("x\n")); err != nil {
 		t.Fatalf("Write() = %v", err)
 	}
-	if err := iaRecv(ctx, t, woke, "WaitOutput on new bytes"); err != nil {
+	if err := recv(ctx, t, woke, "WaitOutput on new bytes"); err != nil {
 		t.Fatalf("WaitOutput(0) = %v; want nil after output", err)
 	}
 	iaWaitLen(ctx, t, p, 2)
@@ -919,7 +897,7 @@ func TestWaitOutput(t *testing.T) {
 	cctx, ccancel := context.WithCancel(ctx)
 	go func() { woke <- p.WaitOutput(cctx, 2) }()
 	ccancel()
-	if err := iaRecv(ctx, t, woke, "WaitOutput on cancel"); !errors.Is(err, context.Canceled) {
+	if err := recv(ctx, t, woke, "WaitOutput on cancel"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("WaitOutput(cancelled, 2) = %v; want context.Canceled", err)
 	}
 
@@ -928,7 +906,7 @@ func TestWaitOutput(t *testing.T) {
 	if err := p.CloseStdin(); err != nil {
 		t.Fatalf("CloseStdin() = %v", err)
 	}
-	if err := iaRecv(ctx, t, woke, "WaitOutput on finality"); err != nil {
+	if err := recv(ctx, t, woke, "WaitOutput on finality"); err != nil {
 		t.Fatalf("WaitOutput(2) = %v; want nil once final", err)
 	}
 	if p.Info().Running {
@@ -947,7 +925,7 @@ func TestWaitOutputFinalBeforeContext(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	m := newManager(t, proc.Options{})
-	p := mustStart(t, m, iaHelperReq("interactive-seq"))
+	p := mustStart(t, m, helperReq("interactive-seq"))
 	waitFinal(ctx, t, p)
 	expired, cancel := context.WithCancel(ctx)
 	cancel()
@@ -982,7 +960,7 @@ func TestBufferSizesPerRequest(t *testing.T) {
 			t.Parallel()
 			ctx := testCtx(t)
 			m := newManager(t, proc.Options{HeadBytes: 100, TailBytes: 200})
-			req := iaHelperReq("interactive-pattern", strconv.Itoa(size), strconv.Itoa(64<<10), "0")
+			req := helperReq("interactive-pattern", strconv.Itoa(size), strconv.Itoa(64<<10), "0")
 			req.HeadBytes, req.TailBytes = tt.head, tt.tail
 			p := mustStart(t, m, req)
 			snap := waitFinal(ctx, t, p)
@@ -1005,7 +983,7 @@ func TestBufferSizesPerRequest(t *testing.T) {
 		ctx := testCtx(t)
 		m := newManager(t, proc.Options{})
 		const n = 1000 // 64-byte lines per stream
-		req := iaHelperReq("interactive-streams", strconv.Itoa(n))
+		req := helperReq("interactive-streams", strconv.Itoa(n))
 		req.SeparateStderr = true
 		req.HeadBytes, req.TailBytes = 640, 1280
 		p := mustStart(t, m, req)

@@ -153,7 +153,7 @@ func iaCloseMock(t *testing.T, m *proc.Manager, mClock *quartz.Mock) {
 	case c := <-calls:
 		c.MustRelease(ctx)
 		mClock.Advance(c.Duration).MustWait(ctx)
-		if err := iaRecv(ctx, t, errc, "Close"); err != nil {
+		if err := recv(ctx, t, errc, "Close"); err != nil {
 			t.Errorf("Close() = %v", err)
 		}
 	case <-ctx.Done():
@@ -193,7 +193,7 @@ func TestStdinAfterExitWhileDraining(t *testing.T) {
 	quiet := mClock.Trap().NewTimer("drain", "quiet")
 	defer quiet.Close()
 
-	req := iaHelperReq("interactive-leave-holder")
+	req := helperReq("interactive-leave-holder")
 	req.Stdin = true
 	p := mustStart(t, m, req)
 	// The drain arms its quiet window once the child was reaped.
@@ -234,7 +234,7 @@ func TestWriteBlockedWhenChildExits(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	m, _ := iaMockManager(t)
-	req := iaHelperReq("interactive-exit-on-input")
+	req := helperReq("interactive-exit-on-input")
 	req.Stdin = true
 	p := mustStart(t, m, req)
 
@@ -261,7 +261,7 @@ func TestWriteBlockedReleasedByClose(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	m := newManager(t, proc.Options{})
-	req := iaHelperReq("interactive-input-then-wait")
+	req := helperReq("interactive-input-then-wait")
 	req.Stdin = true
 	p := mustStart(t, m, req)
 
@@ -275,7 +275,7 @@ func TestWriteBlockedReleasedByClose(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatalf("Close() = %v", err)
 	}
-	r := iaRecv(ctx, t, res, "the blocked write")
+	r := recv(ctx, t, res, "the blocked write")
 	if !errors.Is(r.err, proc.ErrClosed) || r.n <= 0 || r.n >= size {
 		t.Errorf("WriteContext(10 MiB) blocked during Close = %d, %v; want 0 < n < %d, ErrClosed", r.n, r.err, size)
 	}
@@ -290,7 +290,7 @@ func TestWriteToClosedStdin(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	m := newManager(t, proc.Options{})
-	req := iaHelperReq("interactive-close-stdin")
+	req := helperReq("interactive-close-stdin")
 	req.Stdin = true
 	p := mustStart(t, m, req)
 	iaWaitText(ctx, t, p, "closed\n")
@@ -420,7 +420,7 @@ func TestTTY(t *testing.T) {
 		t.Parallel()
 		ctx := testCtx(t)
 		m := newManager(t, proc.Options{})
-		req := iaHelperReq("interactive-winch")
+		req := helperReq("interactive-winch")
 		req.TTY = true
 		p := mustStart(t, m, req)
 		iaWaitText(ctx, t, p, "ready\r\n")
@@ -496,7 +496,7 @@ func TestWriteInExitWindow(t *testing.T) {
 	exit := mClock.Trap().Now("process", "exit")
 	defer exit.Close()
 
-	req := iaHelperReq("interactive-exit")
+	req := helperReq("interactive-exit")
 	req.Stdin = true
 	p := mustStart(t, m, req)
 	call := exit.MustWait(ctx) // the child was reaped; the exit is not published
@@ -515,7 +515,7 @@ func TestCloseStdinReleasesBlockedWrite(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	m := newManager(t, proc.Options{})
-	req := iaHelperReq("interactive-input-then-wait")
+	req := helperReq("interactive-input-then-wait")
 	req.Stdin = true
 	p := mustStart(t, m, req)
 
@@ -534,7 +534,7 @@ func TestCloseStdinReleasesBlockedWrite(t *testing.T) {
 	if err != nil {
 		t.Errorf("CloseStdin() during a blocked Write = %v; want nil", err)
 	}
-	r := iaRecv(ctx, t, res, "the blocked write")
+	r := recv(ctx, t, res, "the blocked write")
 	if r.n <= 0 || r.n >= size || !errors.Is(r.err, proc.ErrInvalid) {
 		t.Errorf("Write(10 MiB) interrupted by CloseStdin = %d, %v; want 0 < n < %d, ErrInvalid", r.n, r.err, size)
 	}
@@ -560,7 +560,7 @@ func iaBounded(ctx context.Context, t *testing.T, m *proc.Manager, what string, 
 		if err := m.Close(); err != nil {
 			t.Errorf("Close() = %v", err)
 		}
-		t.Logf("after Close: %s = %v", what, iaRecv(ctx, t, done, what))
+		t.Logf("after Close: %s = %v", what, recv(ctx, t, done, what))
 		return nil, false
 	}
 }
@@ -572,7 +572,7 @@ func TestWriteContextQueuedBehindBlockedWrite(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	m := newManager(t, proc.Options{})
-	req := iaHelperReq("interactive-input-then-wait")
+	req := helperReq("interactive-input-then-wait")
 	req.Stdin = true
 	p := mustStart(t, m, req)
 
@@ -601,7 +601,7 @@ func TestWriteContextQueuedBehindBlockedWrite(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Errorf("Close() = %v", err)
 	}
-	if r := iaRecv(ctx, t, res, "the blocked write"); !errors.Is(r.err, proc.ErrClosed) {
+	if r := recv(ctx, t, res, "the blocked write"); !errors.Is(r.err, proc.ErrClosed) {
 		t.Errorf("Write(10 MiB) blocked during Close = %d, %v; want ErrClosed", r.n, r.err)
 	}
 }
@@ -616,7 +616,7 @@ func TestTTYCloseStdinBlockedWrite(t *testing.T) {
 	ctx := testCtx(t)
 	m := newManager(t, proc.Options{})
 	// Non-canonical, so that one byte makes the terminal readable.
-	req := iaHelperReq("interactive-input-then-wait")
+	req := helperReq("interactive-input-then-wait")
 	req.Command = "stty -icanon -echo && exec " + iaShellQuote(req.Args[0])
 	req.Args = nil
 	req.TTY = true
@@ -640,7 +640,7 @@ func TestTTYCloseStdinBlockedWrite(t *testing.T) {
 	if n, err := p.Write([]byte("x")); n != 0 || !errors.Is(err, proc.ErrInvalid) {
 		t.Errorf("Write after CloseStdin = %d, %v; want 0, ErrInvalid", n, err)
 	}
-	r := iaRecv(ctx, t, res, "the blocked write")
+	r := recv(ctx, t, res, "the blocked write")
 	if r.n >= size || !errors.Is(r.err, proc.ErrInvalid) {
 		t.Errorf("Write(4 MiB) interrupted by CloseStdin = %d, %v; want n < %d, ErrInvalid", r.n, r.err, size)
 	}

@@ -60,20 +60,6 @@ func lcHelperEcho([]string) int {
 	return 0
 }
 
-// lcHelperReq is helperReq with the race detector's exit delay turned
-// off: a -race binary otherwise sleeps a second (GORACE atexit_sleep_ms)
-// before it exits, which would make every helper child slow. Grandchildren
-// inherit the setting.
-func lcHelperReq(mode string, args ...string) proc.StartRequest {
-	req := helperReq(mode, args...)
-	gorace := "atexit_sleep_ms=0"
-	if v := os.Getenv("GORACE"); v != "" {
-		gorace = v + " " + gorace
-	}
-	req.Env["GORACE"] = gorace
-	return req
-}
-
 // lcContent is the deterministic output of helper lc-write: n bytes of
 // numbered lines.
 func lcContent(n int) []byte {
@@ -185,19 +171,6 @@ func lcWaitOutput(ctx context.Context, t *testing.T, p *proc.Process, what strin
 	}
 }
 
-// lcRecv receives from ch or fails the test when ctx ends.
-func lcRecv[T any](ctx context.Context, t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-ctx.Done():
-		t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		var zero T
-		return zero
-	}
-}
-
 // lcCheckRunning checks the status fields of a record that is not final.
 func lcCheckRunning(t *testing.T, info proc.Info) {
 	t.Helper()
@@ -243,7 +216,7 @@ func TestSnapshotRaceFinalOutput(t *testing.T) {
 
 	ps := make([]*proc.Process, procs)
 	for i := range ps {
-		req := lcHelperReq("lc-write", strconv.Itoa(size))
+		req := helperReq("lc-write", strconv.Itoa(size))
 		req.HeadBytes, req.TailBytes = head, tail
 		ps[i] = mustStart(t, m, req)
 	}
@@ -361,7 +334,7 @@ func TestDrainEOFMockClock(t *testing.T) {
 	ctx := testCtx(t, 10*time.Second)
 	mClock := quartz.NewMock(t)
 	m := lcMockManager(t, mClock, proc.Options{})
-	p := mustStart(t, m, lcHelperReq("lc-print", "hi\n"))
+	p := mustStart(t, m, helperReq("lc-print", "hi\n"))
 	s := waitFinal(ctx, t, p)
 	if s.Output.Text != "hi\n" {
 		t.Errorf("Output() = %q; want %q", s.Output.Text, "hi\n")
@@ -382,7 +355,7 @@ func TestWaitAndDone(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	m := newManager(t, proc.Options{})
-	req := lcHelperReq("lc-echo")
+	req := helperReq("lc-echo")
 	req.Stdin = true
 	p := mustStart(t, m, req)
 
@@ -426,11 +399,11 @@ func TestWaitAndDone(t *testing.T) {
 		t.Fatalf("CloseStdin() = %v", err)
 	}
 	for range waiters {
-		if err := lcRecv(ctx, t, errs, "a waiter"); err != nil {
+		if err := recv(ctx, t, errs, "a waiter"); err != nil {
 			t.Errorf("concurrent Wait() = %v; want nil", err)
 		}
 	}
-	lcRecv(ctx, t, closedSeen, "Done() to close")
+	recv(ctx, t, closedSeen, "Done() to close")
 	s := p.Snapshot()
 	lcCheckFinal(t, s.Info)
 	if s.Output.Text != "bye\n" {
@@ -484,7 +457,7 @@ func TestSignalInvalid(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	m := newManager(t, proc.Options{})
-	req := lcHelperReq("lc-echo")
+	req := helperReq("lc-echo")
 	req.Stdin = true
 	p := mustStart(t, m, req)
 	for _, sig := range []proc.Signal{"HUP", "", "9", "stop"} {

@@ -325,7 +325,7 @@ func lcStartTrapped(ctx context.Context, t *testing.T, m *proc.Manager, req proc
 		t.Errorf("%v timer of %v; want %v", call.Tags, call.Duration, want)
 	}
 	call.MustRelease(ctx)
-	r := lcRecv(ctx, t, ch, "Start")
+	r := recv(ctx, t, ch, "Start")
 	if r.err != nil {
 		t.Fatalf("Start(%+v) = %v", req, r.err)
 	}
@@ -414,7 +414,7 @@ func TestSignalUntilGroupDead(t *testing.T) {
 			return cmd
 		},
 	})
-	req := lcHelperReq("lc-bg-leader", "hi\n")
+	req := helperReq("lc-bg-leader", "hi\n")
 	req.SeparateStderr = true
 	start := time.Now()
 	p := mustStart(t, m, req)
@@ -481,7 +481,7 @@ func TestDrainGrandchildTail(t *testing.T) {
 	ctx := testCtx(t)
 	m := newManager(t, proc.Options{DrainQuiet: 500 * time.Millisecond})
 	start := time.Now()
-	p := mustStart(t, m, lcHelperReq("lc-spawn", "nopid", "lc-tail"))
+	p := mustStart(t, m, helperReq("lc-spawn", "nopid", "lc-tail"))
 	s := waitFinal(ctx, t, p)
 	elapsed := time.Since(start)
 	if s.Output.Text != "tail" || s.Output.Truncation != nil {
@@ -515,7 +515,7 @@ func TestDrainChunks(t *testing.T) {
 		resetTrap := mClock.Trap().TimerReset("drain", "quiet")
 		defer resetTrap.Close()
 
-		p := mustStart(t, m, lcHelperReq("lc-spawn", "nopid", "lc-cat", path))
+		p := mustStart(t, m, helperReq("lc-spawn", "nopid", "lc-cat", path))
 		// The drain's first timer: the child exited, the grandchild holds
 		// stdout.
 		call := quietTrap.MustWait(ctx)
@@ -572,7 +572,7 @@ func TestDrainChunks(t *testing.T) {
 		quietTrap := mClock.Trap().NewTimer("drain", "quiet")
 		defer quietTrap.Close()
 
-		p := mustStart(t, m, lcHelperReq("lc-spawn", "nopid", "lc-cat", path))
+		p := mustStart(t, m, helperReq("lc-spawn", "nopid", "lc-cat", path))
 		quietTrap.MustWait(ctx).MustRelease(ctx)
 		lcCheckRunning(t, p.Info())
 		// The grandchild writes its last words and exits: EOF, with the
@@ -602,7 +602,7 @@ func TestDrainChunks(t *testing.T) {
 		capTrap := mClock.Trap().NewTimer("drain", "cap")
 		defer capTrap.Close()
 
-		p := mustStart(t, m, lcHelperReq("lc-spawn", "nopid", "lc-flood"))
+		p := mustStart(t, m, helperReq("lc-spawn", "nopid", "lc-flood"))
 		quietTrap.MustWait(ctx).MustRelease(ctx)
 		call := capTrap.MustWait(ctx)
 		if call.Duration != drainCap {
@@ -733,7 +733,7 @@ func TestTimeoutMockClock(t *testing.T) {
 			graceTrap := mClock.Trap().AfterFunc("process", "kill-grace")
 			defer graceTrap.Close()
 
-			req := lcHelperReq(tc.mode)
+			req := helperReq(tc.mode)
 			req.Timeout = timeout
 			req.Stdin = true
 			p := lcStartTrapped(ctx, t, m, req, timeoutTrap, timeout)
@@ -785,9 +785,9 @@ func TestCloseStopsEverything(t *testing.T) {
 	m := proc.NewManager(proc.Options{KillGrace: grace, DrainTimeout: drainCap})
 	t.Cleanup(func() { _ = m.Close() }) // if the test fails early
 
-	ignoring := mustStart(t, m, lcHelperReq("lc-ignore-term"))
-	spawner := mustStart(t, m, lcHelperReq("lc-spawn", "pid", "lc-ignore-term"))
-	obeying := mustStart(t, m, lcHelperReq("lc-ready-sleep"))
+	ignoring := mustStart(t, m, helperReq("lc-ignore-term"))
+	spawner := mustStart(t, m, helperReq("lc-spawn", "pid", "lc-ignore-term"))
+	obeying := mustStart(t, m, helperReq("lc-ready-sleep"))
 	shell := mustStart(t, m, proc.StartRequest{
 		Command: `trap "" TERM; sleep 30 >/dev/null 2>&1 & echo "spawned $!"; echo ready; wait`,
 	})
@@ -826,7 +826,7 @@ func TestCloseStopsEverything(t *testing.T) {
 		}
 	}
 
-	if _, err := m.Start(lcHelperReq("lc-print", "x")); !errors.Is(err, proc.ErrClosed) {
+	if _, err := m.Start(helperReq("lc-print", "x")); !errors.Is(err, proc.ErrClosed) {
 		t.Errorf("Start() after Close = %v; want an error wrapping ErrClosed", err)
 	}
 	start = time.Now()
@@ -870,7 +870,7 @@ func TestCloseKillsEveryMember(t *testing.T) {
 
 	// Two, so that the group Close kills last has one.
 	for range 2 {
-		p := mustStart(t, m, lcHelperReq("lc-spawn", "pid", "lc-big", "256"))
+		p := mustStart(t, m, helperReq("lc-spawn", "pid", "lc-big", "256"))
 		s := waitFinal(ctx, t, p)
 		pids := lcParsePIDs(t, s.Output.Text)
 		if !strings.Contains(s.Output.Text, "ready\n") || len(pids) != 1 {

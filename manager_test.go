@@ -105,20 +105,9 @@ func mgrCheckErr(t testing.TB, call string, err, want error, mention ...string) 
 	}
 }
 
-// mgrGorace turns off the race detector's exit delay (1s by default) in
-// helper children, keeping any GORACE options of the test run.
-var mgrGorace = strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
+func mgrBlockReq() proc.StartRequest { return helperReq("mgr-block") }
 
-// mgrHelperReq is helperReq with mgrGorace in the child's environment.
-func mgrHelperReq(mode string, args ...string) proc.StartRequest {
-	req := helperReq(mode, args...)
-	req.Env["GORACE"] = mgrGorace
-	return req
-}
-
-func mgrBlockReq() proc.StartRequest { return mgrHelperReq("mgr-block") }
-
-func mgrExitReq(code int) proc.StartRequest { return mgrHelperReq("mgr-exit", strconv.Itoa(code)) }
+func mgrExitReq(code int) proc.StartRequest { return helperReq("mgr-exit", strconv.Itoa(code)) }
 
 // mgrIDs returns the IDs of infos, in order.
 func mgrIDs(infos []proc.Info) []string {
@@ -180,7 +169,7 @@ func mgrEnviron(ctx context.Context, t testing.TB, p *proc.Process) []string {
 
 // mgrEnvReq runs mgr-env with room for a large environment.
 func mgrEnvReq() proc.StartRequest {
-	req := mgrHelperReq("mgr-env")
+	req := helperReq("mgr-env")
 	req.HeadBytes = 1 << 20
 	return req
 }
@@ -205,7 +194,7 @@ func mgrBaseEnv(mode string, drop ...string) []string {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, helperEnv+"="+mode, "GORACE="+mgrGorace)
+	env = append(env, helperEnv+"="+mode, "GORACE="+helperGorace)
 	sort.Strings(env)
 	return env
 }
@@ -953,7 +942,7 @@ func TestStartEnv(t *testing.T) {
 			return []string{"PROC_T_ONLY=1"}, nil
 		}})
 		env := mgrEnviron(ctx, t, mustStart(t, m, mgrEnvReq()))
-		if got, want := mgrSorted(env), mgrSorted([]string{helperEnv + "=mgr-env", "GORACE=" + mgrGorace, "PROC_T_ONLY=1"}); !slices.Equal(got, want) {
+		if got, want := mgrSorted(env), mgrSorted([]string{helperEnv + "=mgr-env", "GORACE=" + helperGorace, "PROC_T_ONLY=1"}); !slices.Equal(got, want) {
 			t.Errorf("child environment = %q; want exactly UpdateEnv's result and the request's Env: %q", got, want)
 		}
 		mu.Lock()
@@ -1075,7 +1064,7 @@ func TestStartWorkDir(t *testing.T) {
 				}
 			}
 			m := newManager(t, opts)
-			req := mgrHelperReq("mgr-pwd")
+			req := helperReq("mgr-pwd")
 			req.WorkDir = tc.workDir
 			snap := waitFinal(ctx, t, mustStart(t, m, req))
 			if code := exitCode(t, snap.Info); code != 0 {
@@ -1118,7 +1107,7 @@ func TestCommandContextHook(t *testing.T) {
 		},
 	})
 
-	req := mgrHelperReq("mgr-echo", "a", "b c")
+	req := helperReq("mgr-echo", "a", "b c")
 	snap := waitFinal(ctx, t, mustStart(t, m, req))
 	var got callArgs
 	select {
@@ -1394,7 +1383,7 @@ func TestSnapshotJSON(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	m := newManager(t, proc.Options{})
-	req := mgrHelperReq("mgr-echo", strings.Repeat("x", 100))
+	req := helperReq("mgr-echo", strings.Repeat("x", 100))
 	req.HeadBytes, req.TailBytes = 16, 16
 	req.Owner = "alice"
 	snap := waitFinal(ctx, t, mustStart(t, m, req))

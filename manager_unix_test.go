@@ -132,7 +132,7 @@ func TestStartRefusedNoLeaks(t *testing.T) {
 	}
 	ctx := testCtx(t, 120*time.Second)
 	m := newManager(t, proc.Options{})
-	snap := waitFinal(ctx, t, mustStart(t, m, mgrHelperReq("mgr-fdcheck")))
+	snap := waitFinal(ctx, t, mustStart(t, m, helperReq("mgr-fdcheck")))
 	if code := exitCode(t, snap.Info); code != 0 || !strings.HasPrefix(snap.Output.Text, "ok") {
 		t.Errorf("mgr-fdcheck exit %d:\n%s", code, snap.Output.Text)
 	}

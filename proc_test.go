@@ -49,12 +49,28 @@ func helperArgv(args ...string) []string {
 	return append([]string{os.Args[0]}, args...)
 }
 
+// helperGorace keeps the run's GORACE options for helper children and turns
+// off the second a -race binary otherwise sleeps before it exits.
+// Grandchildren inherit it.
+var helperGorace = strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
+
 // helperReq is a StartRequest that runs helper mode with args.
 func helperReq(mode string, args ...string) proc.StartRequest {
 	return proc.StartRequest{
 		Args: helperArgv(args...),
-		// A -race binary otherwise sleeps a second before it exits.
-		Env: map[string]string{helperEnv: mode, "GORACE": "atexit_sleep_ms=0"},
+		Env:  map[string]string{helperEnv: mode, "GORACE": helperGorace},
+	}
+}
+
+// recv receives from ch, or fails the test when ctx ends first.
+func recv[T any](ctx context.Context, t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-ctx.Done():
+		t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		panic("unreachable")
 	}
 }
 
