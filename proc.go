@@ -390,10 +390,13 @@ func (p *Process) Resize(size TermSize) error {
 // cursor, at most max of them (max <= 0: no limit); see [Chunk]. Summed over
 // reads from 0 until EOF, len(Data) + Lost equals the stream's length.
 func (p *Process) ReadSince(cursor int64, max int) Chunk {
-	c := p.out.ReadSince(cursor, max)
+	return p.finalEOF(p.out.ReadSince(cursor, max))
+}
+
+// finalEOF clears c.EOF until the record is final: the buffer is finished
+// a moment before, and EOF must come together with the final status.
+func (p *Process) finalEOF(c Chunk) Chunk {
 	if c.EOF && !p.isFinal() {
-		// The buffer is finished a moment before the record is final;
-		// report EOF only together with the final status.
 		c.EOF = false
 	}
 	return c
@@ -943,9 +946,7 @@ func (p *Process) WaitFor(ctx context.Context, re *regexp.Regexp, fromStart bool
 	}
 	for {
 		c, lineStart := p.out.readSinceLine(cursor, 0)
-		if c.EOF && !p.isFinal() {
-			c.EOF = false // as in ReadSince: EOF comes with the final status
-		}
+		c = p.finalEOF(c)
 		if c.Lost > 0 {
 			// The end of the current line was dropped; so was the beginning
 			// of the next, unless the bytes after the gap begin a line.

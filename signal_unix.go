@@ -93,7 +93,7 @@ func (g *procGroup) alive() bool {
 	}
 	// Only ESRCH settles it for good: a scan of /proc is not atomic, and a
 	// member that forks and exits during it could be missed.
-	if live, ok := procGroupAlive(g.pgid); ok {
+	if live, ok := g.scanAlive(); ok {
 		return live
 	}
 	return true // kill(-pgid, 0) succeeded: members, perhaps only zombies
@@ -105,10 +105,10 @@ func (g *procGroup) id() string { return strconv.Itoa(g.pgid) }
 // release frees what the group holds; on Unix nothing.
 func (g *procGroup) release() {}
 
-// procGroupAlive scans /proc for a process of group pgid whose state is not
+// scanAlive scans /proc for a process of the group whose state is not
 // Z (zombie) or X (dead). ok is false where there is no /proc.
-func procGroupAlive(pgid int) (live, ok bool) {
-	want := strconv.Itoa(pgid)
+func (g *procGroup) scanAlive() (live, ok bool) {
+	want := g.id()
 	ok = scanProc(func(group string) bool {
 		live = group == want
 		return !live
