@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -240,6 +241,31 @@ func rawCapture(args []string, buf []byte) (int64, error) {
 	return n, err
 }
 
+// rawCaptureAsync starts args with os/exec and returns at once; a
+// goroutine reads its stdout and stderr (one pipe) through buf until EOF,
+// reaps it, sends the error on the returned channel and ends.
+func rawCaptureAsync(args []string, buf []byte) <-chan error {
+	done := make(chan error, 1) // one send, by the goroutine below
+	cmd := exec.Command(args[0], args[1:]...)
+	out, err := cmd.StdoutPipe()
+	if err == nil {
+		cmd.Stderr = cmd.Stdout
+		err = cmd.Start()
+	}
+	if err != nil {
+		done <- err
+		return done
+	}
+	go func() {
+		_, err := io.CopyBuffer(struct{ io.Writer }{io.Discard}, struct{ io.Reader }{out}, buf)
+		if werr := cmd.Wait(); err == nil {
+			err = werr
+		}
+		done <- err
+	}()
+	return done
+}
+
 // gocmdRun runs args with go-cmd's default (buffered) Cmd and waits for
 // its final status.
 func gocmdRun(b *testing.B, args []string) gocmd.Status {
@@ -419,6 +445,14 @@ func BenchmarkCaptureMemory(b *testing.B) {
 // proc runs on a manager in its steady state (it already holds
 // MaxRetained records, so each new final record drops the oldest);
 // proc-fresh on managers that never dropped a record.
+//
+// Two os/exec baselines bound what any capturing supervisor can reach:
+// raw-pipe reads the output on the caller's goroutine and then waits, as a
+// blocking call does; raw-async is os/exec used the way an asynchronous
+// supervisor must use it (Start returns, a goroutine reads the output to
+// EOF and reaps, the caller waits on a channel). proc does the same with a
+// goroutine per stream and one exit goroutine, so that it sees the exit
+// while a grandchild holds the pipe.
 func BenchmarkTrue(b *testing.B) {
 	b.Run("raw", func(b *testing.B) {
 		b.ReportAllocs()
@@ -440,6 +474,18 @@ func BenchmarkTrue(b *testing.B) {
 		for b.Loop() {
 			if _, err := rawCapture([]string{"true"}, buf); err != nil {
 				b.Fatalf("rawCapture(true) = %v; want nil", err)
+			}
+		}
+		cpu.report(b)
+		finish(b, "raw")
+	})
+	b.Run("raw-async", func(b *testing.B) {
+		b.ReportAllocs()
+		cpu := readCPU(b)
+		buf := make([]byte, 64<<10)
+		for b.Loop() {
+			if err := <-rawCaptureAsync([]string{"true"}, buf); err != nil {
+				b.Fatalf("rawCaptureAsync(true) = %v; want nil", err)
 			}
 		}
 		cpu.report(b)
@@ -475,6 +521,82 @@ func BenchmarkTrue(b *testing.B) {
 		finish(b, "raw")
 	})
 }
+
+// BenchmarkTruePaired measures the ratios of BenchmarkTrue in a way that
+// a shared machine disturbs less. Run one after another for a second each,
+// the sub-benchmarks of BenchmarkTrue see different load, and their ratios
+// move by 10-20% from round to round. Here each op is one block: every
+// variant in turn makes one untimed run (so that none is timed in the state
+// the previous variant left behind) and then truePairedRuns timed ones.
+// A variant's ratio is its block time over raw's in the same block;
+// "x-raw-<variant>" is the median over the blocks, "ns-<variant>" the
+// median time of one run. ns/op is a whole block.
+func BenchmarkTruePaired(b *testing.B) {
+	args := []string{"true"}
+	buf := make([]byte, 64<<10)
+	steady := steadyManager(b)
+	fresh := &freshManager{b: b}
+	variants := []struct {
+		name string
+		run  func()
+	}{
+		{"raw", func() {
+			if err := exec.Command(args[0]).Run(); err != nil {
+				b.Fatalf("exec.Command(true).Run() = %v; want nil", err)
+			}
+		}},
+		{"raw-pipe", func() {
+			if _, err := rawCapture(args, buf); err != nil {
+				b.Fatalf("rawCapture(true) = %v; want nil", err)
+			}
+		}},
+		{"raw-async", func() {
+			if err := <-rawCaptureAsync(args, buf); err != nil {
+				b.Fatalf("rawCaptureAsync(true) = %v; want nil", err)
+			}
+		}},
+		{"proc", func() {
+			checkFinal(b, procRun(b, steady, proc.StartRequest{Args: args}), 0)
+		}},
+		{"proc-fresh", func() {
+			checkFinal(b, procRun(b, fresh.m, proc.StartRequest{Args: args}), 0)
+		}},
+		{"gocmd", func() { gocmdRun(b, args) }},
+	}
+	ratios := make([][]float64, len(variants))
+	perRun := make([][]float64, len(variants))
+	block := make([]time.Duration, len(variants))
+	for b.Loop() {
+		fresh.get(truePairedRuns + 1)
+		for i, v := range variants {
+			v.run()
+			start := time.Now()
+			for range truePairedRuns {
+				v.run()
+			}
+			block[i] = time.Since(start)
+		}
+		for i := range variants {
+			ratios[i] = append(ratios[i], float64(block[i])/float64(block[0]))
+			perRun[i] = append(perRun[i], float64(block[i])/truePairedRuns)
+		}
+	}
+	med := func(v []float64) float64 {
+		v = slices.Clone(v)
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	for i, v := range variants {
+		b.ReportMetric(med(perRun[i]), "ns-"+v.name)
+		if i > 0 {
+			b.ReportMetric(med(ratios[i]), "x-raw-"+v.name)
+		}
+	}
+}
+
+// truePairedRuns is the number of timed runs of each variant in a block of
+// BenchmarkTruePaired.
+const truePairedRuns = 8
 
 // grandchildScript leaves a silent background child holding stdout.
 const grandchildScript = "sleep 2 & echo hi"
