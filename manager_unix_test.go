@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/coder/quartz"
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 
 	"github.com/procvisor/proc"
 )
@@ -268,4 +270,86 @@ func TestResizeZero(t *testing.T) {
 		t.Errorf("Resize(30x100) of a running TTY process = %v", err)
 	}
 	mgrKill(ctx, t, p)
+}
+
+// TestChildInheritsNoDescriptor pins that a child sees only its own three
+// standard descriptors, whatever the manager holds for other processes at
+// that moment: a PTY master, stdin and output pipes, a log file, the
+// pidfds of running children. Any of them leaking would keep a pipe open
+// in an unrelated child (no EOF for its reader) or hand it a terminal.
+// Not parallel: a parallel test's descriptors are none of this test's
+// business.
+func TestChildInheritsNoDescriptor(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	if _, err := exec.LookPath("ls"); err != nil {
+		t.Skipf("no ls: %v", err)
+	}
+	// Descriptors this test process inherited without close-on-exec (from
+	// whatever started it) reach every child of it, os/exec's too; they
+	// are the host's to mark, not the library's.
+	hostInheritable := map[string]string{}
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd <= 2 {
+			continue
+		}
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		if err != nil {
+			continue // the directory ReadDir read, closed by now
+		}
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
+			hostInheritable[e.Name()] = target
+		}
+	}
+
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	holders := []proc.StartRequest{
+		{Args: []string{"cat"}, TTY: true},
+		{Args: []string{"cat"}, Stdin: true, SeparateStderr: true},
+		{Args: []string{"cat"}, Stdin: true, LogPath: filepath.Join(t.TempDir(), "log")},
+	}
+	var running []*proc.Process
+	for _, req := range holders {
+		running = append(running, mustStart(t, m, req))
+	}
+
+	snap := waitFinal(ctx, t, mustStart(t, m, proc.StartRequest{Args: []string{"ls", "-l", "/proc/self/fd/"}}))
+	if code := exitCode(t, snap.Info); code != 0 {
+		t.Fatalf("ls exit %d:\n%s", code, snap.Output.Text)
+	}
+	var seen []string
+	for _, line := range strings.Split(snap.Output.Text, "\n") {
+		fields := strings.Fields(line)
+		i := slices.Index(fields, "->")
+		if i < 1 || i+1 >= len(fields) {
+			continue // the "total" line
+		}
+		fd, target := fields[i-1], fields[i+1]
+		seen = append(seen, fd)
+		switch {
+		case fd == "0" || fd == "1" || fd == "2":
+		case strings.HasPrefix(target, "/proc/") && strings.HasSuffix(target, "/fd"):
+			// The directory ls itself is reading.
+		case hostInheritable[fd] == target:
+		default:
+			t.Errorf("the child inherited descriptor %s -> %s", fd, target)
+		}
+	}
+	if !slices.Contains(seen, "0") || !slices.Contains(seen, "1") || !slices.Contains(seen, "2") {
+		t.Errorf("ls listed descriptors %v; want 0, 1 and 2 among them:\n%s", seen, snap.Output.Text)
+	}
+
+	for _, p := range running {
+		if err := p.Signal(proc.Kill); err != nil {
+			t.Errorf("Signal(Kill) on %s = %v", p.ID(), err)
+		}
+		waitFinal(ctx, t, p)
+	}
 }
