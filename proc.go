@@ -609,6 +609,7 @@ func (p *Process) supervise() {
 		p.in.exit()
 	}
 	close(p.exited)
+	p.group.reaped()
 	exitedAt := p.m.clock.Now("process", "exit")
 	p.drain()
 	p.finish(waitErr, exitedAt)

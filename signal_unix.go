@@ -50,11 +50,19 @@ func setupGroup(cmd *exec.Cmd, tty bool) {
 func setCommandLine(*exec.Cmd, []string, string) {}
 
 // procGroup is a child's process group; its ID is the child's PID.
+//
+// A group ID can name a new group once the old one is gone, so a group is
+// signalled after its leader was reaped only while it provably is still
+// ours. POSIX keeps a PID from being reused while a process group of that
+// ID exists; hence, once the leader is reaped, a process whose PID is the
+// group ID is a newcomer, and the old group is gone.
 type procGroup struct {
 	pgid int
 	// gone is set once the group was seen without a live member: a group
 	// never regains members (its ID could only name a new group later).
 	gone atomic.Bool
+	// leaderReaped is set by the exit goroutine once cmd.Wait returned.
+	leaderReaped atomic.Bool
 }
 
 func newGroup(cmd *exec.Cmd) (*procGroup, error) {
@@ -78,6 +86,17 @@ func (g *procGroup) signal(sig Signal) error {
 	return err
 }
 
+// reaped records that the leader was reaped, and settles with one system
+// call whether the group went with it (the common case), so that a later
+// Signal on the final record never asks about an ID that may have been
+// reused by then. The exit goroutine calls it once, after cmd.Wait.
+func (g *procGroup) reaped() {
+	g.leaderReaped.Store(true)
+	if errors.Is(unix.Kill(-g.pgid, 0), unix.ESRCH) {
+		g.gone.Store(true)
+	}
+}
+
 // alive reports whether the group has a member that is not a zombie.
 // kill(-pgid, 0) also succeeds for zombies, which PID 1 may reap late, so
 // where /proc exists it is read instead.
@@ -90,6 +109,15 @@ func (g *procGroup) alive() bool {
 	if errors.Is(unix.Kill(-g.pgid, 0), unix.ESRCH) {
 		g.gone.Store(true)
 		return false
+	}
+	if g.leaderReaped.Load() {
+		// Our leader is reaped, so a process with its PID is a newcomer,
+		// which the PID could only be given to once our group was gone:
+		// the members kill(-pgid) found are another group's.
+		if err := unix.Kill(g.pgid, 0); err == nil || errors.Is(err, unix.EPERM) {
+			g.gone.Store(true)
+			return false
+		}
 	}
 	// Only ESRCH settles it for good: a scan of /proc is not atomic, and a
 	// member that forks and exits during it could be missed.
