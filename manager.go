@@ -712,6 +712,9 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 	if err := validate(req); err != nil {
 		return nil, err
 	}
+	if name := m.opts.OwnerEnv; req.Owner != "" && (strings.ContainsAny(name, "=\x00")) {
+		return nil, xerrors.Errorf("start: Options.OwnerEnv %q holds '=' or NUL: %w", name, ErrInvalid)
+	}
 	sp := &spec{
 		req:          req,
 		id:           req.ID,
@@ -769,6 +772,8 @@ func validate(req StartRequest) error {
 		return xerrors.Errorf("start: LogPath contains NUL: %w", ErrInvalid)
 	case strings.ContainsRune(req.ID, 0):
 		return xerrors.Errorf("start: ID contains NUL: %w", ErrInvalid)
+	case strings.ContainsRune(req.Owner, 0):
+		return xerrors.Errorf("start: Owner contains NUL: %w", ErrInvalid)
 	}
 	for _, a := range req.Args {
 		if strings.ContainsRune(a, 0) {

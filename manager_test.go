@@ -866,6 +866,18 @@ func TestOwnerEnv(t *testing.T) {
 	if got, want := mgrEntries(env, name), []string{name + "=bob"}; !slices.Equal(got, want) {
 		t.Errorf("child with Owner bob and UnsetEnv %s has %v; want %v", name, got, want)
 	}
+
+	// An OwnerEnv that cannot name a variable refuses owned starts as bad
+	// input, not as a failed exec.
+	bad := newManager(t, proc.Options{OwnerEnv: "PROC_T=OWNER"})
+	p, err := bad.Scope("alice").Start(mgrEnvReq())
+	mgrCheckErr(t, "Start with OwnerEnv PROC_T=OWNER", err, proc.ErrInvalid, "OwnerEnv", "PROC_T=OWNER")
+	if p != nil {
+		t.Errorf("Start with a bad OwnerEnv returned process %s", p.ID())
+	}
+	if n := len(bad.List()); n != 0 {
+		t.Errorf("List() after the refused start has %d records; want 0", n)
+	}
 }
 
 // TestStartEnv pins the child's environment: the base environment, then
@@ -1195,6 +1207,7 @@ func TestStartBadInput(t *testing.T) {
 		{"size-zero-cols", with(func(r *proc.StartRequest) { r.Size = proc.TermSize{Rows: 24, Cols: 0} }), proc.ErrInvalid, []string{"Size"}},
 		{"tty-separate-stderr", with(func(r *proc.StartRequest) { r.TTY = true; r.SeparateStderr = true }), proc.ErrInvalid, []string{"SeparateStderr"}},
 		{"id-nul", with(func(r *proc.StartRequest) { r.ID = "a\x00b" }), proc.ErrInvalid, []string{"ID"}},
+		{"owner-nul", with(func(r *proc.StartRequest) { r.Owner = "a\x00b" }), proc.ErrInvalid, []string{"Owner"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
