@@ -672,14 +672,25 @@ func (p *Process) setTimer(slot **quartz.Timer, t *quartz.Timer) {
 // onTimeout runs on the timeout timer: terminate the group, then kill it
 // after KillGrace.
 func (p *Process) onTimeout() {
-	if p.hasExited() || !p.m.enter() {
+	// A leader that exited by itself, even if not reaped yet, beat the
+	// deadline: it did not time out.
+	if p.hasExited() || leaderExited(p.info.PID) || !p.m.enter() {
 		return
 	}
 	defer p.m.background.Done()
+	// Set before the signal: the exit it causes may be published at once.
 	p.mu.Lock()
 	p.timedOut = true
 	p.mu.Unlock()
 	if err := p.Signal(Terminate); err != nil {
+		if errors.Is(err, ErrNotRunning) {
+			// The exit was published in between, and the group is gone:
+			// the timeout ended nothing.
+			p.mu.Lock()
+			p.timedOut = false
+			p.mu.Unlock()
+			return
+		}
 		p.m.logger.Debug(context.Background(), "terminate on timeout", slog.F("id", p.info.ID), slog.Error(err))
 	}
 	t := p.m.clock.AfterFunc(p.m.opts.KillGrace, p.onKillGrace, "process", "kill-grace")
