@@ -190,6 +190,12 @@ type Manager struct {
 	background sync.WaitGroup
 	// closeDone is closed when the first Close returns; later calls wait.
 	closeDone chan struct{}
+
+	// exits counts exit goroutines, so that Close also waits for those of
+	// records dropped before it looked (their goroutines may still be
+	// finishing). Process.begin adds; Close's wait comes after waiting for
+	// every record it stops to end, which every begin precedes.
+	exits sync.WaitGroup
 }
 
 // NewManager returns a Manager configured by opts (see [Options] for the
@@ -343,6 +349,7 @@ func (m *Manager) Close() error {
 	for _, p := range procs {
 		p.group.release()
 	}
+	m.exits.Wait()
 	return nil
 }
 

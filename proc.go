@@ -590,6 +590,7 @@ func (p *Process) begin() {
 		go pu.run()
 	}
 	// Stopped when the child exits and the bounded drain ends.
+	p.m.exits.Add(1)
 	go p.supervise()
 	if p.timeout > 0 {
 		t := p.m.clock.AfterFunc(p.timeout, p.onTimeout, "process", "timeout")
@@ -600,6 +601,7 @@ func (p *Process) begin() {
 // supervise is the exit goroutine: the only caller of cmd.Wait, and the only
 // goroutine that publishes the end of the process (I3).
 func (p *Process) supervise() {
+	defer p.m.exits.Done()
 	defer close(p.ended)
 	waitExited(p.info.PID)
 	waitErr := p.cmd.Wait()
