@@ -310,7 +310,7 @@ func TestWriteToClosedStdin(t *testing.T) {
 // iaTTY starts command under a terminal and returns the record.
 func iaTTY(t *testing.T, m *proc.Manager, command string, size proc.TermSize) *proc.Process {
 	t.Helper()
-	return mustStart(t, m, proc.StartRequest{Command: command, TTY: true, Size: size})
+	return mustStart(t, m, proc.StartRequest{Command: command, TTY: true, Stdin: true, Size: size})
 }
 
 func TestTTY(t *testing.T) {
@@ -355,6 +355,31 @@ func TestTTY(t *testing.T) {
 		// The terminal echoes what was typed, then the shell answers.
 		if want := "hello\r\ngot:hello\r\n"; snap.Output.Text != want {
 			t.Errorf("output = %q; want %q", snap.Output.Text, want)
+		}
+	})
+
+	t.Run("no-Stdin-no-writes", func(t *testing.T) {
+		// The terminal is the child's stdin either way, but only
+		// StartRequest.Stdin lets the caller type into it (section 8:
+		// Write without Stdin is ErrInvalid); Resize still works.
+		t.Parallel()
+		ctx := testCtx(t)
+		m := newManager(t, proc.Options{})
+		p := mustStart(t, m, proc.StartRequest{Command: "read x; echo got:$x", TTY: true})
+		if n, err := p.Write([]byte("hello\n")); n != 0 || !errors.Is(err, proc.ErrInvalid) || !strings.Contains(err.Error(), "Stdin") {
+			t.Errorf("Write without Stdin = %d, %v; want 0, ErrInvalid naming Stdin", n, err)
+		}
+		if err := p.CloseStdin(); !errors.Is(err, proc.ErrInvalid) {
+			t.Errorf("CloseStdin without Stdin = %v; want ErrInvalid", err)
+		}
+		if err := p.Resize(proc.TermSize{Rows: 30, Cols: 100}); err != nil {
+			t.Errorf("Resize without Stdin = %v; want nil", err)
+		}
+		if err := p.Signal(proc.Kill); err != nil {
+			t.Fatalf("Signal(Kill) = %v", err)
+		}
+		if snap := waitFinal(ctx, t, p); strings.Contains(snap.Output.Text, "got:") {
+			t.Errorf("output %q: the child read input nobody was allowed to type", snap.Output.Text)
 		}
 	})
 
@@ -620,6 +645,7 @@ func TestTTYCloseStdinBlockedWrite(t *testing.T) {
 	req.Command = "stty -icanon -echo && exec " + iaShellQuote(req.Args[0])
 	req.Args = nil
 	req.TTY = true
+	req.Stdin = true
 	p := mustStart(t, m, req)
 
 	const size = 4 << 20

@@ -135,7 +135,8 @@ type StartRequest struct {
 	// Process.CloseStdin. Without it the child reads from the null device.
 	Stdin bool
 	// TTY runs the child under a pseudo-terminal (Unix only): stdin, stdout
-	// and stderr are the terminal, so output is one stream.
+	// and stderr are the terminal, so output is one stream. Typing into it
+	// (Process.Write, CloseStdin) needs Stdin as well; Resize does not.
 	TTY bool
 	// Size is the initial terminal size; zero: 24 rows × 80 columns.
 	Size TermSize

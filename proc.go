@@ -347,7 +347,7 @@ func (p *Process) Write(b []byte) (int, error) {
 // On Windows a pipe has no deadlines, so a write blocked on a child that
 // never reads ends only when the child exits or Close runs, not with ctx.
 func (p *Process) WriteContext(ctx context.Context, b []byte) (int, error) {
-	if p.in == nil {
+	if p.in == nil || !p.in.writable {
 		return 0, xerrors.Errorf("write to %q: started without Stdin: %w", p.info.ID, ErrInvalid)
 	}
 	return p.in.write(ctx, b, p)
@@ -358,7 +358,7 @@ func (p *Process) WriteContext(ctx context.Context, b []byte) (int, error) {
 // It returns an error wrapping ErrInvalid without Stdin, and ErrNotRunning
 // once the child exited. Closing twice is not an error.
 func (p *Process) CloseStdin() error {
-	if p.in == nil {
+	if p.in == nil || !p.in.writable {
 		return xerrors.Errorf("close stdin of %q: started without Stdin: %w", p.info.ID, ErrInvalid)
 	}
 	return p.in.close(p)
@@ -526,7 +526,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 		childEnds = append(childEnds, slave)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 		p.tty = master
-		p.in = newStdinPipe(master, true)
+		p.in = newStdinPipe(master, true, sp.req.Stdin)
 		p.pumps = append(p.pumps, &pump{r: master, dst: p.out})
 	} else {
 		r, w, err := pipe(true)
@@ -550,7 +550,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 				return nil, err
 			}
 			cmd.Stdin = ir
-			p.in = newStdinPipe(iw, false)
+			p.in = newStdinPipe(iw, false, true)
 		}
 	}
 	setupGroup(cmd, sp.req.TTY)
@@ -743,6 +743,9 @@ func (p *Process) stopping() {
 type stdinPipe struct {
 	w   *os.File
 	tty bool
+	// writable is StartRequest.Stdin. A terminal started without it keeps
+	// its stdinPipe for Resize, but takes no Write or CloseStdin.
+	writable bool
 
 	// turn serialises writes: a writer holds its one slot while writing,
 	// so one write lands whole before the next starts. A channel, not a
@@ -791,8 +794,8 @@ func (s *stdinPipe) check(p *Process) error {
 	return s.errLocked("resize", p.info.ID)
 }
 
-func newStdinPipe(w *os.File, tty bool) *stdinPipe {
-	return &stdinPipe{w: w, tty: tty, turn: make(chan struct{}, 1)}
+func newStdinPipe(w *os.File, tty, writable bool) *stdinPipe {
+	return &stdinPipe{w: w, tty: tty, writable: writable, turn: make(chan struct{}, 1)}
 }
 
 func (s *stdinPipe) write(ctx context.Context, b []byte, p *Process) (int, error) {
