@@ -200,12 +200,13 @@ func (l *logFile) write(b []byte) {
 		return
 	}
 	if _, err := l.f.Write(b); err != nil {
-		l.fail(err)
+		l.failLocked(err)
 	}
 }
 
-// fail records the first error and stops logging. The caller holds l.mu.
-func (l *logFile) fail(err error) {
+// failLocked records the first error and stops logging. The caller holds
+// l.mu.
+func (l *logFile) failLocked(err error) {
 	l.failed = true
 	msg := err.Error()
 	l.failure.Store(&msg)
@@ -233,7 +234,7 @@ func (l *logFile) close() {
 		return
 	}
 	if err := l.f.Close(); err != nil && !l.failed {
-		l.fail(err)
+		l.failLocked(err)
 	}
 	l.f = nil
 }

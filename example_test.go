@@ -198,6 +198,7 @@ func ExampleManager_Run() {
 // counts.
 func ExampleProcess_WaitFor() {
 	m := proc.NewManager(proc.Options{})
+	defer m.Close() // a no-op after the Close below; covers the early returns
 
 	p, err := m.Start(proc.StartRequest{Command: "sleep 0.1; echo 'listening on :8080'; sleep 30"})
 	if err != nil {
@@ -219,4 +220,71 @@ func ExampleProcess_WaitFor() {
 	// Output:
 	// listening on :8080
 	// running false, signal SIGTERM
+}
+
+// StartOrGet makes a retried request idempotent: the second call with the
+// same ID and command finds the first record instead of starting again.
+func ExampleManager_StartOrGet() {
+	m := proc.NewManager(proc.Options{})
+	defer m.Close()
+
+	req := proc.StartRequest{ID: "build-42", Command: "echo built"}
+	for range 2 {
+		p, started, err := m.StartOrGet(req)
+		if err != nil {
+			fmt.Println("start:", err)
+			return
+		}
+		if err := p.Wait(context.Background()); err != nil {
+			fmt.Println("wait:", err)
+			return
+		}
+		fmt.Printf("started %v: %s", started, p.Output().Text)
+	}
+	// The same ID with another command is a different request.
+	_, _, err := m.StartOrGet(proc.StartRequest{ID: "build-42", Command: "echo other"})
+	fmt.Println(errors.Is(err, proc.ErrDuplicateID))
+	// Output:
+	// started true: built
+	// started false: built
+	// true
+}
+
+// A HeadTailBuffer is the output buffer of every process, usable on its
+// own: it keeps the first and last bytes, counts what it dropped, and
+// renders the gap as a marker.
+func ExampleHeadTailBuffer() {
+	b := proc.NewHeadTailBuffer(7, 7, 0) // 7 bytes of head, 7 of tail
+	for i := 1; i <= 6; i++ {
+		fmt.Fprintf(b, "line %d\n", i)
+	}
+	b.Finish()
+	out := b.Output()
+	fmt.Print(out.Text)
+	fmt.Printf("\nwritten %d, kept %d, omitted %d\n",
+		out.Truncation.OriginalBytes, out.Truncation.RetainedBytes, out.Truncation.OmittedBytes)
+	// Output:
+	// line 1
+	//
+	// ... [omitted 28 bytes] ...
+	// line 6
+	//
+	// written 42, kept 14, omitted 28
+}
+
+// ParseSignal reads a signal name as a user or a model types it.
+func ExampleParseSignal() {
+	for _, name := range []string{"SIGTERM", "int", "Kill", "HUP"} {
+		sig, err := proc.ParseSignal(name)
+		if err != nil {
+			fmt.Printf("%s: invalid: %v\n", name, errors.Is(err, proc.ErrInvalid))
+			continue
+		}
+		fmt.Printf("%s: %s\n", name, sig)
+	}
+	// Output:
+	// SIGTERM: terminate
+	// int: interrupt
+	// Kill: kill
+	// HUP: invalid: true
 }

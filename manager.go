@@ -241,13 +241,14 @@ func (m *Manager) StartOrGet(req StartRequest) (p *Process, started bool, err er
 	return m.startOrGet(req, nil)
 }
 
-// Get returns the record with the given ID, running or retained.
+// Get returns the record with the given ID, running or retained: an error
+// wrapping ErrNotFound if there is none, ErrClosed after Close.
 func (m *Manager) Get(id string) (*Process, error) {
 	return m.get(id, nil)
 }
 
 // List returns the status of every record: running ones first, then newest
-// first by start time.
+// first by start time. After Close it is empty.
 func (m *Manager) List() []Info {
 	return m.list(nil)
 }
@@ -263,7 +264,8 @@ func (m *Manager) Signal(id string, sig Signal) error {
 }
 
 // Remove forgets a final record at once. It returns an error wrapping
-// ErrRunning if the record is not final, ErrNotFound if there is none.
+// ErrRunning if the record is not final, ErrNotFound if there is none,
+// ErrClosed after Close.
 func (m *Manager) Remove(id string) error {
 	m.mu.Lock()
 	if m.closed {
@@ -434,7 +436,8 @@ func (m *Manager) anyGroupAlive(procs []*Process, groups []*procGroup) bool {
 
 // Scope is one owner's view of a [Manager]: it starts processes tagged with
 // the owner and sees only them. Another owner's process is reported as
-// ErrNotFound, never as forbidden. A Scope is safe for concurrent use.
+// ErrNotFound, never as forbidden. A Scope is safe for concurrent use. Get
+// one from [Manager.Scope]; the zero value is not usable.
 type Scope struct {
 	m     *Manager
 	owner string

@@ -26,6 +26,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
@@ -65,7 +66,11 @@ var (
 )
 
 // Signal names a portable signal. On Unix it is delivered to the child's
-// whole process group; on Windows see the package README.
+// whole process group. On Windows, where each child runs in a Job Object,
+// Kill terminates the job, and Interrupt and Terminate send CTRL_BREAK to
+// the child's console process group (ending the job if the child has no
+// console). The zero Signal, like any name but the three below, is invalid
+// (ErrInvalid); [ParseSignal] reads one from text.
 type Signal string
 
 // The signals proc can deliver.
@@ -187,7 +192,8 @@ type TermSize struct {
 	Cols uint16 `json:"cols"`
 }
 
-// Process is one supervised process record, returned by [Manager.Start].
+// Process is one supervised process record, returned by [Manager.Start]
+// (and Get, StartOrGet, Scope.Start); the zero value is not usable.
 // All methods are safe for concurrent use. Nobody has to call Wait: one
 // goroutine per process collects the child's exit and drains its output
 // (I3); [Manager.Close] stops whatever is still running. A Process stays
@@ -314,7 +320,9 @@ func (p *Process) Wait(ctx context.Context) error {
 // Signal sends sig to the child's whole process group (Unix) or job
 // (Windows). After the child exited it still reaches what is left of the
 // group, such as a background child the command left behind, and returns an
-// error wrapping ErrNotRunning only once no member of the group is alive.
+// error wrapping ErrNotRunning only once no member of the group is alive
+// (never signalling a group whose ID may have been reused). An unknown
+// sig is ErrInvalid.
 func (p *Process) Signal(sig Signal) error {
 	if !sig.valid() {
 		return xerrors.Errorf("signal %q: unknown signal %q: %w", p.info.ID, sig, ErrInvalid)
@@ -329,6 +337,9 @@ func (p *Process) Signal(sig Signal) error {
 	return nil
 }
 
+// Process is an io.Writer to the child's stdin: io.Copy(p, r) feeds it.
+var _ io.Writer = (*Process)(nil)
+
 // Write writes b to the child's stdin; it is WriteContext without a
 // deadline.
 func (p *Process) Write(b []byte) (int, error) {
@@ -342,7 +353,8 @@ func (p *Process) Write(b []byte) (int, error) {
 // at once for a write begun after the exit, even while output drains),
 // ErrClosed when Close runs, and syscall.EPIPE when the child closed its
 // stdin but lives on. Without StartRequest.Stdin, or after CloseStdin, it
-// returns an error wrapping ErrInvalid.
+// returns an error wrapping ErrInvalid. After Close, a process that Close
+// stopped answers ErrClosed; one that had exited before, ErrNotRunning.
 //
 // On Windows a pipe has no deadlines, so a write blocked on a child that
 // never reads ends only when the child exits or Close runs, not with ctx.
@@ -425,8 +437,8 @@ func (p *Process) hasExited() bool { return tryRecv(p.exited) }
 
 func (p *Process) isFinal() bool { return tryRecv(p.done) }
 
-// isClosed reports whether ch is closed (or holds a value), without
-// blocking.
+// tryRecv reports whether ch is closed (or holds a value, which it takes),
+// without blocking.
 func tryRecv(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
