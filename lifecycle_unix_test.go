@@ -770,20 +770,23 @@ func TestTimeoutMockClock(t *testing.T) {
 }
 
 // TestCloseStopsEverything pins section 6 for Close: it terminates, kills
-// after KillGrace, is bounded in time, leaves every record final (a child
-// that ignores SIGTERM, one that obeys it, a grandchild that ignores it
-// and holds stdout of a record already final, a shell whose background
-// child ignores it and holds no output), refuses later starts, and is
-// idempotent. TestCloseKillsEveryMember checks the group members.
+// after KillGrace and no earlier, needs no more time than that once the
+// grace is over, leaves every record final (a child that ignores SIGTERM,
+// one that obeys it, a grandchild that ignores it and holds stdout of a
+// record already final, a shell whose background child ignores it and
+// holds no output), refuses later starts, and is idempotent. The grace
+// runs on a mock clock, so that the child that obeys SIGTERM is seen dead
+// of it before the kill, however slow the machine.
+// TestCloseKillsEveryMember checks the group members.
 func TestCloseStopsEverything(t *testing.T) {
 	t.Parallel()
 	const (
-		grace    = 200 * time.Millisecond
-		drainCap = 500 * time.Millisecond
+		grace = 200 * time.Millisecond
+		quiet = 50 * time.Millisecond
 	)
 	ctx := testCtx(t)
-	m := proc.NewManager(proc.Options{KillGrace: grace, DrainTimeout: drainCap})
-	t.Cleanup(func() { _ = m.Close() }) // if the test fails early
+	mClock := quartz.NewMock(t)
+	m := lcMockManager(t, mClock, proc.Options{KillGrace: grace, DrainQuiet: quiet})
 
 	ignoring := mustStart(t, m, helperReq("lc-ignore-term"))
 	spawner := mustStart(t, m, helperReq("lc-spawn", "pid", "lc-ignore-term"))
@@ -793,20 +796,42 @@ func TestCloseStopsEverything(t *testing.T) {
 	})
 	procs := []*proc.Process{ignoring, spawner, obeying, shell}
 
+	// The spawner exits once its grandchild is ready; its record is final
+	// one quiet window later, while the grandchild lives on.
+	quietTrap := mClock.Trap().NewTimer("drain", "quiet")
 	for _, p := range procs {
 		lcWaitText(ctx, t, p, "ready\n")
 	}
-	// The spawner exits once its grandchild is ready; its record is final
-	// one quiet window later, while the grandchild lives on.
+	quietTrap.MustWait(ctx).MustRelease(ctx)
+	quietTrap.Close()
+	mClock.Advance(quiet).MustWait(ctx)
 	waitFinal(ctx, t, spawner)
 
-	start := time.Now()
-	if err := m.Close(); err != nil {
-		t.Errorf("Close() = %v", err)
+	graceTrap := mClock.Trap().NewTimer("manager", "kill-grace")
+	defer graceTrap.Close()
+	closed := make(chan error, 1)
+	go func() { closed <- m.Close() }()
+	call := graceTrap.MustWait(ctx)
+	if call.Duration != grace {
+		t.Errorf("Close's kill-grace timer = %v; want KillGrace %v", call.Duration, grace)
 	}
-	elapsed := time.Since(start)
-	if limit := grace + drainCap + 2*time.Second; elapsed > limit || elapsed < grace {
-		t.Errorf("Close() took %v; want between KillGrace %v and %v", elapsed, grace, limit)
+	call.MustRelease(ctx)
+	// SIGTERM went out before the grace timer was made: the obeying child
+	// dies of it, the others ignore it, and Close waits for the grace.
+	waitFinal(ctx, t, obeying)
+	select {
+	case err := <-closed:
+		t.Fatalf("Close() = %v before the grace was over; want it to wait", err)
+	default:
+	}
+	for _, p := range []*proc.Process{ignoring, shell} {
+		if !p.Info().Running {
+			t.Errorf("%v final during the grace; it ignores SIGTERM", p.Info().Args)
+		}
+	}
+	mClock.Advance(grace).MustWait(ctx)
+	if err := recv(ctx, t, closed, "Close after the grace"); err != nil {
+		t.Errorf("Close() = %v", err)
 	}
 
 	for _, p := range procs {
@@ -829,12 +854,11 @@ func TestCloseStopsEverything(t *testing.T) {
 	if _, err := m.Start(helperReq("lc-print", "x")); !errors.Is(err, proc.ErrClosed) {
 		t.Errorf("Start() after Close = %v; want an error wrapping ErrClosed", err)
 	}
-	start = time.Now()
-	if err := m.Close(); err != nil {
+	// The second Close has nothing to wait for, not even the clock.
+	again := make(chan error, 1)
+	go func() { again <- m.Close() }()
+	if err := recv(ctx, t, again, "the second Close"); err != nil {
 		t.Errorf("second Close() = %v; want nil", err)
-	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("second Close() took %v; want at once", d)
 	}
 }
 
