@@ -376,6 +376,11 @@ func TestFaultStdoutClosedEarly(t *testing.T) {
 			if string(ack) != "closed\n" {
 				t.Fatalf("child confirmation = %q; want %q", ack, "closed\n")
 			}
+			// The ack proves the child wrote its output, not that the
+			// pump has stored it: wait for that first.
+			if err := p.WaitOutput(ctx, int64(len(tc.wantOutput))-1); err != nil {
+				t.Fatalf("WaitOutput(%q) = %v", tc.wantOutput, err)
+			}
 			// The stdout pump sees end-of-file now. Give it a window to
 			// (wrongly) end the record: WaitOutput past the end must block
 			// for as long as the child lives.
