@@ -120,9 +120,11 @@ func lcCloseOnMock(t *testing.T, mClock *quartz.Mock, m *proc.Manager) {
 			return
 		default:
 		}
-		if _, ok := mClock.Peek(); ok {
-			_, w := mClock.AdvanceNext()
-			if err := w.Wait(ctx); err != nil {
+		if d, ok := mClock.Peek(); ok {
+			// Advance, not AdvanceNext: Close may stop that timer in the
+			// meantime (a pending reap or kill-grace), and then there is
+			// no next timer to advance to.
+			if err := mClock.Advance(d).Wait(ctx); err != nil {
 				t.Errorf("Close(): advance the mock clock: %v", err)
 				return
 			}
