@@ -723,7 +723,7 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 	if err := validate(req); err != nil {
 		return nil, err
 	}
-	if name := m.opts.OwnerEnv; req.Owner != "" && (strings.ContainsAny(name, "=\x00")) {
+	if name := m.opts.OwnerEnv; req.Owner != "" && strings.ContainsAny(name, "=\x00") {
 		return nil, xerrors.Errorf("start: Options.OwnerEnv %q holds '=' or NUL: %w", name, ErrInvalid)
 	}
 	sp := &spec{
