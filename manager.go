@@ -1045,12 +1045,19 @@ func (m *Manager) reap() {
 
 	m.mu.Lock()
 	m.reapTimer = nil
-	if m.closed || len(m.finals) == 0 {
+	var next time.Duration
+	switch {
+	case m.closed || len(m.finals) == 0 && len(m.orphans) == 0:
 		m.reapArmed = false
 		m.mu.Unlock()
 		return
+	case len(m.finals) == 0:
+		// Only groups of dropped records are left: look at them again one
+		// retention period on, so that an idle manager forgets them too.
+		next = m.opts.RetainExited
+	default:
+		next = m.finals[0].finalAt().Add(m.opts.RetainExited).Sub(now)
 	}
-	next := m.finals[0].finalAt().Add(m.opts.RetainExited).Sub(now)
 	m.mu.Unlock()
 	m.armReap(next)
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/quartz"
 	"golang.org/x/sys/unix"
 
 	"github.com/procvisor/proc"
@@ -210,5 +211,63 @@ func killGroup(pgid int) {
 		if _, err := unix.Wait4(-pgid, nil, 0, nil); err != nil {
 			return
 		}
+	}
+}
+
+// TestReapForgetsOrphansWhenIdle pins that the groups of dropped records
+// are looked at again while no final record is retained: the reap timer
+// stays armed while such a group lives, and stops once it is gone.
+func TestReapForgetsOrphansWhenIdle(t *testing.T) {
+	t.Parallel()
+	const retain = time.Minute
+	ctx := testCtx(t)
+	mClock := quartz.NewMock(t)
+	m := lcMockManager(t, mClock, proc.Options{RetainExited: retain})
+	reapTrap := mClock.Trap().AfterFunc("manager", "reap")
+	defer reapTrap.Close()
+
+	// The shell exits at once; its background sleep keeps the group alive
+	// and holds no output, so the record is final without a drain window.
+	p := mustStart(t, m, proc.StartRequest{Command: "sleep 30 >/dev/null 2>&1 & echo $!"})
+	reapTrap.MustWait(ctx).MustRelease(ctx) // armed by the record's end
+	snap := waitFinal(ctx, t, p)
+	member, err := strconv.Atoi(strings.TrimSpace(snap.Output.Text))
+	if err != nil {
+		t.Fatalf("member PID %q: %v", snap.Output.Text, err)
+	}
+	pidfd, err := unix.PidfdOpen(member, 0)
+	if err != nil {
+		t.Fatalf("pidfd_open(%d): %v", member, err)
+	}
+	defer unix.Close(pidfd)
+	if err := m.Remove(p.ID()); err != nil {
+		t.Fatalf("Remove() = %v", err)
+	}
+
+	// No final record is left, but the dropped record's group lives.
+	w := mClock.Advance(retain)
+	call := reapTrap.MustWait(ctx)
+	if call.Duration != retain {
+		t.Errorf("reap re-armed for %v; want RetainExited %v", call.Duration, retain)
+	}
+	call.MustRelease(ctx)
+	w.MustWait(ctx)
+
+	// Once the group is gone, the next reap forgets it and stops.
+	if err := unix.Kill(member, unix.SIGKILL); err != nil {
+		t.Fatalf("kill(%d) = %v", member, err)
+	}
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+			break
+		}
+	}
+	mClock.Advance(retain).MustWait(ctx)
+	if d, ok := mClock.Peek(); ok {
+		t.Errorf("a timer is still armed (due in %v) with no record and no live group left", d)
+	}
+	if err := p.Signal(proc.Kill); !errors.Is(err, proc.ErrNotRunning) {
+		t.Errorf("Signal(Kill) on the dropped record = %v; want ErrNotRunning", err)
 	}
 }
