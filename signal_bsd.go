@@ -10,3 +10,7 @@ func waitGone([]*procGroup) {}
 
 // waitExited: without pidfds, cmd.Wait does all the waiting.
 func waitExited(int) {}
+
+// leaderExited cannot tell here without reaping (no waitid in x/sys for
+// these systems) and says no: the exit goroutine decides.
+func leaderExited(int) bool { return false }

@@ -97,3 +97,22 @@ func waitExited(pid int) {
 		return err != nil || n > 0
 	})
 }
+
+// leaderExited reports whether the child pid has exited, reaped or not,
+// without reaping it: waitid with WNOWAIT asks the kernel about the whole
+// process (not its main thread, as /proc/<pid>/stat would), and needs no
+// /proc. ECHILD means the exit goroutine reaped it already.
+func leaderExited(pid int) bool {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return err == unix.ECHILD
+		}
+		// With WNOHANG and nothing to report, the kernel leaves si_signo 0.
+		return info.Signo == int32(unix.SIGCHLD)
+	}
+}

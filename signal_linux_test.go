@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -270,4 +272,98 @@ func TestReapForgetsOrphansWhenIdle(t *testing.T) {
 	if err := p.Signal(proc.Kill); !errors.Is(err, proc.ErrNotRunning) {
 		t.Errorf("Signal(Kill) on the dropped record = %v; want ErrNotRunning", err)
 	}
+}
+
+// mainThreadExitC is a program whose main thread exits (pthread_exit)
+// while another thread runs on: /proc/<pid>/stat then says Z for a live
+// process.
+const mainThreadExitC = `#include <pthread.h>
+#include <unistd.h>
+static void *run(void *arg) { (void)arg; sleep(60); return 0; }
+int main(void) { pthread_t t; pthread_create(&t, 0, run, 0); pthread_exit(0); }
+`
+
+// TestMainThreadExitedIsAlive pins that a process is judged by the kernel's
+// view of the whole process, not by the state of its main thread: a child
+// whose main thread exited still times out (it is not taken for exited),
+// and a group member like it is still signalled (the group is not taken
+// for dead).
+func TestMainThreadExitedIsAlive(t *testing.T) {
+	t.Parallel()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skipf("no C compiler: %v", err)
+	}
+	dir := t.TempDir()
+	src, bin := filepath.Join(dir, "mte.c"), filepath.Join(dir, "mte")
+	if err := os.WriteFile(src, []byte(mainThreadExitC), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cc, "-o", bin, src, "-lpthread").CombinedOutput(); err != nil {
+		t.Skipf("cannot build the C helper: %v\n%s", err, out)
+	}
+
+	t.Run("timeout", func(t *testing.T) {
+		t.Parallel()
+		const timeout = time.Minute
+		ctx := testCtx(t)
+		mClock := quartz.NewMock(t)
+		m := lcMockManager(t, mClock, proc.Options{})
+		trap := mClock.Trap().AfterFunc("process", "timeout")
+		defer trap.Close()
+		p := lcStartTrapped(ctx, t, m, proc.StartRequest{Args: []string{bin}, Timeout: timeout}, trap, timeout)
+		mteWaitMainThreadExited(ctx, t, p.Info().PID)
+		mClock.Advance(timeout).MustWait(ctx)
+		snap := waitFinal(ctx, t, p)
+		if code := exitCode(t, snap.Info); code != 124 || !snap.Info.TimedOut || snap.Info.Signal != "SIGTERM" {
+			t.Errorf("exit %d, timed out %v, signal %q; want 124, true, SIGTERM", code, snap.Info.TimedOut, snap.Info.Signal)
+		}
+	})
+
+	t.Run("group-member", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		m := newManager(t, proc.Options{})
+		p := mustStart(t, m, proc.StartRequest{
+			Command: fmt.Sprintf("%s >/dev/null 2>&1 & echo $!", bin),
+		})
+		snap := waitFinal(ctx, t, p)
+		member, err := strconv.Atoi(strings.TrimSpace(snap.Output.Text))
+		if err != nil {
+			t.Fatalf("member PID %q: %v", snap.Output.Text, err)
+		}
+		pidfd, err := unix.PidfdOpen(member, 0)
+		if err != nil {
+			t.Fatalf("pidfd_open(%d): %v", member, err)
+		}
+		defer unix.Close(pidfd)
+		mteWaitMainThreadExited(ctx, t, member)
+		if err := p.Signal(proc.Kill); err != nil {
+			t.Fatalf("Signal(Kill) on the final record = %v; want nil: its group has a live member", err)
+		}
+		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 10_000)
+		if n != 1 || err != nil {
+			t.Errorf("the member did not die of the signal: poll = %d, %v", n, err)
+		}
+	})
+}
+
+// mteWaitMainThreadExited waits until /proc says Z for pid while it still
+// has two threads: the state the test is about.
+func mteWaitMainThreadExited(ctx context.Context, t *testing.T, pid int) {
+	t.Helper()
+	stat, status := fmt.Sprintf("/proc/%d/stat", pid), fmt.Sprintf("/proc/%d/status", pid)
+	for ctx.Err() == nil {
+		s, err1 := os.ReadFile(stat)
+		st, err2 := os.ReadFile(status)
+		if err1 == nil && err2 == nil {
+			fields := strings.Fields(string(s[strings.LastIndexByte(string(s), ')')+1:]))
+			if len(fields) > 0 && fields[0] == "Z" && strings.Contains(string(st), "Threads:\t2") {
+				return
+			}
+		}
+		runtime.Gosched()
+	}
+	t.Fatalf("process %d: main thread never seen exited: %v", pid, ctx.Err())
 }

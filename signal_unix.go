@@ -168,7 +168,7 @@ func scanProcPIDs(visit func(pid int, pgrp string) (more bool)) (ok bool) {
 			continue
 		}
 		state, group, ok := procStat(name)
-		if ok && state != 'Z' && state != 'X' && !visit(pid, group) {
+		if ok && (state != 'Z' && state != 'X' || zombieLeaderLives(name)) && !visit(pid, group) {
 			break
 		}
 	}
@@ -193,15 +193,22 @@ func procStat(pid string) (state byte, pgrp string, ok bool) {
 	return fields[0][0], string(fields[2]), true
 }
 
-// leaderExited reports whether the child pid has exited, reaped or not.
-// Without /proc it cannot tell and says no.
-func leaderExited(pid int) bool {
-	state, _, ok := procStat(strconv.Itoa(pid))
-	if !ok {
-		_, err := os.Stat("/proc/self/stat")
-		return err == nil // /proc works, so the child's entry is gone
+// zombieLeaderLives reports whether a process whose stat says Z is still
+// alive: /proc/<pid>/stat describes the main thread, which may have exited
+// (pthread_exit) while other threads run on. Threads counts the whole
+// group, the exited main thread included.
+func zombieLeaderLives(pid string) bool {
+	data, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return false
 	}
-	return state == 'Z' || state == 'X'
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if rest, ok := bytes.CutPrefix(line, []byte("Threads:")); ok {
+			n, err := strconv.Atoi(string(bytes.TrimSpace(rest)))
+			return err == nil && n > 1
+		}
+	}
+	return false
 }
 
 // exitStatus turns a reaped child's state into the exit code (128+N for
