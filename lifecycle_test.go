@@ -82,33 +82,42 @@ func lcMockManager(t *testing.T, mClock *quartz.Mock, opts proc.Options) *proc.M
 }
 
 // lcCloseOnMock closes m, firing the mock clock's timers whenever Close
-// waits on them. A trap on every NewTimer call tells it when Close (or a
-// drain) created a timer, so no wake-up is missed and nothing sleeps.
+// waits on them. Traps on every NewTimer and Timer.Reset call tell it when
+// Close (or a drain) set a timer, so no wake-up is missed and nothing
+// sleeps; and since a trapped call waits until this loop releases it, no
+// timer moves earlier between its Peek and its Advance. (A timer may be
+// stopped meanwhile; Advance then only moves the time.)
 func lcCloseOnMock(t *testing.T, mClock *quartz.Mock, m *proc.Manager) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	trap := mClock.Trap().NewTimer()
-	defer trap.Close()
+	traps := []*quartz.Trap{mClock.Trap().NewTimer(), mClock.Trap().TimerReset()}
+	defer func() {
+		for _, trap := range traps {
+			trap.Close()
+		}
+	}()
 	calls := make(chan *quartz.Call)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	defer cancel() // ends the forwarder before wg.Wait
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			call, err := trap.Wait(ctx)
-			if err != nil {
-				return
+	defer cancel() // ends the forwarders (releasing what they hold) before wg.Wait
+	for _, trap := range traps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				call, err := trap.Wait(ctx)
+				if err != nil {
+					return
+				}
+				select {
+				case calls <- call:
+				case <-ctx.Done():
+					_ = call.Release(context.Background())
+					return
+				}
 			}
-			select {
-			case calls <- call:
-			case <-ctx.Done():
-				_ = call.Release(context.Background())
-				return
-			}
-		}
-	}()
+		}()
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- m.Close() }()
 	for {

@@ -788,6 +788,10 @@ func TestCloseStopsEverything(t *testing.T) {
 	mClock := quartz.NewMock(t)
 	m := lcMockManager(t, mClock, proc.Options{KillGrace: grace, DrainQuiet: quiet})
 
+	// The spawner exits once its grandchild is ready; its record is final
+	// one quiet window later, while the grandchild lives on. The trap is
+	// set before it starts, so that its drain cannot make the timer first.
+	quietTrap := mClock.Trap().NewTimer("drain", "quiet")
 	ignoring := mustStart(t, m, helperReq("lc-ignore-term"))
 	spawner := mustStart(t, m, helperReq("lc-spawn", "pid", "lc-ignore-term"))
 	obeying := mustStart(t, m, helperReq("lc-ready-sleep"))
@@ -796,9 +800,6 @@ func TestCloseStopsEverything(t *testing.T) {
 	})
 	procs := []*proc.Process{ignoring, spawner, obeying, shell}
 
-	// The spawner exits once its grandchild is ready; its record is final
-	// one quiet window later, while the grandchild lives on.
-	quietTrap := mClock.Trap().NewTimer("drain", "quiet")
 	for _, p := range procs {
 		lcWaitText(ctx, t, p, "ready\n")
 	}
@@ -830,7 +831,12 @@ func TestCloseStopsEverything(t *testing.T) {
 		}
 	}
 	mClock.Advance(grace).MustWait(ctx)
-	if err := recv(ctx, t, closed, "Close after the grace"); err != nil {
+	// Once the grace is over, Close needs no more clock time and only
+	// bounded real time: the kill, and waiting (at most ~2 s of pidfd
+	// polls) for the killed members to die.
+	bounded, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := recv(bounded, t, closed, "Close after the grace"); err != nil {
 		t.Errorf("Close() = %v", err)
 	}
 

@@ -132,7 +132,8 @@ type StartRequest struct {
 	// kills it after Options.KillGrace, and reports exit code 124.
 	Timeout time.Duration
 	// Stdin keeps the child's stdin open for Process.Write and
-	// Process.CloseStdin. Without it the child reads from the null device.
+	// Process.CloseStdin. Without it the child reads from the null device
+	// (with TTY, from the terminal, where nobody types).
 	Stdin bool
 	// TTY runs the child under a pseudo-terminal (Unix only): stdin, stdout
 	// and stderr are the terminal, so output is one stream. Typing into it
@@ -1053,14 +1054,19 @@ func (m *Manager) reap() {
 		return
 	case len(m.finals) == 0:
 		// Only groups of dropped records are left: look at them again one
-		// retention period on, so that an idle manager forgets them too.
-		next = m.opts.RetainExited
+		// retention period on (at least orphanRecheck: each look may read
+		// /proc), so that an idle manager forgets them too.
+		next = max(m.opts.RetainExited, orphanRecheck)
 	default:
 		next = m.finals[0].finalAt().Add(m.opts.RetainExited).Sub(now)
 	}
 	m.mu.Unlock()
 	m.armReap(next)
 }
+
+// orphanRecheck is the shortest interval at which an idle manager looks at
+// the groups of dropped records again.
+const orphanRecheck = time.Second
 
 // enter registers a timer callback that is about to act; it reports false
 // once Close has begun (Close then does the callback's work). A callback
@@ -1075,21 +1081,33 @@ func (m *Manager) enter() bool {
 	return true
 }
 
-// pruneOrphans forgets groups that have no live member left.
+// pruneOrphans forgets groups that have no live member left. The list
+// keeps every orphan while they are looked at (outside the lock), so that
+// a Scope.Close meanwhile still finds its owner's.
 func (m *Manager) pruneOrphans() {
 	m.mu.Lock()
-	orphans := m.orphans
-	m.orphans = nil
+	orphans := slices.Clone(m.orphans)
 	m.mu.Unlock()
-	var live []orphan
+	dead := map[*procGroup]bool{}
 	for _, o := range orphans {
-		if o.group.alive() {
-			live = append(live, o)
-		} else {
-			o.forget()
+		if !o.group.alive() {
+			dead[o.group] = true
 		}
 	}
+	if len(dead) == 0 {
+		return
+	}
+	var gone []orphan
 	m.mu.Lock()
-	m.orphans = append(m.orphans, live...)
+	m.orphans = slices.DeleteFunc(m.orphans, func(o orphan) bool {
+		if dead[o.group] {
+			gone = append(gone, o)
+			return true
+		}
+		return false
+	})
 	m.mu.Unlock()
+	for _, o := range gone {
+		o.forget()
+	}
 }

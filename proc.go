@@ -699,9 +699,12 @@ func (p *Process) onTimeout() {
 	if err := p.Signal(Terminate); err != nil {
 		if errors.Is(err, ErrNotRunning) {
 			// The exit was published in between, and the group is gone:
-			// the timeout ended nothing.
+			// the timeout ended nothing, unless the record already went
+			// final saying otherwise (a final record never changes).
 			p.mu.Lock()
-			p.timedOut = false
+			if !p.final {
+				p.timedOut = false
+			}
 			p.mu.Unlock()
 			return
 		}

@@ -51,11 +51,14 @@ func setCommandLine(*exec.Cmd, []string, string) {}
 
 // procGroup is a child's process group; its ID is the child's PID.
 //
-// A group ID can name a new group once the old one is gone, so a group is
-// signalled after its leader was reaped only while it provably is still
-// ours. POSIX keeps a PID from being reused while a process group of that
-// ID exists; hence, once the leader is reaped, a process whose PID is the
-// group ID is a newcomer, and the old group is gone.
+// A group ID can name a new group once the old one is gone. POSIX keeps a
+// PID from being reused while a process group of that ID exists; hence,
+// once the leader is reaped, a process whose PID is the group ID is a
+// newcomer, and the old group is gone. One case stays undecidable without
+// watching every member: the old group dies unobserved, the PID wraps, and
+// the newcomer that took it leaves members behind and exits; those members
+// then pass for ours. The exit goroutine's check right after the reap
+// (empty groups, the common case) and every later look shrink that window.
 type procGroup struct {
 	pgid int
 	// gone is set once the group was seen without a live member: a group
