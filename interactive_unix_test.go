@@ -510,10 +510,10 @@ func TestTTY(t *testing.T) {
 }
 
 // TestWriteInExitWindow pins that a write refused because the child is
-// gone is ErrNotRunning, never a raw "broken pipe", also in the moment
-// after the child was reaped and before the exit is published. The mock
-// clock holds that moment open: the exit goroutine reads the exit time
-// right after cmd.Wait returns.
+// gone is ErrNotRunning, never a raw "broken pipe", also right after the
+// child was reaped. The mock clock holds the exit goroutine at its first
+// clock call after cmd.Wait; stdin must be refused before that call (were
+// it after, the write would meet the bare broken pipe).
 func TestWriteInExitWindow(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
