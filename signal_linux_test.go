@@ -379,3 +379,37 @@ func mteWaitMainThreadExited(ctx context.Context, t *testing.T, pid int) {
 	}
 	t.Fatalf("process %d: main thread never seen exited: %v", pid, ctx.Err())
 }
+
+// TestReapOrphanRecheckFloor pins that an idle manager looks at the groups
+// of dropped records at most once a second, however short RetainExited:
+// with 1 ns, the reap timer would otherwise re-arm at once, each time
+// reading /proc.
+func TestReapOrphanRecheckFloor(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	mClock := quartz.NewMock(t)
+	m := lcMockManager(t, mClock, proc.Options{RetainExited: time.Nanosecond})
+	reapTrap := mClock.Trap().AfterFunc("manager", "reap")
+	defer reapTrap.Close()
+
+	p := mustStart(t, m, proc.StartRequest{Command: "sleep 30 >/dev/null 2>&1 & echo $!"})
+	reapTrap.MustWait(ctx).MustRelease(ctx) // armed by the record's end
+	snap := waitFinal(ctx, t, p)
+	member, err := strconv.Atoi(strings.TrimSpace(snap.Output.Text))
+	if err != nil {
+		t.Fatalf("member PID %q: %v", snap.Output.Text, err)
+	}
+	defer func() { _ = unix.Kill(member, unix.SIGKILL) }()
+
+	// The record expires and is dropped; its group lives on.
+	w := mClock.Advance(time.Nanosecond)
+	call := reapTrap.MustWait(ctx)
+	if call.Duration != time.Second {
+		t.Errorf("reap re-armed for %v with RetainExited 1ns and a live orphan; want the 1s floor", call.Duration)
+	}
+	call.MustRelease(ctx)
+	w.MustWait(ctx)
+	if _, err := m.Get(p.ID()); !errors.Is(err, proc.ErrNotFound) {
+		t.Errorf("Get(expired record) = %v; want ErrNotFound", err)
+	}
+}
