@@ -95,9 +95,17 @@ func (g *procGroup) signal(sig Signal) error {
 // reused by then. The exit goroutine calls it once, after cmd.Wait.
 func (g *procGroup) reaped() {
 	g.leaderReaped.Store(true)
+	g.empty()
+}
+
+// empty reports whether kill(-pgid, 0) finds no member at all, not even a
+// zombie, and then marks the group gone for good.
+func (g *procGroup) empty() bool {
 	if errors.Is(unix.Kill(-g.pgid, 0), unix.ESRCH) {
 		g.gone.Store(true)
+		return true
 	}
+	return false
 }
 
 // alive reports whether the group has a member that is not a zombie.
@@ -107,10 +115,9 @@ func (g *procGroup) alive() bool {
 	if g.gone.Load() {
 		return false
 	}
-	// ESRCH: no member at all, not even a zombie. The common case after a
-	// child exits, and far cheaper than reading the process table.
-	if errors.Is(unix.Kill(-g.pgid, 0), unix.ESRCH) {
-		g.gone.Store(true)
+	// The common case after a child exits, and far cheaper than reading
+	// the process table.
+	if g.empty() {
 		return false
 	}
 	if g.leaderReaped.Load() {
@@ -171,7 +178,8 @@ func scanProcPIDs(visit func(pid int, pgrp string) (more bool)) (ok bool) {
 			continue
 		}
 		state, group, ok := procStat(name)
-		if ok && (state != 'Z' && state != 'X' || zombieLeaderLives(name)) && !visit(pid, group) {
+		live := state != 'Z' && state != 'X' || state == 'Z' && zombieLeaderLives(name)
+		if ok && live && !visit(pid, group) {
 			break
 		}
 	}
