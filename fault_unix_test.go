@@ -512,7 +512,7 @@ func TestFaultCloseIgnoresTerm(t *testing.T) {
 		m := newManager(t, proc.Options{Clock: mClock, KillGrace: killGrace, DrainTimeout: drainTimeout})
 		p, group, bgPID := start(ctx, t, m)
 
-		trap := mClock.Trap().NewTimer("manager", "kill-grace")
+		trap := mClock.Trap().AfterFunc("manager", "kill-grace")
 		defer trap.Close()
 		closed := make(chan error, 1)
 		go func() { closed <- m.Close() }()

@@ -2,12 +2,9 @@ package proc
 
 import (
 	"context"
-	"errors"
 	"os"
 	"time"
 
-	"cdr.dev/slog/v3"
-	"github.com/coder/quartz"
 	"golang.org/x/xerrors"
 )
 
@@ -127,25 +124,31 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 			p.in = newStdinPipe(iw, false, true)
 		}
 	}
-	setupGroup(cmd, sp.req.TTY)
 	if sp.req.Command != "" {
 		setCommandLine(cmd, m.opts.Shell, sp.req.Command)
 	}
+	// The child starts inside its tree: a cgroup, or a session of its own.
+	setup, err := m.setupTree(cmd, sp.req.TTY)
+	if err != nil {
+		return nil, err
+	}
 
 	p.info.StartedAt = m.clock.Now("process", "start")
-	if err := cmd.Start(); err != nil {
-		return nil, xerrors.Errorf("start %q: %w", sp.name, err)
-	}
-	group, err := newGroup(cmd)
-	if err != nil {
+	startErr := cmd.Start()
+	t, err := setup.started(cmd, sp.req.Owner)
+	switch {
+	case startErr != nil:
+		return nil, xerrors.Errorf("start %q: %w", sp.name, startErr)
+	case err != nil:
 		// The child runs but cannot be supervised: stop it and collect it.
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return nil, xerrors.Errorf("start %q: %w", sp.name, err)
 	}
 	p.cmd = cmd
-	p.group = group
+	p.tree = t
 	p.info.PID = cmd.Process.Pid
+	p.info.Containment = t.kind
 	p.pumpDone = make(chan struct{}, len(p.pumps))
 	for _, pu := range p.pumps {
 		pu.activity = p.activity
@@ -156,8 +159,8 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 }
 
 // begin starts the pumps, the exit goroutine and the timeout. It runs once,
-// after the record is registered, so that the end is always seen by the
-// Manager.
+// after the record and its tree are registered, so that the end is always
+// seen by the Manager.
 func (p *Process) begin() {
 	for _, pu := range p.pumps {
 		// Stopped by EOF, or by the drain once the child exited (drain.go).
@@ -168,7 +171,15 @@ func (p *Process) begin() {
 	go p.supervise()
 	if p.timeout > 0 {
 		t := p.m.clock.AfterFunc(p.timeout, p.onTimeout, "process", "timeout")
-		p.setTimer(&p.timeoutTimer, t)
+		p.mu.Lock()
+		stopped := p.final || p.stopped
+		if !stopped {
+			p.timeoutTimer = t
+		}
+		p.mu.Unlock()
+		if stopped {
+			t.Stop("process", "timeout")
+		}
 	}
 }
 
@@ -185,15 +196,23 @@ func (p *Process) supervise() {
 		p.in.exit()
 	}
 	close(p.exited)
-	p.group.reaped()
+	// "Timed out" is decided here, once, with the exit: the timeout timed
+	// the child out only if it found the child alive (onTimeout).
+	p.mu.Lock()
+	p.exitSeen = true
+	timedOut := p.timeoutFired
+	p.mu.Unlock()
+	p.tree.sys.reaped()
 	exitedAt := p.m.clock.Now("process", "exit")
 	p.drain()
-	p.finish(waitErr, exitedAt)
+	p.finish(waitErr, exitedAt, timedOut)
 }
 
-// finish publishes the final state. The buffers are finished before the
-// status flips, so that whoever sees Running == false sees final output.
-func (p *Process) finish(waitErr error, exitedAt time.Time) {
+// finish publishes the final state in one step: the buffers are finished
+// before the status flips, so that whoever sees Running == false sees
+// final output, and Running, the exit code, TimedOut and Signal change
+// together, under p.mu, once.
+func (p *Process) finish(waitErr error, exitedAt time.Time, timedOut bool) {
 	for _, pu := range p.pumps {
 		_ = pu.r.Close()
 	}
@@ -203,15 +222,16 @@ func (p *Process) finish(waitErr error, exitedAt time.Time) {
 	}
 	p.log.close()
 	code, sigName, usage := exitStatus(p.cmd.ProcessState, waitErr)
+	if timedOut {
+		code = 124
+	}
 	now := p.m.clock.Now("process", "final")
 
 	p.mu.Lock()
-	if p.timedOut {
-		code = 124
-	}
 	p.final = true
 	p.exitCode = &code
 	p.sigName = sigName
+	p.timedOut = timedOut
 	p.exitedAt = exitedAt
 	p.finalTime = now
 	p.usage = usage
@@ -225,6 +245,7 @@ func (p *Process) finish(waitErr error, exitedAt time.Time) {
 	if timeout != nil {
 		timeout.Stop("process", "timeout")
 	}
+	p.tree.final.Store(true)
 	// The Manager counts the record as final before anyone can see Done
 	// close: a Start right after Wait finds the slot free.
 	after := p.m.recordFinal(p)
@@ -232,83 +253,41 @@ func (p *Process) finish(waitErr error, exitedAt time.Time) {
 	after()
 }
 
-// setTimer stores t in *slot unless Close already stopped p's timers.
-func (p *Process) setTimer(slot **quartz.Timer, t *quartz.Timer) {
-	p.mu.Lock()
-	off := p.timersOff
-	if !off {
-		*slot = t
-	}
-	p.mu.Unlock()
-	if off {
-		t.Stop()
-	}
-}
-
-// onTimeout runs on the timeout timer: terminate the group, then kill it
-// after KillGrace.
+// onTimeout runs on the timeout timer. If the child is still alive it
+// records that the timeout fired (the exit goroutine then reports the
+// record as timed out) and stops the tree through the one stop policy:
+// terminate, KillGrace, kill. A child that exited by itself, reaped or
+// not, beat the deadline and is left alone.
 func (p *Process) onTimeout() {
-	// A leader that exited by itself, even if not reaped yet, beat the
-	// deadline: it did not time out.
-	if p.hasExited() || leaderExited(p.info.PID) || !p.m.enter() {
-		return
-	}
-	defer p.m.background.Done()
-	// Set before the signal: the exit it causes may be published at once.
-	p.mu.Lock()
-	p.timedOut = true
-	p.mu.Unlock()
-	if err := p.Signal(Terminate); err != nil {
-		if errors.Is(err, ErrNotRunning) {
-			// The exit was published in between, and the group is gone:
-			// the timeout ended nothing, unless the record already went
-			// final saying otherwise (a final record never changes).
-			p.mu.Lock()
-			if !p.final {
-				p.timedOut = false
-			}
-			p.mu.Unlock()
-			return
-		}
-		p.m.logger.Debug(context.Background(), "terminate on timeout", slog.F("id", p.info.ID), slog.Error(err))
-	}
-	t := p.m.clock.AfterFunc(p.m.opts.KillGrace, p.onKillGrace, "process", "kill-grace")
-	p.setTimer(&p.killTimer, t)
-}
-
-func (p *Process) onKillGrace() {
 	if !p.m.enter() {
+		return // Close stops the tree
+	}
+	p.mu.Lock()
+	fire := !p.exitSeen && !p.stopped && !leaderExited(p.info.PID)
+	p.timeoutFired = fire
+	p.mu.Unlock()
+	if !fire {
+		p.m.background.Done()
 		return
 	}
-	defer p.m.background.Done()
-	if err := p.Signal(Kill); err != nil {
-		p.m.logger.Debug(context.Background(), "kill after grace", slog.F("id", p.info.ID), slog.Error(err))
-	}
+	// The stop waits out KillGrace: not on the timer's own goroutine.
+	// It ends when the tree is empty or killed, or when Close begins.
+	go func() {
+		defer p.m.background.Done()
+		p.m.stopTrees(p.m.stopCtx, []*tree{p.tree}, "process", "kill-grace")
+	}()
 }
 
-// takeKillTimer hands a pending kill-grace timer over to the caller (the
-// Manager, when it drops the record).
-func (p *Process) takeKillTimer() *quartz.Timer {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	t := p.killTimer
-	p.killTimer = nil
-	p.timersOff = true
-	return t
-}
-
-// stopping marks p as being stopped by Close: its timers stop (Close does
-// their work) and blocked writers return ErrClosed.
+// stopping marks p as being stopped by Close or Scope.Close: its timeout
+// stops (the closer stops the tree) and blocked writers return ErrClosed.
 func (p *Process) stopping() {
 	p.mu.Lock()
-	p.timersOff = true
-	timers := []*quartz.Timer{p.timeoutTimer, p.killTimer}
-	p.timeoutTimer, p.killTimer = nil, nil
+	p.stopped = true
+	t := p.timeoutTimer
+	p.timeoutTimer = nil
 	p.mu.Unlock()
-	for _, t := range timers {
-		if t != nil {
-			t.Stop()
-		}
+	if t != nil {
+		t.Stop("process", "timeout")
 	}
 	if p.in != nil {
 		p.in.closeByManager()

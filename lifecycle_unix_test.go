@@ -407,7 +407,10 @@ func TestSignalUntilGroupDead(t *testing.T) {
 	}
 	defer r.Close()
 	defer w.Close()
+	// Group mode: the watcher lives outside the child's process group. A
+	// cgroup would hold it too (the tree could not empty while it waits).
 	m := newManager(t, proc.Options{
+		Containment: proc.ContainGroup,
 		CommandContext: func(ctx context.Context, name string, args ...string) *exec.Cmd {
 			cmd := exec.CommandContext(ctx, name, args...)
 			cmd.ExtraFiles = []*os.File{w}
@@ -808,7 +811,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	mClock.Advance(quiet).MustWait(ctx)
 	waitFinal(ctx, t, spawner)
 
-	graceTrap := mClock.Trap().NewTimer("manager", "kill-grace")
+	graceTrap := mClock.Trap().AfterFunc("manager", "kill-grace")
 	defer graceTrap.Close()
 	closed := make(chan error, 1)
 	go func() { closed <- m.Close() }()

@@ -128,6 +128,10 @@ type Info struct {
 	// LogError is the first write error of the log file, if any; logging
 	// stopped there, the process and its Output were unaffected.
 	LogError string `json:"log_error,omitempty"`
+	// Containment is how the record's process tree is held: "cgroup",
+	// "group" (a session and process group) or "job" (Windows). See
+	// Options.Containment.
+	Containment string `json:"containment"`
 }
 
 // Usage is the resource usage of a final process (the direct child only).
@@ -205,10 +209,10 @@ type Process struct {
 
 	out    *HeadTailBuffer // combined output, or stdout with SeparateStderr
 	errOut *HeadTailBuffer // nil unless SeparateStderr
-	group  *procGroup
-	in     *stdinPipe // nil unless Stdin or TTY
-	tty    *os.File   // the PTY master, nil unless TTY
-	log    *logFile   // nil without LogPath
+	tree   *tree           // the one owner of the tree's end (tree.go)
+	in     *stdinPipe      // nil unless Stdin or TTY
+	tty    *os.File        // the PTY master, nil unless TTY
+	log    *logFile        // nil without LogPath
 
 	cmd      *exec.Cmd // owned by the exit goroutine
 	pumps    []*pump
@@ -224,18 +228,20 @@ type Process struct {
 	final    bool
 	exitCode *int // shared by every Info of the final record
 	sigName  string
-	timedOut bool
-	// timersOff: Close (or the Manager dropping the record) took over the
-	// timers' work; a timer set from now on is stopped at once.
-	timersOff bool
+	timedOut bool // set with final, never changed
+	// exitSeen is set by the exit goroutine once it reaped the child, and
+	// timeoutFired by the timeout if it found the child alive before
+	// that: the exit goroutine reads it once to decide "timed out".
+	exitSeen     bool
+	timeoutFired bool
+	// stopped: Close or Scope.Close is stopping the tree; the timeout
+	// stands down.
+	stopped   bool
 	exitedAt  time.Time
 	usage     *Usage
 	finalTime time.Time // when the record became final (retention)
-	// timeoutTimer stops when the record is final; killTimer outlives it,
-	// so that a timed-out group's leftovers are still killed after
-	// KillGrace. Close stops both and does their work itself.
+	// timeoutTimer is stopped when the record is final or stopped.
 	timeoutTimer *quartz.Timer
-	killTimer    *quartz.Timer
 }
 
 // ID returns the record's ID.
@@ -247,8 +253,8 @@ func (p *Process) Info() Info {
 	info := p.info
 	p.mu.Lock()
 	info.Running = !p.final
-	info.TimedOut = p.timedOut
 	if p.final {
+		info.TimedOut = p.timedOut
 		info.ExitCode = p.exitCode
 		info.Signal = p.sigName
 		info.ExitedAt = p.exitedAt
@@ -311,21 +317,22 @@ func (p *Process) Wait(ctx context.Context) error {
 	}
 }
 
-// Signal sends sig to the child's whole process group (Unix) or job
-// (Windows). After the child exited it still reaches what is left of the
-// group, such as a background child the command left behind, and returns an
-// error wrapping ErrNotRunning only once no member of the group is alive
-// (never signalling a group whose ID may have been reused). An unknown
-// sig is ErrInvalid.
+// Signal sends sig to every live member of the child's process tree: its
+// cgroup or its session's process group (Unix), or its job (Windows).
+// Terminate and Interrupt are followed by SIGCONT, so that a stopped
+// member runs its handler. After the child exited it still reaches what
+// is left of the tree, such as a background child the command left
+// behind, and returns an error wrapping ErrNotRunning only once no member
+// is alive (never signalling a process group whose ID may have been
+// reused). An unknown sig is ErrInvalid; after Close, ErrClosed.
 func (p *Process) Signal(sig Signal) error {
 	if !sig.valid() {
 		return xerrors.Errorf("signal %q: unknown signal %q: %w", p.info.ID, sig, ErrInvalid)
 	}
-	if p.hasExited() && !p.group.alive() {
-		// Never signal a group with no live member: its ID may be reused.
-		return xerrors.Errorf("signal %q: %w", p.info.ID, ErrNotRunning)
+	if p.m.isClosed() {
+		return xerrors.Errorf("signal %q: %w", p.info.ID, ErrClosed)
 	}
-	if err := p.group.signal(sig); err != nil {
+	if err := p.tree.signal(sig); err != nil {
 		return xerrors.Errorf("signal %q: %w", p.info.ID, err)
 	}
 	return nil

@@ -3,66 +3,11 @@
 package proc
 
 import (
+	"context"
 	"os"
+	"strconv"
 
 	"golang.org/x/sys/unix"
-)
-
-// waitGone waits until every member of the groups is dead (a zombie, or
-// reaped), for at most about killWaitPolls * killWaitPollMillis in all.
-// Close calls it after SIGKILL: a killed process lives on for a moment while
-// the kernel tears it down, and Close must not return before it is gone
-// (I4). It reads the process table once and then waits on pidfds, which
-// the kernel makes readable when a process exits; the bound is the kernel's
-// poll timeout, a safety net rather than a policy, so it is not a clock
-// timer.
-func waitGone(groups []*procGroup) {
-	if len(groups) == 0 {
-		return
-	}
-	want := make(map[string]bool, len(groups))
-	for _, g := range groups {
-		want[g.id()] = true
-	}
-	var fds []unix.PollFd
-	_ = scanProcPIDs(func(pid int, pgrp string) bool {
-		if want[pgrp] {
-			if fd, err := unix.PidfdOpen(pid, 0); err == nil {
-				fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
-			}
-		}
-		return true
-	})
-	defer func() {
-		for _, fd := range fds {
-			_ = unix.Close(int(fd.Fd))
-		}
-	}()
-	pending := fds
-	for range killWaitPolls {
-		if len(pending) == 0 {
-			return
-		}
-		n, err := unix.Poll(pending, killWaitPollMillis)
-		if err != nil && err != unix.EINTR {
-			return
-		}
-		if n <= 0 {
-			continue
-		}
-		still := pending[:0]
-		for _, fd := range pending {
-			if fd.Revents == 0 {
-				still = append(still, fd)
-			}
-		}
-		pending = still
-	}
-}
-
-const (
-	killWaitPolls      = 20
-	killWaitPollMillis = 100
 )
 
 // waitExited returns once the child pid has exited, without reaping it,
@@ -72,10 +17,28 @@ const (
 // after). It waits on a pidfd through the runtime poller instead. Where
 // pidfds are missing it returns at once and cmd.Wait blocks as before.
 func waitExited(pid int) {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return
+	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+		waitPidfd(context.Background(), fd)
 	}
+}
+
+// waitPIDs waits until every process in pids has exited (become a zombie,
+// or gone) or ctx ends, one after another, on pidfds through the runtime
+// poller. Where no pidfd can be opened it returns at once.
+func waitPIDs(ctx context.Context, pids []int) {
+	for _, pid := range pids {
+		if ctx.Err() != nil {
+			return
+		}
+		if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+			waitPidfd(ctx, fd)
+		}
+	}
+}
+
+// waitPidfd waits until the process of the pidfd fd exits or ctx ends, and
+// closes fd.
+func waitPidfd(ctx context.Context, fd int) {
 	if err := unix.SetNonblock(fd, true); err != nil {
 		_ = unix.Close(fd)
 		return
@@ -86,6 +49,10 @@ func waitExited(pid int) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return
+	}
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(pastDeadline) })
+		defer stop()
 	}
 	_ = rc.Read(func(fd uintptr) bool {
 		// Ask the descriptor itself each time rather than trust one
@@ -114,5 +81,41 @@ func leaderExited(pid int) bool {
 		}
 		// With WNOHANG and nothing to report, the kernel leaves si_signo 0.
 		return info.Signo == int32(unix.SIGCHLD)
+	}
+}
+
+// leaderExiting reports whether the child pid is exiting or has exited:
+// its descriptor table is already gone (the kernel closes a dying
+// process's files before its exit can be reaped, so a write to its stdin
+// meets EPIPE in that moment) or it has exited.
+func leaderExiting(pid int) bool {
+	if leaderExited(pid) {
+		return true
+	}
+	dir, err := os.Open("/proc/" + strconv.Itoa(pid) + "/fd")
+	if err != nil {
+		return true
+	}
+	defer dir.Close()
+	names, err := dir.Readdirnames(1)
+	return err != nil || len(names) == 0
+}
+
+// waitExitedFor waits until pid exits, for at most about a second (a
+// safety net for a child that closed every descriptor and lives on), and
+// reports whether it did.
+func waitExitedFor(pid int) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return leaderExited(pid)
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 1000)
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil && n > 0
 	}
 }

@@ -1,0 +1,480 @@
+//go:build linux
+
+package proc
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+	"golang.org/x/xerrors"
+)
+
+// The cgroup backend (Linux, cgroup v2). A Manager makes one cgroup of its
+// own below the parent (Options.CgroupParent, else the host's own cgroup)
+// and one per record below that. Each child is cloned straight into its
+// record's cgroup (clone3 with CLONE_INTO_CGROUP), so no member can leave
+// it: setsid, double forks and job control all stay inside. Kill writes
+// cgroup.kill; the tree is empty when cgroup.events says "populated 0",
+// which the runtime poller reports without a thread or a spin. Creating
+// and removing cgroups happens off the start-to-final path: a worker keeps
+// one spare cgroup ready and removes those that are done.
+
+// cgroupPrefix marks the cgroups a Manager makes, so that they can be told
+// from any other: "procvisor-<host pid>-<host start time>-<n>".
+const cgroupPrefix = "procvisor-"
+
+// managerSeq numbers the Managers of this host process.
+var managerSeq atomic.Uint64
+
+// cgroupHost is a Manager's own cgroup and its pool of record cgroups.
+type cgroupHost struct {
+	dir string // the Manager's cgroup, absolute
+	rel string // dir as /proc/<pid>/cgroup names it
+
+	// wg counts the worker; close waits for it.
+	wg sync.WaitGroup
+
+	// mu guards the fields below. It is a leaf lock.
+	mu      sync.Mutex
+	next    int      // names record cgroups t1, t2, ...
+	spare   []string // ready record cgroups, never used
+	remove  []string // record cgroups that are done
+	working bool     // the worker runs
+	closed  bool
+}
+
+// openCgroupHost finds the parent, makes the Manager's cgroup and checks
+// that a child can be started inside a cgroup there. A parent that is not a
+// cgroup v2 directory is ErrInvalid; anything else that stops cgroups from
+// working is ErrUnsupported, saying why.
+func openCgroupHost(parent string) (*cgroupHost, error) {
+	mount, root, err := cgroup2Mount()
+	if err != nil {
+		return nil, xerrors.Errorf("cgroup v2: %v: %w", err, ErrUnsupported)
+	}
+	if parent == "" {
+		self, err := selfCgroup()
+		if err != nil {
+			return nil, xerrors.Errorf("cgroup v2: %v: %w", err, ErrUnsupported)
+		}
+		rel, ok := strings.CutPrefix(self, root)
+		if !ok {
+			return nil, xerrors.Errorf("cgroup v2: this process's cgroup %s is outside the mount's root %s: %w", self, root, ErrUnsupported)
+		}
+		parent = filepath.Join(mount, rel)
+	} else if !isCgroup2Dir(parent) {
+		return nil, xerrors.Errorf("cgroup parent %s is not a cgroup v2 directory: %w", parent, ErrInvalid)
+	}
+	parent = filepath.Clean(parent)
+	rel, err := filepath.Rel(mount, parent)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return nil, xerrors.Errorf("cgroup parent %s is not below the cgroup v2 mount %s: %w", parent, mount, ErrInvalid)
+	}
+	name := fmt.Sprintf("%s%d-%s-%d", cgroupPrefix, os.Getpid(), selfStartTime(), managerSeq.Add(1))
+	h := &cgroupHost{
+		dir: filepath.Join(parent, name),
+		rel: filepath.Join(root, rel, name),
+	}
+	if err := os.Mkdir(h.dir, 0o755); err != nil {
+		return nil, xerrors.Errorf("cgroup v2: make %s: %v: %w", h.dir, err, ErrUnsupported)
+	}
+	if err := h.probe(); err != nil {
+		_ = os.Remove(h.dir)
+		return nil, err
+	}
+	return h, nil
+}
+
+// probe starts a child inside a fresh record cgroup, to learn whether
+// clone3 into a cgroup works here (seccomp refuses it in some containers).
+// The child execs a path that cannot exist, inside the cgroup directory
+// itself: ENOENT means it was cloned and ran; anything else is the refusal.
+func (h *cgroupHost) probe() error {
+	dir, err := h.create()
+	if err != nil {
+		return xerrors.Errorf("cgroup v2: %v: %w", err, ErrUnsupported)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		_ = os.Remove(dir)
+		return xerrors.Errorf("cgroup v2: open %s: %v: %w", dir, err, ErrUnsupported)
+	}
+	_, err = syscall.ForkExec(filepath.Join(dir, "absent"), []string{"absent"}, &syscall.ProcAttr{
+		Sys: &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd},
+	})
+	_ = unix.Close(fd)
+	if !errors.Is(err, syscall.ENOENT) {
+		_ = os.Remove(dir)
+		return xerrors.Errorf("cgroup v2: starting a child inside a cgroup (clone3) failed: %v: %w", err, ErrUnsupported)
+	}
+	h.mu.Lock()
+	h.spare = append(h.spare, dir)
+	h.mu.Unlock()
+	return nil
+}
+
+// create makes a new record cgroup.
+func (h *cgroupHost) create() (string, error) {
+	h.mu.Lock()
+	h.next++
+	dir := filepath.Join(h.dir, "t"+strconv.Itoa(h.next))
+	h.mu.Unlock()
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", xerrors.Errorf("make cgroup: %w", err)
+	}
+	return dir, nil
+}
+
+// take returns a ready record cgroup: the spare if there is one (and the
+// worker makes the next), else a new one.
+func (h *cgroupHost) take() (string, error) {
+	h.mu.Lock()
+	if n := len(h.spare); n > 0 {
+		dir := h.spare[n-1]
+		h.spare = h.spare[:n-1]
+		h.kickLocked()
+		h.mu.Unlock()
+		return dir, nil
+	}
+	h.kickLocked()
+	h.mu.Unlock()
+	return h.create()
+}
+
+// giveBack returns a record cgroup that no child entered for good (a
+// failed start, or the worker's new one) to the spares. A cgroup a child
+// ran in, or that was killed, is never reused: cgroup.kill also kills what
+// is cloned into the cgroup later.
+func (h *cgroupHost) giveBack(dir string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		_ = os.Remove(dir)
+		return
+	}
+	h.spare = append(h.spare, dir)
+}
+
+// done queues the removal of a record cgroup that is empty.
+func (h *cgroupHost) done(dir string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.remove = append(h.remove, dir)
+	h.kickLocked()
+}
+
+// kickLocked starts the worker unless it runs. The caller holds h.mu.
+func (h *cgroupHost) kickLocked() {
+	if h.working || h.closed {
+		return
+	}
+	h.working = true
+	h.wg.Add(1)
+	// Stops when there is nothing left to do: no removal queued and a
+	// spare ready. close waits for it.
+	go h.work()
+}
+
+func (h *cgroupHost) work() {
+	defer h.wg.Done()
+	for {
+		h.mu.Lock()
+		switch {
+		case len(h.remove) > 0:
+			dir := h.remove[0]
+			h.remove = h.remove[1:]
+			h.mu.Unlock()
+			removeCgroup(dir)
+		case len(h.spare) == 0 && !h.closed:
+			h.mu.Unlock()
+			dir, err := h.create()
+			if err != nil {
+				h.mu.Lock()
+				h.working = false
+				h.mu.Unlock()
+				return // the next take creates its own and says why
+			}
+			h.giveBack(dir)
+		default:
+			h.working = false
+			h.mu.Unlock()
+			return
+		}
+	}
+}
+
+// close waits for the worker, removes the spares and whatever is queued,
+// and then the Manager's cgroup.
+func (h *cgroupHost) close() {
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	h.wg.Wait()
+	h.mu.Lock()
+	dirs := append(h.spare, h.remove...)
+	h.spare, h.remove = nil, nil
+	h.mu.Unlock()
+	for _, dir := range dirs {
+		removeCgroup(dir)
+	}
+	removeCgroup(h.dir)
+}
+
+// removeCgroup removes an empty cgroup directory. It fails (EBUSY) only
+// if a member lives on that the kernel has not torn down; such a cgroup
+// is left behind for the next Manager on this parent to remove.
+func removeCgroup(dir string) { _ = unix.Rmdir(dir) }
+
+// cgroupTree is a record's cgroup.
+type cgroupTree struct {
+	host *cgroupHost
+	dir  string
+	rel  string // as /proc/<pid>/cgroup names it
+}
+
+func (c *cgroupTree) signal(sig Signal) error {
+	if !c.populated() {
+		return ErrNotRunning
+	}
+	if sig == Kill {
+		return c.kill()
+	}
+	// Terminate and Interrupt go to every member listed, then SIGCONT, so
+	// that a stopped member runs its handler. A member started during a
+	// pass is caught by the next.
+	seen := map[int]bool{}
+	for range 3 {
+		fresh := 0
+		for _, pid := range c.procs() {
+			if seen[pid] {
+				continue
+			}
+			seen[pid] = true
+			fresh++
+			c.signalMember(pid, unixSignal(sig))
+		}
+		if fresh == 0 {
+			break
+		}
+	}
+	if len(seen) == 0 {
+		return ErrNotRunning
+	}
+	return nil
+}
+
+// signalMember sends sig (then SIGCONT, unless sig is SIGKILL) to pid if
+// it is still a member: a
+// pidfd pins the process, and its cgroup is read after the pidfd was
+// opened, so a PID reused by a stranger in between is never signalled.
+func (c *cgroupTree) signalMember(pid int, sig unix.Signal) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	if !c.holds(pid) {
+		return
+	}
+	if unix.PidfdSendSignal(fd, sig, nil, 0) == nil && sig != unix.SIGKILL {
+		_ = unix.PidfdSendSignal(fd, unix.SIGCONT, nil, 0)
+	}
+}
+
+// holds reports whether /proc/<pid>/cgroup names this cgroup.
+func (c *cgroupTree) holds(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return false
+	}
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if rest, ok := bytes.CutPrefix(line, []byte("0::")); ok {
+			return string(rest) == c.rel
+		}
+	}
+	return false
+}
+
+// kill ends every member at once: cgroup.kill, or, on kernels before
+// 5.14, freezing the cgroup and killing each member.
+func (c *cgroupTree) kill() error {
+	err := os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
+	if err == nil {
+		// cgroup.kill signals each process through its leader thread; a
+		// process whose leader thread already exited (pthread_exit) while
+		// others run is missed. A process-directed kill reaches it.
+		for _, pid := range c.procs() {
+			c.signalMember(pid, unix.SIGKILL)
+		}
+		return nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return xerrors.Errorf("kill cgroup: %w", err)
+	}
+	// Frozen members cannot fork; a fatal signal still ends them.
+	freeze := filepath.Join(c.dir, "cgroup.freeze")
+	_ = os.WriteFile(freeze, []byte("1"), 0)
+	defer func() { _ = os.WriteFile(freeze, []byte("0"), 0) }()
+	for _, pid := range c.procs() {
+		_ = unix.Kill(pid, unix.SIGKILL)
+	}
+	return nil
+}
+
+// procs lists cgroup.procs.
+func (c *cgroupTree) procs() []int {
+	data, err := os.ReadFile(filepath.Join(c.dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, f := range bytes.Fields(data) {
+		if pid, err := strconv.Atoi(string(f)); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// populated reads "populated" from cgroup.events: whether any live process
+// is in the cgroup. A cgroup that is gone is not populated.
+func (c *cgroupTree) populated() bool {
+	data, err := os.ReadFile(filepath.Join(c.dir, "cgroup.events"))
+	return err == nil && eventsPopulated(data)
+}
+
+func eventsPopulated(data []byte) bool {
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte("populated ")); ok {
+			return string(bytes.TrimSpace(v)) != "0"
+		}
+	}
+	return false
+}
+
+func (c *cgroupTree) alive() bool { return c.populated() }
+
+// reaped: a cgroup names this tree for as long as we hold it.
+func (c *cgroupTree) reaped() {}
+
+// waitEmpty waits on cgroup.events, which the kernel marks changed when
+// "populated" flips, through the runtime poller: no thread is parked and
+// nothing spins.
+func (c *cgroupTree) waitEmpty(ctx context.Context) {
+	fd, err := unix.Open(filepath.Join(c.dir, "cgroup.events"), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return // the cgroup is gone
+	}
+	f := os.NewFile(uintptr(fd), "cgroup.events")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(pastDeadline) })
+	defer stop()
+	buf := make([]byte, 256)
+	_ = rc.Read(func(fd uintptr) bool {
+		n, err := unix.Pread(int(fd), buf, 0)
+		return err != nil || !eventsPopulated(buf[:max(n, 0)])
+	})
+}
+
+// release hands the cgroup to the worker for removal. The tree is empty:
+// it leaves the registry only then, or after Close killed it.
+func (c *cgroupTree) release() { c.host.done(c.dir) }
+
+// cgroup2Mount finds the cgroup v2 mount in /proc/self/mountinfo: its
+// mount point and the cgroup path it shows as its root.
+func cgroup2Mount() (mount, root string, err error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// "id parent major:minor root mountpoint options ... - fstype source super"
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		fields, after := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(fields) < 5 || len(after) < 1 || after[0] != "cgroup2" {
+			continue
+		}
+		return unescapeMount(fields[4]), unescapeMount(fields[3]), nil
+	}
+	if err := sc.Err(); err != nil {
+		return "", "", err
+	}
+	return "", "", errors.New("no cgroup2 file system is mounted")
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// selfCgroup is this process's cgroup v2 path (the "0::" line).
+func selfCgroup() (string, error) {
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "0::"); ok {
+			return rest, nil
+		}
+	}
+	return "", errors.New("this process is in no cgroup v2 (no 0:: line in /proc/self/cgroup)")
+}
+
+// isCgroup2Dir reports whether dir is a directory of a cgroup v2 file
+// system.
+func isCgroup2Dir(dir string) bool {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(dir, "cgroup.procs"))
+	return err == nil
+}
+
+// selfStartTime is this process's start time in clock ticks after boot
+// (field 22 of /proc/self/stat): with the PID, it names the host for good.
+func selfStartTime() string {
+	data, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return "0"
+	}
+	if i := bytes.LastIndexByte(data, ')'); i >= 0 {
+		// Fields after comm start at field 3 (state).
+		if fields := bytes.Fields(data[i+1:]); len(fields) > 19 {
+			return string(fields[19])
+		}
+	}
+	return "0"
+}

@@ -1,0 +1,49 @@
+//go:build unix && !linux
+
+package proc
+
+import (
+	"context"
+	"os/exec"
+	"time"
+
+	"golang.org/x/xerrors"
+)
+
+// cgroupHost: cgroups are Linux-only.
+type cgroupHost struct{}
+
+func openCgroupHost(string) (*cgroupHost, error) {
+	return nil, xerrors.Errorf("cgroups are Linux-only: %w", ErrUnsupported)
+}
+
+func (*cgroupHost) close() {}
+
+// treeSetup: every child leads a new session.
+type treeSetup struct{}
+
+func (m *Manager) setupTree(cmd *exec.Cmd, tty bool) (*treeSetup, error) {
+	setupSession(cmd, tty)
+	if _, err := m.cgroups(); err != nil {
+		return nil, err
+	}
+	return &treeSetup{}, nil
+}
+
+func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
+	if cmd.Process == nil {
+		return nil, nil
+	}
+	return &tree{sys: newGroupTree(cmd.Process.Pid), kind: string(ContainGroup), owner: owner}, nil
+}
+
+// waitPIDs: without /proc or pidfds there is nothing to wait on; pause for
+// a moment before the caller looks again.
+func waitPIDs(ctx context.Context, _ []int) {
+	t := time.NewTimer(10 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,169 @@
+//go:build windows
+
+package proc
+
+import (
+	"context"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/windows"
+	"golang.org/x/xerrors"
+)
+
+// The job backend (Windows): every child is in a Job Object with
+// kill-on-close, so closing the last handle ends whatever is left in it.
+
+// cgroupHost: cgroups are Linux-only.
+type cgroupHost struct{}
+
+func openCgroupHost(string) (*cgroupHost, error) {
+	return nil, xerrors.Errorf("cgroups are Linux-only: %w", ErrUnsupported)
+}
+
+func (*cgroupHost) close() {}
+
+// treeSetup starts the child in a new console process group, so that
+// CTRL_BREAK can be sent to it and its children.
+type treeSetup struct{}
+
+func (m *Manager) setupTree(cmd *exec.Cmd, _ bool) (*treeSetup, error) {
+	if _, err := m.cgroups(); err != nil {
+		return nil, err
+	}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.CreationFlags |= windows.CREATE_NEW_PROCESS_GROUP
+	return &treeSetup{}, nil
+}
+
+// started puts the started child into a new Job Object. A child could
+// start a grandchild before it is assigned; Windows offers no way to
+// assign at creation through os/exec.
+func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
+	if cmd.Process == nil {
+		return nil, nil
+	}
+	job, err := windows.CreateJobObject(nil, nil)
+	if err != nil {
+		return nil, xerrors.Errorf("create job object: %w", err)
+	}
+	info := windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION{}
+	info.BasicLimitInformation.LimitFlags = windows.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
+	if _, err := windows.SetInformationJobObject(job, windows.JobObjectExtendedLimitInformation,
+		uintptr(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info))); err != nil {
+		_ = windows.CloseHandle(job)
+		return nil, xerrors.Errorf("set job limits: %w", err)
+	}
+	pid := uint32(cmd.Process.Pid)
+	h, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE, false, pid)
+	if err != nil {
+		_ = windows.CloseHandle(job)
+		return nil, xerrors.Errorf("open process %d: %w", pid, err)
+	}
+	defer windows.CloseHandle(h)
+	if err := windows.AssignProcessToJobObject(job, h); err != nil {
+		_ = windows.CloseHandle(job)
+		return nil, xerrors.Errorf("assign process %d to job: %w", pid, err)
+	}
+	return &tree{sys: &jobTree{pid: pid, job: job}, kind: containJob, owner: owner}, nil
+}
+
+// jobTree is the Job Object holding a child and everything it starts.
+type jobTree struct {
+	pid uint32
+
+	// mu guards job against release racing a signal.
+	mu  sync.Mutex
+	job windows.Handle
+}
+
+func (g *jobTree) signal(sig Signal) error {
+	if !g.alive() {
+		return ErrNotRunning
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.job == 0 {
+		return ErrNotRunning
+	}
+	if sig != Kill {
+		// CTRL_BREAK reaches the console process group; a child without a
+		// console cannot get it, so fall back to ending the job.
+		if err := windows.GenerateConsoleCtrlEvent(windows.CTRL_BREAK_EVENT, g.pid); err == nil {
+			return nil
+		}
+	}
+	if err := windows.TerminateJobObject(g.job, 1); err != nil {
+		return xerrors.Errorf("terminate job: %w", err)
+	}
+	return nil
+}
+
+// jobAccounting is JOBOBJECT_BASIC_ACCOUNTING_INFORMATION.
+type jobAccounting struct {
+	TotalUserTime             int64
+	TotalKernelTime           int64
+	ThisPeriodTotalUserTime   int64
+	ThisPeriodTotalKernelTime int64
+	TotalPageFaultCount       uint32
+	TotalProcesses            uint32
+	ActiveProcesses           uint32
+	TotalTerminatedProcesses  uint32
+}
+
+// reaped: a job handle names this job for ever; nothing to settle.
+func (g *jobTree) reaped() {}
+
+// alive reports whether the job has active processes.
+func (g *jobTree) alive() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.job == 0 {
+		return false
+	}
+	var info jobAccounting
+	err := windows.QueryInformationJobObject(g.job, windows.JobObjectBasicAccountingInformation,
+		uintptr(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info)), nil)
+	return err == nil && info.ActiveProcesses > 0
+}
+
+// waitEmpty looks at the job's active processes every few milliseconds:
+// a job signals no handle when it empties.
+func (g *jobTree) waitEmpty(ctx context.Context) {
+	for g.alive() {
+		t := time.NewTimer(10 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// release closes the job handle; kill-on-close ends anything left in it.
+func (g *jobTree) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.job != 0 {
+		_ = windows.CloseHandle(g.job)
+		g.job = 0
+	}
+}
+
+// waitExited: cmd.Wait does all the waiting on Windows.
+func waitExited(int) {}
+
+// leaderExited has no cheap answer on Windows; the exit goroutine decides.
+func leaderExited(int) bool { return false }
+
+// leaderExiting: see leaderExited.
+func leaderExiting(int) bool { return false }
+
+// waitExitedFor is not reached where leaderExiting says no.
+func waitExitedFor(int) bool { return false }
