@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -287,4 +289,36 @@ func ExampleParseSignal() {
 	// int: interrupt
 	// Kill: kill
 	// HUP: invalid: true
+}
+
+// A service that logs through log/slog hands the manager its handler; the
+// manager's diagnostics then arrive as ordinary records, with the logger's
+// name and the fields as attributes.
+func ExampleStdlibLogger() {
+	// A text handler without the time, so that the output is stable.
+	h := slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey && len(groups) == 0 {
+				return slog.Attr{}
+			}
+			return a
+		},
+	})
+	m := proc.NewManager(proc.Options{
+		Logger: proc.StdlibLogger(h), // in a service: slog.Default().Handler()
+		UpdateEnv: func([]string) ([]string, error) {
+			return nil, errors.New("secret store unreachable")
+		},
+	})
+	defer m.Close()
+
+	snap, err := m.Run(context.Background(), proc.StartRequest{ID: "build", Args: []string{"true"}})
+	if err != nil {
+		fmt.Println("run:", err)
+		return
+	}
+	fmt.Println("exit", *snap.Info.ExitCode)
+	// Output:
+	// level=WARN msg="update environment failed; keeping the current one" logger=proc id=build error="secret store unreachable"
+	// exit 0
 }
