@@ -2,6 +2,7 @@ package proc_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -321,4 +322,26 @@ func ExampleStdlibLogger() {
 	// Output:
 	// level=WARN msg="update environment failed; keeping the current one" logger=proc id=build error="secret store unreachable"
 	// exit 0
+}
+
+// A transport decodes a request body straight into a StartRequest: the JSON
+// names are snake_case, and durations are integers of nanoseconds.
+func ExampleStartRequest_json() {
+	body := `{"args":["sh","-c","echo out; echo err >&2"],"separate_stderr":true,"timeout":5000000000}`
+	var req proc.StartRequest
+	if err := json.Unmarshal([]byte(body), &req); err != nil {
+		fmt.Println("decode:", err)
+		return
+	}
+	m := proc.NewManager(proc.Options{})
+	defer m.Close()
+
+	snap, err := m.Run(context.Background(), req)
+	if err != nil {
+		fmt.Println("run:", err)
+		return
+	}
+	fmt.Printf("timeout %v, exit %d, stdout %q, stderr %q\n",
+		req.Timeout, *snap.Info.ExitCode, snap.Output.Text, snap.Stderr.Text)
+	// Output: timeout 5s, exit 0, stdout "out\n", stderr "err\n"
 }
