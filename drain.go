@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/xerrors"
@@ -177,6 +178,11 @@ func openLog(path string) (*logFile, error) {
 	// then fails at once instead of blocking the start.
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|logOpenFlags, 0o600)
 	if err != nil {
+		if exhausted(err) {
+			// Out of a resource, not a bad path (design section 8): the
+			// OS error and no sentinel, like every other exhaustion.
+			return nil, xerrors.Errorf("start: log file %q: %w", path, err)
+		}
 		return nil, xerrors.Errorf("start: log file %q: %v: %w", path, err, ErrInvalid)
 	}
 	// A regular file, or a device that never blocks a write (/dev/null,
@@ -188,6 +194,17 @@ func openLog(path string) (*logFile, error) {
 		return nil, xerrors.Errorf("start: log file %q is not a regular file: %w", path, ErrInvalid)
 	}
 	return &logFile{path: path, created: created, f: f}, nil
+}
+
+// exhausted reports whether err says the system ran out of descriptors,
+// memory or space, rather than that the request was wrong.
+func exhausted(err error) bool {
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM, syscall.ENOSPC} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *logFile) write(b []byte) {

@@ -2,8 +2,11 @@ package proc_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -287,4 +290,58 @@ func ExampleParseSignal() {
 	// int: interrupt
 	// Kill: kill
 	// HUP: invalid: true
+}
+
+// A service that logs through log/slog hands the manager its handler; the
+// manager's diagnostics then arrive as ordinary records, with the logger's
+// name and the fields as attributes.
+func ExampleStdlibLogger() {
+	// A text handler without the time, so that the output is stable.
+	h := slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey && len(groups) == 0 {
+				return slog.Attr{}
+			}
+			return a
+		},
+	})
+	m := proc.NewManager(proc.Options{
+		Logger: proc.StdlibLogger(h), // in a service: slog.Default().Handler()
+		UpdateEnv: func([]string) ([]string, error) {
+			return nil, errors.New("secret store unreachable")
+		},
+	})
+	defer m.Close()
+
+	snap, err := m.Run(context.Background(), proc.StartRequest{ID: "build", Args: []string{"true"}})
+	if err != nil {
+		fmt.Println("run:", err)
+		return
+	}
+	fmt.Println("exit", *snap.Info.ExitCode)
+	// Output:
+	// level=WARN msg="update environment failed; keeping the current one" logger=proc id=build error="secret store unreachable"
+	// exit 0
+}
+
+// A transport decodes a request body straight into a StartRequest: the JSON
+// names are snake_case, and durations are integers of nanoseconds.
+func ExampleStartRequest_json() {
+	body := `{"args":["sh","-c","echo out; echo err >&2"],"separate_stderr":true,"timeout":5000000000}`
+	var req proc.StartRequest
+	if err := json.Unmarshal([]byte(body), &req); err != nil {
+		fmt.Println("decode:", err)
+		return
+	}
+	m := proc.NewManager(proc.Options{})
+	defer m.Close()
+
+	snap, err := m.Run(context.Background(), req)
+	if err != nil {
+		fmt.Println("run:", err)
+		return
+	}
+	fmt.Printf("timeout %v, exit %d, stdout %q, stderr %q\n",
+		req.Timeout, *snap.Info.ExitCode, snap.Output.Text, snap.Stderr.Text)
+	// Output: timeout 5s, exit 0, stdout "out\n", stderr "err\n"
 }

@@ -46,9 +46,9 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 		timeout:      sp.req.Timeout,
 		drainQuiet:   sp.drainQuiet,
 		drainTimeout: sp.drainTimeout,
-		reqWorkDir:   sp.req.WorkDir,
+		asked:        sp.asked,
 		log:          log,
-		out:          NewHeadTailBuffer(sp.headBytes, sp.tailBytes, m.opts.MaxLineLength),
+		out:          NewHeadTailBuffer(sp.headBytes, sp.tailBytes, sp.maxLine),
 		activity:     make(chan struct{}, 1),
 		exited:       make(chan struct{}),
 		done:         make(chan struct{}),
@@ -112,7 +112,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 				return nil, err
 			}
 			cmd.Stderr = ew
-			p.errOut = NewHeadTailBuffer(sp.headBytes, sp.tailBytes, m.opts.MaxLineLength)
+			p.errOut = NewHeadTailBuffer(sp.headBytes, sp.tailBytes, sp.maxLine)
 			p.pumps = append(p.pumps, &pump{r: er, dst: p.errOut})
 		}
 		if sp.req.Stdin {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -122,55 +123,75 @@ func setDefault[T int | time.Duration](v *T, def T) {
 
 // StartRequest describes one process to start. Exactly one of Command and
 // Args must be set.
+//
+// A request decodes from JSON with the snake_case names of its tags
+// ({"args":["make","test"],"work_dir":"/src","separate_stderr":true}); a
+// field left out keeps its zero value, which means the default. Durations
+// (Timeout, DrainQuiet, DrainTimeout) are integers of nanoseconds, as
+// encoding/json encodes a time.Duration: {"timeout":30000000000} is 30s.
+// A transport that decodes requests from clients it does not trust chooses
+// the fields it accepts: LogPath names a file the host writes, and Owner is
+// better set by a [Scope].
 type StartRequest struct {
 	// ID is the caller's name for the record; "" gets a new UUID. An ID
 	// held by a running or retained record is refused with ErrDuplicateID.
-	ID string
+	ID string `json:"id,omitempty"`
 	// Command runs through Options.Shell.
-	Command string
+	Command string `json:"command,omitempty"`
 	// Args is an exact argv; Args[0] is looked up in $PATH.
-	Args []string
+	Args []string `json:"args,omitempty"`
 	// WorkDir must be an existing directory; "" falls back to
 	// Options.WorkingDir, then $HOME.
-	WorkDir string
+	WorkDir string `json:"work_dir,omitempty"`
 	// Env overrides variables of the base environment.
-	Env map[string]string
+	Env map[string]string `json:"env,omitempty"`
 	// UnsetEnv removes variables from the environment.
-	UnsetEnv []string
+	UnsetEnv []string `json:"unset_env,omitempty"`
+	// ClearEnv starts the child from an empty environment instead of
+	// os.Environ() and Options.UpdateEnv (which is not called): the child
+	// sees only Env, and Options.OwnerEnv if set. UnsetEnv still applies.
+	// For callers that must control exactly what a child sees.
+	ClearEnv bool `json:"clear_env,omitempty"`
 	// Owner tags the record for a [Scope].
-	Owner string
+	Owner string `json:"owner,omitempty"`
 	// Background is recorded for callers and changes nothing here.
-	Background bool
+	Background bool `json:"background,omitempty"`
 	// Timeout, if positive, terminates the process group after this long,
 	// kills it after Options.KillGrace, and reports exit code 124.
-	Timeout time.Duration
+	Timeout time.Duration `json:"timeout,omitempty"`
 	// Stdin keeps the child's stdin open for Process.Write and
 	// Process.CloseStdin. Without it the child reads from the null device
 	// (with TTY, from the terminal, where nobody types).
-	Stdin bool
+	Stdin bool `json:"stdin,omitempty"`
 	// TTY runs the child under a pseudo-terminal (Unix only): stdin, stdout
 	// and stderr are the terminal, so output is one stream. Typing into it
 	// (Process.Write, CloseStdin) needs Stdin as well; Resize does not.
-	TTY bool
+	TTY bool `json:"tty,omitempty"`
 	// Size is the initial terminal size; zero: 24 rows × 80 columns.
-	Size TermSize
-	// SeparateStderr keeps stderr in its own buffer (Process.Stderr).
-	SeparateStderr bool
+	Size TermSize `json:"size,omitzero"`
+	// SeparateStderr keeps stderr in its own buffer (Process.Stderr,
+	// Process.ReadStderrSince).
+	SeparateStderr bool `json:"separate_stderr,omitempty"`
 	// HeadBytes, TailBytes, DrainQuiet and DrainTimeout override the
 	// manager's options for this process when positive.
-	HeadBytes    int
-	TailBytes    int
-	DrainQuiet   time.Duration
-	DrainTimeout time.Duration
+	HeadBytes    int           `json:"head_bytes,omitempty"`
+	TailBytes    int           `json:"tail_bytes,omitempty"`
+	DrainQuiet   time.Duration `json:"drain_quiet,omitempty"`
+	DrainTimeout time.Duration `json:"drain_timeout,omitempty"`
+	// MaxLineLength cuts longer lines in the renderings of this process's
+	// buffers (Output and Stderr). 0: Options.MaxLineLength; negative is
+	// ErrInvalid.
+	MaxLineLength int `json:"max_line_length,omitempty"`
 	// LogPath, if set, also appends the full output, unbounded, to this
 	// file: both streams in arrival order, written before the in-memory
 	// buffer. An existing file is appended to with its mode unchanged; a new
 	// one is created with mode 0600. A path that cannot be opened for
-	// appending as a regular file (or /dev/null, /dev/full) is ErrInvalid.
-	// The first write error stops
+	// appending as a regular file (or /dev/null, /dev/full) is ErrInvalid;
+	// running out of descriptors, memory or disk space while opening it
+	// wraps the OS error instead. The first write error stops
 	// logging and is reported in Info.LogError; the process and its Output
 	// are unaffected. The file is complete and closed before Done closes.
-	LogPath string
+	LogPath string `json:"log_path,omitempty"`
 }
 
 // Manager starts and supervises processes and keeps their records. Create
@@ -261,8 +282,8 @@ func (m *Manager) Run(ctx context.Context, req StartRequest) (Snapshot, error) {
 
 // StartOrGet makes retried starts idempotent. If req.ID names a running or
 // retained record started with the same Command, Args, WorkDir (as
-// requested) and Owner, it returns that record with started == false; other
-// parameters are ErrDuplicateID. Calls with one ID start at most one
+// requested), Owner, Env, UnsetEnv, ClearEnv and Background, it returns
+// that record with started == false; other parameters are ErrDuplicateID. Calls with one ID start at most one
 // process however many race: a call that finds a start in progress waits
 // for it. Without an ID it is Start.
 func (m *Manager) StartOrGet(req StartRequest) (p *Process, started bool, err error) {
@@ -667,7 +688,9 @@ type spec struct {
 	tailBytes    int
 	drainQuiet   time.Duration
 	drainTimeout time.Duration
+	maxLine      int
 	size         TermSize
+	asked        asked
 }
 
 // prepare validates req (section 8 of the design) and resolves its command,
@@ -686,7 +709,14 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 		tailBytes:    firstPositive(req.TailBytes, m.opts.TailBytes),
 		drainQuiet:   firstPositive(req.DrainQuiet, m.opts.DrainQuiet),
 		drainTimeout: firstPositive(req.DrainTimeout, m.opts.DrainTimeout),
+		maxLine:      firstPositive(req.MaxLineLength, m.opts.MaxLineLength),
 		size:         req.Size,
+		asked: asked{
+			workDir:  req.WorkDir,
+			env:      maps.Clone(req.Env),
+			unsetEnv: slices.Clone(req.UnsetEnv),
+			clearEnv: req.ClearEnv,
+		},
 	}
 	if sp.id == "" {
 		sp.id = uuid.NewString()
@@ -726,6 +756,8 @@ func validate(req StartRequest) error {
 		return xerrors.Errorf("start: negative drain window: %w", ErrInvalid)
 	case req.HeadBytes < 0 || req.TailBytes < 0:
 		return xerrors.Errorf("start: negative buffer size: %w", ErrInvalid)
+	case req.MaxLineLength < 0:
+		return xerrors.Errorf("start: negative MaxLineLength %d: %w", req.MaxLineLength, ErrInvalid)
 	case (req.Size.Rows == 0) != (req.Size.Cols == 0):
 		return xerrors.Errorf("start: Size %dx%d has a zero dimension: %w", req.Size.Rows, req.Size.Cols, ErrInvalid)
 	case req.TTY && req.SeparateStderr:
@@ -806,11 +838,16 @@ func (m *Manager) workDir(requested string) (string, error) {
 	return os.Getwd()
 }
 
-// environ builds the child's environment: os.Environ(), then UpdateEnv,
-// then the request's overrides, then its removals, then the owner.
+// environ builds the child's environment: os.Environ(), then UpdateEnv
+// (or nothing with ClearEnv), then the request's overrides, then its
+// removals, then the owner. The result is never nil: a nil Env would make
+// exec.Cmd inherit ours.
 func (m *Manager) environ(req StartRequest, id string) []string {
-	env := os.Environ()
-	if m.opts.UpdateEnv != nil {
+	var env []string
+	if !req.ClearEnv {
+		env = os.Environ()
+	}
+	if m.opts.UpdateEnv != nil && !req.ClearEnv {
 		updated, err := m.opts.UpdateEnv(env)
 		if err != nil {
 			m.logger.Warn(context.Background(), "update environment failed; keeping the current one",

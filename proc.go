@@ -24,6 +24,7 @@ package proc
 
 import (
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -205,7 +206,7 @@ type Process struct {
 	drainQuiet   time.Duration
 	drainTimeout time.Duration
 
-	reqWorkDir string // as requested, for StartOrGet
+	asked asked // for StartOrGet
 
 	out    *HeadTailBuffer // combined output, or stdout with SeparateStderr
 	errOut *HeadTailBuffer // nil unless SeparateStderr
@@ -270,11 +271,26 @@ func (p *Process) Info() Info {
 	return info
 }
 
+// asked holds the fields of a request that StartOrGet compares and Info
+// does not carry as requested: the work dir before it was resolved, and the
+// environment (copied, so that a caller changing its map later changes
+// nothing here).
+type asked struct {
+	workDir  string
+	env      map[string]string
+	unsetEnv []string
+	clearEnv bool
+}
+
 // startedWith reports whether req asks for what p was started with, as
-// StartOrGet compares: Command, Args, WorkDir as requested, and Owner.
+// StartOrGet compares: Command, Args, WorkDir as requested, Owner, Env,
+// UnsetEnv, ClearEnv and Background. A nil Env or UnsetEnv equals an empty
+// one.
 func (p *Process) startedWith(req StartRequest) bool {
 	return req.Command == p.info.Command && slices.Equal(req.Args, p.info.Args) &&
-		req.WorkDir == p.reqWorkDir && req.Owner == p.info.Owner
+		req.WorkDir == p.asked.workDir && req.Owner == p.info.Owner &&
+		maps.Equal(req.Env, p.asked.env) && slices.Equal(req.UnsetEnv, p.asked.unsetEnv) &&
+		req.ClearEnv == p.asked.clearEnv && req.Background == p.info.Background
 }
 
 // Output renders the output buffer: the combined stream, or stdout alone
@@ -380,10 +396,48 @@ func (p *Process) finalEOF(c Chunk) Chunk {
 // record is final (nil), or ctx ends (an error wrapping ctx.Err()). It
 // starts no goroutine.
 func (p *Process) WaitOutput(ctx context.Context, cursor int64) error {
-	if err := p.out.WaitOutput(ctx, cursor); err != nil {
-		return xerrors.Errorf("wait output of %q: %w", p.info.ID, err)
+	return p.waitStream(ctx, p.out, cursor, "wait output")
+}
+
+// ReadStderrSince is [Process.ReadSince] for the stderr stream of a process
+// started with SeparateStderr, with the same rules: summed over reads from
+// 0 until EOF, len(Data) + Lost equals the bytes the child wrote to stderr.
+// Without SeparateStderr stderr is part of the Output stream, and this one
+// is empty: End is 0, and EOF is set once the record is final.
+func (p *Process) ReadStderrSince(cursor int64, max int) Chunk {
+	return p.finalEOF(p.stderrStream().ReadSince(cursor, max))
+}
+
+// WaitStderr is [Process.WaitOutput] for the stderr stream: it blocks until
+// stderr holds bytes past cursor, the record is final (nil), or ctx ends
+// (an error wrapping ctx.Err()). Without SeparateStderr the stream stays
+// empty, so it returns once the record is final. It starts no goroutine.
+func (p *Process) WaitStderr(ctx context.Context, cursor int64) error {
+	return p.waitStream(ctx, p.stderrStream(), cursor, "wait stderr")
+}
+
+// noStderr is the stderr stream of a process without SeparateStderr: empty
+// and finished, so that reads and waits of it follow the record's status
+// alone (finalEOF, waitStream).
+var noStderr = func() *HeadTailBuffer {
+	b := NewHeadTailBuffer(1, 1, 0)
+	b.Finish()
+	return b
+}()
+
+func (p *Process) stderrStream() *HeadTailBuffer {
+	if p.errOut == nil {
+		return noStderr
 	}
-	if p.out.Len() > cursor || p.isFinal() {
+	return p.errOut
+}
+
+// waitStream waits as WaitOutput does, on one of p's streams.
+func (p *Process) waitStream(ctx context.Context, b *HeadTailBuffer, cursor int64, what string) error {
+	if err := b.WaitOutput(ctx, cursor); err != nil {
+		return xerrors.Errorf("%s of %q: %w", what, p.info.ID, err)
+	}
+	if b.Len() > cursor || p.isFinal() {
 		return nil
 	}
 	// The buffer is finished; the final status follows at once.
@@ -391,7 +445,7 @@ func (p *Process) WaitOutput(ctx context.Context, cursor int64) error {
 	case <-p.done:
 		return nil
 	case <-ctx.Done():
-		return xerrors.Errorf("wait output of %q: %w", p.info.ID, ctx.Err())
+		return xerrors.Errorf("%s of %q: %w", what, p.info.ID, ctx.Err())
 	}
 }
 

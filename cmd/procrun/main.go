@@ -3,15 +3,26 @@
 //
 //	procrun [flags] -- CMD [ARGS...]
 //	procrun               # demonstration
+//
+// The command runs in the current directory unless -dir names another.
+// procrun exits with the command's exit code: 124 when -timeout ended it,
+// 128+N when signal N did. Its own failures have codes of their own, as
+// timeout(1) has them: 2 for a usage error, 125 when procrun failed (or
+// -wait-for never matched and the command exited 0), 126 when the command
+// could not be run, 127 when it was not found. -h prints the usage and
+// exits 0.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"os/exec"
 	"os/signal"
 	"regexp"
 	"strings"
@@ -23,11 +34,47 @@ import (
 	"github.com/procvisor/proc"
 )
 
+// Exit codes of procrun's own failures; any other code is the command's.
+const (
+	exitUsage      = 2
+	exitFailed     = 125
+	exitCannotRun  = 126
+	exitNotFound   = 127
+	exitNoExitCode = 1 // the wait for the command failed (exit code -1)
+)
+
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "procrun:", err)
-		os.Exit(1)
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// failure is an error of procrun's own with its exit code.
+type failure struct {
+	code int
+	err  error
+}
+
+func (f *failure) Error() string { return f.err.Error() }
+func (f *failure) Unwrap() error { return f.err }
+
+// run runs procrun with args and returns its exit code, having reported
+// any error of its own on stderr.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	code, err := runArgs(ctx, args, stdin, stdout, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "procrun:", err)
+		var f *failure
+		switch {
+		case errors.As(err, &f):
+			return f.code
+		case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+			return exitNotFound
+		case errors.Is(err, fs.ErrPermission):
+			return exitCannotRun
+		case code == 0:
+			return exitFailed
+		}
 	}
+	return code
 }
 
 type config struct {
@@ -43,42 +90,60 @@ type config struct {
 	logPath string
 }
 
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("procrun", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// runArgs parses args and runs the command (or the demonstration). It
+// returns the command's exit code, and an error of procrun's own.
+func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	flags := flag.NewFlagSet("procrun", flag.ContinueOnError)
+	flags.SetOutput(stderr)
 	var cfg config
-	fs.DurationVar(&cfg.timeout, "timeout", 0, "terminate, then kill, after this long (exit code 124)")
-	fs.BoolVar(&cfg.shell, "shell", false, "run the arguments, joined by spaces, through sh -c")
-	fs.IntVar(&cfg.head, "head", 0, "bytes kept from the start of the output (0: 16 KiB)")
-	fs.IntVar(&cfg.tail, "tail", 0, "bytes kept from the end of the output (0: 16 KiB)")
-	fs.BoolVar(&cfg.stdin, "stdin", false, "forward procrun's stdin to the command")
-	fs.BoolVar(&cfg.tty, "tty", false, "run the command under a pseudo-terminal")
-	fs.BoolVar(&cfg.follow, "follow", false, "stream the output while the command runs")
-	fs.StringVar(&cfg.dir, "dir", "", "work dir (default: $HOME)")
-	fs.StringVar(&cfg.waitFor, "wait-for", "", "report on stderr when an output line matches this regexp (readiness)")
-	fs.StringVar(&cfg.logPath, "log", "", "also append the full output to this file")
-	fs.Usage = func() {
+	flags.DurationVar(&cfg.timeout, "timeout", 0, "terminate, then kill, after this long (exit code 124)")
+	flags.BoolVar(&cfg.shell, "shell", false, "run the arguments, joined by spaces, through sh -c")
+	flags.IntVar(&cfg.head, "head", 0, "bytes kept from the start of the output (0: 16 KiB)")
+	flags.IntVar(&cfg.tail, "tail", 0, "bytes kept from the end of the output (0: 16 KiB)")
+	flags.BoolVar(&cfg.stdin, "stdin", false, "forward procrun's stdin to the command")
+	flags.BoolVar(&cfg.tty, "tty", false, "run the command under a pseudo-terminal")
+	flags.BoolVar(&cfg.follow, "follow", false, "stream the output while the command runs")
+	flags.StringVar(&cfg.dir, "dir", "", "work dir (default: the current directory)")
+	flags.StringVar(&cfg.waitFor, "wait-for", "", "report on stderr when an output line matches this regexp (readiness)")
+	flags.StringVar(&cfg.logPath, "log", "", "also append the full output to this file")
+	flags.Usage = func() {
 		fmt.Fprintln(stderr, "usage: procrun [flags] -- CMD [ARGS...]\n       procrun            (a demonstration)")
-		fs.PrintDefaults()
+		flags.PrintDefaults()
+		fmt.Fprintln(stderr, "exit code: the command's (124 on timeout, 128+N on signal N); 2 usage, 125 procrun failed, 126 cannot run, 127 not found")
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, nil
+		}
+		// The flag package has printed the problem and the usage.
+		return exitUsage, nil
 	}
-	if fs.NArg() == 0 {
-		return demo(ctx, stdout)
+	if flags.NArg() == 0 {
+		return 0, demo(ctx, stdout)
 	}
-	return runOne(ctx, cfg, fs.Args(), stdin, stdout, stderr)
+	if cfg.dir == "" {
+		// The library's default is $HOME; a command-line tool runs where
+		// it is called.
+		wd, err := os.Getwd()
+		if err != nil {
+			return 0, xerrors.Errorf("current directory: %w", err)
+		}
+		cfg.dir = wd
+	}
+	return runOne(ctx, cfg, flags.Args(), stdin, stdout, stderr)
 }
 
-func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+// runOne runs argv and prints its final snapshot. It returns the command's
+// exit code, and an error of procrun's own.
+func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	var ready *regexp.Regexp
 	if cfg.waitFor != "" && cfg.follow {
-		return xerrors.New("-wait-for and -follow cannot be combined: both read the output as it comes")
+		return 0, &failure{exitUsage, xerrors.New("-wait-for and -follow cannot be combined: both read the output as it comes")}
 	}
 	if cfg.waitFor != "" {
 		var err error
 		if ready, err = regexp.Compile(cfg.waitFor); err != nil {
-			return xerrors.Errorf("-wait-for: %w", err)
+			return 0, &failure{exitUsage, xerrors.Errorf("-wait-for: %w", err)}
 		}
 	}
 	m := proc.NewManager(proc.Options{})
@@ -99,7 +164,7 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 	}
 	p, err := m.Start(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 
 	// Ctrl-C interrupts the command's process group, not procrun; SIGTERM
@@ -146,18 +211,26 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 	}
 	if cfg.follow {
 		if err := follow(ctx, p, stdout); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	if err := p.Wait(ctx); err != nil {
-		return err
+		return 0, err
 	}
+	snap := p.Snapshot()
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(p.Snapshot()); err != nil {
-		return xerrors.Errorf("print snapshot: %w", err)
+	enc.SetEscapeHTML(false) // output for people and scripts, not for a web page
+	if err := enc.Encode(snap); err != nil {
+		return 0, xerrors.Errorf("print snapshot: %w", err)
 	}
-	return readyErr
+	code := exitNoExitCode
+	if c := snap.Info.ExitCode; c != nil && *c >= 0 {
+		code = *c
+	}
+	// A -wait-for that never matched fails a command that exited 0 (125);
+	// a failing command's own code says more.
+	return code, readyErr
 }
 
 // follow streams the output through cursor reads until the process is
