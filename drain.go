@@ -177,7 +177,7 @@ func openLog(path string) (*logFile, error) {
 	// then fails at once instead of blocking the start.
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|logOpenFlags, 0o600)
 	if err != nil {
-		return nil, xerrors.Errorf("start: log file %q: %v: %w", path, err, ErrInvalid)
+		return nil, xerrors.Errorf("start: log file %s: %v: %w", quotePath(path), err, ErrInvalid)
 	}
 	// A regular file, or a device that never blocks a write (/dev/null,
 	// /dev/full). Not a directory, FIFO, socket or terminal: a write there
@@ -185,7 +185,7 @@ func openLog(path string) (*logFile, error) {
 	fi, err := f.Stat()
 	if err != nil || !(fi.Mode().IsRegular() || isNullDevice(fi)) {
 		_ = f.Close()
-		return nil, xerrors.Errorf("start: log file %q is not a regular file: %w", path, ErrInvalid)
+		return nil, xerrors.Errorf("start: log file %s is not a regular file: %w", quotePath(path), ErrInvalid)
 	}
 	return &logFile{path: path, created: created, f: f}, nil
 }

@@ -17,12 +17,16 @@ import (
 var defaultShell = []string{"cmd.exe", "/C"}
 
 // setupGroup starts the child in a new console process group, so that
-// CTRL_BREAK can be sent to it and its children.
+// CTRL_BREAK can be sent to it and its children, and suspended, so that
+// newGroup can put it into its job before it runs a single instruction:
+// nothing it starts can be outside the job, and a child that would exit at
+// once cannot make the assignment fail (AssignProcessToJobObject answers
+// "Access is denied" for a process that has already exited).
 func setupGroup(cmd *exec.Cmd, _ bool) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
-	cmd.SysProcAttr.CreationFlags |= windows.CREATE_NEW_PROCESS_GROUP
+	cmd.SysProcAttr.CreationFlags |= windows.CREATE_NEW_PROCESS_GROUP | windows.CREATE_SUSPENDED
 }
 
 // setCommandLine passes a shell command to cmd.exe as written. os/exec
@@ -47,9 +51,15 @@ type procGroup struct {
 	job windows.Handle
 }
 
-// newGroup puts the started child into a new Job Object. A child could
-// start a grandchild before it is assigned; Windows offers no way to
-// assign at creation through os/exec.
+// newGroup puts the child, started suspended by setupGroup, into a new Job
+// Object and then lets it run. On error the child is still suspended and
+// the caller kills it.
+//
+// os/exec keeps the handle of the child's main thread to itself, so the
+// child is resumed with NtResumeProcess, which resumes every thread of the
+// process (it has just the one). The documented alternative, creating the
+// child inside the job (PROC_THREAD_ATTRIBUTE_JOB_LIST), is out of reach
+// through os/exec too.
 func newGroup(cmd *exec.Cmd) (*procGroup, error) {
 	job, err := windows.CreateJobObject(nil, nil)
 	if err != nil {
@@ -62,8 +72,10 @@ func newGroup(cmd *exec.Cmd) (*procGroup, error) {
 		_ = windows.CloseHandle(job)
 		return nil, xerrors.Errorf("set job limits: %w", err)
 	}
+	// The PID names our child: it is not reaped (cmd.Wait has not run),
+	// and os/exec holds a handle to it.
 	pid := uint32(cmd.Process.Pid)
-	h, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE, false, pid)
+	h, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE|windows.PROCESS_SUSPEND_RESUME, false, pid)
 	if err != nil {
 		_ = windows.CloseHandle(job)
 		return nil, xerrors.Errorf("open process %d: %w", pid, err)
@@ -73,7 +85,25 @@ func newGroup(cmd *exec.Cmd) (*procGroup, error) {
 		_ = windows.CloseHandle(job)
 		return nil, xerrors.Errorf("assign process %d to job: %w", pid, err)
 	}
+	if err := resumeProcess(h); err != nil {
+		_ = windows.CloseHandle(job)
+		return nil, xerrors.Errorf("resume process %d: %w", pid, err)
+	}
 	return &procGroup{pid: pid, job: job}, nil
+}
+
+var procNtResumeProcess = windows.NewLazySystemDLL("ntdll.dll").NewProc("NtResumeProcess")
+
+// resumeProcess resumes every thread of the process h.
+func resumeProcess(h windows.Handle) error {
+	if err := procNtResumeProcess.Find(); err != nil {
+		return err
+	}
+	status, _, _ := procNtResumeProcess.Call(uintptr(h))
+	if status != 0 {
+		return windows.NTStatus(status)
+	}
+	return nil
 }
 
 func (g *procGroup) signal(sig Signal) error {
@@ -150,19 +180,6 @@ func exitStatus(state *os.ProcessState, _ error) (code int, sigName string, usag
 		return -1, "", nil
 	}
 	return state.ExitCode(), "", &Usage{User: state.UserTime(), System: state.SystemTime()}
-}
-
-// newPipe returns a pipe as os.Pipe makes it; parent is the read end if
-// parentReads.
-func newPipe(parentReads bool) (parent, child *os.File, err error) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, nil, xerrors.Errorf("pipe: %w", err)
-	}
-	if parentReads {
-		return r, w, nil
-	}
-	return w, r, nil
 }
 
 // stopReading closes f: pipes from os.Pipe are not pollable on Windows, so
