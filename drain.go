@@ -181,9 +181,9 @@ func openLog(path string) (*logFile, error) {
 		if exhausted(err) {
 			// Out of a resource, not a bad path (design section 8): the
 			// OS error and no sentinel, like every other exhaustion.
-			return nil, xerrors.Errorf("start: log file %q: %w", path, err)
+			return nil, xerrors.Errorf("start: log file %s: %w", quotePath(path), err)
 		}
-		return nil, xerrors.Errorf("start: log file %q: %v: %w", path, err, ErrInvalid)
+		return nil, xerrors.Errorf("start: log file %s: %v: %w", quotePath(path), err, ErrInvalid)
 	}
 	// A regular file, or a device that never blocks a write (/dev/null,
 	// /dev/full). Not a directory, FIFO, socket or terminal: a write there
@@ -191,7 +191,7 @@ func openLog(path string) (*logFile, error) {
 	fi, err := f.Stat()
 	if err != nil || !(fi.Mode().IsRegular() || isNullDevice(fi)) {
 		_ = f.Close()
-		return nil, xerrors.Errorf("start: log file %q is not a regular file: %w", path, ErrInvalid)
+		return nil, xerrors.Errorf("start: log file %s is not a regular file: %w", quotePath(path), ErrInvalid)
 	}
 	return &logFile{path: path, created: created, f: f}, nil
 }

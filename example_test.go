@@ -1,3 +1,8 @@
+//go:build unix
+
+// The examples use Unix commands (sh, echo, seq, sleep);
+// example_windows_test.go has their Windows forms.
+
 package proc_test
 
 import (

@@ -18,11 +18,11 @@ import (
 func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 	cmd := m.opts.CommandContext(context.Background(), sp.name, sp.args...)
 	if cmd == nil {
-		return nil, xerrors.Errorf("start %q: Options.CommandContext returned nil: %w", sp.name, ErrInvalid)
+		return nil, xerrors.Errorf("start %s: Options.CommandContext returned nil: %w", quotePath(sp.name), ErrInvalid)
 	}
 	if cmd.Err != nil {
 		// The program was not found: say so before touching the log file.
-		return nil, xerrors.Errorf("start %q: %w", sp.name, cmd.Err)
+		return nil, xerrors.Errorf("start %s: %w", quotePath(sp.name), cmd.Err)
 	}
 	cmd.Dir = sp.dir
 	cmd.Env = sp.env
@@ -81,7 +81,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 	pipe := func(parentReads bool) (parent, child *os.File, err error) {
 		parent, child, err = newPipe(parentReads)
 		if err != nil {
-			return nil, nil, xerrors.Errorf("start %q: %w", sp.name, err)
+			return nil, nil, xerrors.Errorf("start %s: %w", quotePath(sp.name), err)
 		}
 		parentEnds = append(parentEnds, parent)
 		childEnds = append(childEnds, child)
@@ -91,7 +91,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 	if sp.req.TTY {
 		master, slave, err := openTTY(sp.size)
 		if err != nil {
-			return nil, xerrors.Errorf("start %q: open terminal: %w", sp.name, err)
+			return nil, xerrors.Errorf("start %s: open terminal: %w", quotePath(sp.name), err)
 		}
 		parentEnds = append(parentEnds, master)
 		childEnds = append(childEnds, slave)
@@ -138,12 +138,12 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 	t, err := setup.started(cmd, sp.req.Owner)
 	switch {
 	case startErr != nil:
-		return nil, xerrors.Errorf("start %q: %w", sp.name, startErr)
+		return nil, xerrors.Errorf("start %s: %w", quotePath(sp.name), startErr)
 	case err != nil:
 		// The child runs but cannot be supervised: stop it and collect it.
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		return nil, xerrors.Errorf("start %q: %w", sp.name, err)
+		return nil, xerrors.Errorf("start %s: %w", quotePath(sp.name), err)
 	}
 	p.cmd = cmd
 	p.tree = t

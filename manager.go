@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"cdr.dev/slog/v3"
 	"github.com/coder/quartz"
@@ -808,16 +810,28 @@ func firstPositive[T int | time.Duration](v, def T) T {
 	return def
 }
 
+// quotePath quotes a path for an error message so that it reads as
+// written: %q would double every backslash of a Windows path. A path
+// holding a quote or an unprintable character is quoted by strconv.
+func quotePath(path string) string {
+	for _, r := range path {
+		if r == '"' || !unicode.IsPrint(r) {
+			return strconv.Quote(path)
+		}
+	}
+	return `"` + path + `"`
+}
+
 // workDir resolves the work dir: the request's (which must exist), then
 // Options.WorkingDir (if it exists), then $HOME, then the current directory.
 func (m *Manager) workDir(requested string) (string, error) {
 	if requested != "" {
 		fi, err := os.Stat(requested)
 		if err != nil {
-			return "", xerrors.Errorf("start: work dir %q: %v: %w", requested, err, ErrInvalid)
+			return "", xerrors.Errorf("start: work dir %s: %v: %w", quotePath(requested), err, ErrInvalid)
 		}
 		if !fi.IsDir() {
-			return "", xerrors.Errorf("start: work dir %q is not a directory: %w", requested, ErrInvalid)
+			return "", xerrors.Errorf("start: work dir %s is not a directory: %w", quotePath(requested), ErrInvalid)
 		}
 		return filepath.Abs(requested)
 	}

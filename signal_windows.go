@@ -33,19 +33,6 @@ func exitStatus(state *os.ProcessState, _ error) (code int, sigName string, usag
 	return state.ExitCode(), "", &Usage{User: state.UserTime(), System: state.SystemTime()}
 }
 
-// newPipe returns a pipe as os.Pipe makes it; parent is the read end if
-// parentReads.
-func newPipe(parentReads bool) (parent, child *os.File, err error) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, nil, xerrors.Errorf("pipe: %w", err)
-	}
-	if parentReads {
-		return r, w, nil
-	}
-	return w, r, nil
-}
-
 // stopReading closes f: pipes from os.Pipe are not pollable on Windows, so
 // no deadline can stop a read, but closing cancels it. There is no final
 // pass there.

@@ -34,8 +34,9 @@ func (p *Process) Write(b []byte) (int, error) {
 // returns an error wrapping ErrInvalid. After Close, a process that Close
 // stopped answers ErrClosed; one that had exited before, ErrNotRunning.
 //
-// On Windows a pipe has no deadlines, so a write blocked on a child that
-// never reads ends only when the child exits or Close runs, not with ctx.
+// On Windows stdin is an overlapped named pipe, which takes deadlines from
+// Go 1.25 on; built with an older Go, a write blocked on a child that never
+// reads ends only when the child exits or Close runs, not with ctx.
 func (p *Process) WriteContext(ctx context.Context, b []byte) (int, error) {
 	if p.in == nil || !p.in.writable {
 		return 0, xerrors.Errorf("write to %q: started without Stdin: %w", p.info.ID, ErrInvalid)

@@ -27,7 +27,11 @@ func openCgroupHost(string) (*cgroupHost, error) {
 func (*cgroupHost) close() {}
 
 // treeSetup starts the child in a new console process group, so that
-// CTRL_BREAK can be sent to it and its children.
+// CTRL_BREAK can be sent to it and its children, and suspended, so that
+// started can put it into its job before it runs a single instruction:
+// nothing it starts can be outside the job, and a child that would exit at
+// once cannot make the assignment fail (AssignProcessToJobObject answers
+// "Access is denied" for a process that has already exited).
 type treeSetup struct{}
 
 func (m *Manager) setupTree(cmd *exec.Cmd, _ bool) (*treeSetup, error) {
@@ -37,13 +41,19 @@ func (m *Manager) setupTree(cmd *exec.Cmd, _ bool) (*treeSetup, error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
-	cmd.SysProcAttr.CreationFlags |= windows.CREATE_NEW_PROCESS_GROUP
+	cmd.SysProcAttr.CreationFlags |= windows.CREATE_NEW_PROCESS_GROUP | windows.CREATE_SUSPENDED
 	return &treeSetup{}, nil
 }
 
-// started puts the started child into a new Job Object. A child could
-// start a grandchild before it is assigned; Windows offers no way to
-// assign at creation through os/exec.
+// started puts the child, started suspended, into a new Job Object and
+// then lets it run. On error the child is still suspended and the caller
+// kills it.
+//
+// os/exec keeps the handle of the child's main thread to itself, so the
+// child is resumed with NtResumeProcess, which resumes every thread of the
+// process (it has just the one). The documented alternative, creating the
+// child inside the job (PROC_THREAD_ATTRIBUTE_JOB_LIST), is out of reach
+// through os/exec too.
 func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 	if cmd.Process == nil {
 		return nil, nil
@@ -59,8 +69,10 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 		_ = windows.CloseHandle(job)
 		return nil, xerrors.Errorf("set job limits: %w", err)
 	}
+	// The PID names our child: it is not reaped (cmd.Wait has not run),
+	// and os/exec holds a handle to it.
 	pid := uint32(cmd.Process.Pid)
-	h, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE, false, pid)
+	h, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE|windows.PROCESS_SUSPEND_RESUME, false, pid)
 	if err != nil {
 		_ = windows.CloseHandle(job)
 		return nil, xerrors.Errorf("open process %d: %w", pid, err)
@@ -70,7 +82,25 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 		_ = windows.CloseHandle(job)
 		return nil, xerrors.Errorf("assign process %d to job: %w", pid, err)
 	}
+	if err := resumeProcess(h); err != nil {
+		_ = windows.CloseHandle(job)
+		return nil, xerrors.Errorf("resume process %d: %w", pid, err)
+	}
 	return &tree{sys: &jobTree{pid: pid, job: job}, kind: containJob, owner: owner}, nil
+}
+
+var procNtResumeProcess = windows.NewLazySystemDLL("ntdll.dll").NewProc("NtResumeProcess")
+
+// resumeProcess resumes every thread of the process h.
+func resumeProcess(h windows.Handle) error {
+	if err := procNtResumeProcess.Find(); err != nil {
+		return err
+	}
+	status, _, _ := procNtResumeProcess.Call(uintptr(h))
+	if status != 0 {
+		return windows.NTStatus(status)
+	}
+	return nil
 }
 
 // jobTree is the Job Object holding a child and everything it starts.
