@@ -146,6 +146,8 @@ func TestStartRequestJSON(t *testing.T) {
 // child's environment, sorted.
 func ecoEnv(ctx context.Context, t *testing.T, m *proc.Manager, req proc.StartRequest) []string {
 	t.Helper()
+	// The variables are NUL-separated: one "line" that must not be cut.
+	req.HeadBytes, req.TailBytes, req.MaxLineLength = 1<<20, 1<<20, 1<<20
 	snap, err := m.Run(ctx, req)
 	if err != nil {
 		t.Fatalf("Run(mgr-env) = %v", err)
@@ -154,6 +156,8 @@ func ecoEnv(ctx context.Context, t *testing.T, m *proc.Manager, req proc.StartRe
 		t.Fatalf("mgr-env exited %d, truncation %+v: %q", code, snap.Output.Truncation, snap.Output.Text)
 	}
 	env := strings.Split(strings.TrimSuffix(snap.Output.Text, "\x00"), "\x00")
+	// Not what the Manager passed: what the OS adds (SYSTEMROOT, ...).
+	env = slices.DeleteFunc(env, func(kv string) bool { k, _, _ := strings.Cut(kv, "="); return osAddsEnv(k) })
 	slices.Sort(env)
 	return env
 }

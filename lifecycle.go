@@ -124,13 +124,13 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 			p.in = newStdinPipe(iw, false, true)
 		}
 	}
-	if sp.req.Command != "" {
-		setCommandLine(cmd, m.opts.Shell, sp.req.Command)
-	}
 	// The child starts inside its tree: a cgroup, or a session of its own.
 	setup, err := m.setupTree(cmd, sp.req.TTY)
 	if err != nil {
 		return nil, err
+	}
+	if sp.req.Command != "" {
+		setCommandLine(cmd, m.opts.Shell, sp.req.Command)
 	}
 
 	p.info.StartedAt = m.clock.Now("process", "start")
