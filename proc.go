@@ -360,6 +360,14 @@ func (p *Process) ReadSince(cursor int64, max int) Chunk {
 	return p.finalEOF(p.out.ReadSince(cursor, max))
 }
 
+// ReadSinceInto is ReadSince that reads into buf instead of allocating: at
+// most len(buf) bytes, with Chunk.Data aliasing buf. A follower that passes
+// the same buffer each time reads without allocating. An empty buf reads no
+// bytes but still skips the lost ones.
+func (p *Process) ReadSinceInto(cursor int64, buf []byte) Chunk {
+	return p.finalEOF(p.out.ReadSinceInto(cursor, buf))
+}
+
 // finalEOF clears c.EOF until the record is final: the buffer is finished
 // a moment before, and EOF must come together with the final status.
 func (p *Process) finalEOF(c Chunk) Chunk {
