@@ -55,7 +55,17 @@ type HeadTailBuffer struct {
 	// waitc is created by the first waiter and closed (then cleared) by the
 	// next Write or Finish, so writes without waiters allocate nothing.
 	waitc chan struct{}
+	// read is set by every cursor read and wait, and cleared by every
+	// Write; followed counts down the writes left before the stream is
+	// taken as no longer followed (see readSize).
+	read     bool
+	followed int
 }
+
+// followHold is how many writes in a row without a cursor read or wait
+// it takes before a buffer counts as no longer followed. A follower woken
+// by one write may not have read yet when the next comes.
+const followHold = 8
 
 // NewHeadTailBuffer returns an empty buffer that keeps up to headBytes
 // bytes from the start of the stream and tailBytes from its end, and whose
@@ -80,15 +90,22 @@ func NewHeadTailBuffer(headBytes, tailBytes, maxLineLength int) *HeadTailBuffer 
 // returns len(p), nil; afterwards it stores nothing and returns 0 and an
 // error wrapping [ErrClosed].
 func (b *HeadTailBuffer) Write(p []byte) (int, error) {
+	n, _, err := b.write(p)
+	return n, err
+}
+
+// write is Write that also reports whether it woke a reader blocked in
+// WaitOutput (the pump then lets that reader run before reading more).
+func (b *HeadTailBuffer) write(p []byte) (n int, woke bool, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.finished {
-		return 0, xerrors.Errorf("write output: buffer finished: %w", ErrClosed)
+		return 0, false, xerrors.Errorf("write output: buffer finished: %w", ErrClosed)
 	}
 	if len(p) == 0 {
-		return 0, nil
+		return 0, false, nil
 	}
-	n := len(p)
+	n = len(p)
 	b.total += int64(n)
 	if room := b.headMax - len(b.head); room > 0 {
 		k := min(room, len(p))
@@ -99,8 +116,39 @@ func (b *HeadTailBuffer) Write(p []byte) (int, error) {
 	if len(p) > 0 {
 		b.writeTailLocked(p)
 	}
+	if b.read {
+		b.followed = followHold
+	} else if b.followed > 0 {
+		b.followed--
+	}
+	b.read = false
+	woke = b.waitc != nil
 	b.wakeLocked()
-	return n, nil
+	return n, woke, nil
+}
+
+// readSinceWrite reports whether a cursor read or wait happened since the
+// last Write.
+func (b *HeadTailBuffer) readSinceWrite() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.read
+}
+
+// readSize returns how many bytes the pump should read at once, given a
+// read buffer of size bytes: all of them, unless the stream is followed (a
+// cursor read or wait happened within the last followHold writes), in
+// which case no more than the tail holds. A follower woken by one such
+// write can then read all of it before the next one overwrites it, where
+// a 64 KiB read into a 16 KiB tail would drop three quarters of it before
+// any reader could look.
+func (b *HeadTailBuffer) readSize(size int) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.followed == 0 && !b.read && b.waitc == nil {
+		return size
+	}
+	return min(size, b.tailMax)
 }
 
 // writeTailLocked appends p to the tail ring, dropping its oldest bytes
@@ -276,6 +324,7 @@ func (b *HeadTailBuffer) Finished() bool {
 func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 	for {
 		b.mu.Lock()
+		b.read = true
 		if b.total > cursor || b.finished {
 			b.mu.Unlock()
 			return nil
@@ -367,6 +416,7 @@ func nonNegative(cursor int64) int64 {
 
 // readIntoLocked does the work of ReadSinceInto.
 func (b *HeadTailBuffer) readIntoLocked(cursor int64, buf []byte) Chunk {
+	b.read = true
 	cursor = nonNegative(cursor)
 	c := Chunk{Next: cursor, End: b.total}
 	if cursor < b.total {

@@ -128,6 +128,10 @@ type Info struct {
 	// LogError is the first write error of the log file, if any; logging
 	// stopped there, the process and its Output were unaffected.
 	LogError string `json:"log_error,omitempty"`
+	// TeeError is the first error of StartRequest.OutputTee or StderrTee,
+	// prefixed with which tee it was, or why a tee was cut off; that tee
+	// received nothing more. The process and its Output were unaffected.
+	TeeError string `json:"tee_error,omitempty"`
 }
 
 // Usage is the resource usage of a final process (the direct child only).
@@ -209,6 +213,7 @@ type Process struct {
 	in     *stdinPipe // nil unless Stdin or TTY
 	tty    *os.File   // the PTY master, nil unless TTY
 	log    *logFile   // nil without LogPath
+	tees   tees       // the state StartRequest.OutputTee and StderrTee share
 
 	cmd      *exec.Cmd // owned by the exit goroutine
 	pumps    []*pump
@@ -261,6 +266,7 @@ func (p *Process) Info() Info {
 		info.OutputBytes += p.errOut.Len()
 	}
 	info.LogError = p.log.errString()
+	info.TeeError = p.tees.errString()
 	return info
 }
 
