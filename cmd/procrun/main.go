@@ -97,6 +97,12 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 	if cfg.shell {
 		req.Args, req.Command = nil, strings.Join(argv, " ")
 	}
+	if cfg.follow {
+		// The tee hands over every byte as the pump reads it; a terminal
+		// or pipe that falls behind holds the command back instead of
+		// losing output.
+		req.OutputTee = stdout
+	}
 	p, err := m.Start(req)
 	if err != nil {
 		return err
@@ -144,11 +150,6 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 			fmt.Fprintf(stderr, "procrun: ready: %s\n", line)
 		}
 	}
-	if cfg.follow {
-		if err := follow(ctx, p, stdout); err != nil {
-			return err
-		}
-	}
 	if err := p.Wait(ctx); err != nil {
 		return err
 	}
@@ -158,28 +159,6 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 		return xerrors.Errorf("print snapshot: %w", err)
 	}
 	return readyErr
-}
-
-// follow streams the output through cursor reads until the process is
-// final, saying where bytes were lost because the reader fell behind.
-func follow(ctx context.Context, p *proc.Process, w io.Writer) error {
-	var cursor int64
-	for {
-		if err := p.WaitOutput(ctx, cursor); err != nil {
-			return err
-		}
-		c := p.ReadSince(cursor, 0)
-		if c.Lost > 0 {
-			fmt.Fprintf(w, "\n... [missed %d bytes] ...\n", c.Lost)
-		}
-		if _, err := w.Write(c.Data); err != nil {
-			return xerrors.Errorf("follow: %w", err)
-		}
-		cursor = c.Next
-		if c.EOF {
-			return nil
-		}
-	}
 }
 
 // demo shows three things the supervisor does: a long output cut to head
