@@ -350,3 +350,40 @@ func ExampleStartRequest_json() {
 		req.Timeout, *snap.Info.ExitCode, snap.Output.Text, snap.Stderr.Text)
 	// Output: timeout 5s, exit 0, stdout "out\n", stderr "err\n"
 }
+
+// OutputTee streams every byte to a transport as the pump reads it, in
+// order and without loss; a slow writer holds the child back, as a pipe
+// would. Here the "transport" upper-cases what it gets.
+func ExampleStartRequest_outputTee() {
+	m := proc.NewManager(proc.Options{})
+	defer m.Close()
+
+	var streamed strings.Builder
+	p, err := m.Start(proc.StartRequest{
+		Command:   "echo one; echo two",
+		OutputTee: teeFunc(func(b []byte) { streamed.WriteString(strings.ToUpper(string(b))) }),
+	})
+	if err != nil {
+		fmt.Println("start:", err)
+		return
+	}
+	if err := p.Wait(context.Background()); err != nil {
+		fmt.Println("wait:", err)
+		return
+	}
+	// The tee's Writes all happened before the record became final.
+	fmt.Print(streamed.String())
+	fmt.Printf("tee error: %q\n", p.Info().TeeError)
+	// Output:
+	// ONE
+	// TWO
+	// tee error: ""
+}
+
+// teeFunc adapts a function to io.Writer for ExampleStartRequest_outputTee.
+type teeFunc func([]byte)
+
+func (f teeFunc) Write(b []byte) (int, error) {
+	f(b)
+	return len(b), nil
+}

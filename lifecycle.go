@@ -98,14 +98,14 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 		p.tty = master
 		p.in = newStdinPipe(master, true, sp.req.Stdin)
-		p.pumps = append(p.pumps, &pump{r: master, dst: p.out})
+		p.pumps = append(p.pumps, &pump{r: master, dst: p.out, tee: newTee(sp.req.OutputTee, "output tee", &p.tees)})
 	} else {
 		r, w, err := pipe(true)
 		if err != nil {
 			return nil, err
 		}
 		cmd.Stdout, cmd.Stderr = w, w
-		p.pumps = append(p.pumps, &pump{r: r, dst: p.out})
+		p.pumps = append(p.pumps, &pump{r: r, dst: p.out, tee: newTee(sp.req.OutputTee, "output tee", &p.tees)})
 		if sp.req.SeparateStderr {
 			er, ew, err := pipe(true)
 			if err != nil {
@@ -113,7 +113,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 			}
 			cmd.Stderr = ew
 			p.errOut = NewHeadTailBuffer(sp.headBytes, sp.tailBytes, sp.maxLine)
-			p.pumps = append(p.pumps, &pump{r: er, dst: p.errOut})
+			p.pumps = append(p.pumps, &pump{r: er, dst: p.errOut, tee: newTee(sp.req.StderrTee, "stderr tee", &p.tees)})
 		}
 		if sp.req.Stdin {
 			iw, ir, err := pipe(false)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -195,6 +196,21 @@ type StartRequest struct {
 	// logging and is reported in Info.LogError; the process and its Output
 	// are unaffected. The file is complete and closed before Done closes.
 	LogPath string `json:"log_path,omitempty"`
+	// OutputTee, if set, receives every byte of the Output stream (the
+	// combined output, or stdout with SeparateStderr), in order, from the
+	// pump, before the buffer stores it, in pieces of up to 64 KiB. Its
+	// Write may block: that holds the pump and, once the pipe is full, the
+	// child, as a pipe would (flow control). Writes to the tees of one
+	// process never overlap, even when one writer is both tees. The first
+	// error (or short write) stops that tee and is recorded in
+	// Info.TeeError; the process and its buffers are unaffected. A Write
+	// still blocked DrainTimeout after the child's exit is cut off (and
+	// TeeError says so) so that the record can become final; the pump
+	// goroutine it holds ends when that Write returns.
+	OutputTee io.Writer `json:"-"`
+	// StderrTee is OutputTee for the stderr stream, with SeparateStderr;
+	// without it, it receives nothing.
+	StderrTee io.Writer `json:"-"`
 }
 
 // Manager starts and supervises processes and keeps their records. Create

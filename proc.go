@@ -133,6 +133,10 @@ type Info struct {
 	// "group" (a session and process group) or "job" (Windows). See
 	// Options.Containment.
 	Containment string `json:"containment"`
+	// TeeError is the first error of StartRequest.OutputTee or StderrTee,
+	// prefixed with which tee it was, or why a tee was cut off; that tee
+	// received nothing more. The process and its Output were unaffected.
+	TeeError string `json:"tee_error,omitempty"`
 }
 
 // Usage is the resource usage of a final process (the direct child only).
@@ -214,6 +218,7 @@ type Process struct {
 	in     *stdinPipe      // nil unless Stdin or TTY
 	tty    *os.File        // the PTY master, nil unless TTY
 	log    *logFile        // nil without LogPath
+	tees   tees            // the state StartRequest.OutputTee and StderrTee share
 
 	cmd      *exec.Cmd // owned by the exit goroutine
 	pumps    []*pump
@@ -268,6 +273,7 @@ func (p *Process) Info() Info {
 		info.OutputBytes += p.errOut.Len()
 	}
 	info.LogError = p.log.errString()
+	info.TeeError = p.tees.errString()
 	return info
 }
 
@@ -381,6 +387,14 @@ func (p *Process) Resize(size TermSize) error {
 // reads from 0 until EOF, len(Data) + Lost equals the stream's length.
 func (p *Process) ReadSince(cursor int64, max int) Chunk {
 	return p.finalEOF(p.out.ReadSince(cursor, max))
+}
+
+// ReadSinceInto is ReadSince that reads into buf instead of allocating: at
+// most len(buf) bytes, with Chunk.Data aliasing buf. A follower that passes
+// the same buffer each time reads without allocating. An empty buf reads no
+// bytes but still skips the lost ones.
+func (p *Process) ReadSinceInto(cursor int64, buf []byte) Chunk {
+	return p.finalEOF(p.out.ReadSinceInto(cursor, buf))
 }
 
 // finalEOF clears c.EOF until the record is final: the buffer is finished

@@ -76,6 +76,9 @@ type stdinPipe struct {
 	// gen numbers writes, so that a late context callback of an earlier
 	// write cannot interrupt a later one.
 	gen uint64
+	// deadlineSet: a cancelled write left an expired write deadline that
+	// the next write must clear.
+	deadlineSet bool
 }
 
 type stdinState int
@@ -135,17 +138,27 @@ func (s *stdinPipe) write(ctx context.Context, b []byte, p *Process) (int, error
 	s.gen++
 	gen := s.gen
 	// Clear what an earlier cancelled write left; exit and Close set the
-	// deadline again under mu, so they cannot be missed.
-	_ = s.w.SetWriteDeadline(time.Time{})
+	// deadline again under mu, so they cannot be missed. Only a write
+	// whose context ended sets it, so most writes skip the call.
+	if s.deadlineSet {
+		_ = s.w.SetWriteDeadline(time.Time{})
+		s.deadlineSet = false
+	}
 	s.mu.Unlock()
 
-	stop := context.AfterFunc(ctx, func() {
-		s.mu.Lock()
-		if s.gen == gen {
-			_ = s.w.SetWriteDeadline(pastDeadline)
-		}
-		s.mu.Unlock()
-	})
+	// A context that can never end (Write's) needs no callback: the
+	// per-write cost stays a lock and the write itself.
+	stop := func() bool { return false }
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, func() {
+			s.mu.Lock()
+			if s.gen == gen {
+				_ = s.w.SetWriteDeadline(pastDeadline)
+				s.deadlineSet = true
+			}
+			s.mu.Unlock()
+		})
+	}
 	n, err := s.w.Write(b)
 	stop()
 	if err == nil {

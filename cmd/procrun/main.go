@@ -162,6 +162,12 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 	if cfg.shell {
 		req.Args, req.Command = nil, strings.Join(argv, " ")
 	}
+	if cfg.follow {
+		// The tee hands over every byte as the pump reads it; a terminal
+		// or pipe that falls behind holds the command back instead of
+		// losing output.
+		req.OutputTee = stdout
+	}
 	p, err := m.Start(req)
 	if err != nil {
 		return 0, err
@@ -209,11 +215,6 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 			fmt.Fprintf(stderr, "procrun: ready: %s\n", line)
 		}
 	}
-	if cfg.follow {
-		if err := follow(ctx, p, stdout); err != nil {
-			return 0, err
-		}
-	}
 	if err := p.Wait(ctx); err != nil {
 		return 0, err
 	}
@@ -231,28 +232,6 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 	// A -wait-for that never matched fails a command that exited 0 (125);
 	// a failing command's own code says more.
 	return code, readyErr
-}
-
-// follow streams the output through cursor reads until the process is
-// final, saying where bytes were lost because the reader fell behind.
-func follow(ctx context.Context, p *proc.Process, w io.Writer) error {
-	var cursor int64
-	for {
-		if err := p.WaitOutput(ctx, cursor); err != nil {
-			return err
-		}
-		c := p.ReadSince(cursor, 0)
-		if c.Lost > 0 {
-			fmt.Fprintf(w, "\n... [missed %d bytes] ...\n", c.Lost)
-		}
-		if _, err := w.Write(c.Data); err != nil {
-			return xerrors.Errorf("follow: %w", err)
-		}
-		cursor = c.Next
-		if c.EOF {
-			return nil
-		}
-	}
 }
 
 // demo shows three things the supervisor does: a long output cut to head
