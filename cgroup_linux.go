@@ -365,6 +365,10 @@ func eventsPopulated(data []byte) bool {
 
 func (c *cgroupTree) alive() bool { return c.populated() }
 
+// members lists cgroup.procs: every process in the cgroup, however it
+// left its session or process group.
+func (c *cgroupTree) members() ([]int, bool) { return c.procs(), true }
+
 // reaped: a cgroup names this tree for as long as we hold it.
 func (c *cgroupTree) reaped() {}
 

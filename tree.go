@@ -63,6 +63,10 @@ type treeSys interface {
 	waitEmpty(ctx context.Context)
 	// reaped tells the mechanism that the exit goroutine reaped the child.
 	reaped()
+	// members lists the PIDs of the live members, as the mechanism itself
+	// knows them (cgroup.procs, the process group in /proc). ok is false
+	// where the OS cannot list them.
+	members() (pids []int, ok bool)
 	// release frees what the mechanism holds (a cgroup directory, a job
 	// handle). It is called once, when the tree leaves the registry.
 	release()
