@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
@@ -89,11 +91,80 @@ func openCgroupHost(parent string) (*cgroupHost, error) {
 	if err := os.Mkdir(h.dir, 0o755); err != nil {
 		return nil, xerrors.Errorf("cgroup v2: make %s: %v: %w", h.dir, err, ErrUnsupported)
 	}
+	h.enableControllers()
 	if err := h.probe(); err != nil {
 		_ = os.Remove(h.dir)
 		return nil, err
 	}
 	return h, nil
+}
+
+// limitControllers are the controllers behind Limits.
+var limitControllers = []string{"memory", "pids", "cpu"}
+
+// enableControllers enables for the record cgroups every controller of
+// limitControllers that the parent delegates to the Manager's cgroup. The
+// Manager's cgroup holds no process itself, so the kernel allows it. What
+// cannot be enabled is found missing when a limit needs it.
+func (h *cgroupHost) enableControllers() {
+	data, err := os.ReadFile(filepath.Join(h.dir, "cgroup.controllers"))
+	if err != nil {
+		return
+	}
+	have := strings.Fields(string(data))
+	for _, c := range limitControllers {
+		if slices.Contains(have, c) {
+			_ = os.WriteFile(filepath.Join(h.dir, "cgroup.subtree_control"), []byte("+"+c), 0)
+		}
+	}
+}
+
+// limit writes l into the record cgroup dir, before any child is in it. A
+// limit whose controller is not enabled there is ErrUnsupported.
+func (h *cgroupHost) limit(dir string, l Limits) error {
+	if err := writeLimits(dir, l); err != nil {
+		return xerrors.Errorf("start: %w (the controller must be enabled in cgroup.subtree_control of %s, the parent of the Manager's cgroup %s; set Options.CgroupParent to a delegated cgroup that enables it)",
+			err, filepath.Dir(h.dir), h.dir)
+	}
+	return nil
+}
+
+// writeLimits writes the non-zero limits of l into the cgroup dir:
+// memory.max in bytes, pids.max, and cpu.max as "quota period" in
+// microseconds. A controller file that is missing is ErrUnsupported.
+func writeLimits(dir string, l Limits) error {
+	type limitFile struct {
+		set        bool
+		controller string
+		file       string
+		value      string
+	}
+	for _, f := range []limitFile{
+		{l.MemoryBytes > 0, "memory", "memory.max", strconv.FormatInt(l.MemoryBytes, 10)},
+		{l.Pids > 0, "pids", "pids.max", strconv.Itoa(l.Pids)},
+		{l.CPUs > 0, "cpu", "cpu.max", fmt.Sprintf("%d %d", cpuQuota(l.CPUs), cpuPeriod.Microseconds())},
+	} {
+		if !f.set {
+			continue
+		}
+		path := filepath.Join(dir, f.file)
+		// O_WRONLY without O_CREATE: a missing file is a missing controller.
+		file, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if errors.Is(err, os.ErrNotExist) {
+			return xerrors.Errorf("%s limit: the %s controller is not enabled for %s: %w", f.controller, f.controller, dir, ErrUnsupported)
+		}
+		if err != nil {
+			return xerrors.Errorf("%s limit: %w", f.controller, err)
+		}
+		_, err = file.WriteString(f.value)
+		if cerr := file.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return xerrors.Errorf("%s limit: write %s to %s: %w", f.controller, f.value, path, err)
+		}
+	}
+	return nil
 }
 
 // probe starts a child inside a fresh record cgroup, to learn whether
@@ -364,6 +435,47 @@ func eventsPopulated(data []byte) bool {
 }
 
 func (c *cgroupTree) alive() bool { return c.populated() }
+
+// usage reads the tree's accounting: cpu.stat (always there), and
+// memory.peak, pids.peak and memory.events where their controllers are
+// enabled.
+func (c *cgroupTree) usage() *TreeUsage {
+	u := &TreeUsage{}
+	stat := readKeyed(filepath.Join(c.dir, "cpu.stat"))
+	u.User = time.Duration(stat["user_usec"]) * time.Microsecond
+	u.System = time.Duration(stat["system_usec"]) * time.Microsecond
+	u.MemoryPeak = readInt(filepath.Join(c.dir, "memory.peak"))
+	u.PidsPeak = int(readInt(filepath.Join(c.dir, "pids.peak")))
+	u.OOMKills = int(readKeyed(filepath.Join(c.dir, "memory.events"))["oom_kill"])
+	return u
+}
+
+// readKeyed reads a cgroup file of "key value" lines; missing is empty.
+func readKeyed(path string) map[string]int64 {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	m := map[string]int64{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				m[k] = n
+			}
+		}
+	}
+	return m
+}
+
+// readInt reads a cgroup file holding one integer; missing is 0.
+func readInt(path string) int64 {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	return n
+}
 
 // members lists cgroup.procs: every process in the cgroup, however it
 // left its session or process group.

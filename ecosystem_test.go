@@ -64,7 +64,8 @@ func TestStartRequestJSON(t *testing.T) {
 			"stdin": true, "tty": true, "size": {"rows": 40, "cols": 120},
 			"separate_stderr": true, "head_bytes": 1024, "tail_bytes": 2048,
 			"max_line_length": 300, "drain_quiet": 10000000,
-			"drain_timeout": 1500000000, "log_path": "/tmp/build-1.log"
+			"drain_timeout": 1500000000, "log_path": "/tmp/build-1.log",
+			"limits": {"memory_bytes": 1073741824, "pids": 64, "cpus": 1.5}
 		}`
 		want := proc.StartRequest{
 			ID: "build-1", Args: []string{"make", "test"}, WorkDir: "/src",
@@ -74,6 +75,7 @@ func TestStartRequestJSON(t *testing.T) {
 			SeparateStderr: true, HeadBytes: 1024, TailBytes: 2048,
 			MaxLineLength: 300, DrainQuiet: 10 * time.Millisecond,
 			DrainTimeout: 1500 * time.Millisecond, LogPath: "/tmp/build-1.log",
+			Limits: proc.Limits{MemoryBytes: 1 << 30, Pids: 64, CPUs: 1.5},
 		}
 		var got proc.StartRequest
 		if err := json.Unmarshal([]byte(body), &got); err != nil {

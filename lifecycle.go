@@ -125,7 +125,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 		}
 	}
 	// The child starts inside its tree: a cgroup, or a session of its own.
-	setup, err := m.setupTree(cmd, sp.req.TTY)
+	setup, err := m.setupTree(cmd, sp.req.TTY, sp.limits)
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +149,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 	p.tree = t
 	p.info.PID = cmd.Process.Pid
 	p.info.Containment = t.kind
+	p.info.Limits = sp.limits
 	p.pumpDone = make(chan struct{}, len(p.pumps))
 	for _, pu := range p.pumps {
 		pu.activity = p.activity
@@ -222,6 +223,9 @@ func (p *Process) finish(waitErr error, exitedAt time.Time, timedOut bool) {
 	}
 	p.log.close()
 	code, sigName, usage := exitStatus(p.cmd.ProcessState, waitErr)
+	if usage != nil {
+		usage.Tree = p.tree.sys.usage()
+	}
 	if timedOut {
 		code = 124
 	}

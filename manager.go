@@ -96,6 +96,16 @@ type Options struct {
 	// below that. A CgroupParent that is not a cgroup v2 directory is
 	// ErrInvalid at Start. Ignored with ContainGroup.
 	CgroupParent string
+	// Limits are the defaults of every request's Limits: a zero field of
+	// StartRequest.Limits takes the value here. A non-zero limit needs
+	// cgroups with the controller enabled (Linux) or a job (Windows);
+	// without, Start fails with ErrUnsupported.
+	Limits Limits
+	// KeepOnHostExit lets the process trees outlive a host process that
+	// dies without Close (SIGKILL, a crash, the OOM killer). By default
+	// they are killed within about 100 ms of the host's death (design
+	// section 14; the README says what each OS can do).
+	KeepOnHostExit bool
 }
 
 func (o Options) withDefaults() Options {
@@ -186,6 +196,9 @@ type StartRequest struct {
 	// buffers (Output and Stderr). 0: Options.MaxLineLength; negative is
 	// ErrInvalid.
 	MaxLineLength int `json:"max_line_length,omitempty"`
+	// Limits bound the process tree; a zero field takes Options.Limits'
+	// value. See [Limits].
+	Limits Limits `json:"limits,omitzero"`
 	// LogPath, if set, also appends the full output, unbounded, to this
 	// file: both streams in arrival order, written before the in-memory
 	// buffer. An existing file is appended to with its mode unchanged; a new
@@ -708,6 +721,7 @@ type spec struct {
 	drainQuiet   time.Duration
 	drainTimeout time.Duration
 	maxLine      int
+	limits       Limits // the request's, defaults filled in
 	size         TermSize
 	asked        asked
 }
@@ -721,6 +735,9 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 	if name := m.opts.OwnerEnv; req.Owner != "" && strings.ContainsAny(name, "=\x00") {
 		return nil, xerrors.Errorf("start: Options.OwnerEnv %q holds '=' or NUL: %w", name, ErrInvalid)
 	}
+	if err := m.opts.Limits.validate("Options.Limits"); err != nil {
+		return nil, err
+	}
 	sp := &spec{
 		req:          req,
 		id:           req.ID,
@@ -729,6 +746,7 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 		drainQuiet:   firstPositive(req.DrainQuiet, m.opts.DrainQuiet),
 		drainTimeout: firstPositive(req.DrainTimeout, m.opts.DrainTimeout),
 		maxLine:      firstPositive(req.MaxLineLength, m.opts.MaxLineLength),
+		limits:       req.Limits.orDefault(m.opts.Limits),
 		size:         req.Size,
 		asked: asked{
 			workDir:  req.WorkDir,
@@ -769,6 +787,8 @@ func validate(req StartRequest) error {
 		return xerrors.Errorf("start: Args[0] is empty: %w", ErrInvalid)
 	case strings.ContainsRune(req.Command, 0):
 		return xerrors.Errorf("start: Command contains NUL: %w", ErrInvalid)
+	case req.Limits.validate("StartRequest.Limits") != nil:
+		return req.Limits.validate("StartRequest.Limits")
 	case req.Timeout < 0:
 		return xerrors.Errorf("start: negative Timeout %v: %w", req.Timeout, ErrInvalid)
 	case req.DrainQuiet < 0 || req.DrainTimeout < 0:

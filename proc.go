@@ -133,18 +133,25 @@ type Info struct {
 	// "group" (a session and process group) or "job" (Windows). See
 	// Options.Containment.
 	Containment string `json:"containment"`
+	// Limits is what the OS enforces on the tree: the request's limits,
+	// each zero field taken from Options.Limits.
+	Limits Limits `json:"limits"`
 	// TeeError is the first error of StartRequest.OutputTee or StderrTee,
 	// prefixed with which tee it was, or why a tee was cut off; that tee
 	// received nothing more. The process and its Output were unaffected.
 	TeeError string `json:"tee_error,omitempty"`
 }
 
-// Usage is the resource usage of a final process (the direct child only).
-// MaxRSS is in bytes on every OS.
+// Usage is the resource usage of a final process: User, System and MaxRSS
+// of the direct child (MaxRSS in bytes on every OS), and Tree for the
+// whole tree where the OS accounts for it.
 type Usage struct {
 	User   time.Duration `json:"user"`
 	System time.Duration `json:"system"`
 	MaxRSS int64         `json:"max_rss"`
+	// Tree is the whole tree's usage, with cgroup and job containment;
+	// nil in group mode.
+	Tree *TreeUsage `json:"tree,omitempty"`
 }
 
 // Output is a rendering of a head/tail buffer: the head, then, when bytes

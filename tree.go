@@ -63,6 +63,9 @@ type treeSys interface {
 	waitEmpty(ctx context.Context)
 	// reaped tells the mechanism that the exit goroutine reaped the child.
 	reaped()
+	// usage is the tree's whole usage so far, or nil where the mechanism
+	// does not account for it.
+	usage() *TreeUsage
 	// members lists the PIDs of the live members, as the mechanism itself
 	// knows them (cgroup.procs, the process group in /proc). ok is false
 	// where the OS cannot list them.
@@ -262,4 +265,16 @@ func (c *containState) close() {
 	if host != nil {
 		host.close()
 	}
+}
+
+// limitsUnsupported is the error of a start with limits whose tree would
+// be a process group, which cannot enforce any.
+func (m *Manager) limitsUnsupported(l Limits) error {
+	why := "Options.Containment is group"
+	m.contain.mu.Lock()
+	if m.contain.err != nil {
+		why = "cgroups cannot be used: " + m.contain.err.Error()
+	}
+	m.contain.mu.Unlock()
+	return xerrors.Errorf("start: limits %+v need a cgroup (Linux) or a job (Windows); %s: %w", l, why, ErrUnsupported)
 }

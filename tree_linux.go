@@ -13,31 +13,44 @@ import (
 // treeSetup prepares one child to start inside a new tree, and makes the
 // tree once it started.
 type treeSetup struct {
-	host *cgroupHost // nil in group mode
-	dir  string      // the record's cgroup
-	fd   int         // open on dir while the child starts
+	host    *cgroupHost // nil in group mode
+	dir     string      // the record's cgroup
+	fd      int         // open on dir while the child starts
+	limited bool        // limits were written into dir
 }
 
 // setupTree prepares cmd: a new session, and with cgroups the record's
 // cgroup, which the child is cloned into.
-func (m *Manager) setupTree(cmd *exec.Cmd, tty bool) (*treeSetup, error) {
+func (m *Manager) setupTree(cmd *exec.Cmd, tty bool, limits Limits) (*treeSetup, error) {
 	setupSession(cmd, tty)
 	host, err := m.cgroups()
-	if err != nil || host == nil {
-		return &treeSetup{fd: -1}, err
+	switch {
+	case err != nil:
+		return nil, err
+	case host == nil && !limits.IsZero():
+		return nil, m.limitsUnsupported(limits)
+	case host == nil:
+		return &treeSetup{fd: -1}, nil
 	}
 	dir, err := host.take()
 	if err != nil {
 		return nil, xerrors.Errorf("cgroup: %w", err)
 	}
+	if !limits.IsZero() {
+		if err := host.limit(dir, limits); err != nil {
+			// Never given back: a later record must not inherit limits.
+			removeCgroup(dir)
+			return nil, err
+		}
+	}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		host.giveBack(dir)
+		removeCgroup(dir)
 		return nil, xerrors.Errorf("open cgroup: %w", err)
 	}
 	cmd.SysProcAttr.UseCgroupFD = true
 	cmd.SysProcAttr.CgroupFD = fd
-	return &treeSetup{host: host, dir: dir, fd: fd}, nil
+	return &treeSetup{host: host, dir: dir, fd: fd, limited: !limits.IsZero()}, nil
 }
 
 // started makes the tree of the child cmd started, or, if it did not
@@ -48,7 +61,11 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 	}
 	switch {
 	case cmd.Process == nil:
-		if s.host != nil {
+		switch {
+		case s.host == nil:
+		case s.limited:
+			removeCgroup(s.dir)
+		default:
 			// Nothing runs in it: a failed exec's child is reaped already.
 			s.host.giveBack(s.dir)
 		}

@@ -22,10 +22,13 @@ func (*cgroupHost) close() {}
 // treeSetup: every child leads a new session.
 type treeSetup struct{}
 
-func (m *Manager) setupTree(cmd *exec.Cmd, tty bool) (*treeSetup, error) {
+func (m *Manager) setupTree(cmd *exec.Cmd, tty bool, limits Limits) (*treeSetup, error) {
 	setupSession(cmd, tty)
 	if _, err := m.cgroups(); err != nil {
 		return nil, err
+	}
+	if !limits.IsZero() {
+		return nil, m.limitsUnsupported(limits)
 	}
 	return &treeSetup{}, nil
 }
@@ -38,9 +41,10 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 }
 
 // waitPIDs: without /proc or pidfds there is nothing to wait on; pause for
-// a moment before the caller looks again.
+// a moment before the caller looks again. The pause is the OS's polling
+// interval, not a policy, so it is not a clock timer.
 func waitPIDs(ctx context.Context, _ []int) {
-	t := time.NewTimer(10 * time.Millisecond)
+	t := time.NewTimer(50 * time.Millisecond)
 	defer t.Stop()
 	select {
 	case <-t.C:

@@ -142,6 +142,9 @@ func (g *groupTree) members() (pids []int, ok bool) {
 	return pids, ok
 }
 
+// usage: the kernel accounts for no process group as a whole.
+func (g *groupTree) usage() *TreeUsage { return nil }
+
 // release: a process group holds nothing.
 func (g *groupTree) release() {}
 

@@ -5,6 +5,7 @@ package proc
 import (
 	"context"
 	"os/exec"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -32,9 +33,9 @@ func (*cgroupHost) close() {}
 // nothing it starts can be outside the job, and a child that would exit at
 // once cannot make the assignment fail (AssignProcessToJobObject answers
 // "Access is denied" for a process that has already exited).
-type treeSetup struct{}
+type treeSetup struct{ limits Limits }
 
-func (m *Manager) setupTree(cmd *exec.Cmd, _ bool) (*treeSetup, error) {
+func (m *Manager) setupTree(cmd *exec.Cmd, _ bool, limits Limits) (*treeSetup, error) {
 	if _, err := m.cgroups(); err != nil {
 		return nil, err
 	}
@@ -42,7 +43,7 @@ func (m *Manager) setupTree(cmd *exec.Cmd, _ bool) (*treeSetup, error) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.CreationFlags |= windows.CREATE_NEW_PROCESS_GROUP | windows.CREATE_SUSPENDED
-	return &treeSetup{}, nil
+	return &treeSetup{limits: limits}, nil
 }
 
 // started puts the child, started suspended, into a new Job Object and
@@ -62,12 +63,9 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 	if err != nil {
 		return nil, xerrors.Errorf("create job object: %w", err)
 	}
-	info := windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION{}
-	info.BasicLimitInformation.LimitFlags = windows.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
-	if _, err := windows.SetInformationJobObject(job, windows.JobObjectExtendedLimitInformation,
-		uintptr(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info))); err != nil {
+	if err := limitJob(job, s.limits); err != nil {
 		_ = windows.CloseHandle(job)
-		return nil, xerrors.Errorf("set job limits: %w", err)
+		return nil, err
 	}
 	// The PID names our child: it is not reaped (cmd.Wait has not run),
 	// and os/exec holds a handle to it.
@@ -88,6 +86,49 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 	}
 	return &tree{sys: &jobTree{pid: pid, job: job}, kind: containJob, owner: owner}, nil
 }
+
+// limitJob sets kill-on-close and the limits of l on job: the job memory
+// limit, the active process limit, and a hard cap on the CPU rate.
+func limitJob(job windows.Handle, l Limits) error {
+	info := windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION{}
+	info.BasicLimitInformation.LimitFlags = windows.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
+	if l.MemoryBytes > 0 {
+		info.BasicLimitInformation.LimitFlags |= windows.JOB_OBJECT_LIMIT_JOB_MEMORY
+		info.JobMemoryLimit = uintptr(l.MemoryBytes)
+	}
+	if l.Pids > 0 {
+		info.BasicLimitInformation.LimitFlags |= windows.JOB_OBJECT_LIMIT_ACTIVE_PROCESS
+		info.BasicLimitInformation.ActiveProcessLimit = uint32(l.Pids)
+	}
+	if _, err := windows.SetInformationJobObject(job, windows.JobObjectExtendedLimitInformation,
+		uintptr(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info))); err != nil {
+		if l.MemoryBytes > 0 || l.Pids > 0 {
+			return xerrors.Errorf("start: set job limits %+v: %v: %w", l, err, ErrUnsupported)
+		}
+		return xerrors.Errorf("set job limits: %w", err)
+	}
+	if l.CPUs > 0 {
+		// The rate is in hundredths of a percent of the whole machine.
+		rate := min(max(uint32(l.CPUs/float64(runtime.NumCPU())*10000), 1), 10000)
+		cpu := jobCPURate{ControlFlags: jobCPURateEnable | jobCPURateHardCap, Value: rate}
+		if _, err := windows.SetInformationJobObject(job, windows.JobObjectCpuRateControlInformation,
+			uintptr(unsafe.Pointer(&cpu)), uint32(unsafe.Sizeof(cpu))); err != nil {
+			return xerrors.Errorf("start: set the job's CPU rate for %v CPUs: %v: %w", l.CPUs, err, ErrUnsupported)
+		}
+	}
+	return nil
+}
+
+// jobCPURate is JOBOBJECT_CPU_RATE_CONTROL_INFORMATION with CpuRate.
+type jobCPURate struct {
+	ControlFlags uint32
+	Value        uint32
+}
+
+const (
+	jobCPURateEnable  = 0x1 // JOB_OBJECT_CPU_RATE_CONTROL_ENABLE
+	jobCPURateHardCap = 0x4 // JOB_OBJECT_CPU_RATE_CONTROL_HARD_CAP
+)
 
 var procNtResumeProcess = windows.NewLazySystemDLL("ntdll.dll").NewProc("NtResumeProcess")
 
@@ -144,6 +185,28 @@ type jobAccounting struct {
 	TotalProcesses            uint32
 	ActiveProcesses           uint32
 	TotalTerminatedProcesses  uint32
+}
+
+// usage reads the job's accounting: the CPU of every process it held and
+// its peak memory. Windows has no peak process count or OOM kills.
+func (g *jobTree) usage() *TreeUsage {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.job == 0 {
+		return nil
+	}
+	var acct jobAccounting
+	if err := windows.QueryInformationJobObject(g.job, windows.JobObjectBasicAccountingInformation,
+		uintptr(unsafe.Pointer(&acct)), uint32(unsafe.Sizeof(acct)), nil); err != nil {
+		return nil
+	}
+	u := &TreeUsage{User: time.Duration(acct.TotalUserTime) * 100, System: time.Duration(acct.TotalKernelTime) * 100}
+	var ext windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION
+	if err := windows.QueryInformationJobObject(g.job, windows.JobObjectExtendedLimitInformation,
+		uintptr(unsafe.Pointer(&ext)), uint32(unsafe.Sizeof(ext)), nil); err == nil {
+		u.MemoryPeak = int64(ext.PeakJobMemoryUsed)
+	}
+	return u
 }
 
 // members: listing a job's processes is not implemented.
