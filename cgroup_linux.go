@@ -36,6 +36,11 @@ import (
 // from any other: "procvisor-<host pid>-<host start time>-<n>".
 const cgroupPrefix = "procvisor-"
 
+// keepMark follows cgroupPrefix in the name of a Manager that set
+// KeepOnHostExit: its trees were meant to outlive its host, so no other
+// Manager removes them.
+const keepMark = "keep-"
+
 // managerSeq numbers the Managers of this host process.
 var managerSeq atomic.Uint64
 
@@ -60,7 +65,7 @@ type cgroupHost struct {
 // that a child can be started inside a cgroup there. A parent that is not a
 // cgroup v2 directory is ErrInvalid; anything else that stops cgroups from
 // working is ErrUnsupported, saying why.
-func openCgroupHost(parent string) (*cgroupHost, error) {
+func openCgroupHost(parent string, keep bool) (*cgroupHost, error) {
 	mount, root, err := cgroup2Mount()
 	if err != nil {
 		return nil, xerrors.Errorf("cgroup v2: %v: %w", err, ErrUnsupported)
@@ -83,7 +88,12 @@ func openCgroupHost(parent string) (*cgroupHost, error) {
 	if err != nil || strings.HasPrefix(rel, "..") {
 		return nil, xerrors.Errorf("cgroup parent %s is not below the cgroup v2 mount %s: %w", parent, mount, ErrInvalid)
 	}
-	name := fmt.Sprintf("%s%d-%s-%d", cgroupPrefix, os.Getpid(), selfStartTime(), managerSeq.Add(1))
+	removeLeftovers(parent)
+	prefix := cgroupPrefix
+	if keep {
+		prefix += keepMark
+	}
+	name := fmt.Sprintf("%s%d-%s-%d", prefix, os.Getpid(), selfStartTime(), managerSeq.Add(1))
 	h := &cgroupHost{
 		dir: filepath.Join(parent, name),
 		rel: filepath.Join(root, rel, name),
@@ -165,6 +175,80 @@ func writeLimits(dir string, l Limits) error {
 		}
 	}
 	return nil
+}
+
+// removeLeftovers removes the cgroups that Managers whose host process is
+// gone left in parent, killing what is still inside first. It leaves alone
+// the cgroups of live hosts, of Managers that set KeepOnHostExit, and
+// anything whose name no Manager would have made.
+func removeLeftovers(parent string) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || strings.HasPrefix(name, cgroupPrefix+keepMark) {
+			continue
+		}
+		pid, start, ok := parseCgroupName(name)
+		if !ok || hostLives(pid, start) {
+			continue
+		}
+		removeDeadManager(filepath.Join(parent, name))
+	}
+}
+
+// parseCgroupName reads "procvisor-<pid>-<start time>-<n>".
+func parseCgroupName(name string) (pid int, start string, ok bool) {
+	rest, ok := strings.CutPrefix(name, cgroupPrefix)
+	if !ok {
+		return 0, "", false
+	}
+	parts := strings.Split(rest, "-")
+	if len(parts) != 3 {
+		return 0, "", false
+	}
+	for _, p := range parts {
+		if _, err := strconv.ParseUint(p, 10, 64); err != nil {
+			return 0, "", false
+		}
+	}
+	pid, _ = strconv.Atoi(parts[0])
+	return pid, parts[1], true
+}
+
+// hostLives reports whether process pid exists and started at start
+// (clock ticks after boot): the same host, not a process that reused its
+// PID.
+func hostLives(pid int, start string) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(data, ')')
+	fields := bytes.Fields(data[i+1:])
+	return i >= 0 && len(fields) > 19 && string(fields[19]) == start
+}
+
+// removeDeadManager kills everything in a dead Manager's cgroup (its
+// record cgroups are below it), waits until it is empty, and removes it.
+func removeDeadManager(dir string) {
+	records, _ := filepath.Glob(filepath.Join(dir, "t*"))
+	all := &cgroupTree{dir: dir}
+	if all.populated() {
+		_ = all.kill()
+		for _, r := range records {
+			_ = (&cgroupTree{dir: r}).kill()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), killWait)
+		all.waitEmpty(ctx)
+		cancel()
+	}
+	for _, r := range records {
+		removeCgroup(r)
+	}
+	removeCgroup(dir)
 }
 
 // probe starts a child inside a fresh record cgroup, to learn whether
@@ -283,6 +367,14 @@ func (h *cgroupHost) work() {
 			return
 		}
 	}
+}
+
+// path is the Manager's cgroup directory; "" for nil.
+func (h *cgroupHost) path() string {
+	if h == nil {
+		return ""
+	}
+	return h.dir
 }
 
 // close waits for the worker, removes the spares and whatever is queued,

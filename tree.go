@@ -211,57 +211,67 @@ func signalEach(ts []*tree, sig Signal) []*tree {
 }
 
 // containState is how a Manager holds its trees, decided at the first
-// Start that needs it.
+// Start that needs it, and its host-death watchdog.
 type containState struct {
 	// mu guards the fields below. It is a leaf lock, held while the
-	// Manager's cgroup is made and probed, never while logging.
+	// Manager's cgroup is made and probed and the watchdog started, never
+	// while logging.
 	mu      sync.Mutex
 	decided bool
 	host    *cgroupHost // nil: no cgroups
 	err     error       // why there are none
+	guard   *watchdog   // nil with KeepOnHostExit, on Windows, or until started
 }
 
-// cgroups returns the Manager's cgroup host, or nil when its children
+// containment returns the Manager's cgroup host, or nil when its children
 // lead sessions instead: with ContainGroup, and with ContainAuto where
 // cgroups cannot be used (logged once). With ContainCgroup a missing
 // cgroup is an error wrapping ErrUnsupported, and a CgroupParent that is
-// not a cgroup v2 directory one wrapping ErrInvalid in either mode.
-func (m *Manager) cgroups() (*cgroupHost, error) {
+// not a cgroup v2 directory one wrapping ErrInvalid in either mode. It
+// also returns the watchdog that kills the trees if the host dies, started
+// here with the first Start unless KeepOnHostExit is set.
+func (m *Manager) containment() (*cgroupHost, *watchdog, error) {
 	mode := m.opts.Containment
-	switch {
-	case mode == ContainGroup:
-		return nil, nil
-	case !mode.valid():
-		return nil, xerrors.Errorf("start: Options.Containment %q: want %q, %q or %q: %w",
+	if !mode.valid() {
+		return nil, nil, xerrors.Errorf("start: Options.Containment %q: want %q, %q or %q: %w",
 			mode, ContainAuto, ContainGroup, ContainCgroup, ErrInvalid)
 	}
 	c := &m.contain
 	c.mu.Lock()
 	first := !c.decided
-	if first {
-		c.host, c.err = openCgroupHost(m.opts.CgroupParent)
-		c.decided = true
+	if first && mode != ContainGroup {
+		c.host, c.err = openCgroupHost(m.opts.CgroupParent, m.opts.KeepOnHostExit)
 	}
+	c.decided = true
 	host, err := c.host, c.err
-	c.mu.Unlock()
-	switch {
-	case err == nil:
-		return host, nil
-	case mode == ContainCgroup || errors.Is(err, ErrInvalid):
-		return nil, xerrors.Errorf("start: %w", err)
+	if err != nil && (mode == ContainCgroup || errors.Is(err, ErrInvalid)) {
+		c.mu.Unlock()
+		return nil, nil, xerrors.Errorf("start: %w", err)
 	}
-	if first {
+	// Cgroups (host), or process groups (host nil) from here on.
+	var guardErr error
+	if c.guard == nil && !m.opts.KeepOnHostExit {
+		c.guard, guardErr = startWatchdog(host.path())
+	}
+	guard := c.guard
+	c.mu.Unlock()
+	if first && err != nil {
 		m.logger.Info(context.Background(), "cgroups cannot be used; children lead sessions instead",
 			slog.Error(err))
 	}
-	return nil, nil
+	if guardErr != nil {
+		return nil, nil, xerrors.Errorf("start: %v (Options.KeepOnHostExit runs without it): %w", guardErr, ErrUnsupported)
+	}
+	return host, guard, nil
 }
 
-// close removes the Manager's cgroups, once every tree has left them.
+// close stops the watchdog and removes the Manager's cgroups, once every
+// tree has left them.
 func (c *containState) close() {
 	c.mu.Lock()
-	host := c.host
+	host, guard := c.host, c.guard
 	c.mu.Unlock()
+	guard.close()
 	if host != nil {
 		host.close()
 	}

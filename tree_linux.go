@@ -17,20 +17,21 @@ type treeSetup struct {
 	dir     string      // the record's cgroup
 	fd      int         // open on dir while the child starts
 	limited bool        // limits were written into dir
+	guard   *watchdog   // group mode: registers the group
 }
 
 // setupTree prepares cmd: a new session, and with cgroups the record's
 // cgroup, which the child is cloned into.
 func (m *Manager) setupTree(cmd *exec.Cmd, tty bool, limits Limits) (*treeSetup, error) {
 	setupSession(cmd, tty)
-	host, err := m.cgroups()
+	host, guard, err := m.containment()
 	switch {
 	case err != nil:
 		return nil, err
 	case host == nil && !limits.IsZero():
 		return nil, m.limitsUnsupported(limits)
 	case host == nil:
-		return &treeSetup{fd: -1}, nil
+		return &treeSetup{fd: -1, guard: guard}, nil
 	}
 	dir, err := host.take()
 	if err != nil {
@@ -71,7 +72,7 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 		}
 		return nil, nil
 	case s.host == nil:
-		return &tree{sys: newGroupTree(cmd.Process.Pid), kind: string(ContainGroup), owner: owner}, nil
+		return newGroupTreeGuarded(cmd.Process.Pid, owner, s.guard)
 	}
 	c := &cgroupTree{host: s.host, dir: s.dir, rel: filepath.Join(s.host.rel, filepath.Base(s.dir))}
 	return &tree{sys: c, kind: string(ContainCgroup), owner: owner}, nil

@@ -13,31 +13,34 @@ import (
 // cgroupHost: cgroups are Linux-only.
 type cgroupHost struct{}
 
-func openCgroupHost(string) (*cgroupHost, error) {
+func openCgroupHost(string, bool) (*cgroupHost, error) {
 	return nil, xerrors.Errorf("cgroups are Linux-only: %w", ErrUnsupported)
 }
 
 func (*cgroupHost) close() {}
 
+func (*cgroupHost) path() string { return "" }
+
 // treeSetup: every child leads a new session.
-type treeSetup struct{}
+type treeSetup struct{ guard *watchdog }
 
 func (m *Manager) setupTree(cmd *exec.Cmd, tty bool, limits Limits) (*treeSetup, error) {
 	setupSession(cmd, tty)
-	if _, err := m.cgroups(); err != nil {
+	_, guard, err := m.containment()
+	if err != nil {
 		return nil, err
 	}
 	if !limits.IsZero() {
 		return nil, m.limitsUnsupported(limits)
 	}
-	return &treeSetup{}, nil
+	return &treeSetup{guard: guard}, nil
 }
 
 func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 	if cmd.Process == nil {
 		return nil, nil
 	}
-	return &tree{sys: newGroupTree(cmd.Process.Pid), kind: string(ContainGroup), owner: owner}, nil
+	return newGroupTreeGuarded(cmd.Process.Pid, owner, s.guard)
 }
 
 // waitPIDs: without /proc or pidfds there is nothing to wait on; pause for

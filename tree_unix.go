@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+	"golang.org/x/xerrors"
 )
 
 // The group backend (Unix): every child leads a new session, and so its own
@@ -65,9 +66,26 @@ type groupTree struct {
 	gone atomic.Bool
 	// leaderReaped is set by the exit goroutine once cmd.Wait returned.
 	leaderReaped atomic.Bool
+	guard        *watchdog // nil: no host-death watchdog
 }
 
-func newGroupTree(pid int) *groupTree { return &groupTree{pgid: pid} }
+// newGroupTreeGuarded makes the tree of the child pid, which leads its own
+// session, and registers its group with the watchdog (if any).
+func newGroupTreeGuarded(pid int, owner string, guard *watchdog) (*tree, error) {
+	if err := guard.guard(pid); err != nil {
+		return nil, xerrors.Errorf("register with the host-death watchdog: %w", err)
+	}
+	g := &groupTree{pgid: pid, guard: guard}
+	return &tree{sys: g, kind: string(ContainGroup), owner: owner}, nil
+}
+
+// markGone records that the group has no live member, for good, and tells
+// the watchdog to forget it: its ID may name another group later.
+func (g *groupTree) markGone() {
+	if g.gone.CompareAndSwap(false, true) {
+		g.guard.forget(g.pgid)
+	}
+}
 
 func (g *groupTree) signal(sig Signal) error {
 	if g.leaderReaped.Load() && !g.alive() {
@@ -76,7 +94,7 @@ func (g *groupTree) signal(sig Signal) error {
 	}
 	err := unix.Kill(-g.pgid, unixSignal(sig))
 	if errors.Is(err, unix.ESRCH) {
-		g.gone.Store(true)
+		g.markGone()
 		return ErrNotRunning
 	}
 	if err == nil && sig != Kill {
@@ -99,7 +117,7 @@ func (g *groupTree) reaped() {
 // zombie, and then marks the group gone for good.
 func (g *groupTree) empty() bool {
 	if errors.Is(unix.Kill(-g.pgid, 0), unix.ESRCH) {
-		g.gone.Store(true)
+		g.markGone()
 		return true
 	}
 	return false
@@ -117,7 +135,7 @@ func (g *groupTree) alive() bool {
 		// which the PID could only be given to once our group was gone:
 		// the members kill(-pgid) found are another group's.
 		if err := unix.Kill(g.pgid, 0); err == nil || errors.Is(err, unix.EPERM) {
-			g.gone.Store(true)
+			g.markGone()
 			return false
 		}
 	}
@@ -221,7 +239,7 @@ func (g *groupTree) waitEmpty(ctx context.Context) {
 		}
 		pids, ok := g.members()
 		if ok && len(pids) == 0 {
-			g.gone.Store(true)
+			g.markGone()
 			return
 		}
 		// Without /proc (pids is nil) this is a short pause.

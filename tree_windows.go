@@ -21,11 +21,21 @@ import (
 // cgroupHost: cgroups are Linux-only.
 type cgroupHost struct{}
 
-func openCgroupHost(string) (*cgroupHost, error) {
+func openCgroupHost(string, bool) (*cgroupHost, error) {
 	return nil, xerrors.Errorf("cgroups are Linux-only: %w", ErrUnsupported)
 }
 
 func (*cgroupHost) close() {}
+
+func (*cgroupHost) path() string { return "" }
+
+// watchdog: on Windows every job is created with kill-on-close and its
+// only handle is the host's, so the trees die with the host without one.
+type watchdog struct{}
+
+func startWatchdog(string) (*watchdog, error) { return nil, nil }
+
+func (*watchdog) close() {}
 
 // treeSetup starts the child in a new console process group, so that
 // CTRL_BREAK can be sent to it and its children, and suspended, so that
@@ -36,7 +46,7 @@ func (*cgroupHost) close() {}
 type treeSetup struct{ limits Limits }
 
 func (m *Manager) setupTree(cmd *exec.Cmd, _ bool, limits Limits) (*treeSetup, error) {
-	if _, err := m.cgroups(); err != nil {
+	if _, _, err := m.containment(); err != nil {
 		return nil, err
 	}
 	if cmd.SysProcAttr == nil {
