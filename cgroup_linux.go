@@ -133,8 +133,11 @@ func (h *cgroupHost) enableControllers() {
 // limit whose controller is not enabled there is ErrUnsupported.
 func (h *cgroupHost) limit(dir string, l Limits) error {
 	if err := writeLimits(dir, l); err != nil {
-		return xerrors.Errorf("start: %w (the controller must be enabled in cgroup.subtree_control of %s, the parent of the Manager's cgroup %s; set Options.CgroupParent to a delegated cgroup that enables it)",
-			err, filepath.Dir(h.dir), h.dir)
+		if !errors.Is(err, ErrUnsupported) {
+			return xerrors.Errorf("start: %w", err)
+		}
+		return xerrors.Errorf("start: %v (the controller must be enabled in cgroup.subtree_control of %s, the parent of the Manager's cgroup; set Options.CgroupParent to a delegated cgroup that enables it): %w",
+			err, filepath.Dir(h.dir), ErrUnsupported)
 	}
 	return nil
 }
@@ -161,7 +164,7 @@ func writeLimits(dir string, l Limits) error {
 		// O_WRONLY without O_CREATE: a missing file is a missing controller.
 		file, err := os.OpenFile(path, os.O_WRONLY, 0)
 		if errors.Is(err, os.ErrNotExist) {
-			return xerrors.Errorf("%s limit: the %s controller is not enabled for %s: %w", f.controller, f.controller, dir, ErrUnsupported)
+			return xerrors.Errorf("%s limit: the %s controller is not enabled for the record's cgroup %s: %w", f.controller, f.controller, dir, ErrUnsupported)
 		}
 		if err != nil {
 			return xerrors.Errorf("%s limit: %w", f.controller, err)

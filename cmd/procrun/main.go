@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -88,6 +89,8 @@ type config struct {
 	dir     string
 	waitFor string
 	logPath string
+	limits  proc.Limits
+	contain string
 }
 
 // runArgs parses args and runs the command (or the demonstration). It
@@ -106,6 +109,14 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	flags.StringVar(&cfg.dir, "dir", "", "work dir (default: the current directory)")
 	flags.StringVar(&cfg.waitFor, "wait-for", "", "report on stderr when an output line matches this regexp (readiness)")
 	flags.StringVar(&cfg.logPath, "log", "", "also append the full output to this file")
+	flags.Func("memory", "memory limit of the whole tree, e.g. 512MiB or 2GiB (needs cgroups with the memory controller)", func(v string) error {
+		n, err := parseBytes(v)
+		cfg.limits.MemoryBytes = n
+		return err
+	})
+	flags.IntVar(&cfg.limits.Pids, "pids", 0, "most processes the tree may hold at once (needs the pids controller)")
+	flags.Float64Var(&cfg.limits.CPUs, "cpus", 0, "CPU bandwidth of the tree in cores, e.g. 0.5 (needs the cpu controller)")
+	flags.StringVar(&cfg.contain, "containment", "", `how the tree is held: "cgroup", "group", or "" (cgroup where it works)`)
 	flags.Usage = func() {
 		fmt.Fprintln(stderr, "usage: procrun [flags] -- CMD [ARGS...]\n       procrun            (a demonstration)")
 		flags.PrintDefaults()
@@ -146,10 +157,11 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 			return 0, &failure{exitUsage, xerrors.Errorf("-wait-for: %w", err)}
 		}
 	}
-	m := proc.NewManager(proc.Options{})
+	m := proc.NewManager(proc.Options{Containment: proc.Containment(cfg.contain)})
 	defer m.Close()
 
 	req := proc.StartRequest{
+		Limits:    cfg.limits,
 		Args:      argv,
 		WorkDir:   cfg.dir,
 		Timeout:   cfg.timeout,
@@ -277,4 +289,24 @@ func demo(ctx context.Context, w io.Writer) error {
 func indent(s string) string {
 	s = strings.TrimSuffix(s, "\n")
 	return "   | " + strings.ReplaceAll(s, "\n", "\n   | ")
+}
+
+// parseBytes reads a byte count: "1073741824", "512MiB", "2GiB", "64KiB".
+func parseBytes(v string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if rest, ok := strings.CutSuffix(v, u.suffix); ok {
+			v, mult = rest, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a byte count such as 512MiB", v)
+	}
+	return n * mult, nil
 }
