@@ -1,0 +1,902 @@
+//go:build linux
+
+package proc_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"cdr.dev/slog/v3"
+	"github.com/coder/quartz"
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+
+	"github.com/procvisor/proc"
+)
+
+// Linux tests of issue 10: cgroup containment (escapees stay in the tree
+// and die with it; the cgroups the tests make are all removed), sessions
+// seen through /proc, a /dev/tty prompt from a host under a terminal, and a
+// stopped child that must be continued to run its TERM trap.
+//
+// The cgroup tests need a writable cgroup v2 hierarchy. They run on the
+// development machines (a hybrid host: cgroup2 at /sys/fs/cgroup/unified,
+// no controllers, the tests run as root in the root cgroup) and in CI; they
+// skip, saying why, wherever the hierarchy cannot be written.
+
+func init() {
+	helpers["tree-escapee"] = treeHelperEscapee
+	helpers["tree-tty-host"] = treeHelperTTYHost
+}
+
+// treeHelperEscapee is a member that tries to leave its tree. With
+// args[0] == "setsid" it first starts a session of its own. It prints
+// "escapee <pid>" once it is ready, then prints "term <pid>" on every
+// SIGTERM and lives on: only SIGKILL ends it (or 60 s, so that a failed
+// test leaves nothing for long).
+func treeHelperEscapee(args []string) int {
+	terms := make(chan os.Signal, 4)
+	signal.Notify(terms, syscall.SIGTERM)
+	if len(args) > 0 && args[0] == "setsid" {
+		if _, err := unix.Setsid(); err != nil {
+			fmt.Fprintln(os.Stderr, "setsid:", err)
+			return 1
+		}
+	}
+	pid := os.Getpid()
+	fmt.Printf("escapee %d\n", pid)
+	end := time.After(60 * time.Second)
+	for {
+		select {
+		case <-terms:
+			fmt.Printf("term %d\n", pid)
+		case <-end:
+			return 0
+		}
+	}
+}
+
+// treeHelperTTYHost is a host that runs under a terminal: the test starts
+// it as the leader of a session whose controlling terminal is a PTY. It
+// checks that it has that terminal, runs `read x </dev/tty` through a
+// Manager in containment args[0] (args[1]: the CgroupParent) with a
+// timeout of args[2], and writes one report line to descriptor 3:
+// "code=N timedout=B containment=C elapsed=D output=Q".
+func treeHelperTTYHost(args []string) int {
+	report := os.NewFile(3, "report")
+	fail := func(err error) int {
+		fmt.Fprintf(report, "error %v\n", err)
+		return 1
+	}
+	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+	if err != nil {
+		return fail(fmt.Errorf("the host has no controlling terminal: %w", err))
+	}
+	_ = tty.Close()
+	timeout, err := time.ParseDuration(args[2])
+	if err != nil {
+		return fail(err)
+	}
+	m := proc.NewManager(proc.Options{
+		Containment:  proc.Containment(args[0]),
+		CgroupParent: args[1],
+		KillGrace:    time.Second,
+	})
+	defer m.Close()
+	begin := time.Now()
+	p, err := m.Start(proc.StartRequest{Command: "read x </dev/tty; echo rc=$?", Timeout: timeout})
+	if err != nil {
+		return fail(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*timeout)
+	defer cancel()
+	if err := p.Wait(ctx); err != nil {
+		return fail(err)
+	}
+	elapsed := time.Since(begin)
+	s := p.Snapshot()
+	fmt.Fprintf(report, "code=%d timedout=%v containment=%s elapsed=%v output=%q\n",
+		*s.Info.ExitCode, s.Info.TimedOut, s.Info.Containment, elapsed, s.Output.Text)
+	return 0
+}
+
+// --- cgroups ---------------------------------------------------------------
+
+var treeCgroupRoot = sync.OnceValues(func() (string, error) {
+	// The cgroup2 mount, as the library finds it.
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	mount := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		fields, postFields := strings.Fields(pre), strings.Fields(post)
+		if ok && len(fields) >= 5 && len(postFields) >= 1 && postFields[0] == "cgroup2" {
+			mount = fields[4]
+			break
+		}
+	}
+	if mount == "" {
+		return "", errors.New("no cgroup2 mount in /proc/self/mountinfo")
+	}
+	// This process's own cgroup below it.
+	data, err = os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "0::"); ok {
+			dir := filepath.Join(mount, rest)
+			probe := filepath.Join(dir, fmt.Sprintf("proc-test-probe-%d-%d", os.Getpid(), rand.Uint64()))
+			if err := os.Mkdir(probe, 0o755); err != nil {
+				return "", fmt.Errorf("cgroup v2 at %s is not writable: %w", dir, err)
+			}
+			if err := os.Remove(probe); err != nil {
+				return "", err
+			}
+			return dir, nil
+		}
+	}
+	return "", errors.New("no cgroup v2 line (0::) in /proc/self/cgroup")
+})
+
+var treeCgroupName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// treeCgroupParent makes a cgroup of this test's own below the test
+// process's cgroup, to serve as a Manager's CgroupParent, or skips the test
+// where cgroup v2 cannot be written. When the test ends — after the
+// cleanups registered later, such as the Manager's Close — it fails the
+// test if any cgroup is left below it (the Manager's own and its records'
+// must all be gone), then kills and removes what is left, and itself.
+func treeCgroupParent(t testing.TB) string {
+	t.Helper()
+	root, err := treeCgroupRoot()
+	if err != nil {
+		t.Skipf("no writable cgroup v2 (%v): the cgroup tests run on the development machines and in CI, where it is writable", err)
+	}
+	name := fmt.Sprintf("proc-test-%s-%d", treeCgroupName.ReplaceAllString(t.Name(), "_"), rand.Uint32())
+	dir := filepath.Join(root, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatalf("make test cgroup: %v", err)
+	}
+	t.Cleanup(func() {
+		left := treeCgroupsBelow(t, dir)
+		if len(left) != 0 {
+			t.Errorf("cgroups left below %s after the test: %q; want none (Close removes the Manager's cgroup and every record's)", dir, left)
+		}
+		// Leave the machine clean all the same: deepest first.
+		for i := len(left) - 1; i >= 0; i-- {
+			_ = os.WriteFile(filepath.Join(left[i], "cgroup.kill"), []byte("1"), 0)
+		}
+		for i := len(left) - 1; i >= 0; i-- {
+			treeRemoveCgroup(t, left[i])
+		}
+		treeRemoveCgroup(t, dir)
+	})
+	return dir
+}
+
+// treeCgroupsBelow lists the cgroups below dir, parents before children.
+func treeCgroupsBelow(t testing.TB, dir string) []string {
+	t.Helper()
+	var below []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != dir {
+			below = append(below, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("list cgroups below %s: %v", dir, err)
+	}
+	return below
+}
+
+// treeRemoveCgroup removes the empty cgroup dir; a cgroup whose killed
+// members are not yet gone refuses with EBUSY for a moment, so it waits on
+// cgroup.events (inotify) until it says "populated 0".
+func treeRemoveCgroup(t testing.TB, dir string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := treeWaitUnpopulated(ctx, dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("wait for %s to empty: %v", dir, err)
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("remove test cgroup %s: %v", dir, err)
+	}
+}
+
+// treeWaitUnpopulated waits until dir's cgroup.events says "populated 0",
+// woken by inotify (the kernel signals a change of the file as IN_MODIFY).
+func treeWaitUnpopulated(ctx context.Context, dir string) error {
+	events := filepath.Join(dir, "cgroup.events")
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if _, err := unix.InotifyAddWatch(fd, events, unix.IN_MODIFY); err != nil {
+		return err
+	}
+	buf := make([]byte, 4096)
+	for {
+		data, err := os.ReadFile(events)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(data, []byte("populated 0")) {
+			return nil
+		}
+		ms := 1000
+		if deadline, ok := ctx.Deadline(); ok {
+			ms = int(time.Until(deadline).Milliseconds())
+		}
+		if ms <= 0 {
+			return fmt.Errorf("%s still says %q: %w", events, data, context.DeadlineExceeded)
+		}
+		_, _ = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
+		_, _ = unix.Read(fd, buf)
+	}
+}
+
+// treeCgroupOf returns the cgroup v2 directory of pid, and false if pid
+// is gone.
+func treeCgroupOf(t testing.TB, pid int) (string, bool) {
+	t.Helper()
+	root, err := treeCgroupRoot()
+	if err != nil {
+		t.Fatalf("cgroup root: %v", err)
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		return "", false
+	}
+	if err != nil {
+		t.Fatalf("read cgroup of %d: %v", pid, err)
+	}
+	// The mount of treeCgroupRoot: the test process's cgroup path is a
+	// suffix of root.
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	selfPath := treeCgroupLine(self)
+	mount := strings.TrimSuffix(root, filepath.Clean(selfPath))
+	if selfPath == "/" {
+		mount = root
+	}
+	return filepath.Join(mount, treeCgroupLine(data)), true
+}
+
+func treeCgroupLine(data []byte) string {
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "0::"); ok {
+			return rest
+		}
+	}
+	return ""
+}
+
+// --- processes -------------------------------------------------------------
+
+// treePidfd opens a pidfd of pid (closed when the test ends); it becomes
+// readable once the process exited, whoever its parent is.
+func treePidfd(t testing.TB, pid int) int {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatalf("pidfd_open(%d): %v", pid, err)
+	}
+	t.Cleanup(func() { _ = unix.Close(fd) })
+	return fd
+}
+
+// treeExited reports whether the process of pidfd exited (zombie or
+// reaped).
+func treeExited(fd int) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
+}
+
+// treeWaitPidfd waits until the process of pidfd exited, or fails the test
+// when ctx ends.
+func treeWaitPidfd(ctx context.Context, t testing.TB, fd int, what string) {
+	t.Helper()
+	for {
+		ms := 1000
+		if deadline, ok := ctx.Deadline(); ok {
+			ms = min(ms, int(time.Until(deadline).Milliseconds()))
+		}
+		if ms <= 0 {
+			t.Fatalf("waiting for %s: %v", what, context.DeadlineExceeded)
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, ms)
+		if err != nil && err != unix.EINTR {
+			t.Fatalf("poll pidfd for %s: %v", what, err)
+		}
+		if n > 0 {
+			return
+		}
+	}
+}
+
+// treeStat is what the tests read of /proc/<pid>/stat.
+type treeStat struct {
+	state   byte
+	pgrp    int
+	session int
+	ttyNr   int
+}
+
+func treeReadStat(t testing.TB, pid int) treeStat {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatalf("read /proc/%d/stat: %v", pid, err)
+	}
+	// "pid (comm) state ppid pgrp session tty_nr ..."
+	fields := bytes.Fields(data[bytes.LastIndexByte(data, ')')+1:])
+	atoi := func(b []byte) int {
+		n, err := strconv.Atoi(string(b))
+		if err != nil {
+			t.Fatalf("/proc/%d/stat = %q: %v", pid, data, err)
+		}
+		return n
+	}
+	return treeStat{state: fields[0][0], pgrp: atoi(fields[2]), session: atoi(fields[3]), ttyNr: atoi(fields[4])}
+}
+
+// treeWaitStopped waits until pid is stopped. Nothing tells a process
+// other than its parent that a third process stopped, so this polls
+// /proc/<pid>/stat, bounded by ctx: the one poll of these tests.
+func treeWaitStopped(ctx context.Context, t testing.TB, pid int) {
+	t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for treeReadStat(t, pid).state != 'T' {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("waiting for %d to stop: %v (state %c)", pid, ctx.Err(), treeReadStat(t, pid).state)
+		}
+	}
+}
+
+// --- tests -----------------------------------------------------------------
+
+// treeEscapeeRE matches the escapee's ready line (TTY lines end in \r,
+// which WaitFor drops).
+var treeEscapeeRE = regexp.MustCompile(`^escapee (\d+)$`)
+
+// treeEscapees are the ways a member tries to leave its tree, each started
+// by a shell that then execs sleep. The escapee is a helper that prints
+// its PID, prints "term <pid>" on SIGTERM and lives on until SIGKILL.
+var treeEscapees = []struct {
+	name string
+	tty  bool
+	// script runs the escapee command q (quoted) in the background.
+	script func(q string) string
+	// group: the group backend reaches it (it stays in the process group).
+	group bool
+}{
+	{"setsid", false, func(q string) string { return q + " setsid & exec sleep 600" }, false},
+	{"double-fork", false, func(q string) string { return "(" + q + " stay &) & exec sleep 600" }, true},
+	{"job-control", true, func(q string) string { return "set -m; " + q + " stay & exec sleep 600" }, false},
+}
+
+// TestTreeEscapees pins that a member that leaves the process group — by
+// setsid, a double fork, or shell job control under a terminal — stays in
+// the tree in cgroup mode: Signal(Terminate) reaches it, and Signal(Kill),
+// the timeout (terminate, then kill after KillGrace) and Close kill it.
+// In group mode only the double fork stays in the group, and the same
+// holds for it. Death is read from the escapee's pidfd, and after Close
+// it must be exact.
+func TestTreeEscapees(t *testing.T) {
+	t.Parallel()
+	q := iaShellQuote(os.Args[0])
+	for _, mode := range treeModes {
+		for _, esc := range treeEscapees {
+			for _, end := range []string{"terminate", "kill", "timeout", "close"} {
+				t.Run(mode.name+"/"+esc.name+"/"+end, func(t *testing.T) {
+					t.Parallel()
+					if mode.containment == proc.ContainGroup && !esc.group {
+						t.Skipf("group mode: a member that leaves the process group by %s is out of reach (documented; the reason for cgroups)", esc.name)
+					}
+					ctx := testCtx(t, time.Minute)
+					opts := treeOptions(t, mode)
+					req := proc.StartRequest{
+						Command: esc.script(q),
+						TTY:     esc.tty,
+						Env:     map[string]string{helperEnv: "tree-escapee", "GORACE": helperGorace},
+					}
+					if end != "timeout" {
+						// The escapee's "term" line comes after the leader
+						// died of SIGTERM; the drain must still be open.
+						req.DrainQuiet, req.DrainTimeout = 10*time.Second, 20*time.Second
+					}
+					var m *proc.Manager
+					var mClock *quartz.Mock
+					var timeoutTrap, graceTrap *quartz.Trap
+					const timeout, grace = 10 * time.Second, 5 * time.Second
+					switch end {
+					case "timeout":
+						// The drain windows outlast the grace, so that the
+						// clock moves only to the timers of the timeout.
+						opts.KillGrace = grace
+						req.Timeout = timeout
+						req.DrainQuiet, req.DrainTimeout = time.Hour, time.Hour
+						mClock = quartz.NewMock(t).WithLogger(quartz.NoOpLogger)
+						timeoutTrap = mClock.Trap().AfterFunc("process", "timeout")
+						defer timeoutTrap.Close()
+						graceTrap = mClock.Trap().AfterFunc("process", "kill-grace")
+						defer graceTrap.Close()
+						m = lcMockManager(t, mClock, opts)
+					case "close":
+						opts.KillGrace = 300 * time.Millisecond
+						m = proc.NewManager(opts)
+						t.Cleanup(func() { _ = m.Close() }) // on failure paths
+					default:
+						m = newManager(t, opts)
+					}
+					var p *proc.Process
+					if end == "timeout" {
+						p = lcStartTrapped(ctx, t, m, req, timeoutTrap, timeout)
+					} else {
+						p = mustStart(t, m, req)
+					}
+					if got := p.Info().Containment; got != mode.want {
+						t.Errorf("Info().Containment = %q; want %q", got, mode.want)
+					}
+					pid, err := strconv.Atoi(treeWaitLine(ctx, t, p, treeEscapeeRE)[1])
+					if err != nil {
+						t.Fatal(err)
+					}
+					// The escapee ignores SIGTERM: nothing ended it yet, and
+					// its PID is its own.
+					pidfd := treePidfd(t, pid)
+					if mode.containment == proc.ContainCgroup {
+						leader, _ := treeCgroupOf(t, p.Info().PID)
+						if got, ok := treeCgroupOf(t, pid); !ok || got != leader || !strings.HasPrefix(got, opts.CgroupParent+"/") {
+							t.Errorf("escapee %d in cgroup %q, the child in %q; want both in one cgroup below %s", pid, got, leader, opts.CgroupParent)
+						}
+					}
+					termRE := regexp.MustCompile(fmt.Sprintf(`^term %d$`, pid))
+
+					switch end {
+					case "terminate":
+						if err := p.Signal(proc.Terminate); err != nil {
+							t.Fatalf("Signal(Terminate) = %v", err)
+						}
+						treeWaitLine(ctx, t, p, termRE)
+						if treeExited(pidfd) {
+							t.Errorf("escapee %d exited on SIGTERM; it ignores it", pid)
+						}
+						if err := p.Signal(proc.Kill); err != nil && !errors.Is(err, proc.ErrNotRunning) {
+							t.Fatalf("Signal(Kill) = %v", err)
+						}
+						waitFinal(ctx, t, p)
+						treeWaitPidfd(ctx, t, pidfd, "the escapee's death by Signal(Kill)")
+					case "kill":
+						if err := p.Signal(proc.Kill); err != nil {
+							t.Fatalf("Signal(Kill) = %v", err)
+						}
+						s := waitFinal(ctx, t, p)
+						if got := treeFinalOf(t, s.Info); got != (treeFinal{137, "SIGKILL", false}) {
+							t.Errorf("final %+v; want 137, SIGKILL", got)
+						}
+						treeWaitPidfd(ctx, t, pidfd, "the escapee's death by Signal(Kill)")
+						if err := p.Signal(proc.Kill); !errors.Is(err, proc.ErrNotRunning) {
+							t.Errorf("Signal(Kill) once the whole tree died = %v; want ErrNotRunning", err)
+						}
+					case "timeout":
+						w := mClock.Advance(timeout)
+						graceTrap.MustWait(ctx).MustRelease(ctx)
+						w.MustWait(ctx)
+						treeWaitLine(ctx, t, p, termRE)
+						if treeExited(pidfd) {
+							t.Errorf("escapee %d exited on SIGTERM before the kill-grace; it ignores it", pid)
+						}
+						mClock.Advance(grace).MustWait(ctx)
+						s := waitFinal(ctx, t, p)
+						if code := exitCode(t, s.Info); code != 124 || !s.Info.TimedOut {
+							t.Errorf("final exit %d, timed out %v; want 124, true", code, s.Info.TimedOut)
+						}
+						treeWaitPidfd(ctx, t, pidfd, "the escapee's death by the timeout's kill")
+					case "close":
+						if err := m.Close(); err != nil {
+							t.Fatalf("Close() = %v", err)
+						}
+						if !treeExited(pidfd) {
+							t.Errorf("escapee %d alive after Close returned; want it dead (Close waits until every tree is empty)", pid)
+						}
+						if term := fmt.Sprintf("term %d", pid); !strings.Contains(p.Output().Text, term) {
+							t.Errorf("output after Close = %q; want the escapee's %q (Close terminates first)", p.Output().Text, term)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestTreeSession pins that every child leads a session of its own, in
+// every mode: getsid(pid) == pid and it leads its process group. A pipe
+// child has no controlling terminal (tty_nr 0); a TTY child has its
+// terminal as its controlling terminal.
+func TestTreeSession(t *testing.T) {
+	t.Parallel()
+	for _, mode := range treeModes {
+		for _, tty := range []bool{false, true} {
+			name := mode.name + "/pipe"
+			if tty {
+				name = mode.name + "/tty"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				ctx := testCtx(t)
+				m := newManager(t, treeOptions(t, mode))
+				p := mustStart(t, m, proc.StartRequest{Command: "echo ready; exec sleep 600", TTY: tty})
+				lcWaitOutput(ctx, t, p, "ready", func(s string) bool { return strings.Contains(s, "ready") })
+				pid := p.Info().PID
+				if sid, err := unix.Getsid(pid); err != nil || sid != pid {
+					t.Errorf("getsid(%d) = %d, %v; want %d: the child leads a session of its own", pid, sid, err, pid)
+				}
+				st := treeReadStat(t, pid)
+				if st.pgrp != pid || st.session != pid {
+					t.Errorf("/proc/%d/stat: group %d, session %d; want %d, %d", pid, st.pgrp, st.session, pid, pid)
+				}
+				if tty && st.ttyNr == 0 {
+					t.Errorf("/proc/%d/stat: tty_nr 0 under TTY; want its terminal as controlling terminal", pid)
+				}
+				if !tty && st.ttyNr != 0 {
+					t.Errorf("/proc/%d/stat: tty_nr %#x; want 0, no controlling terminal", pid, st.ttyNr)
+				}
+				mgrKill(ctx, t, p)
+			})
+		}
+	}
+}
+
+var treeReportRE = regexp.MustCompile(`^code=(-?\d+) timedout=(\w+) containment=(\w+) elapsed=(\S+) output=(".*")$`)
+
+// TestTreeDevTTYFailsAtOnce pins that a child that opens /dev/tty fails at
+// once even when the host has a controlling terminal: the test binary runs
+// as a host leading a session on a PTY, and runs `read x </dev/tty; echo
+// rc=$?` with a 20 s timeout through a Manager. The read must fail well
+// before the timeout (today's failure: the child, in the host's session,
+// is stopped by SIGTTIN until the timeout kills it).
+func TestTreeDevTTYFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	const timeout = 20 * time.Second
+	for _, mode := range treeModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t, time.Minute)
+			parent := treeOptions(t, mode).CgroupParent
+			rr, rw, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rr.Close()
+			host := exec.Command(os.Args[0], string(mode.containment), parent, timeout.String())
+			host.Env = append(os.Environ(), helperEnv+"=tree-tty-host", "GORACE="+helperGorace)
+			host.ExtraFiles = []*os.File{rw}
+			master, err := pty.Start(host) // Setsid and Setctty: the PTY is its terminal
+			_ = rw.Close()
+			if err != nil {
+				t.Fatalf("start the host on a PTY: %v", err)
+			}
+			// What the host writes on its terminal (a race report, say),
+			// for the failure message; the copy ends when the host's
+			// session is gone or the master is closed.
+			var screen bytes.Buffer
+			copied := make(chan struct{})
+			go func() {
+				defer close(copied)
+				_, _ = io.Copy(&screen, master)
+			}()
+			exited := make(chan error, 1)
+			go func() { exited <- host.Wait() }()
+			defer func() {
+				select {
+				case <-exited:
+				default:
+					_ = host.Process.Kill()
+					<-exited
+				}
+				_ = master.Close()
+				<-copied
+			}()
+
+			if deadline, ok := ctx.Deadline(); ok {
+				_ = rr.SetReadDeadline(deadline)
+			}
+			line, err := bufio.NewReader(rr).ReadString('\n')
+			if err != nil {
+				t.Fatalf("read the host's report: %v (got %q)", err, line)
+			}
+			line = strings.TrimSuffix(line, "\n")
+			r := treeReportRE.FindStringSubmatch(line)
+			if r == nil {
+				t.Fatalf("host report %q", line)
+			}
+			elapsed, err := time.ParseDuration(r[4])
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _ := strconv.Unquote(r[5])
+			if r[1] != "0" || r[2] != "false" || !strings.Contains(out, "rc=") || strings.Contains(out, "rc=0") {
+				t.Errorf("read </dev/tty under a host with a terminal: exit %s, timed out %s, output %q; want exit 0 (of echo), not timed out, a failed read (rc≠0)", r[1], r[2], out)
+			}
+			if elapsed > timeout/4 {
+				t.Errorf("read </dev/tty took %v with a %v timeout; want it to fail at once, not be stopped by SIGTTIN", elapsed, timeout)
+			}
+			if r[3] != mode.want {
+				t.Errorf("Info().Containment in the host = %q; want %q", r[3], mode.want)
+			}
+		})
+	}
+}
+
+// TestTreeStoppedChildTermTrap pins SIGCONT after SIGTERM: a child that
+// stopped itself (as Ctrl-Z would) with a TERM trap ends by its trap when
+// terminated — by Signal(Terminate), or by the timeout on a mock clock
+// whose kill-grace timer is never advanced — long before any kill. Without
+// SIGCONT it would stay stopped until the kill (never, here).
+func TestTreeStoppedChildTermTrap(t *testing.T) {
+	t.Parallel()
+	const script = `trap 'echo term; exit 7' TERM; echo ready; kill -STOP $$; echo continued; exit 9`
+	for _, mode := range treeModes {
+		for _, tty := range []bool{false, true} {
+			for _, how := range []string{"terminate", "timeout"} {
+				io := "pipe"
+				if tty {
+					io = "tty"
+				}
+				t.Run(mode.name+"/"+io+"/"+how, func(t *testing.T) {
+					t.Parallel()
+					ctx := testCtx(t, time.Minute)
+					opts := treeOptions(t, mode)
+					opts.KillGrace = time.Hour
+					req := proc.StartRequest{Command: script, TTY: tty}
+					var p *proc.Process
+					var mClock *quartz.Mock
+					const timeout = 10 * time.Second
+					if how == "timeout" {
+						mClock = quartz.NewMock(t).WithLogger(quartz.NoOpLogger)
+						trap := mClock.Trap().AfterFunc("process", "timeout")
+						defer trap.Close()
+						m := lcMockManager(t, mClock, opts)
+						req.Timeout = timeout
+						p = lcStartTrapped(ctx, t, m, req, trap, timeout)
+					} else {
+						p = mustStart(t, newManager(t, opts), req)
+					}
+					lcWaitOutput(ctx, t, p, "ready", func(s string) bool { return strings.Contains(s, "ready") })
+					treeWaitStopped(ctx, t, p.Info().PID)
+
+					if how == "timeout" {
+						mClock.Advance(timeout).MustWait(ctx)
+					} else if err := p.Signal(proc.Terminate); err != nil {
+						t.Fatalf("Signal(Terminate) = %v", err)
+					}
+					wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+					defer cancel()
+					if err := p.Wait(wctx); err != nil {
+						t.Fatalf("a stopped child with a TERM trap did not end by its trap within 20s of the terminate (KillGrace 1h): %v; output %q, state %c",
+							err, p.Output().Text, treeReadStat(t, p.Info().PID).state)
+					}
+					s := p.Snapshot()
+					want := treeFinal{7, "", false}
+					if how == "timeout" {
+						want = treeFinal{124, "", true}
+					}
+					if got := treeFinalOf(t, s.Info); got != want {
+						t.Errorf("final %+v; want %+v", got, want)
+					}
+					if out := strings.ReplaceAll(s.Output.Text, "\r", ""); !strings.Contains(out, "term\n") || strings.Contains(out, "continued") {
+						t.Errorf("output %q; want the trap's \"term\" and not \"continued\"", s.Output.Text)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestTreeContainment pins Options.Containment and Info.Containment and
+// the refusals of section 13: cgroup and group modes report what they got
+// and put the child where they say (a cgroup of its own below the
+// Manager's, below CgroupParent; removed once the record is final and its
+// tree empty); ContainAuto uses cgroups where they work and falls back to
+// group, logging it once, where they do not; ContainCgroup with a parent
+// where no cgroup can be made is ErrUnsupported, and a CgroupParent that
+// is not a cgroup v2 directory is ErrInvalid, at Start.
+func TestTreeContainment(t *testing.T) {
+	t.Parallel()
+
+	t.Run("group", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		m := newManager(t, proc.Options{Containment: proc.ContainGroup})
+		p := mustStart(t, m, proc.StartRequest{Command: "exit 0"})
+		if got := waitFinal(ctx, t, p).Info.Containment; got != "group" {
+			t.Errorf("Info.Containment = %q; want group", got)
+		}
+	})
+
+	for _, c := range []proc.Containment{proc.ContainCgroup, proc.ContainAuto} {
+		t.Run("cgroup-parent/"+treeModeName(c), func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			parent := treeCgroupParent(t)
+			m := newManager(t, proc.Options{Containment: c, CgroupParent: parent})
+			p := mustStart(t, m, proc.StartRequest{Command: "echo ready; exec sleep 600"})
+			lcWaitText(ctx, t, p, "ready\n")
+			if got := p.Info().Containment; got != "cgroup" {
+				t.Errorf("Info().Containment = %q; want cgroup", got)
+			}
+			cg, ok := treeCgroupOf(t, p.Info().PID)
+			mgrDir := filepath.Dir(cg)
+			if !ok || filepath.Dir(mgrDir) != parent {
+				t.Errorf("child in cgroup %q; want one of its own below the Manager's, below %s", cg, parent)
+			}
+			mgrKill(ctx, t, p)
+			// The record is final and its tree empty: its cgroup goes.
+			// (Removal may follow the final status by a moment: waited
+			// for by inotify on the Manager's cgroup, bounded by ctx.)
+			if err := treeWaitGone(ctx, mgrDir, filepath.Base(cg)); err != nil {
+				t.Errorf("record cgroup %s after the record went final: %v; want it removed", cg, err)
+			}
+		})
+	}
+
+	t.Run("cgroup-default-parent", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		if _, err := treeCgroupRoot(); err != nil {
+			t.Skipf("no writable cgroup v2 (%v): runs on the development machines and in CI", err)
+		}
+		m := proc.NewManager(proc.Options{Containment: proc.ContainCgroup})
+		t.Cleanup(func() { _ = m.Close() })
+		p := mustStart(t, m, proc.StartRequest{Command: "echo ready; exec sleep 600"})
+		lcWaitText(ctx, t, p, "ready\n")
+		cg, ok := treeCgroupOf(t, p.Info().PID)
+		root, _ := treeCgroupRoot()
+		mgrDir := filepath.Dir(cg)
+		if !ok || filepath.Dir(mgrDir) != root {
+			t.Errorf("child in cgroup %q; want one of its own below the Manager's, below the host's %s", cg, root)
+		}
+		if err := m.Close(); err != nil {
+			t.Fatalf("Close() = %v", err)
+		}
+		for _, dir := range []string{cg, mgrDir} {
+			if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("cgroup %s after Close: %v; want it removed", dir, err)
+			}
+		}
+	})
+
+	t.Run("unusable-parent", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		parent := treeCgroupParent(t)
+		// No cgroup can be made below it.
+		if err := os.WriteFile(filepath.Join(parent, "cgroup.max.descendants"), []byte("0"), 0); err != nil {
+			t.Fatalf("limit the test cgroup: %v", err)
+		}
+		m := newManager(t, proc.Options{Containment: proc.ContainCgroup, CgroupParent: parent})
+		p, err := m.Start(proc.StartRequest{Command: "true"})
+		mgrCheckErr(t, "Start with ContainCgroup where no cgroup can be made", err, proc.ErrUnsupported)
+		if p != nil || len(m.List()) != 0 {
+			t.Errorf("refused Start left %v, List %v", p, mgrIDs(m.List()))
+		}
+
+		sink := &mgrLogSink{t: t}
+		auto := newManager(t, proc.Options{CgroupParent: parent, Logger: sink.logger()})
+		for i := range 3 {
+			p := mustStart(t, auto, proc.StartRequest{Command: "true"})
+			if got := waitFinal(ctx, t, p).Info.Containment; got != "group" {
+				t.Errorf("start %d: ContainAuto where cgroups fail: Info.Containment = %q; want group", i, got)
+			}
+		}
+		var fallbacks []string
+		for _, e := range sink.snapshot() {
+			if text := mgrEntryText(e); strings.Contains(strings.ToLower(text), "cgroup") && e.Level >= slog.LevelInfo {
+				fallbacks = append(fallbacks, text)
+			}
+		}
+		if len(fallbacks) != 1 {
+			t.Errorf("ContainAuto fell back 3 times; logged about cgroups %d times at Info or above: %q; want once", len(fallbacks), fallbacks)
+		}
+	})
+
+	for _, tc := range []struct {
+		name   string
+		parent func(t *testing.T) string
+	}{
+		{"temp-dir", func(t *testing.T) string { return t.TempDir() }},
+		{"missing", func(t *testing.T) string { return filepath.Join(t.TempDir(), "missing") }},
+		{"relative", func(*testing.T) string { return "proc-test-relative" }},
+	} {
+		for _, c := range []proc.Containment{proc.ContainCgroup, proc.ContainAuto} {
+			t.Run("not-cgroup2/"+tc.name+"/"+treeModeName(c), func(t *testing.T) {
+				t.Parallel()
+				parent := tc.parent(t)
+				m := newManager(t, proc.Options{Containment: c, CgroupParent: parent})
+				p, err := m.Start(proc.StartRequest{Command: "true"})
+				mgrCheckErr(t, fmt.Sprintf("Start with CgroupParent %q", parent), err, proc.ErrInvalid)
+				if p != nil {
+					t.Errorf("refused Start returned a process")
+				}
+			})
+		}
+	}
+
+	t.Run("unknown-mode", func(t *testing.T) {
+		t.Parallel()
+		m := newManager(t, proc.Options{Containment: "jail"})
+		_, err := m.Start(proc.StartRequest{Command: "true"})
+		mgrCheckErr(t, `Start with Containment "jail"`, err, proc.ErrInvalid)
+	})
+}
+
+func treeModeName(c proc.Containment) string {
+	if c == proc.ContainAuto {
+		return "auto"
+	}
+	return string(c)
+}
+
+// treeWaitGone waits until dir has no entry name, woken by inotify on dir.
+func treeWaitGone(ctx context.Context, dir, name string) error {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_DELETE|unix.IN_DELETE_SELF); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil // the Manager's cgroup went too
+		}
+		return err
+	}
+	buf := make([]byte, 4096)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, name)); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		ms := 1000
+		if deadline, ok := ctx.Deadline(); ok {
+			ms = min(ms, int(time.Until(deadline).Milliseconds()))
+		}
+		if ms <= 0 {
+			return fmt.Errorf("still there: %w", context.DeadlineExceeded)
+		}
+		_, _ = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
+		_, _ = unix.Read(fd, buf)
+	}
+}

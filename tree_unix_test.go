@@ -1,0 +1,549 @@
+//go:build unix
+
+package proc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/quartz"
+
+	"github.com/procvisor/proc"
+)
+
+// Tests of issue 10 that hold on every Unix: the one owner of a tree's end
+// seen through the lifecycle (the timeout decided with the exit, a write
+// racing the exit, records answering after Close), in every containment
+// mode the OS has. The Linux-only ones (cgroups, escapees, sessions seen
+// through /proc) are in tree_linux_test.go.
+
+func init() {
+	helpers["tree-exit-at"] = treeHelperExitAt
+	helpers["tree-exit-on-byte"] = treeHelperExitOnByte
+}
+
+// treeHelperExitAt sleeps until the wall-clock time args[0] (Unix
+// nanoseconds) and exits with code args[1]. SIGTERM keeps its default
+// action: it ends the helper by the signal.
+func treeHelperExitAt(args []string) int {
+	at, err1 := strconv.ParseInt(args[0], 10, 64)
+	code, err2 := strconv.Atoi(args[1])
+	if err := errors.Join(err1, err2); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	time.Sleep(time.Until(time.Unix(0, at)))
+	return code
+}
+
+// treeHelperExitOnByte reads one byte of stdin and exits 3 (also at
+// end-of-file). SIGTERM keeps its default action.
+func treeHelperExitOnByte([]string) int {
+	var b [1]byte
+	_, _ = os.Stdin.Read(b[:])
+	return 3
+}
+
+// treeMode is a containment mode the tests run in.
+type treeMode struct {
+	name        string
+	containment proc.Containment
+	want        string // Info.Containment of its records
+}
+
+// treeModes are the modes every tree test runs in: group everywhere, and
+// cgroup where the OS has it (treeOptions skips it where the hierarchy is
+// not writable).
+var treeModes = []treeMode{
+	{"group", proc.ContainGroup, "group"},
+	{"cgroup", proc.ContainCgroup, "cgroup"},
+}
+
+// treeOptions returns the Options of mode. In cgroup mode the Manager gets
+// a parent cgroup of this test's own (treeCgroupParent), which is checked
+// empty and removed when the test ends; call it before newManager, so that
+// the check runs after the Manager's Close.
+func treeOptions(t testing.TB, mode treeMode) proc.Options {
+	t.Helper()
+	opts := proc.Options{Containment: mode.containment}
+	if mode.containment == proc.ContainCgroup {
+		opts.CgroupParent = treeCgroupParent(t)
+	}
+	return opts
+}
+
+// treeFinal is what a final record reports about its end.
+type treeFinal struct {
+	code     int
+	sig      string
+	timedOut bool
+}
+
+func treeFinalOf(t testing.TB, info proc.Info) treeFinal {
+	t.Helper()
+	return treeFinal{exitCode(t, info), info.Signal, info.TimedOut}
+}
+
+// TestTreeRunningNeverTimedOut pins that TimedOut is decided with the
+// exit: a child that ignores SIGTERM, whose timeout fired and whose
+// kill-grace timer has not, runs on and reports TimedOut false; only the
+// final record says it timed out (124, SIGKILL), and that never changes.
+func TestTreeRunningNeverTimedOut(t *testing.T) {
+	t.Parallel()
+	const (
+		timeout = 10 * time.Second
+		grace   = time.Hour
+	)
+	for _, mode := range treeModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			opts := treeOptions(t, mode)
+			opts.KillGrace = grace
+			mClock := quartz.NewMock(t)
+			m := lcMockManager(t, mClock, opts)
+			timeoutTrap := mClock.Trap().AfterFunc("process", "timeout")
+			defer timeoutTrap.Close()
+			graceTrap := mClock.Trap().AfterFunc("process", "kill-grace")
+			defer graceTrap.Close()
+
+			req := helperReq("lc-ignore-term")
+			req.Stdin = true
+			req.Timeout = timeout
+			p := lcStartTrapped(ctx, t, m, req, timeoutTrap, timeout)
+			lcWaitText(ctx, t, p, "ready\n")
+
+			w := mClock.Advance(timeout)
+			graceTrap.MustWait(ctx).MustRelease(ctx)
+			w.MustWait(ctx)
+			// SIGTERM was sent and ignored: the child echoes still.
+			if _, err := p.WriteContext(ctx, []byte("ping\n")); err != nil {
+				t.Fatalf("WriteContext() after the timeout fired = %v", err)
+			}
+			lcWaitText(ctx, t, p, "ping\n")
+			if info := p.Info(); !info.Running || info.TimedOut {
+				t.Errorf("Info() after the timeout fired, before the kill = running %v, timed out %v; want true, false (a running record is never TimedOut)", info.Running, info.TimedOut)
+			}
+			if s := p.Snapshot(); s.Info.Running && s.Info.TimedOut {
+				t.Errorf("Snapshot() of a running record has TimedOut")
+			}
+			for _, info := range m.List() {
+				if info.Running && info.TimedOut {
+					t.Errorf("List() holds running %s with TimedOut", info.ID)
+				}
+			}
+
+			mClock.Advance(grace).MustWait(ctx)
+			s := waitFinal(ctx, t, p)
+			want := treeFinal{124, "SIGKILL", true}
+			if got := treeFinalOf(t, s.Info); got != want {
+				t.Errorf("final (code, signal, timed out) = %+v; want %+v", got, want)
+			}
+			if info := p.Info(); treeFinalOf(t, info) != want {
+				t.Errorf("Info() read again = %+v; want %+v: a final record never changes", treeFinalOf(t, info), want)
+			}
+		})
+	}
+}
+
+// treeHammer is how many times each window is hammered per mode.
+const treeHammer = 300
+
+// TestTreeTimeoutVersusExitMock places the deadline of a mock clock
+// around the moment a child exits by itself (it exits 3 once it reads a
+// byte; SIGTERM kills it), treeHammer times per mode in several workers:
+//
+//   - "before": the deadline fires while the child waits for its byte: it
+//     timed out (124, SIGTERM);
+//   - "racing": the byte is written and the deadline fires at once: either
+//     end is right, but only as a whole — 124 with SIGTERM and TimedOut,
+//     or 3 without a signal and not TimedOut (a child that exited by
+//     itself is never reported timed out);
+//   - "after-exit": the deadline fires once the child's pidfd says it
+//     exited (reaped or not): it exited by itself, 3, not timed out.
+//
+// After the deadline fired, a running record is not TimedOut; and at the
+// end every final record still reports what it reported at Done.
+func TestTreeTimeoutVersusExitMock(t *testing.T) {
+	t.Parallel()
+	const (
+		workers = 6
+		timeout = 10 * time.Second
+	)
+	phases := []string{"before", "racing", "after-exit", "racing"}
+	for _, mode := range treeModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			opts := treeOptions(t, mode)
+			for w := range workers {
+				t.Run(fmt.Sprintf("worker-%d", w), func(t *testing.T) {
+					t.Parallel()
+					ctx := testCtx(t, 3*time.Minute)
+					o := opts
+					// No timer but the timeout may come due: the clock
+					// moves only by whole timeouts.
+					o.KillGrace = 100 * time.Hour
+					o.RetainExited = 100 * time.Hour
+					mClock := quartz.NewMock(t).WithLogger(quartz.NoOpLogger)
+					m := lcMockManager(t, mClock, o)
+					trap := mClock.Trap().AfterFunc("process", "timeout")
+					defer trap.Close()
+
+					type seen struct {
+						p     *proc.Process
+						final treeFinal
+					}
+					var all []seen
+					var racedTimedOut, racedExited int
+					for i := range treeHammer / workers {
+						phase := phases[i%len(phases)]
+						req := helperReq("tree-exit-on-byte")
+						req.Stdin = true
+						req.Timeout = timeout
+						req.DrainQuiet, req.DrainTimeout = 200*time.Hour, 200*time.Hour
+						p := lcStartTrapped(ctx, t, m, req, trap, timeout)
+						pidfd := treePidfd(t, p.Info().PID)
+
+						if phase == "before" {
+							mClock.Advance(timeout).MustWait(ctx)
+							if info := p.Info(); info.Running && info.TimedOut {
+								t.Errorf("%s (%s): running record with TimedOut", p.ID(), phase)
+							}
+						}
+						if _, err := p.WriteContext(ctx, []byte("x")); err != nil && !errors.Is(err, proc.ErrNotRunning) {
+							t.Fatalf("%s (%s): WriteContext = %v", p.ID(), phase, err)
+						}
+						switch phase {
+						case "racing":
+							mClock.Advance(timeout).MustWait(ctx)
+						case "after-exit":
+							treeWaitPidfd(ctx, t, pidfd, "the child's exit")
+							mClock.Advance(timeout).MustWait(ctx)
+						}
+						if info := p.Info(); info.Running && info.TimedOut {
+							t.Errorf("%s (%s): running record with TimedOut", p.ID(), phase)
+						}
+						s := waitFinal(ctx, t, p)
+						got := treeFinalOf(t, s.Info)
+						timedOut := treeFinal{124, "SIGTERM", true}
+						exited := treeFinal{3, "", false}
+						switch {
+						case phase == "before" && got != timedOut:
+							t.Errorf("%s: deadline before the exit: final %+v; want %+v", p.ID(), got, timedOut)
+						case phase == "after-exit" && got != exited:
+							t.Errorf("%s: deadline after the child exited by itself: final %+v; want %+v", p.ID(), got, exited)
+						case phase == "racing" && got != timedOut && got != exited:
+							t.Errorf("%s: deadline racing the exit: final %+v; want %+v or %+v", p.ID(), got, timedOut, exited)
+						case phase == "racing" && got == timedOut:
+							racedTimedOut++
+						case phase == "racing":
+							racedExited++
+						}
+						all = append(all, seen{p, got})
+					}
+					for _, s := range all {
+						if got := treeFinalOf(t, s.p.Info()); got != s.final {
+							t.Errorf("%s: final %+v at Done, %+v later; a final record never changes", s.p.ID(), s.final, got)
+						}
+					}
+					t.Logf("racing deadlines: %d timed out, %d exited by themselves", racedTimedOut, racedExited)
+				})
+			}
+		})
+	}
+}
+
+// TestTreeTimeoutVersusExitReal hammers the real window: treeHammer
+// children per mode, a few at a time, each exiting by itself (code 3) a
+// moment before or after its deadline on the real clock. Each must end
+// whole: timed out (124, SIGTERM, TimedOut) or exited by itself (3, no
+// signal, not TimedOut) — never 124 without the signal that ended it, nor
+// 3 with TimedOut; and what a final record reports never changes.
+func TestTreeTimeoutVersusExitReal(t *testing.T) {
+	t.Parallel()
+	const (
+		workers = 8
+		timeout = 100 * time.Millisecond
+	)
+	for _, mode := range treeModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t, 3*time.Minute)
+			opts := treeOptions(t, mode)
+			opts.KillGrace = time.Minute // SIGTERM ends these children
+			m := newManager(t, opts)
+
+			type seen struct {
+				p     *proc.Process
+				final treeFinal
+			}
+			var (
+				mu                  sync.Mutex
+				all                 []seen
+				timedOut, byItself  int
+				wg                  sync.WaitGroup
+				next                = make(chan int)
+				wantTimedOut, wantE = treeFinal{124, "SIGTERM", true}, treeFinal{3, "", false}
+			)
+			for range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range next {
+						// From 4 ms before the deadline to 2 ms after.
+						offset := time.Duration(i%300)*20*time.Microsecond - 4*time.Millisecond
+						at := time.Now().Add(timeout + offset)
+						req := helperReq("tree-exit-at", strconv.FormatInt(at.UnixNano(), 10), "3")
+						req.Timeout = timeout
+						p, err := m.Start(req)
+						if err != nil {
+							t.Errorf("Start = %v", err)
+							return
+						}
+						if err := p.Wait(ctx); err != nil {
+							t.Errorf("%s: Wait = %v", p.ID(), err)
+							return
+						}
+						info := p.Info()
+						if info.ExitCode == nil {
+							t.Errorf("%s: final without exit code", p.ID())
+							return
+						}
+						got := treeFinal{*info.ExitCode, info.Signal, info.TimedOut}
+						mu.Lock()
+						switch got {
+						case wantTimedOut:
+							timedOut++
+						case wantE:
+							byItself++
+						default:
+							t.Errorf("%s: exit %v from its deadline: final %+v; want %+v or %+v",
+								p.ID(), offset, got, wantTimedOut, wantE)
+						}
+						all = append(all, seen{p, got})
+						mu.Unlock()
+					}
+				}()
+			}
+		feed:
+			for i := range treeHammer {
+				select {
+				case next <- i:
+				case <-ctx.Done():
+					t.Errorf("after %d of %d: %v", i, treeHammer, ctx.Err())
+					break feed
+				}
+			}
+			close(next)
+			wg.Wait()
+			for _, s := range all {
+				if got := treeFinalOf(t, s.p.Info()); got != s.final {
+					t.Errorf("%s: final %+v at Done, %+v later; a final record never changes", s.p.ID(), s.final, got)
+				}
+			}
+			t.Logf("%d timed out, %d exited by themselves", timedOut, byItself)
+		})
+	}
+}
+
+// TestTreeWriteVersusExit hammers a write racing the child's exit: `head
+// -c 1` reads one byte and exits while the test keeps writing single
+// bytes. Every write returns nil or ErrNotRunning, never a bare broken
+// pipe, treeHammer times per mode.
+func TestTreeWriteVersusExit(t *testing.T) {
+	t.Parallel()
+	const workers = 6
+	for _, mode := range treeModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t, 3*time.Minute)
+			m := newManager(t, treeOptions(t, mode))
+			var wg sync.WaitGroup
+			next := make(chan int)
+			for range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range next {
+						p, err := m.Start(proc.StartRequest{Args: []string{"head", "-c", "1"}, Stdin: true})
+						if err != nil {
+							t.Errorf("Start = %v", err)
+							return
+						}
+						writes := 0
+						for {
+							_, err := p.WriteContext(ctx, []byte("x"))
+							if err == nil {
+								writes++
+								continue
+							}
+							if !errors.Is(err, proc.ErrNotRunning) {
+								t.Errorf("%s: write %d racing the exit of head -c 1 = %v (EPIPE %v); want nil or ErrNotRunning",
+									p.ID(), writes+1, err, errors.Is(err, syscall.EPIPE))
+							}
+							break
+						}
+						if s := waitFinal(ctx, t, p); exitCode(t, s.Info) != 0 || s.Output.Text != "x" {
+							t.Errorf("%s: exit %d output %q; want 0, %q", p.ID(), exitCode(t, s.Info), s.Output.Text, "x")
+						}
+					}
+				}()
+			}
+		feed:
+			for i := range treeHammer {
+				select {
+				case next <- i:
+				case <-ctx.Done():
+					t.Errorf("after %d of %d: %v", i, treeHammer, ctx.Err())
+					break feed
+				}
+			}
+			close(next)
+			wg.Wait()
+		})
+	}
+}
+
+// TestTreeWriteToClosedStdinLives pins, in every mode, the one write
+// failure that is not ErrNotRunning: a child that closed its stdin and
+// lives on gives an error wrapping EPIPE.
+func TestTreeWriteToClosedStdinLives(t *testing.T) {
+	t.Parallel()
+	for _, mode := range treeModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			m := newManager(t, treeOptions(t, mode))
+			p := mustStart(t, m, proc.StartRequest{Command: "exec 0<&-; echo closed; exec sleep 600", Stdin: true})
+			lcWaitText(ctx, t, p, "closed\n")
+			n, err := p.Write([]byte("x"))
+			if n != 0 || !errors.Is(err, syscall.EPIPE) || errors.Is(err, proc.ErrNotRunning) {
+				t.Errorf("Write to a live child that closed its stdin = %d, %v; want 0, EPIPE and not ErrNotRunning", n, err)
+			}
+			if !p.Info().Running {
+				t.Errorf("Info().Running = false; want true")
+			}
+			mgrKill(ctx, t, p)
+		})
+	}
+}
+
+// TestTreeRecordsAfterClose pins section 8 after Close: the retained
+// records — one that exited, one that Close ended, one of a scope — answer
+// Get, List, Snapshot, Output, ReadSince and Wait as they did, Remove
+// forgets one, and whatever starts or controls a process is ErrClosed.
+func TestTreeRecordsAfterClose(t *testing.T) {
+	t.Parallel()
+	for _, mode := range treeModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			opts := treeOptions(t, mode)
+			opts.KillGrace = 10 * time.Second
+			m := proc.NewManager(opts)
+			t.Cleanup(func() { _ = m.Close() }) // on failure paths
+			s := m.Scope("alice")
+
+			exited := mustStart(t, m, proc.StartRequest{Command: "echo exited; exit 3"})
+			waitFinal(ctx, t, exited)
+			running := mustStart(t, m, proc.StartRequest{Command: "echo running; exec sleep 600", Stdin: true})
+			lcWaitText(ctx, t, running, "running\n")
+			scoped := mustStart(t, s, proc.StartRequest{Command: "echo scoped"})
+			waitFinal(ctx, t, scoped)
+			if err := m.Close(); err != nil {
+				t.Fatalf("Close() = %v", err)
+			}
+
+			want := map[string]struct {
+				p    *proc.Process
+				code int
+				out  string
+			}{
+				exited.ID():  {exited, 3, "exited\n"},
+				running.ID(): {running, 143, "running\n"},
+				scoped.ID():  {scoped, 0, "scoped\n"},
+			}
+			for id, w := range want {
+				got, err := m.Get(id)
+				if err != nil || got != w.p {
+					t.Errorf("Get(%s) after Close = %v, %v; want the record", id, got, err)
+				}
+				if err := w.p.Wait(ctx); err != nil {
+					t.Errorf("%s: Wait after Close = %v; want nil", id, err)
+				}
+				snap := w.p.Snapshot()
+				if snap.Info.Running || snap.Info.ExitCode == nil || *snap.Info.ExitCode != w.code || snap.Output.Text != w.out {
+					t.Errorf("%s: Snapshot after Close = running %v, exit %v, output %q; want final, %d, %q",
+						id, snap.Info.Running, snap.Info.ExitCode, snap.Output.Text, w.code, w.out)
+				}
+				if out := w.p.Output().Text; out != w.out {
+					t.Errorf("%s: Output after Close = %q; want %q", id, out, w.out)
+				}
+				if c := w.p.ReadSince(0, 1<<20); string(c.Data) != w.out || !c.EOF {
+					t.Errorf("%s: ReadSince(0) after Close = %q, EOF %v; want %q, EOF", id, c.Data, c.EOF, w.out)
+				}
+				if err := m.Signal(id, proc.Kill); !errors.Is(err, proc.ErrClosed) {
+					t.Errorf("Signal(%s) after Close = %v; want ErrClosed", id, err)
+				}
+				if err := w.p.Signal(proc.Terminate); !errors.Is(err, proc.ErrClosed) {
+					t.Errorf("%s: Process.Signal after Close = %v; want ErrClosed", id, err)
+				}
+			}
+			listed := map[string]bool{}
+			for _, info := range m.List() {
+				listed[info.ID] = true
+				if info.Running {
+					t.Errorf("List() after Close holds running %s", info.ID)
+				}
+			}
+			for id := range want {
+				if !listed[id] {
+					t.Errorf("List() after Close = %v; want it to hold %s", mgrIDs(m.List()), id)
+				}
+			}
+			if ids := mgrIDs(s.List()); len(ids) != 1 || ids[0] != scoped.ID() {
+				t.Errorf("Scope.List() after Close = %v; want [%s]", ids, scoped.ID())
+			}
+			if got, err := s.Get(scoped.ID()); err != nil || got != scoped {
+				t.Errorf("Scope.Get(%s) after Close = %v, %v; want the record", scoped.ID(), got, err)
+			}
+			if err := s.Signal(scoped.ID(), proc.Kill); !errors.Is(err, proc.ErrClosed) {
+				t.Errorf("Scope.Signal after Close = %v; want ErrClosed", err)
+			}
+			if _, err := running.Write([]byte("x")); !errors.Is(err, proc.ErrClosed) {
+				t.Errorf("Write after Close = %v; want ErrClosed", err)
+			}
+			if _, err := m.Start(proc.StartRequest{Command: "true"}); !errors.Is(err, proc.ErrClosed) {
+				t.Errorf("Start after Close = %v; want ErrClosed", err)
+			}
+			if _, err := s.Start(proc.StartRequest{Command: "true"}); !errors.Is(err, proc.ErrClosed) {
+				t.Errorf("Scope.Start after Close = %v; want ErrClosed", err)
+			}
+			if err := m.Remove(exited.ID()); err != nil {
+				t.Errorf("Remove(%s) after Close = %v; want nil", exited.ID(), err)
+			}
+			if _, err := m.Get(exited.ID()); !errors.Is(err, proc.ErrNotFound) {
+				t.Errorf("Get(%s) after Remove = %v; want ErrNotFound", exited.ID(), err)
+			}
+		})
+	}
+}
+
+// treeWaitText waits until a line of p's output matches re and returns
+// its submatches.
+func treeWaitLine(ctx context.Context, t testing.TB, p *proc.Process, re *regexp.Regexp) []string {
+	t.Helper()
+	line, err := p.WaitFor(ctx, re, true)
+	if err != nil {
+		t.Fatalf("%s: WaitFor(%v) = %v; output %q", p.ID(), re, err, p.Output().Text)
+	}
+	return re.FindStringSubmatch(line)
+}
