@@ -5,7 +5,7 @@ package proc
 import (
 	"context"
 	"os"
-	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -84,27 +84,16 @@ func leaderExited(pid int) bool {
 	}
 }
 
-// leaderExiting reports whether the child pid is exiting or has exited:
-// its descriptor table is already gone (the kernel closes a dying
-// process's files before its exit can be reaped, so a write to its stdin
-// meets EPIPE in that moment) or it has exited.
-func leaderExiting(pid int) bool {
+// exitsSoon reports whether the child pid has exited, or exits within
+// exitSoonWait: a program often closes its stdin on its way out (atexit
+// handlers), and the kernel closes a dying process's descriptors before
+// its exit can be reaped, so a write in that moment meets EPIPE. A child
+// that closed its stdin and lives on is told apart only by outliving the
+// wait, a safety bound on an OS event (the pidfd), not a policy timer.
+func exitsSoon(pid int) bool {
 	if leaderExited(pid) {
 		return true
 	}
-	dir, err := os.Open("/proc/" + strconv.Itoa(pid) + "/fd")
-	if err != nil {
-		return true
-	}
-	defer dir.Close()
-	names, err := dir.Readdirnames(1)
-	return err != nil || len(names) == 0
-}
-
-// waitExitedFor waits until pid exits, for at most about a second (a
-// safety net for a child that closed every descriptor and lives on), and
-// reports whether it did.
-func waitExitedFor(pid int) bool {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return leaderExited(pid)
@@ -112,10 +101,13 @@ func waitExitedFor(pid int) bool {
 	defer unix.Close(fd)
 	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	for {
-		n, err := unix.Poll(fds, 1000)
+		n, err := unix.Poll(fds, int(exitSoonWait.Milliseconds()))
 		if err == unix.EINTR {
 			continue
 		}
 		return err == nil && n > 0
 	}
 }
+
+// exitSoonWait bounds exitsSoon's wait.
+const exitSoonWait = 250 * time.Millisecond

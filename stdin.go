@@ -175,9 +175,9 @@ func (s *stdinPipe) write(ctx context.Context, b []byte, p *Process) (int, error
 		// A deadline error that raced the context is the context's.
 		return n, xerrors.Errorf("write to %q: %w", p.info.ID, ctx.Err())
 	case errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.EIO):
-		// A dying child's descriptors close before its exit can be reaped:
-		// EPIPE in that moment is its exit, not a stdin it closed.
-		if p.hasExited() || leaderExiting(p.info.PID) && waitExitedFor(p.info.PID) {
+		// A child on its way out closes its stdin before its exit can be
+		// reaped: EPIPE in that moment is its exit, not a stdin it closed.
+		if p.hasExited() || exitsSoon(p.info.PID) {
 			// The child is gone; its exit goroutine is about to say so.
 			<-p.exited
 			return n, xerrors.Errorf("write to %q: %w", p.info.ID, ErrNotRunning)

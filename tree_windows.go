@@ -268,8 +268,5 @@ func waitExited(int) {}
 // leaderExited has no cheap answer on Windows; the exit goroutine decides.
 func leaderExited(int) bool { return false }
 
-// leaderExiting: see leaderExited.
-func leaderExiting(int) bool { return false }
-
-// waitExitedFor is not reached where leaderExiting says no.
-func waitExitedFor(int) bool { return false }
+// exitsSoon: see leaderExited.
+func exitsSoon(int) bool { return false }
