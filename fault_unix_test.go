@@ -512,7 +512,7 @@ func TestFaultCloseIgnoresTerm(t *testing.T) {
 		m := newManager(t, proc.Options{Clock: mClock, KillGrace: killGrace, DrainTimeout: drainTimeout})
 		p, group, bgPID := start(ctx, t, m)
 
-		trap := mClock.Trap().AfterFunc("manager", "kill-grace")
+		trap := mClock.Trap().NewTimer("manager", "kill-grace")
 		defer trap.Close()
 		closed := make(chan error, 1)
 		go func() { closed <- m.Close() }()
@@ -986,7 +986,7 @@ func TestFaultCloseLeavesNoTimer(t *testing.T) {
 	m := newManager(t, proc.Options{Clock: mClock, KillGrace: grace})
 	p := mustStart(t, m, proc.StartRequest{Command: "exec sleep 30", Timeout: time.Second})
 
-	trap := mClock.Trap().AfterFunc("process", "kill-grace")
+	trap := mClock.Trap().NewTimer("process", "kill-grace")
 	defer trap.Close()
 	w := mClock.Advance(time.Second) // the timeout: terminate, arm the kill grace
 	call := trap.MustWait(ctx)

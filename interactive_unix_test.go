@@ -133,7 +133,7 @@ func iaWaitStdinInput() error {
 func iaCloseMock(t *testing.T, m *proc.Manager, mClock *quartz.Mock) {
 	t.Helper()
 	ctx := testCtx(t)
-	trap := mClock.Trap().AfterFunc("manager", "kill-grace")
+	trap := mClock.Trap().NewTimer("manager", "kill-grace")
 	defer trap.Close()
 	errc := make(chan error, 1)
 	go func() { errc <- m.Close() }()

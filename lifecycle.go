@@ -257,19 +257,33 @@ func (p *Process) finish(waitErr error, exitedAt time.Time, timedOut bool) {
 	after()
 }
 
-// onTimeout runs on the timeout timer. If the child is still alive it
-// records that the timeout fired (the exit goroutine then reports the
-// record as timed out) and stops the tree through the one stop policy:
-// terminate, KillGrace, kill. A child that exited by itself, reaped or
-// not, beat the deadline and is left alone.
+// onTimeout runs on the timeout timer and decides, exactly, whether the
+// child timed out: it stops the child (haltChild; a stopped process cannot
+// begin to exit on its own) and looks. A child that already exited, reaped
+// or not, beat the deadline by itself and is left alone. Otherwise the
+// timeout fired: that is recorded before anything else (the exit goroutine
+// reads it once, with the exit), the child gets SIGTERM before it runs
+// again, and the tree is stopped by the one stop policy: terminate,
+// KillGrace, kill. Where a child cannot be stopped and looked at (macOS,
+// Windows) it counts as alive.
 func (p *Process) onTimeout() {
 	if !p.m.enter() {
 		return // Close stops the tree
 	}
 	p.mu.Lock()
-	fire := !p.exitSeen && !p.stopped && !leaderExited(p.info.PID)
+	skip := p.exitSeen || p.stopped
+	p.mu.Unlock()
+	exited := skip || haltChild(p.info.PID)
+	p.mu.Lock()
+	fire := !exited && !p.exitSeen && !p.stopped
 	p.timeoutFired = fire
 	p.mu.Unlock()
+	switch {
+	case fire:
+		terminateHalted(p.info.PID)
+	case !exited:
+		resumeHalted(p.info.PID) // Close is stopping it meanwhile
+	}
 	if !fire {
 		p.m.background.Done()
 		return

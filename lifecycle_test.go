@@ -82,8 +82,7 @@ func lcMockManager(t *testing.T, mClock *quartz.Mock, opts proc.Options) *proc.M
 }
 
 // lcCloseOnMock closes m, firing the mock clock's timers whenever Close
-// waits on them. Traps on every NewTimer, Timer.Reset and AfterFunc call
-// tell it when
+// waits on them. Traps on every NewTimer and Timer.Reset call tell it when
 // Close (or a drain) set a timer, so no wake-up is missed and nothing
 // sleeps; and since a trapped call waits until this loop releases it, no
 // timer moves earlier between its Peek and its Advance. (A timer may be
@@ -91,7 +90,7 @@ func lcMockManager(t *testing.T, mClock *quartz.Mock, opts proc.Options) *proc.M
 func lcCloseOnMock(t *testing.T, mClock *quartz.Mock, m *proc.Manager) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	traps := []*quartz.Trap{mClock.Trap().NewTimer(), mClock.Trap().TimerReset(), mClock.Trap().AfterFunc()}
+	traps := []*quartz.Trap{mClock.Trap().NewTimer(), mClock.Trap().TimerReset()}
 	defer func() {
 		for _, trap := range traps {
 			trap.Close()

@@ -733,7 +733,7 @@ func TestTimeoutMockClock(t *testing.T) {
 			m := lcMockManager(t, mClock, proc.Options{KillGrace: grace})
 			timeoutTrap := mClock.Trap().AfterFunc("process", "timeout")
 			defer timeoutTrap.Close()
-			graceTrap := mClock.Trap().AfterFunc("process", "kill-grace")
+			graceTrap := mClock.Trap().NewTimer("process", "kill-grace")
 			defer graceTrap.Close()
 
 			req := helperReq(tc.mode)
@@ -811,7 +811,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	mClock.Advance(quiet).MustWait(ctx)
 	waitFinal(ctx, t, spawner)
 
-	graceTrap := mClock.Trap().AfterFunc("manager", "kill-grace")
+	graceTrap := mClock.Trap().NewTimer("manager", "kill-grace")
 	defer graceTrap.Close()
 	closed := make(chan error, 1)
 	go func() { closed <- m.Close() }()

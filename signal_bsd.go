@@ -11,3 +11,12 @@ func leaderExited(int) bool { return false }
 
 // exitsSoon: see leaderExited.
 func exitsSoon(int) bool { return false }
+
+// haltChild cannot stop and look without reaping here: the child counts as
+// alive, and the exit goroutine's ordering decides (a child that exits in
+// the instant of its deadline may be reported as timed out).
+func haltChild(int) bool { return false }
+
+func terminateHalted(int) {}
+
+func resumeHalted(int) {}

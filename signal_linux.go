@@ -111,3 +111,39 @@ func exitsSoon(pid int) bool {
 
 // exitSoonWait bounds exitsSoon's wait.
 const exitSoonWait = 250 * time.Millisecond
+
+// si_code values of SIGCHLD (include/uapi/asm-generic/siginfo.h).
+const cldStopped = 5
+
+// haltChild stops the child pid (SIGSTOP) and waits until it is stopped or
+// has exited, without reaping it; it reports whether it exited. A stopped
+// process cannot begin to exit on its own, so once haltChild says it is
+// stopped, whatever ends it next comes from whoever signals it: this is how
+// the timeout decides "timed out" exactly (design section 6). An exited
+// child, reaped or not, beat the deadline by itself.
+func haltChild(pid int) (exited bool) {
+	if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
+		return true // reaped already: our unreaped child always exists
+	}
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WSTOPPED|unix.WEXITED|unix.WNOWAIT, nil)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return true // ECHILD: the exit goroutine reaped it
+		}
+		return info.Code != cldStopped
+	}
+}
+
+// terminateHalted sends SIGTERM to the child pid that haltChild stopped,
+// then SIGCONT: the TERM is handled before it runs anything else.
+func terminateHalted(pid int) {
+	_ = unix.Kill(pid, unix.SIGTERM)
+	_ = unix.Kill(pid, unix.SIGCONT)
+}
+
+// resumeHalted continues the child pid that haltChild stopped.
+func resumeHalted(pid int) { _ = unix.Kill(pid, unix.SIGCONT) }

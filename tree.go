@@ -172,10 +172,20 @@ func (m *Manager) stopTrees(ctx context.Context, ts []*tree, tags ...string) {
 		return
 	}
 	grace, cancel := context.WithCancel(ctx)
-	timer := m.clock.AfterFunc(m.opts.KillGrace, cancel, tags...)
+	timer := m.clock.NewTimer(m.opts.KillGrace, tags...)
+	waited := make(chan struct{})
+	// Ends the grace when the timer fires; stops once the waits are over.
+	go func() {
+		select {
+		case <-timer.C:
+			cancel()
+		case <-waited:
+		}
+	}()
 	for _, t := range live {
 		t.sys.waitEmpty(grace)
 	}
+	close(waited)
 	timer.Stop(tags...)
 	cancel()
 	if ctx.Err() != nil {

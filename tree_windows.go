@@ -268,5 +268,13 @@ func waitExited(int) {}
 // leaderExited has no cheap answer on Windows; the exit goroutine decides.
 func leaderExited(int) bool { return false }
 
+// haltChild: Windows has no stop signal; the child counts as alive, and
+// the exit goroutine's ordering decides.
+func haltChild(int) bool { return false }
+
+func terminateHalted(int) {}
+
+func resumeHalted(int) {}
+
 // exitsSoon: see leaderExited.
 func exitsSoon(int) bool { return false }
