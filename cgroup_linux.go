@@ -94,13 +94,18 @@ func openCgroupHost(parent string, keep bool) (*cgroupHost, error) {
 	if keep {
 		prefix += keepMark
 	}
-	name := fmt.Sprintf("%s%d-%s-%d", prefix, os.Getpid(), selfStartTime(), managerSeq.Add(1))
-	h := &cgroupHost{
-		dir: filepath.Join(parent, name),
-		rel: filepath.Join(root, rel, name),
-	}
-	if err := os.Mkdir(h.dir, 0o755); err != nil {
-		return nil, xerrors.Errorf("cgroup v2: make %s: %v: %w", h.dir, err, ErrUnsupported)
+	h := &cgroupHost{}
+	for {
+		// The name is this host's for good: its PID and start time.
+		name := fmt.Sprintf("%s%d-%s-%d", prefix, os.Getpid(), selfStartTime(), managerSeq.Add(1))
+		h.dir, h.rel = filepath.Join(parent, name), filepath.Join(root, rel, name)
+		err := os.Mkdir(h.dir, 0o755)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return nil, xerrors.Errorf("cgroup v2: make %s: %v: %w", h.dir, err, ErrUnsupported)
+		}
 	}
 	h.enableControllers()
 	if err := h.probe(); err != nil {

@@ -190,6 +190,12 @@ func (p *Process) supervise() {
 	defer p.m.exits.Done()
 	defer close(p.ended)
 	waitExited(p.info.PID)
+	// Before the reap, while the zombie still lists its pending signals: a
+	// timeout's TERM that was never taken did not reach the child.
+	p.mu.Lock()
+	fired := p.timeoutFired
+	p.mu.Unlock()
+	unreached := fired && termPending(p.info.PID)
 	waitErr := p.cmd.Wait()
 	// Refuse stdin and publish the exit before anything else, even a clock
 	// call: a write in between would meet a bare broken pipe.
@@ -198,10 +204,11 @@ func (p *Process) supervise() {
 	}
 	close(p.exited)
 	// "Timed out" is decided here, once, with the exit: the timeout timed
-	// the child out only if it found the child alive (onTimeout).
+	// the child out only if it found the child alive (onTimeout) and its
+	// TERM reached it (or a signal ended it).
 	p.mu.Lock()
 	p.exitSeen = true
-	timedOut := p.timeoutFired
+	timedOut := p.timeoutFired && (!unreached || exitSignaled(p.cmd.ProcessState))
 	p.mu.Unlock()
 	p.tree.sys.reaped()
 	exitedAt := p.m.clock.Now("process", "exit")
@@ -278,21 +285,21 @@ func (p *Process) onTimeout() {
 	fire := !exited && !p.exitSeen && !p.stopped
 	p.timeoutFired = fire
 	p.mu.Unlock()
-	switch {
-	case fire:
-		terminateHalted(p.info.PID)
-	case !exited:
-		resumeHalted(p.info.PID) // Close is stopping it meanwhile
-	}
-	if !fire {
+	// The tree's Terminate reaches the halted child too, and its SIGCONT
+	// lets it run, to handle the TERM first.
+	if !fire || p.tree.signal(Terminate) != nil {
+		if !exited {
+			resumeHalted(p.info.PID)
+		}
 		p.m.background.Done()
 		return
 	}
-	// The stop waits out KillGrace: not on the timer's own goroutine.
-	// It ends when the tree is empty or killed, or when Close begins.
+	// The rest of the stop waits out KillGrace: not on the timer's own
+	// goroutine. It ends when the tree is empty or killed, or when Close
+	// begins.
 	go func() {
 		defer p.m.background.Done()
-		p.m.stopTrees(p.m.stopCtx, []*tree{p.tree}, "process", "kill-grace")
+		p.m.graceThenKill(p.m.stopCtx, []*tree{p.tree}, "process", "kill-grace")
 	}()
 }
 

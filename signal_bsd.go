@@ -17,6 +17,7 @@ func exitsSoon(int) bool { return false }
 // the instant of its deadline may be reported as timed out).
 func haltChild(int) bool { return false }
 
-func terminateHalted(int) {}
-
 func resumeHalted(int) {}
+
+// termPending cannot be read here.
+func termPending(int) bool { return false }

@@ -5,6 +5,8 @@ package proc
 import (
 	"context"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -138,12 +140,27 @@ func haltChild(pid int) (exited bool) {
 	}
 }
 
-// terminateHalted sends SIGTERM to the child pid that haltChild stopped,
-// then SIGCONT: the TERM is handled before it runs anything else.
-func terminateHalted(pid int) {
-	_ = unix.Kill(pid, unix.SIGTERM)
-	_ = unix.Kill(pid, unix.SIGCONT)
-}
-
 // resumeHalted continues the child pid that haltChild stopped.
 func resumeHalted(pid int) { _ = unix.Kill(pid, unix.SIGCONT) }
+
+// termPending reports whether SIGTERM is still pending for pid, which has
+// exited but is not reaped: a zombie still lists the signals it never took.
+// A child that blocked TERM (a shell on its way out does) and exited with
+// it pending was never reached by the terminate.
+func termPending(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	bit := uint64(1) << (unix.SIGTERM - 1)
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "SigPnd" && k != "ShdPnd") {
+			continue
+		}
+		if mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && mask&bit != 0 {
+			return true
+		}
+	}
+	return false
+}

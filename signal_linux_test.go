@@ -235,20 +235,16 @@ func killGroup(pgid int) {
 // cgroup mode its cgroup directory is removed.
 func TestTreeWatchedUntilEmpty(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []proc.Containment{proc.ContainGroup, proc.ContainCgroup} {
-		t.Run(string(mode), func(t *testing.T) {
+	for _, mode := range treeModes {
+		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel()
 			const retain = time.Minute
 			ctx := testCtx(t)
 			mClock := quartz.NewMock(t)
-			m := lcMockManager(t, mClock, proc.Options{RetainExited: retain, Containment: mode})
-			p, err := m.Start(proc.StartRequest{Command: "sleep 30 >/dev/null 2>&1 & echo $!"})
-			if mode == proc.ContainCgroup && errors.Is(err, proc.ErrUnsupported) {
-				t.Skipf("cgroup v2 is not usable here (%v); CI and the development machines have it", err)
-			}
-			if err != nil {
-				t.Fatalf("Start() = %v", err)
-			}
+			opts := treeOptions(t, mode)
+			opts.RetainExited = retain
+			m := lcMockManager(t, mClock, opts)
+			p := mustStart(t, m, proc.StartRequest{Command: "sleep 30 >/dev/null 2>&1 & echo $!"})
 			snap := waitFinal(ctx, t, p)
 			member, err := strconv.Atoi(strings.TrimSpace(snap.Output.Text))
 			if err != nil {
@@ -260,8 +256,8 @@ func TestTreeWatchedUntilEmpty(t *testing.T) {
 			}
 			defer unix.Close(pidfd)
 			cgroupDir := ""
-			if mode == proc.ContainCgroup {
-				cgroupDir = treeCgroupDir(t, member)
+			if mode.containment == proc.ContainCgroup {
+				cgroupDir, _ = treeCgroupOf(t, member)
 			}
 			if err := m.Remove(p.ID()); err != nil {
 				t.Fatalf("Remove() = %v", err)
@@ -300,22 +296,6 @@ func TestTreeWatchedUntilEmpty(t *testing.T) {
 			}
 		})
 	}
-}
-
-// treeCgroupDir returns the cgroup v2 directory that pid is in.
-func treeCgroupDir(t *testing.T, pid int) string {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "0::"); ok {
-			return filepath.Join(cgroup2MountPoint(t), rest)
-		}
-	}
-	t.Fatalf("/proc/%d/cgroup has no cgroup v2 line: %q", pid, data)
-	return ""
 }
 
 // mainThreadExitC is a program whose main thread exits (pthread_exit)
@@ -410,22 +390,4 @@ func mteWaitMainThreadExited(ctx context.Context, t *testing.T, pid int) {
 		runtime.Gosched()
 	}
 	t.Fatalf("process %d: main thread never seen exited: %v", pid, ctx.Err())
-}
-
-// cgroup2MountPoint returns where cgroup v2 is mounted, from
-// /proc/self/mountinfo ("... mountpoint ... - cgroup2 ...").
-func cgroup2MountPoint(t *testing.T) string {
-	t.Helper()
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		if fields := strings.Fields(pre); ok && len(fields) > 4 && strings.HasPrefix(post, "cgroup2 ") {
-			return fields[4]
-		}
-	}
-	t.Fatalf("no cgroup2 mount in /proc/self/mountinfo")
-	return ""
 }

@@ -27,6 +27,12 @@ func init() {
 // setCommandLine: on Unix the shell gets its command as one argument.
 func setCommandLine(*exec.Cmd, []string, string) {}
 
+// exitSignaled reports whether a signal ended the reaped child.
+func exitSignaled(state *os.ProcessState) bool {
+	ws, ok := state.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled()
+}
+
 // exitStatus turns a reaped child's state into the exit code (128+N for
 // signal N), the signal's name and the usage.
 func exitStatus(state *os.ProcessState, waitErr error) (code int, sigName string, usage *Usage) {

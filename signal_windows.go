@@ -24,6 +24,9 @@ func setCommandLine(cmd *exec.Cmd, shell []string, command string) {
 	cmd.SysProcAttr.CmdLine = strings.Join(quoted, " ") + " " + command
 }
 
+// exitSignaled: Windows has no signals.
+func exitSignaled(*os.ProcessState) bool { return false }
+
 // exitStatus turns a reaped child's state into the exit code and usage.
 // Windows has no signals, and MaxRSS is not reported.
 func exitStatus(state *os.ProcessState, _ error) (code int, sigName string, usage *Usage) {

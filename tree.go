@@ -167,7 +167,12 @@ func (m *Manager) registeredTrees(owner *string) (ts []*tree) {
 // after the kill is bounded by killWait, a safety net in real time for a
 // member the kernel is slow to tear down, not a policy.
 func (m *Manager) stopTrees(ctx context.Context, ts []*tree, tags ...string) {
-	live := signalEach(ts, Terminate)
+	m.graceThenKill(ctx, signalEach(ts, Terminate), tags...)
+}
+
+// graceThenKill is the rest of stopTrees, for trees that were just sent
+// Terminate: wait until each is empty for at most KillGrace, then kill.
+func (m *Manager) graceThenKill(ctx context.Context, live []*tree, tags ...string) {
 	if len(live) == 0 {
 		return
 	}

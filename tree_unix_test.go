@@ -6,9 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
-	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -25,40 +23,17 @@ import (
 // mode the OS has. The Linux-only ones (cgroups, escapees, sessions seen
 // through /proc) are in tree_linux_test.go.
 
-func init() {
-	helpers["tree-exit-at"] = treeHelperExitAt
-	helpers["tree-exit-on-byte"] = treeHelperExitOnByte
+// treeExitAfter is a child that exits 3 by itself after d. It is sh, not
+// the test binary: its SIGTERM must keep the kernel's default action, and
+// the Go runtime catches TERM and re-raises it from a handler, which can
+// lose it to the child's own exit (or to an exec).
+func treeExitAfter(d time.Duration) []string {
+	return []string{"/bin/sh", "-c", `sleep "$0"; exit 3`, fmt.Sprintf("%.6f", max(d, 0).Seconds())}
 }
 
-// treeHelperExitAt sleeps until the wall-clock time args[0] (Unix
-// nanoseconds) and exits with code args[1]. SIGTERM keeps the kernel's
-// default action: it ends the helper by the signal.
-func treeHelperExitAt(args []string) int {
-	at, err1 := strconv.ParseInt(args[0], 10, 64)
-	_, err2 := strconv.Atoi(args[1])
-	if err := errors.Join(err1, err2); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	// Become sh, whose SIGTERM is the kernel's default action: a TERM that
-	// reaches it before its exit kills it, one that comes later finds it
-	// gone. (The Go runtime catches SIGTERM and re-raises it from a
-	// handler, racing its own main thread's exit; that child could end
-	// with its own code after the TERM reached it.)
-	rest := time.Until(time.Unix(0, at)).Seconds()
-	err := syscall.Exec("/bin/sh", []string{"sh", "-c", `sleep "$0"; exit "$1"`, fmt.Sprintf("%.6f", max(rest, 0)), args[1]}, os.Environ())
-	fmt.Fprintln(os.Stderr, err)
-	return 2
-}
-
-// treeHelperExitOnByte reads one byte of stdin and exits 3 (also at
-// end-of-file), as sh, so that SIGTERM keeps the kernel's default action
-// (see treeHelperExitAt).
-func treeHelperExitOnByte([]string) int {
-	err := syscall.Exec("/bin/sh", []string{"sh", "-c", "head -c 1 >/dev/null; exit 3"}, os.Environ())
-	fmt.Fprintln(os.Stderr, err)
-	return 2
-}
+// treeExitOnByte is a child that reads one byte of stdin and exits 3 (also
+// at end-of-file); sh, for the reason treeExitAfter gives.
+var treeExitOnByte = []string{"/bin/sh", "-c", "head -c 1 >/dev/null; exit 3"}
 
 // treeMode is a containment mode the tests run in.
 type treeMode struct {
@@ -213,7 +188,7 @@ func TestTreeTimeoutVersusExitMock(t *testing.T) {
 					var racedTimedOut, racedExited int
 					for i := range treeHammer / workers {
 						phase := phases[i%len(phases)]
-						req := helperReq("tree-exit-on-byte")
+						req := proc.StartRequest{Args: treeExitOnByte}
 						req.Stdin = true
 						req.Timeout = timeout
 						req.DrainQuiet, req.DrainTimeout = 200*time.Hour, 200*time.Hour
@@ -308,9 +283,7 @@ func TestTreeTimeoutVersusExitReal(t *testing.T) {
 					for i := range next {
 						// From 4 ms before the deadline to 2 ms after.
 						offset := time.Duration(i%300)*20*time.Microsecond - 4*time.Millisecond
-						at := time.Now().Add(timeout + offset)
-						req := helperReq("tree-exit-at", strconv.FormatInt(at.UnixNano(), 10), "3")
-						req.Timeout = timeout
+						req := proc.StartRequest{Args: treeExitAfter(timeout + offset), Timeout: timeout}
 						p, err := m.Start(req)
 						if err != nil {
 							t.Errorf("Start = %v", err)

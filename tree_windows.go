@@ -272,9 +272,10 @@ func leaderExited(int) bool { return false }
 // the exit goroutine's ordering decides.
 func haltChild(int) bool { return false }
 
-func terminateHalted(int) {}
-
 func resumeHalted(int) {}
+
+// termPending: Windows has no pending signals.
+func termPending(int) bool { return false }
 
 // exitsSoon: see leaderExited.
 func exitsSoon(int) bool { return false }

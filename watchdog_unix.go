@@ -37,10 +37,10 @@ done
 if [ -n "$cg" ]; then
 	echo 1 >"$cg/cgroup.kill" 2>/dev/null
 	for f in "$cg"/*/cgroup.procs; do
-		for p in $(cat "$f" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+		for p in $(cat "$f" 2>/dev/null); do kill -s KILL "$p" 2>/dev/null; done
 	done
 fi
-for g in $groups; do kill -KILL -- "-$g" 2>/dev/null; done
+for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
 `
 
 // watchdog is a Manager's host-death guard. Its methods are safe for
