@@ -10,10 +10,40 @@
 //
 // # Lifecycle
 //
-// A process is running, then exited (reaped, output still draining), then
-// final. Only a final process reports Running == false, an exit code and an
-// exit time; from then on its output never changes. See the README for the
-// invariants (I1–I5) and how the tests pin them.
+// A process moves through three states, in order, once:
+//
+//  1. running: the child is alive.
+//  2. exited: the child was reaped, but its output may still be draining
+//     (a grandchild can hold the pipes). From here Write, CloseStdin and
+//     Resize fail at once with ErrNotRunning; Signal still reaches what is
+//     left of the tree.
+//  3. final: the drain ended. Only now do Info.Running become false,
+//     ExitCode and ExitedAt appear, Done close, Wait return and ReadSince
+//     report EOF — as one step. TimedOut and Signal are set in that step
+//     and never change.
+//
+// The invariants the tests pin:
+//
+//   - I1 (final output): once Info().Running is false, every later Output
+//     returns exactly the final rendering.
+//   - I2 (snapshot order): Snapshot reads Info first, then the output, so a
+//     snapshot with Running == false always carries final output.
+//   - I3 (one owner of the end): exactly one goroutine per process calls
+//     cmd.Wait and publishes the exit; everyone else waits on Done.
+//   - I4 (no leaks): after Close returns, no goroutine, file descriptor,
+//     process tree or cgroup started by the manager remains.
+//   - I5 (bounded memory): a process's memory is bounded by its head and
+//     tail sizes plus constant overhead, whatever it writes.
+//
+// # Process trees
+//
+// A record's tree is its child and everything the child starts. On Linux
+// each child starts inside a cgroup v2 of its own where cgroups can be used
+// (see [Options.Containment]), so no member can leave it; elsewhere each
+// child leads a new session and process group (a Job Object on Windows).
+// Signal, the timeout and Close reach the whole tree, and unless
+// [Options.KeepOnHostExit] is set the trees die with the host process even
+// when it dies without Close.
 //
 // # What proc does not do
 //
