@@ -30,8 +30,14 @@ import (
 // records get that containment. Where cgroups cannot be used, b is
 // skipped, saying why.
 func containManager(b *testing.B, mode proc.Containment) *proc.Manager {
+	return containManagerOpts(b, proc.Options{Containment: mode})
+}
+
+// containManagerOpts is containManager with more options.
+func containManagerOpts(b *testing.B, opts proc.Options) *proc.Manager {
 	b.Helper()
-	m := newManager(b, proc.Options{Containment: mode})
+	mode := opts.Containment
+	m := newManager(b, opts)
 	p, err := m.Start(proc.StartRequest{Args: []string{"true"}})
 	if errors.Is(err, proc.ErrUnsupported) {
 		b.Skipf("containment %q is unavailable here: %v", mode, err)
@@ -61,7 +67,9 @@ const truePairedContainRuns = 8
 // managers are in their steady state.
 //
 // Reported: "x-group-cgroup", the median over the blocks of cgroup's block
-// time over group's in the same block (target <= 1.05); "x-raw-<variant>"
+// time over group's in the same block (target <= 1.05); "x-watchdog", group
+// mode with the host-death watchdog over group mode without it
+// (KeepOnHostExit; target <= 1.02); "x-raw-<variant>"
 // against a bare exec.Command("true").Run(); "ns-<variant>", the median
 // time of one run; and, as the steadier measure on a shared machine, the
 // CPU time of this process per run ("cpu-ns-<variant>") and of the
@@ -71,8 +79,11 @@ func BenchmarkTrueContain(b *testing.B) {
 	args := []string{"true"}
 	group := containManager(b, proc.ContainGroup)
 	cgroup := containManager(b, proc.ContainCgroup)
+	// Group mode without the host-death watchdog: what the watchdog costs.
+	nowatch := containManagerOpts(b, proc.Options{Containment: proc.ContainGroup, KeepOnHostExit: true})
 	fillManager(b, group)
 	fillManager(b, cgroup)
+	fillManager(b, nowatch)
 	type variant struct {
 		name string
 		run  func()
@@ -86,17 +97,18 @@ func BenchmarkTrueContain(b *testing.B) {
 		}
 	}}
 	grp, cg := variant{"group", startOn(group)}, variant{"cgroup", startOn(cgroup)}
-	names := []string{raw.name, grp.name, cg.name}
+	nw := variant{"group-nowatch", startOn(nowatch)}
+	names := []string{raw.name, grp.name, cg.name, nw.name}
 	wall := map[string][]float64{}
 	self := map[string][]float64{}
 	child := map[string][]float64{}
-	var xWall []float64
+	var xWall, xWatch []float64
 	b.ReportAllocs()
 	block := 0
 	for b.Loop() {
-		order := []variant{raw, grp, cg}
+		order := []variant{raw, grp, cg, nw}
 		if block%2 == 1 {
-			order = []variant{raw, cg, grp}
+			order = []variant{raw, nw, cg, grp}
 		}
 		block++
 		for _, v := range order {
@@ -114,6 +126,7 @@ func BenchmarkTrueContain(b *testing.B) {
 		}
 		last := func(m map[string][]float64, name string) float64 { return m[name][len(m[name])-1] }
 		xWall = append(xWall, last(wall, "cgroup")/last(wall, "group"))
+		xWatch = append(xWatch, last(wall, "group")/last(wall, "group-nowatch"))
 	}
 	for _, name := range names {
 		b.ReportMetric(medianOf(wall[name]), "ns-"+name)
@@ -128,6 +141,7 @@ func BenchmarkTrueContain(b *testing.B) {
 		}
 	}
 	b.ReportMetric(medianOf(xWall), "x-group-cgroup")
+	b.ReportMetric(medianOf(xWatch), "x-watchdog")
 	// Total CPU over all blocks: per-block CPU times are a few ticks of
 	// the kernel's accounting, too coarse for a median of ratios.
 	b.ReportMetric(sumOf(self["cgroup"])/sumOf(self["group"]), "cpu-x-group-cgroup")
