@@ -260,14 +260,29 @@ func removeDeadManager(dir string) {
 	removeCgroup(dir)
 }
 
-// recordCgroup is a record's cgroup, with what the start path needs
-// already open, so that starting into it costs no more than a plain start:
-// the directory (clone3's target) and cgroup.events (read to learn whether
-// the tree is empty).
+// recordCgroup is a record's cgroup. While a record uses it, it holds the
+// directory open (clone3's target, until the child started) and
+// cgroup.events (read to learn whether the tree is empty); a spare holds
+// nothing open.
 type recordCgroup struct {
 	dir    string
-	dirFD  int      // -1 once the child started in it
-	events *os.File // closed when the tree is released
+	dirFD  int      // -1 unless open
+	events *os.File // nil unless open
+}
+
+// open opens what a start needs.
+func (rc *recordCgroup) open() error {
+	fd, err := unix.Open(rc.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return xerrors.Errorf("open cgroup: %w", err)
+	}
+	events, err := os.Open(filepath.Join(rc.dir, "cgroup.events"))
+	if err != nil {
+		_ = unix.Close(fd)
+		return xerrors.Errorf("open cgroup: %w", err)
+	}
+	rc.dirFD, rc.events = fd, events
+	return nil
 }
 
 // close closes what rc holds open.
@@ -276,7 +291,11 @@ func (rc *recordCgroup) close() {
 		_ = unix.Close(rc.dirFD)
 		rc.dirFD = -1
 	}
-	_ = rc.events.Close()
+	if rc.events != nil {
+		// Not set to nil: a tree may be reading it (ReadAt on a closed
+		// *os.File fails safely), and a spare is opened again in take.
+		_ = rc.events.Close()
+	}
 }
 
 // discard closes rc and removes its directory.
@@ -292,6 +311,12 @@ func (rc *recordCgroup) discard() {
 // The cgroup becomes the first spare: nothing ran in it for good.
 func (h *cgroupHost) probe() error {
 	rc, err := h.create()
+	if err == nil {
+		err = rc.open()
+		if err != nil {
+			rc.discard()
+		}
+	}
 	if err != nil {
 		return xerrors.Errorf("cgroup v2: %v: %w", err, ErrUnsupported)
 	}
@@ -306,7 +331,7 @@ func (h *cgroupHost) probe() error {
 	return nil
 }
 
-// create makes a new record cgroup and opens it.
+// create makes a new record cgroup.
 func (h *cgroupHost) create() (*recordCgroup, error) {
 	h.mu.Lock()
 	h.next++
@@ -315,51 +340,51 @@ func (h *cgroupHost) create() (*recordCgroup, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, xerrors.Errorf("make cgroup: %w", err)
 	}
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		removeCgroup(dir)
-		return nil, xerrors.Errorf("open cgroup: %w", err)
-	}
-	events, err := os.Open(filepath.Join(dir, "cgroup.events"))
-	if err != nil {
-		_ = unix.Close(fd)
-		removeCgroup(dir)
-		return nil, xerrors.Errorf("open cgroup: %w", err)
-	}
-	return &recordCgroup{dir: dir, dirFD: fd, events: events}, nil
+	return &recordCgroup{dir: dir, dirFD: -1}, nil
 }
 
 // spareTarget is how many ready record cgroups the worker keeps.
 const spareTarget = 2
 
-// take returns a ready record cgroup: a spare if there is one (and the
-// worker makes the next), else a new one.
+// take returns a ready record cgroup, open: a spare if there is one (and
+// the worker makes the next), else a new one.
 func (h *cgroupHost) take() (*recordCgroup, error) {
 	h.mu.Lock()
 	h.kickLocked()
+	var rc *recordCgroup
 	if n := len(h.spare); n > 0 {
-		rc := h.spare[n-1]
+		rc = h.spare[n-1]
 		h.spare = h.spare[:n-1]
-		h.mu.Unlock()
-		return rc, nil
 	}
 	h.mu.Unlock()
-	return h.create()
+	if rc == nil {
+		var err error
+		if rc, err = h.create(); err != nil {
+			return nil, err
+		}
+	}
+	if err := rc.open(); err != nil {
+		rc.discard()
+		return nil, err
+	}
+	return rc, nil
 }
 
 // giveBack returns a record cgroup that no child entered for good (a
-// failed start, or the worker's new one) to the spares. A cgroup a child
-// ran in, or that was killed, is never reused: its accounting belongs to
-// its record, and cgroup.kill also kills what is cloned into it later.
+// failed start, or the worker's new one) to the spares, closed, unless
+// there are enough. A cgroup a child ran in, or that was killed, is never
+// reused: its accounting belongs to its record, and cgroup.kill also
+// kills what is cloned into it later.
 func (h *cgroupHost) giveBack(rc *recordCgroup) {
+	rc.close()
 	h.mu.Lock()
-	closed := h.closed
-	if !closed {
+	keep := !h.closed && len(h.spare) < spareTarget
+	if keep {
 		h.spare = append(h.spare, rc)
 	}
 	h.mu.Unlock()
-	if closed {
-		rc.discard()
+	if !keep {
+		removeCgroup(rc.dir)
 	}
 }
 
@@ -451,6 +476,13 @@ type cgroupTree struct {
 	rc   *recordCgroup // nil likewise
 	dir  string
 	rel  string // as /proc/<pid>/cgroup names it
+
+	// mu guards the fields below. It is a leaf lock.
+	mu       sync.Mutex
+	released bool
+	// waiters are the cgroup.events files waitEmpty is blocked on: a
+	// removed cgroup's file is never notified again, so release ends them.
+	waiters map[*os.File]bool
 }
 
 func (c *cgroupTree) signal(sig Signal) error {
@@ -644,6 +676,21 @@ func (c *cgroupTree) waitEmpty(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	c.mu.Lock()
+	if c.released {
+		c.mu.Unlock()
+		return // it was empty, and is gone
+	}
+	if c.waiters == nil {
+		c.waiters = map[*os.File]bool{}
+	}
+	c.waiters[f] = true
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.waiters, f)
+		c.mu.Unlock()
+	}()
 	stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(pastDeadline) })
 	defer stop()
 	buf := make([]byte, 256)
@@ -655,7 +702,15 @@ func (c *cgroupTree) waitEmpty(ctx context.Context) {
 
 // release hands the cgroup to the worker for removal. The tree is empty:
 // it leaves the registry only then, or after Close killed it.
-func (c *cgroupTree) release() { c.host.done(c.rc) }
+func (c *cgroupTree) release() {
+	c.mu.Lock()
+	c.released = true
+	for f := range c.waiters {
+		_ = f.SetReadDeadline(pastDeadline)
+	}
+	c.mu.Unlock()
+	c.host.done(c.rc)
+}
 
 // cgroup2Mount finds the cgroup v2 mount in /proc/self/mountinfo: its
 // mount point and the cgroup path it shows as its root.

@@ -471,3 +471,34 @@ func jobHandles([]string) int {
 	}
 	return 0
 }
+
+// TestJobLimitsAndUsage pins the job backend of section 13: Pids is the
+// job's active-process limit (a child past it fails to start, inside the
+// tree; nothing is killed), Info.Limits reports it, and Usage.Tree carries
+// the job's accounting.
+func TestJobLimitsAndUsage(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, proc.Options{})
+	req := helperReq("job-spawn", "2", "exit")
+	req.Limits = proc.Limits{Pids: 2} // the spawner and one child
+	snap, err := m.Run(ctx, req)
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if snap.Info.Limits != req.Limits || snap.Info.Containment != "job" {
+		t.Errorf("Info.Limits %+v, containment %q; want %+v, job", snap.Info.Limits, snap.Info.Containment, req.Limits)
+	}
+	if code := exitCode(t, snap.Info); code != 1 || !strings.Contains(snap.Stderr.Text+snap.Output.Text, "start:") {
+		t.Errorf("spawning 2 children under a limit of 2 processes: exit %d, output %q; want exit 1 and the second start refused", code, snap.Output.Text)
+	}
+	if snap.Info.Usage == nil || snap.Info.Usage.Tree == nil {
+		t.Fatalf("Usage %+v; want the job's accounting in Usage.Tree", snap.Info.Usage)
+	}
+	for _, pid := range strings.Fields(strings.TrimPrefix(snap.Output.Text, "pids")) {
+		n, _ := strconv.Atoi(pid)
+		if p, err := os.FindProcess(n); err == nil {
+			_ = p.Kill()
+		}
+	}
+}

@@ -257,6 +257,10 @@ func (p *Process) finish(waitErr error, exitedAt time.Time, timedOut bool) {
 		timeout.Stop("process", "timeout")
 	}
 	p.tree.final.Store(true)
+	// The common case: the tree died with the child. It leaves the
+	// registry now, so that nothing of it (a cgroup's open files) outlives
+	// Done; the worker removes its cgroup.
+	p.m.settle([]*tree{p.tree})
 	// The Manager counts the record as final before anyone can see Done
 	// close: a Start right after Wait finds the slot free.
 	after := p.m.recordFinal(p)

@@ -982,8 +982,9 @@ func (m *Manager) dropLocked(p *Process) {
 
 // recordFinal is called once by the exit goroutine of p, after p's status
 // is final and before Done closes: the running count and the retention list
-// change at once. It returns what must happen after Done closes: settling
-// p's tree (or watching it until it is empty) and arming the reap timer.
+// change at once. It returns what must happen after Done closes: watching
+// p's tree until it is empty (if finish could not settle it) and arming
+// the reap timer.
 func (m *Manager) recordFinal(p *Process) (after func()) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -998,7 +999,6 @@ func (m *Manager) recordFinal(p *Process) (after func()) {
 		}
 	}
 	return func() {
-		m.settle([]*tree{p.tree})
 		if p.tree.alive() {
 			m.watch(p.tree)
 		}
