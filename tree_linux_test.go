@@ -695,6 +695,9 @@ func TestTreeStoppedChildTermTrap(t *testing.T) {
 						p = lcStartTrapped(ctx, t, m, req, trap, timeout)
 					} else {
 						p = mustStart(t, newManager(t, opts), req)
+						// Before Close, which would wait the hour of grace
+						// for a child the test failed to end.
+						t.Cleanup(func() { _ = p.Signal(proc.Kill) })
 					}
 					lcWaitOutput(ctx, t, p, "ready", func(s string) bool { return strings.Contains(s, "ready") })
 					treeWaitStopped(ctx, t, p.Info().PID)
