@@ -49,8 +49,13 @@ func TestCloseConcurrentCallsWait(t *testing.T) {
 			t.Errorf("a Close returned while the SIGTERM-ignoring process was still running")
 		}
 	}
-	if err := p.Signal(proc.Kill); !errors.Is(err, proc.ErrNotRunning) {
-		t.Errorf("Signal(kill) after Close = %v; want ErrNotRunning (group gone)", err)
+	if err := p.Signal(proc.Kill); !errors.Is(err, proc.ErrClosed) {
+		t.Errorf("Signal(kill) after Close = %v; want ErrClosed", err)
+	}
+	// The child led its own session and process group: no live member is
+	// left (zombies are dead; PID 1 reaps them when it gets to it).
+	if live := faultLiveMembers(t, map[int]bool{p.Info().PID: true}); len(live) != 0 {
+		t.Errorf("after Close, live members of the child's group: %v; want none", live)
 	}
 }
 
@@ -141,11 +146,13 @@ func TestRemoveRacingClose(t *testing.T) {
 		if err := m.Close(); err != nil {
 			t.Fatalf("Close() = %v; want nil", err)
 		}
-		if err := recv(ctx, t, removed, "Remove"); err != nil && !errors.Is(err, proc.ErrClosed) {
-			t.Fatalf("Remove racing Close = %v; want nil or ErrClosed", err)
+		if err := recv(ctx, t, removed, "Remove"); err != nil {
+			t.Fatalf("Remove racing Close = %v; want nil (Remove works after Close too)", err)
 		}
-		if err := p.Signal(proc.Kill); !errors.Is(err, proc.ErrNotRunning) {
-			t.Fatalf("after Close, Signal(kill) to the removed record's group = %v; want ErrNotRunning (nothing left)", err)
+		// Close stopped the removed record's tree: its background sleep
+		// (the child's process group) is gone.
+		if live := faultLiveMembers(t, map[int]bool{p.Info().PID: true}); len(live) != 0 {
+			t.Fatalf("after Close, live members of the removed record's group: %v; want none", live)
 		}
 	}
 }

@@ -2,9 +2,13 @@ package proc
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/xerrors"
@@ -44,27 +48,43 @@ var pumpBufs = sync.Pool{New: func() any {
 // Process.begin, ends on EOF (or any read error: a PTY master reports the
 // end of the terminal as EIO) or when stopped by the drain, and sends once
 // on done as it ends.
+//
+// A pump with a tee calls the tee's Write itself, so a tee that blocks
+// holds the pump (and, once the pipe is full, the child). If it is still
+// blocked DrainTimeout after the child's exit, the drain cuts it off and
+// stops waiting for the pump; that pump goroutine then ends when the tee's
+// Write returns, which only the tee's owner can make happen.
 type pump struct {
 	r        *os.File
 	dst      *HeadTailBuffer
 	log      *logFile        // nil without LogPath; shared by the pumps
+	tee      *tee            // nil without a tee for this stream
 	activity chan<- struct{} // capacity 1: "bytes arrived", never blocks
 	done     chan<- struct{} // buffered to the number of pumps
 	stopping atomic.Bool
+	// ended is set just before the pump sends on done, so that the drain
+	// knows which pump it is still waiting for.
+	ended atomic.Bool
 }
 
 func (pu *pump) run() {
-	defer func() { pu.done <- struct{}{} }()
+	defer func() {
+		pu.ended.Store(true)
+		pu.done <- struct{}{}
+	}()
 	bp := pumpBufs.Get().(*[]byte)
 	defer pumpBufs.Put(bp)
 	buf := *bp
 	for {
-		n, err := pu.r.Read(buf)
+		n, err := pu.r.Read(buf[:pu.dst.readSize(len(buf))])
 		if n > 0 {
-			pu.write(buf[:n])
+			woke := pu.write(buf[:n])
 			select {
 			case pu.activity <- struct{}{}:
 			default:
+			}
+			if woke {
+				pu.yieldToReaders()
 			}
 		}
 		if err != nil {
@@ -76,11 +96,33 @@ func (pu *pump) run() {
 	}
 }
 
+// yieldToReaders lets a reader woken by the last write copy it before the
+// next read can overwrite it (design section 10: a follower with default
+// buffers keeps up). Closing the wait channel put the woken reader next in
+// line on this P, so one yield usually runs it at once; if another P took
+// it, a few more yields give it time to take the buffer's lock. The number
+// of yields is bounded (yieldsPerWake): a waiter that went away without
+// reading never holds the pump for longer than that.
+func (pu *pump) yieldToReaders() {
+	for range yieldsPerWake {
+		runtime.Gosched()
+		if pu.dst.readSinceWrite() {
+			return
+		}
+	}
+}
+
+// yieldsPerWake bounds yieldToReaders.
+const yieldsPerWake = 16
+
 // write stores b: in the log first, so that what a reader of the buffer
-// has seen is already in the file.
-func (pu *pump) write(b []byte) {
+// has seen is already in the file. It reports whether the write woke a
+// reader blocked in WaitOutput.
+func (pu *pump) write(b []byte) bool {
 	pu.log.write(b)
-	_, _ = pu.dst.Write(b)
+	pu.tee.write(b)
+	_, woke, _ := pu.dst.write(b)
+	return woke
 }
 
 // stop makes a blocked Read return; run then makes its final pass.
@@ -132,6 +174,7 @@ func (p *Process) drain() {
 	hardCap := clock.NewTimer(p.drainTimeout, "drain", "cap")
 	defer hardCap.Stop("drain", "cap")
 
+	capped := false
 wait:
 	for remaining > 0 {
 		select {
@@ -142,15 +185,135 @@ wait:
 		case <-quiet.C:
 			break wait
 		case <-hardCap.C:
+			capped = true
 			break wait
 		}
 	}
 	for _, pu := range p.pumps {
 		pu.stop()
 	}
-	for ; remaining > 0; remaining-- {
-		<-p.pumpDone
+	// A stopped pump ends after one bounded pass, unless it is blocked in
+	// a tee's Write: that tee is cut off once DrainTimeout has passed since
+	// the exit, so that the record can become final.
+	capC := hardCap.C
+	for remaining > 0 {
+		if capped {
+			p.cutOffTees()
+			if p.onlyTeesBlocked() {
+				return
+			}
+			capC = nil
+		}
+		select {
+		case <-p.pumpDone:
+			remaining--
+		case <-capC:
+			capped = true
+		}
 	}
+}
+
+// cutOffTees stops the tee of every pump that has not ended: none of them
+// starts another Write.
+func (p *Process) cutOffTees() {
+	for _, pu := range p.pumps {
+		if !pu.ended.Load() {
+			pu.tee.cutOff(p.drainTimeout)
+		}
+	}
+}
+
+// onlyTeesBlocked reports whether every pump that has not ended is inside
+// a tee's Write: the drain waits for the others, which end promptly, and
+// leaves those.
+func (p *Process) onlyTeesBlocked() bool {
+	for _, pu := range p.pumps {
+		if !pu.ended.Load() && (pu.tee == nil || !pu.tee.writing.Load()) {
+			return false
+		}
+	}
+	return true
+}
+
+// tees is what the tees of one process share: writes to them never overlap
+// (even when one writer is given as both tees), and the first failure is
+// kept for Info.TeeError.
+type tees struct {
+	// mu serialises the tees' Writes.
+	mu      sync.Mutex
+	failure atomic.Pointer[string]
+}
+
+// tee is StartRequest.OutputTee or StderrTee as its pump sees it. Its
+// methods are no-ops on a nil *tee.
+type tee struct {
+	w      io.Writer
+	name   string // "output tee", "stderr tee"
+	shared *tees
+	// stopped is set at the tee's first error, or when the drain cut it
+	// off; no Write is made after it.
+	stopped atomic.Bool
+	// writing is set while write runs (waiting for the other tee included).
+	writing atomic.Bool
+}
+
+// newTee returns nil for a nil writer.
+func newTee(w io.Writer, name string, shared *tees) *tee {
+	if w == nil {
+		return nil
+	}
+	return &tee{w: w, name: name, shared: shared}
+}
+
+// write hands b to the tee's Writer, blocking as long as it does. A
+// failed or short write stops the tee and is recorded.
+func (t *tee) write(b []byte) {
+	if t == nil || t.stopped.Load() {
+		return
+	}
+	// writing is set before stopped is checked (and before waiting for the
+	// other tee's Write), and cutOff sets stopped before the drain looks at
+	// writing: the drain either sees this call or this call sees the cut.
+	t.writing.Store(true)
+	defer t.writing.Store(false)
+	t.shared.mu.Lock()
+	defer t.shared.mu.Unlock()
+	if t.stopped.Load() {
+		return
+	}
+	n, err := t.w.Write(b)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		t.fail(err.Error())
+	}
+}
+
+// cutOff stops a tee whose Write is still blocked after the drain's limit.
+func (t *tee) cutOff(limit time.Duration) {
+	if t == nil {
+		return
+	}
+	t.fail(fmt.Sprintf("cut off: Write still blocked %v after the process exited", limit))
+}
+
+// fail stops the tee and records msg if no tee of the process failed
+// before.
+func (t *tee) fail(msg string) {
+	if t.stopped.Swap(true) {
+		return
+	}
+	full := t.name + ": " + msg
+	t.shared.failure.CompareAndSwap(nil, &full)
+}
+
+// errString is Info.TeeError.
+func (s *tees) errString() string {
+	if msg := s.failure.Load(); msg != nil {
+		return *msg
+	}
+	return ""
 }
 
 // logFile is the optional unbounded copy of the output (StartRequest.LogPath).
@@ -177,7 +340,12 @@ func openLog(path string) (*logFile, error) {
 	// then fails at once instead of blocking the start.
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|logOpenFlags, 0o600)
 	if err != nil {
-		return nil, xerrors.Errorf("start: log file %q: %v: %w", path, err, ErrInvalid)
+		if exhausted(err) {
+			// Out of a resource, not a bad path (design section 8): the
+			// OS error and no sentinel, like every other exhaustion.
+			return nil, xerrors.Errorf("start: log file %s: %w", quotePath(path), err)
+		}
+		return nil, xerrors.Errorf("start: log file %s: %v: %w", quotePath(path), err, ErrInvalid)
 	}
 	// A regular file, or a device that never blocks a write (/dev/null,
 	// /dev/full). Not a directory, FIFO, socket or terminal: a write there
@@ -185,9 +353,20 @@ func openLog(path string) (*logFile, error) {
 	fi, err := f.Stat()
 	if err != nil || !(fi.Mode().IsRegular() || isNullDevice(fi)) {
 		_ = f.Close()
-		return nil, xerrors.Errorf("start: log file %q is not a regular file: %w", path, ErrInvalid)
+		return nil, xerrors.Errorf("start: log file %s is not a regular file: %w", quotePath(path), ErrInvalid)
 	}
 	return &logFile{path: path, created: created, f: f}, nil
+}
+
+// exhausted reports whether err says the system ran out of descriptors,
+// memory or space, rather than that the request was wrong.
+func exhausted(err error) bool {
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM, syscall.ENOSPC} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *logFile) write(b []byte) {

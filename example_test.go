@@ -1,9 +1,17 @@
+//go:build unix
+
+// The examples use Unix commands (sh, echo, seq, sleep);
+// example_windows_test.go has their Windows forms.
+
 package proc_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -287,4 +295,95 @@ func ExampleParseSignal() {
 	// int: interrupt
 	// Kill: kill
 	// HUP: invalid: true
+}
+
+// A service that logs through log/slog hands the manager its handler; the
+// manager's diagnostics then arrive as ordinary records, with the logger's
+// name and the fields as attributes.
+func ExampleStdlibLogger() {
+	// A text handler without the time, so that the output is stable.
+	h := slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey && len(groups) == 0 {
+				return slog.Attr{}
+			}
+			return a
+		},
+	})
+	m := proc.NewManager(proc.Options{
+		Logger: proc.StdlibLogger(h), // in a service: slog.Default().Handler()
+		UpdateEnv: func([]string) ([]string, error) {
+			return nil, errors.New("secret store unreachable")
+		},
+	})
+	defer m.Close()
+
+	snap, err := m.Run(context.Background(), proc.StartRequest{ID: "build", Args: []string{"true"}})
+	if err != nil {
+		fmt.Println("run:", err)
+		return
+	}
+	fmt.Println("exit", *snap.Info.ExitCode)
+	// Output:
+	// level=WARN msg="update environment failed; keeping the current one" logger=proc id=build error="secret store unreachable"
+	// exit 0
+}
+
+// A transport decodes a request body straight into a StartRequest: the JSON
+// names are snake_case, and durations are integers of nanoseconds.
+func ExampleStartRequest_json() {
+	body := `{"args":["sh","-c","echo out; echo err >&2"],"separate_stderr":true,"timeout":5000000000}`
+	var req proc.StartRequest
+	if err := json.Unmarshal([]byte(body), &req); err != nil {
+		fmt.Println("decode:", err)
+		return
+	}
+	m := proc.NewManager(proc.Options{})
+	defer m.Close()
+
+	snap, err := m.Run(context.Background(), req)
+	if err != nil {
+		fmt.Println("run:", err)
+		return
+	}
+	fmt.Printf("timeout %v, exit %d, stdout %q, stderr %q\n",
+		req.Timeout, *snap.Info.ExitCode, snap.Output.Text, snap.Stderr.Text)
+	// Output: timeout 5s, exit 0, stdout "out\n", stderr "err\n"
+}
+
+// OutputTee streams every byte to a transport as the pump reads it, in
+// order and without loss; a slow writer holds the child back, as a pipe
+// would. Here the "transport" upper-cases what it gets.
+func ExampleStartRequest_outputTee() {
+	m := proc.NewManager(proc.Options{})
+	defer m.Close()
+
+	var streamed strings.Builder
+	p, err := m.Start(proc.StartRequest{
+		Command:   "echo one; echo two",
+		OutputTee: teeFunc(func(b []byte) { streamed.WriteString(strings.ToUpper(string(b))) }),
+	})
+	if err != nil {
+		fmt.Println("start:", err)
+		return
+	}
+	if err := p.Wait(context.Background()); err != nil {
+		fmt.Println("wait:", err)
+		return
+	}
+	// The tee's Writes all happened before the record became final.
+	fmt.Print(streamed.String())
+	fmt.Printf("tee error: %q\n", p.Info().TeeError)
+	// Output:
+	// ONE
+	// TWO
+	// tee error: ""
+}
+
+// teeFunc adapts a function to io.Writer for ExampleStartRequest_outputTee.
+type teeFunc func([]byte)
+
+func (f teeFunc) Write(b []byte) (int, error) {
+	f(b)
+	return len(b), nil
 }

@@ -986,7 +986,7 @@ func TestFaultCloseLeavesNoTimer(t *testing.T) {
 	m := newManager(t, proc.Options{Clock: mClock, KillGrace: grace})
 	p := mustStart(t, m, proc.StartRequest{Command: "exec sleep 30", Timeout: time.Second})
 
-	trap := mClock.Trap().AfterFunc("process", "kill-grace")
+	trap := mClock.Trap().NewTimer("process", "kill-grace")
 	defer trap.Close()
 	w := mClock.Advance(time.Second) // the timeout: terminate, arm the kill grace
 	call := trap.MustWait(ctx)

@@ -55,7 +55,17 @@ type HeadTailBuffer struct {
 	// waitc is created by the first waiter and closed (then cleared) by the
 	// next Write or Finish, so writes without waiters allocate nothing.
 	waitc chan struct{}
+	// read is set by every cursor read and wait, and cleared by every
+	// Write; followed counts down the writes left before the stream is
+	// taken as no longer followed (see readSize).
+	read     bool
+	followed int
 }
+
+// followHold is how many writes in a row without a cursor read or wait
+// it takes before a buffer counts as no longer followed. A follower woken
+// by one write may not have read yet when the next comes.
+const followHold = 8
 
 // NewHeadTailBuffer returns an empty buffer that keeps up to headBytes
 // bytes from the start of the stream and tailBytes from its end, and whose
@@ -80,15 +90,22 @@ func NewHeadTailBuffer(headBytes, tailBytes, maxLineLength int) *HeadTailBuffer 
 // returns len(p), nil; afterwards it stores nothing and returns 0 and an
 // error wrapping [ErrClosed].
 func (b *HeadTailBuffer) Write(p []byte) (int, error) {
+	n, _, err := b.write(p)
+	return n, err
+}
+
+// write is Write that also reports whether it woke a reader blocked in
+// WaitOutput (the pump then lets that reader run before reading more).
+func (b *HeadTailBuffer) write(p []byte) (n int, woke bool, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.finished {
-		return 0, xerrors.Errorf("write output: buffer finished: %w", ErrClosed)
+		return 0, false, xerrors.Errorf("write output: buffer finished: %w", ErrClosed)
 	}
 	if len(p) == 0 {
-		return 0, nil
+		return 0, false, nil
 	}
-	n := len(p)
+	n = len(p)
 	b.total += int64(n)
 	if room := b.headMax - len(b.head); room > 0 {
 		k := min(room, len(p))
@@ -99,8 +116,39 @@ func (b *HeadTailBuffer) Write(p []byte) (int, error) {
 	if len(p) > 0 {
 		b.writeTailLocked(p)
 	}
+	if b.read {
+		b.followed = followHold
+	} else if b.followed > 0 {
+		b.followed--
+	}
+	b.read = false
+	woke = b.waitc != nil
 	b.wakeLocked()
-	return n, nil
+	return n, woke, nil
+}
+
+// readSinceWrite reports whether a cursor read or wait happened since the
+// last Write.
+func (b *HeadTailBuffer) readSinceWrite() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.read
+}
+
+// readSize returns how many bytes the pump should read at once, given a
+// read buffer of size bytes: all of them, unless the stream is followed (a
+// cursor read or wait happened within the last followHold writes), in
+// which case no more than the tail holds. A follower woken by one such
+// write can then read all of it before the next one overwrites it, where
+// a 64 KiB read into a 16 KiB tail would drop three quarters of it before
+// any reader could look.
+func (b *HeadTailBuffer) readSize(size int) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.followed == 0 && !b.read && b.waitc == nil {
+		return size
+	}
+	return min(size, b.tailMax)
 }
 
 // writeTailLocked appends p to the tail ring, dropping its oldest bytes
@@ -276,6 +324,7 @@ func (b *HeadTailBuffer) Finished() bool {
 func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 	for {
 		b.mu.Lock()
+		b.read = true
 		if b.total > cursor || b.finished {
 			b.mu.Unlock()
 			return nil
@@ -306,61 +355,118 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 // the read; Chunk.EOF is true once the buffer is finished and Next has
 // reached End. Reading from 0 until EOF yields Lost and Data summing to
 // Len(), and Data concatenating to the head followed by the tail.
+//
+// Data is allocated outside the buffer's lock, sized by a first look at
+// the buffer; bytes written between that look and the copy are left for
+// the next read (Next < End tells).
 func (b *HeadTailBuffer) ReadSince(cursor int64, max int) Chunk {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.readSinceLocked(cursor, max)
+	n := b.readSizeLocked(cursor, max)
+	b.mu.Unlock()
+	var data []byte
+	if n > 0 {
+		data = make([]byte, n)
+	}
+	return b.ReadSinceInto(cursor, data)
 }
 
-func (b *HeadTailBuffer) readSinceLocked(cursor int64, max int) Chunk {
-	if cursor < 0 {
-		cursor = 0
+// ReadSinceInto is ReadSince that copies into buf instead of allocating:
+// it reads at most len(buf) bytes, and Chunk.Data is buf[:n], valid until
+// buf is reused. A follower that passes the same buffer every time reads
+// without allocating. An empty buf reads no bytes but still skips and
+// counts lost ones: Next is then cursor + Lost.
+func (b *HeadTailBuffer) ReadSinceInto(cursor int64, buf []byte) Chunk {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.readIntoLocked(cursor, buf)
+}
+
+// readSizeLocked returns how many bytes ReadSince(cursor, max) would
+// return now.
+func (b *HeadTailBuffer) readSizeLocked(cursor int64, max int) int {
+	cursor = nonNegative(cursor)
+	if cursor >= b.total {
+		return 0
 	}
+	from, end := b.readRangeLocked(cursor)
+	n := end - from
+	if max > 0 && int64(max) < n {
+		n = int64(max)
+	}
+	return int(n)
+}
+
+// readSinceLocked is ReadSince for a caller that holds b.mu and does not
+// mind allocating under it (Process.WaitFor, once per line it needs).
+func (b *HeadTailBuffer) readSinceLocked(cursor int64, max int) Chunk {
+	n := b.readSizeLocked(cursor, max)
+	var data []byte
+	if n > 0 {
+		data = make([]byte, n)
+	}
+	return b.readIntoLocked(cursor, data)
+}
+
+func nonNegative(cursor int64) int64 {
+	if cursor < 0 {
+		return 0
+	}
+	return cursor
+}
+
+// readIntoLocked does the work of ReadSinceInto.
+func (b *HeadTailBuffer) readIntoLocked(cursor int64, buf []byte) Chunk {
+	b.read = true
+	cursor = nonNegative(cursor)
 	c := Chunk{Next: cursor, End: b.total}
 	if cursor < b.total {
-		c.Lost, c.Data = b.readLocked(cursor, max)
-		c.Next = cursor + c.Lost + int64(len(c.Data))
+		from, end := b.readRangeLocked(cursor)
+		n := int(min(end-from, int64(len(buf))))
+		c.Lost = from - cursor
+		c.Data = buf[:n]
+		b.copyLocked(c.Data, from)
+		c.Next = from + int64(n)
 	}
 	c.EOF = b.finished && c.Next >= c.End
 	return c
 }
 
-// readLocked does the work of ReadSince for cursor < total.
-func (b *HeadTailBuffer) readLocked(cursor int64, limit int) (lost int64, data []byte) {
+// readRangeLocked returns the stored bytes a read from cursor < total can
+// return, as [from, end): from skips the omitted middle, and end stops at
+// the end of the head if bytes were dropped after it (the next read
+// reports them as Lost).
+func (b *HeadTailBuffer) readRangeLocked(cursor int64) (from, end int64) {
 	headLen := int64(len(b.head))
 	tailStart := b.total - int64(b.tailLen)
 	if cursor >= headLen && cursor < tailStart {
-		lost = tailStart - cursor
 		cursor = tailStart
 	}
-	// Stop at the end of the head if bytes were dropped after it: the
-	// next read reports them as Lost.
-	end := b.total
+	end = b.total
 	if cursor < headLen && tailStart > headLen {
 		end = headLen
 	}
-	n := end - cursor
-	if limit > 0 && int64(limit) < n {
-		n = int64(limit)
-	}
-	data = make([]byte, n)
+	return cursor, end
+}
+
+// copyLocked fills dst with the stored bytes starting at offset from,
+// which must lie in the head or the tail with len(dst) bytes after it.
+func (b *HeadTailBuffer) copyLocked(dst []byte, from int64) {
 	k := 0
-	if cursor < headLen {
-		k = copy(data, b.head[cursor:])
-		cursor += int64(k)
+	if from < int64(len(b.head)) {
+		k = copy(dst, b.head[from:])
+		from += int64(k)
 	}
-	if k < len(data) {
+	if k < len(dst) {
 		first, second := b.tailSegmentsLocked()
-		i := int(cursor - tailStart)
+		i := int(from - (b.total - int64(b.tailLen)))
 		if i < len(first) {
-			k += copy(data[k:], first[i:])
+			k += copy(dst[k:], first[i:])
 			i = 0
 		} else {
 			i -= len(first)
 		}
-		copy(data[k:], second[i:])
+		copy(dst[k:], second[i:])
 	}
-	return lost, data
 }
 
 // Output renders the buffer as text: the head, then, only if bytes were
@@ -369,40 +475,62 @@ func (b *HeadTailBuffer) readLocked(cursor int64, limit int) (lost int64, data [
 //
 // At the omission marker, a partial UTF-8 character ending the head and up
 // to three continuation bytes starting the tail are left out of the text.
-// Every line longer than maxLineLength bytes is cut to at most that many
-// bytes, backing off to the start of a valid UTF-8 character the cut would
-// split, and ends in " ... [truncated]"; its newline is kept. The marker
-// ends the line before it and is never cut itself.
+// Every line longer than maxLineLength bytes is cut, backing off to the
+// start of a valid UTF-8 character the cut would split, and ends in
+// " ... [truncated]"; the cut line, that suffix included, renders in at
+// most maxLineLength bytes (with a limit shorter than the suffix, the
+// suffix alone). Its newline is kept. The marker ends the line before it
+// and is never cut itself.
 //
 // Truncation is nil unless bytes were omitted or lines were cut. Its byte
 // counts describe the stored bytes; what rendering leaves out at the
 // marker or by cutting lines does not change them. An empty buffer renders
 // as the zero Output.
+//
+// Output holds the buffer's lock only to copy the stored bytes into a
+// pooled scratch buffer (a finished buffer, which never changes, not even
+// that): the rendering and its allocations happen outside it, so a reader
+// never holds up a Write for longer than a copy.
 func (b *HeadTailBuffer) Output() Output {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.total == 0 {
+		b.mu.Unlock()
 		return Output{}
 	}
+	total := b.total
 	retained := int64(len(b.head) + b.tailLen)
-	omitted := b.total - retained
+	head := b.head
 	first, second := b.tailSegmentsLocked()
+	var scratch *[]byte
+	if !b.finished {
+		// The storage changes with the next Write: copy it out. A
+		// finished buffer's slices never change again (Finish replaced
+		// them once, under the lock we hold), so they are read in place.
+		scratch = renderScratch.Get().(*[]byte)
+		buf := append((*scratch)[:0], head...)
+		buf = append(buf, first...)
+		buf = append(buf, second...)
+		*scratch = buf
+		head, first, second = buf[:len(head)], buf[len(head):], nil
+	}
+	b.mu.Unlock()
+	if scratch != nil {
+		defer renderScratch.Put(scratch)
+	}
+	omitted := total - retained
 
-	// Measure first so the text is a single exact allocation. Rendering
-	// happens under the mutex because copying the stored bytes out first
-	// would cost another allocation of the same size; it is a bounded,
-	// in-memory pass.
+	// Measure first so the text is a single exact allocation.
 	measure := renderState{lineMax: b.lineMax}
-	measure.render(b.head, first, second, omitted)
+	measure.render(head, first, second, omitted)
 	var sb strings.Builder
 	sb.Grow(measure.size)
 	out := renderState{lineMax: b.lineMax, out: &sb}
-	out.render(b.head, first, second, omitted)
+	out.render(head, first, second, omitted)
 
 	o := Output{Text: sb.String()}
 	if omitted > 0 || out.cuts > 0 {
 		o.Truncation = &Truncation{
-			OriginalBytes: b.total,
+			OriginalBytes: total,
 			RetainedBytes: retained,
 			OmittedBytes:  omitted,
 			LinesCut:      out.cuts,
@@ -411,6 +539,10 @@ func (b *HeadTailBuffer) Output() Output {
 	}
 	return o
 }
+
+// renderScratch holds the buffers Output copies a running buffer's bytes
+// into, so that a steady poller allocates only the text it returns.
+var renderScratch = sync.Pool{New: func() any { return new([]byte) }}
 
 // renderState renders a buffer's text. With out == nil it only measures:
 // size and cuts come out the same as when writing.
@@ -457,7 +589,9 @@ func (r *renderState) lines(s byteSpans) {
 			start = s.skipShortLines(end+1, window)
 			continue
 		}
-		keep := s.runeStartBefore(start+r.lineMax, start)
+		// The suffix counts against the limit: the cut line renders in
+		// at most lineMax bytes.
+		keep := s.runeStartBefore(start+max(r.lineMax-len(lineCutSuffix), 0), start)
 		s.writeTo(r, flushed, keep)
 		r.writeString(lineCutSuffix)
 		r.cuts++

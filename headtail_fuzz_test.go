@@ -220,23 +220,26 @@ func headTailModelPartial(p []byte) bool {
 }
 
 // headTailModelCut cuts each line of s longer than limit bytes at the last
-// character boundary at or before limit, decoding from the line's start.
+// character boundary that leaves room for the suffix within limit
+// (decoding from the line's start), and appends the suffix.
 func headTailModelCut(s string, limit int) (string, int) {
+	const suffix = " ... [truncated]"
 	lines := strings.Split(s, "\n")
 	cuts := 0
+	room := max(limit-len(suffix), 0)
 	for i, line := range lines {
 		if len(line) <= limit {
 			continue
 		}
 		keep := 0
-		for keep < limit {
+		for keep < room {
 			_, size := utf8.DecodeRuneInString(line[keep:])
-			if keep+size > limit {
+			if keep+size > room {
 				break
 			}
 			keep += size
 		}
-		lines[i] = line[:keep] + " ... [truncated]"
+		lines[i] = line[:keep] + suffix
 		cuts++
 	}
 	return strings.Join(lines, "\n"), cuts

@@ -45,7 +45,7 @@ func TestRenderGolden(t *testing.T) {
 		{"long-line-cut", 4096, 4096, 40, []string{"short\n", strings.Repeat("x", 500) + "\n", "after\n"}},
 		{"utf8-line-cut", 4096, 4096, 41, []string{strings.Repeat("é", 100) + "\n"}},
 		{"utf8-head-tail-split", 10, 10, 0, []string{strings.Repeat("日本", 20)}},
-		{"invalid-utf8", 64, 64, 8, []string{"\xff\xfe\xfd bad bytes and more\n", "ok\n"}},
+		{"invalid-utf8", 64, 64, 20, []string{"\xff\xfe\xfd bad bytes and more\n", "ok\n"}},
 		{"nul-bytes", 64, 64, 0, []string{"a\x00b\n"}},
 		{"many-small-writes", 24, 24, 0, strings.SplitAfter(lines(1, 30), " ")},
 	} {

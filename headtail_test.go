@@ -132,10 +132,10 @@ func TestHeadTailBufferOutput(t *testing.T) {
 			name:      "long-line-cut",
 			head:      64,
 			tail:      64,
-			lineMax:   8,
-			writes:    []string{"short\n0123456789abcdef\nend"},
+			lineMax:   24,
+			writes:    []string{"short\n0123456789abcdef0123456789\nend"},
 			want:      "short\n01234567 ... [truncated]\nend",
-			wantTrunc: headTailTrunc(26, 26, 1),
+			wantTrunc: headTailTrunc(36, 36, 1),
 		},
 		{
 			name:      "long-line-exactly-max",
@@ -150,51 +150,52 @@ func TestHeadTailBufferOutput(t *testing.T) {
 			name:      "long-last-line",
 			head:      64,
 			tail:      64,
-			lineMax:   4,
-			writes:    []string{"ab\n0123456789"},
+			lineMax:   20,
+			writes:    []string{"ab\n0123456789abcdefghij!"},
 			want:      "ab\n0123 ... [truncated]",
-			wantTrunc: headTailTrunc(13, 13, 1),
+			wantTrunc: headTailTrunc(24, 24, 1),
 		},
 		{
-			// The cut at 8 bytes lands inside "é" (bytes 7-8).
+			// The cut at 8 bytes (24 less the suffix) lands inside "é"
+			// (bytes 7-8).
 			name:      "long-line-utf8",
 			head:      64,
 			tail:      64,
-			lineMax:   8,
-			writes:    []string{"abcdefgéhij\n", "abcdefghé\n"},
+			lineMax:   24,
+			writes:    []string{"abcdefgéhij0123456789abcdef\n", "abcdefghé0123456789abcdef\n"},
 			want:      "abcdefg ... [truncated]\nabcdefgh ... [truncated]\n",
-			wantTrunc: headTailTrunc(24, 24, 2),
+			wantTrunc: headTailTrunc(56, 56, 2),
 		},
 		{
 			// Invalid bytes are cut wherever the limit falls.
 			name:      "long-line-invalid-utf8",
 			head:      64,
 			tail:      64,
-			lineMax:   4,
-			writes:    []string{"abc\xe2\x82x\n"},
+			lineMax:   20,
+			writes:    []string{"abc\xe2\x82x0123456789abcdef\n"},
 			want:      "abc\xe2 ... [truncated]\n",
-			wantTrunc: headTailTrunc(7, 7, 1),
+			wantTrunc: headTailTrunc(23, 23, 1),
 		},
 		{
-			// Nothing omitted: the line "abcdefghij" starts in the head
-			// and ends in the tail, and is cut as one line.
+			// Nothing omitted: the line "abcdefghij..." starts in the
+			// head and ends in the tail, and is cut as one line.
 			name:      "line-spanning-seam",
 			head:      4,
-			tail:      12,
-			lineMax:   6,
-			writes:    []string{"ab", "cdefghij\nxy"},
+			tail:      40,
+			lineMax:   22,
+			writes:    []string{"ab", "cdefghij0123456789abcdef\nxy"},
 			want:      "abcdef ... [truncated]\nxy",
-			wantTrunc: headTailTrunc(13, 13, 1),
+			wantTrunc: headTailTrunc(29, 29, 1),
 		},
 		{
 			// "€" spans head and tail, and the cut at 4 falls inside it.
 			name:      "line-spanning-seam-utf8",
 			head:      4,
-			tail:      12,
-			lineMax:   4,
-			writes:    []string{"abc€def"},
+			tail:      32,
+			lineMax:   20,
+			writes:    []string{"abc€def0123456789abcdef"},
 			want:      "abc ... [truncated]",
-			wantTrunc: headTailTrunc(9, 9, 1),
+			wantTrunc: headTailTrunc(25, 25, 1),
 		},
 		{
 			name:    "no-invented-newline",
@@ -208,12 +209,12 @@ func TestHeadTailBufferOutput(t *testing.T) {
 			// The marker ends the head's last line; each side is cut
 			// on its own and the marker never is.
 			name:      "long-lines-around-marker",
-			head:      8,
-			tail:      8,
-			lineMax:   4,
-			writes:    []string{"abcdefgh", "XXXX", "ijklmnop"},
+			head:      24,
+			tail:      24,
+			lineMax:   20,
+			writes:    []string{"abcd" + strings.Repeat("x", 20), "XXXX", "ijkl" + strings.Repeat("y", 20)},
 			want:      "abcd ... [truncated]" + headTailMarker(4) + "ijkl ... [truncated]",
-			wantTrunc: headTailTrunc(20, 16, 2),
+			wantTrunc: headTailTrunc(52, 48, 2),
 		},
 		{
 			name:      "huge-single-write",
@@ -301,7 +302,8 @@ func TestHeadTailBufferDefaults(t *testing.T) {
 		t.Fatalf("Write: %v", err)
 	}
 	got := b.Output()
-	want := strings.Repeat("x", 2048) + " ... [truncated]" + head[2049:] + headTailMarker(7) + tail
+	// The cut line, suffix included, takes at most 2048 bytes.
+	want := strings.Repeat("x", 2048-16) + " ... [truncated]" + head[2049:] + headTailMarker(7) + tail
 	if got.Text != want {
 		t.Errorf("Output() = %q; want %q", got.Text, want)
 	}
@@ -738,5 +740,63 @@ func TestHeadTailBufferConcurrent(t *testing.T) {
 	}
 	if tr := b.Output().Truncation; tr == nil || tr.RetainedBytes != 128 {
 		t.Errorf("Output().Truncation = %s; want RetainedBytes 128", headTailTruncString(tr))
+	}
+}
+
+// TestHeadTailBufferReaderAllocs pins what a poller costs: Output of a
+// running full buffer allocates its text and Truncation only (the copy it
+// renders from is pooled), and a follower passing its own buffer to
+// ReadSinceInto allocates nothing.
+//
+// Not parallel: testing.AllocsPerRun refuses to run in a parallel test.
+func TestHeadTailBufferReaderAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops entries under -race")
+	}
+	b := proc.NewHeadTailBuffer(0, 0, 0)
+	line := []byte(strings.Repeat("z", 79) + "\n")
+	for range 1000 {
+		_, _ = b.Write(line)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = b.Output() }); n > 2 {
+		t.Errorf("Output() of a running buffer: %v allocations; want <= 2", n)
+	}
+	buf := make([]byte, 4096)
+	cursor := int64(0)
+	n := testing.AllocsPerRun(100, func() {
+		_, _ = b.Write(line)
+		c := b.ReadSinceInto(cursor, buf)
+		cursor = c.Next
+	})
+	if n != 0 {
+		t.Errorf("Write + ReadSinceInto: %v allocations; want 0", n)
+	}
+}
+
+func TestHeadTailBufferReadSinceInto(t *testing.T) {
+	t.Parallel()
+	b := proc.NewHeadTailBuffer(4, 4, 0)
+	_, _ = b.Write([]byte("abcdefghijkl")) // head "abcd", tail "ijkl", 4 lost
+	buf := make([]byte, 3)
+	for _, tt := range []struct {
+		cursor int64
+		buf    []byte
+		want   string
+	}{
+		{0, buf, `{Data:"abc" Next:3 Lost:0 End:12 EOF:false}`},
+		{3, buf, `{Data:"d" Next:4 Lost:0 End:12 EOF:false}`},
+		{4, buf, `{Data:"ijk" Next:11 Lost:4 End:12 EOF:false}`},
+		{5, nil, `{Data:"" Next:8 Lost:3 End:12 EOF:false}`},
+		{11, buf, `{Data:"l" Next:12 Lost:0 End:12 EOF:false}`},
+		{12, buf, `{Data:"" Next:12 Lost:0 End:12 EOF:false}`},
+		{-5, make([]byte, 10), `{Data:"abcd" Next:4 Lost:0 End:12 EOF:false}`},
+	} {
+		c := b.ReadSinceInto(tt.cursor, tt.buf)
+		if got := headTailChunkString(c); got != tt.want {
+			t.Errorf("ReadSinceInto(%d, [%d]byte) = %s; want %s", tt.cursor, len(tt.buf), got, tt.want)
+		}
+		if len(c.Data) > 0 && &c.Data[0] != &tt.buf[0] {
+			t.Errorf("ReadSinceInto(%d) returned Data outside the caller's buffer", tt.cursor)
+		}
 	}
 }

@@ -2,12 +2,9 @@ package proc
 
 import (
 	"context"
-	"errors"
 	"os"
 	"time"
 
-	"cdr.dev/slog/v3"
-	"github.com/coder/quartz"
 	"golang.org/x/xerrors"
 )
 
@@ -21,11 +18,11 @@ import (
 func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 	cmd := m.opts.CommandContext(context.Background(), sp.name, sp.args...)
 	if cmd == nil {
-		return nil, xerrors.Errorf("start %q: Options.CommandContext returned nil: %w", sp.name, ErrInvalid)
+		return nil, xerrors.Errorf("start %s: Options.CommandContext returned nil: %w", quotePath(sp.name), ErrInvalid)
 	}
 	if cmd.Err != nil {
 		// The program was not found: say so before touching the log file.
-		return nil, xerrors.Errorf("start %q: %w", sp.name, cmd.Err)
+		return nil, xerrors.Errorf("start %s: %w", quotePath(sp.name), cmd.Err)
 	}
 	cmd.Dir = sp.dir
 	cmd.Env = sp.env
@@ -49,9 +46,9 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 		timeout:      sp.req.Timeout,
 		drainQuiet:   sp.drainQuiet,
 		drainTimeout: sp.drainTimeout,
-		reqWorkDir:   sp.req.WorkDir,
+		asked:        sp.asked,
 		log:          log,
-		out:          NewHeadTailBuffer(sp.headBytes, sp.tailBytes, m.opts.MaxLineLength),
+		out:          NewHeadTailBuffer(sp.headBytes, sp.tailBytes, sp.maxLine),
 		activity:     make(chan struct{}, 1),
 		exited:       make(chan struct{}),
 		done:         make(chan struct{}),
@@ -84,7 +81,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 	pipe := func(parentReads bool) (parent, child *os.File, err error) {
 		parent, child, err = newPipe(parentReads)
 		if err != nil {
-			return nil, nil, xerrors.Errorf("start %q: %w", sp.name, err)
+			return nil, nil, xerrors.Errorf("start %s: %w", quotePath(sp.name), err)
 		}
 		parentEnds = append(parentEnds, parent)
 		childEnds = append(childEnds, child)
@@ -94,29 +91,29 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 	if sp.req.TTY {
 		master, slave, err := openTTY(sp.size)
 		if err != nil {
-			return nil, xerrors.Errorf("start %q: open terminal: %w", sp.name, err)
+			return nil, xerrors.Errorf("start %s: open terminal: %w", quotePath(sp.name), err)
 		}
 		parentEnds = append(parentEnds, master)
 		childEnds = append(childEnds, slave)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 		p.tty = master
 		p.in = newStdinPipe(master, true, sp.req.Stdin)
-		p.pumps = append(p.pumps, &pump{r: master, dst: p.out})
+		p.pumps = append(p.pumps, &pump{r: master, dst: p.out, tee: newTee(sp.req.OutputTee, "output tee", &p.tees)})
 	} else {
 		r, w, err := pipe(true)
 		if err != nil {
 			return nil, err
 		}
 		cmd.Stdout, cmd.Stderr = w, w
-		p.pumps = append(p.pumps, &pump{r: r, dst: p.out})
+		p.pumps = append(p.pumps, &pump{r: r, dst: p.out, tee: newTee(sp.req.OutputTee, "output tee", &p.tees)})
 		if sp.req.SeparateStderr {
 			er, ew, err := pipe(true)
 			if err != nil {
 				return nil, err
 			}
 			cmd.Stderr = ew
-			p.errOut = NewHeadTailBuffer(sp.headBytes, sp.tailBytes, m.opts.MaxLineLength)
-			p.pumps = append(p.pumps, &pump{r: er, dst: p.errOut})
+			p.errOut = NewHeadTailBuffer(sp.headBytes, sp.tailBytes, sp.maxLine)
+			p.pumps = append(p.pumps, &pump{r: er, dst: p.errOut, tee: newTee(sp.req.StderrTee, "stderr tee", &p.tees)})
 		}
 		if sp.req.Stdin {
 			iw, ir, err := pipe(false)
@@ -127,25 +124,32 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 			p.in = newStdinPipe(iw, false, true)
 		}
 	}
-	setupGroup(cmd, sp.req.TTY)
+	// The child starts inside its tree: a cgroup, or a session of its own.
+	setup, err := m.setupTree(cmd, sp.req.TTY, sp.limits)
+	if err != nil {
+		return nil, err
+	}
 	if sp.req.Command != "" {
 		setCommandLine(cmd, m.opts.Shell, sp.req.Command)
 	}
 
 	p.info.StartedAt = m.clock.Now("process", "start")
-	if err := cmd.Start(); err != nil {
-		return nil, xerrors.Errorf("start %q: %w", sp.name, err)
-	}
-	group, err := newGroup(cmd)
-	if err != nil {
+	startErr := cmd.Start()
+	t, err := setup.started(cmd, sp.req.Owner)
+	switch {
+	case startErr != nil:
+		return nil, xerrors.Errorf("start %s: %w", quotePath(sp.name), startErr)
+	case err != nil:
 		// The child runs but cannot be supervised: stop it and collect it.
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		return nil, xerrors.Errorf("start %q: %w", sp.name, err)
+		return nil, xerrors.Errorf("start %s: %w", quotePath(sp.name), err)
 	}
 	p.cmd = cmd
-	p.group = group
+	p.tree = t
 	p.info.PID = cmd.Process.Pid
+	p.info.Containment = t.kind
+	p.info.Limits = sp.limits
 	p.pumpDone = make(chan struct{}, len(p.pumps))
 	for _, pu := range p.pumps {
 		pu.activity = p.activity
@@ -156,8 +160,8 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 }
 
 // begin starts the pumps, the exit goroutine and the timeout. It runs once,
-// after the record is registered, so that the end is always seen by the
-// Manager.
+// after the record and its tree are registered, so that the end is always
+// seen by the Manager.
 func (p *Process) begin() {
 	for _, pu := range p.pumps {
 		// Stopped by EOF, or by the drain once the child exited (drain.go).
@@ -168,7 +172,15 @@ func (p *Process) begin() {
 	go p.supervise()
 	if p.timeout > 0 {
 		t := p.m.clock.AfterFunc(p.timeout, p.onTimeout, "process", "timeout")
-		p.setTimer(&p.timeoutTimer, t)
+		p.mu.Lock()
+		stopped := p.final || p.stopped
+		if !stopped {
+			p.timeoutTimer = t
+		}
+		p.mu.Unlock()
+		if stopped {
+			t.Stop("process", "timeout")
+		}
 	}
 }
 
@@ -185,15 +197,23 @@ func (p *Process) supervise() {
 		p.in.exit()
 	}
 	close(p.exited)
-	p.group.reaped()
+	// "Timed out" is decided here, once, with the exit: the timeout timed
+	// the child out only if it found the child alive (onTimeout).
+	p.mu.Lock()
+	p.exitSeen = true
+	timedOut := p.timeoutFired
+	p.mu.Unlock()
+	p.tree.sys.reaped()
 	exitedAt := p.m.clock.Now("process", "exit")
 	p.drain()
-	p.finish(waitErr, exitedAt)
+	p.finish(waitErr, exitedAt, timedOut)
 }
 
-// finish publishes the final state. The buffers are finished before the
-// status flips, so that whoever sees Running == false sees final output.
-func (p *Process) finish(waitErr error, exitedAt time.Time) {
+// finish publishes the final state in one step: the buffers are finished
+// before the status flips, so that whoever sees Running == false sees
+// final output, and Running, the exit code, TimedOut and Signal change
+// together, under p.mu, once.
+func (p *Process) finish(waitErr error, exitedAt time.Time, timedOut bool) {
 	for _, pu := range p.pumps {
 		_ = pu.r.Close()
 	}
@@ -203,15 +223,19 @@ func (p *Process) finish(waitErr error, exitedAt time.Time) {
 	}
 	p.log.close()
 	code, sigName, usage := exitStatus(p.cmd.ProcessState, waitErr)
+	if usage != nil {
+		usage.Tree = p.tree.sys.usage()
+	}
+	if timedOut {
+		code = 124
+	}
 	now := p.m.clock.Now("process", "final")
 
 	p.mu.Lock()
-	if p.timedOut {
-		code = 124
-	}
 	p.final = true
 	p.exitCode = &code
 	p.sigName = sigName
+	p.timedOut = timedOut
 	p.exitedAt = exitedAt
 	p.finalTime = now
 	p.usage = usage
@@ -225,6 +249,7 @@ func (p *Process) finish(waitErr error, exitedAt time.Time) {
 	if timeout != nil {
 		timeout.Stop("process", "timeout")
 	}
+	p.tree.final.Store(true)
 	// The Manager counts the record as final before anyone can see Done
 	// close: a Start right after Wait finds the slot free.
 	after := p.m.recordFinal(p)
@@ -232,83 +257,55 @@ func (p *Process) finish(waitErr error, exitedAt time.Time) {
 	after()
 }
 
-// setTimer stores t in *slot unless Close already stopped p's timers.
-func (p *Process) setTimer(slot **quartz.Timer, t *quartz.Timer) {
-	p.mu.Lock()
-	off := p.timersOff
-	if !off {
-		*slot = t
-	}
-	p.mu.Unlock()
-	if off {
-		t.Stop()
-	}
-}
-
-// onTimeout runs on the timeout timer: terminate the group, then kill it
-// after KillGrace.
+// onTimeout runs on the timeout timer and decides, exactly, whether the
+// child timed out: it stops the child (haltChild; a stopped process cannot
+// begin to exit on its own) and looks. A child that already exited, reaped
+// or not, beat the deadline by itself and is left alone. Otherwise the
+// timeout fired: that is recorded before anything else (the exit goroutine
+// reads it once, with the exit), the child gets SIGTERM before it runs
+// again, and the tree is stopped by the one stop policy: terminate,
+// KillGrace, kill. Where a child cannot be stopped and looked at (macOS,
+// Windows) it counts as alive.
 func (p *Process) onTimeout() {
-	// A leader that exited by itself, even if not reaped yet, beat the
-	// deadline: it did not time out.
-	if p.hasExited() || leaderExited(p.info.PID) || !p.m.enter() {
-		return
-	}
-	defer p.m.background.Done()
-	// Set before the signal: the exit it causes may be published at once.
-	p.mu.Lock()
-	p.timedOut = true
-	p.mu.Unlock()
-	if err := p.Signal(Terminate); err != nil {
-		if errors.Is(err, ErrNotRunning) {
-			// The exit was published in between, and the group is gone:
-			// the timeout ended nothing, unless the record already went
-			// final saying otherwise (a final record never changes).
-			p.mu.Lock()
-			if !p.final {
-				p.timedOut = false
-			}
-			p.mu.Unlock()
-			return
-		}
-		p.m.logger.Debug(context.Background(), "terminate on timeout", slog.F("id", p.info.ID), slog.Error(err))
-	}
-	t := p.m.clock.AfterFunc(p.m.opts.KillGrace, p.onKillGrace, "process", "kill-grace")
-	p.setTimer(&p.killTimer, t)
-}
-
-func (p *Process) onKillGrace() {
 	if !p.m.enter() {
+		return // Close stops the tree
+	}
+	p.mu.Lock()
+	skip := p.exitSeen || p.stopped
+	p.mu.Unlock()
+	exited := skip || haltChild(p.info.PID)
+	p.mu.Lock()
+	fire := !exited && !p.exitSeen && !p.stopped
+	p.timeoutFired = fire
+	p.mu.Unlock()
+	switch {
+	case fire:
+		terminateHalted(p.info.PID)
+	case !exited:
+		resumeHalted(p.info.PID) // Close is stopping it meanwhile
+	}
+	if !fire {
+		p.m.background.Done()
 		return
 	}
-	defer p.m.background.Done()
-	if err := p.Signal(Kill); err != nil {
-		p.m.logger.Debug(context.Background(), "kill after grace", slog.F("id", p.info.ID), slog.Error(err))
-	}
+	// The stop waits out KillGrace: not on the timer's own goroutine.
+	// It ends when the tree is empty or killed, or when Close begins.
+	go func() {
+		defer p.m.background.Done()
+		p.m.stopTrees(p.m.stopCtx, []*tree{p.tree}, "process", "kill-grace")
+	}()
 }
 
-// takeKillTimer hands a pending kill-grace timer over to the caller (the
-// Manager, when it drops the record).
-func (p *Process) takeKillTimer() *quartz.Timer {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	t := p.killTimer
-	p.killTimer = nil
-	p.timersOff = true
-	return t
-}
-
-// stopping marks p as being stopped by Close: its timers stop (Close does
-// their work) and blocked writers return ErrClosed.
+// stopping marks p as being stopped by Close or Scope.Close: its timeout
+// stops (the closer stops the tree) and blocked writers return ErrClosed.
 func (p *Process) stopping() {
 	p.mu.Lock()
-	p.timersOff = true
-	timers := []*quartz.Timer{p.timeoutTimer, p.killTimer}
-	p.timeoutTimer, p.killTimer = nil, nil
+	p.stopped = true
+	t := p.timeoutTimer
+	p.timeoutTimer = nil
 	p.mu.Unlock()
-	for _, t := range timers {
-		if t != nil {
-			t.Stop()
-		}
+	if t != nil {
+		t.Stop("process", "timeout")
 	}
 	if p.in != nil {
 		p.in.closeByManager()

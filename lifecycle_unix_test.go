@@ -407,7 +407,10 @@ func TestSignalUntilGroupDead(t *testing.T) {
 	}
 	defer r.Close()
 	defer w.Close()
+	// Group mode: the watcher lives outside the child's process group. A
+	// cgroup would hold it too (the tree could not empty while it waits).
 	m := newManager(t, proc.Options{
+		Containment: proc.ContainGroup,
 		CommandContext: func(ctx context.Context, name string, args ...string) *exec.Cmd {
 			cmd := exec.CommandContext(ctx, name, args...)
 			cmd.ExtraFiles = []*os.File{w}
@@ -730,7 +733,7 @@ func TestTimeoutMockClock(t *testing.T) {
 			m := lcMockManager(t, mClock, proc.Options{KillGrace: grace})
 			timeoutTrap := mClock.Trap().AfterFunc("process", "timeout")
 			defer timeoutTrap.Close()
-			graceTrap := mClock.Trap().AfterFunc("process", "kill-grace")
+			graceTrap := mClock.Trap().NewTimer("process", "kill-grace")
 			defer graceTrap.Close()
 
 			req := helperReq(tc.mode)

@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"cdr.dev/slog/v3"
 	"github.com/coder/quartz"
@@ -78,6 +82,30 @@ type Options struct {
 	// MaxRunning caps the records that are not final; past it Start returns
 	// an error wrapping ErrLimit. 0: no limit.
 	MaxRunning int
+	// Containment says how each record's process tree is held (design
+	// section 6): ContainAuto ("") uses a cgroup v2 per record on Linux
+	// where that works and otherwise falls back to ContainGroup, logging
+	// why once; ContainCgroup requires cgroups (Start fails with
+	// ErrUnsupported, saying why, without them); ContainGroup uses a new
+	// session and process group per child (a Job Object on Windows). Any
+	// other value is ErrInvalid at Start.
+	Containment Containment
+	// CgroupParent is a cgroup v2 directory this process may create
+	// cgroups in; "": the host process's own cgroup. The Manager makes one
+	// cgroup of its own below it (removed by Close) and one per record
+	// below that. A CgroupParent that is not a cgroup v2 directory is
+	// ErrInvalid at Start. Ignored with ContainGroup.
+	CgroupParent string
+	// Limits are the defaults of every request's Limits: a zero field of
+	// StartRequest.Limits takes the value here. A non-zero limit needs
+	// cgroups with the controller enabled (Linux) or a job (Windows);
+	// without, Start fails with ErrUnsupported.
+	Limits Limits
+	// KeepOnHostExit lets the process trees outlive a host process that
+	// dies without Close (SIGKILL, a crash, the OOM killer). By default
+	// they are killed within about 100 ms of the host's death (design
+	// section 14; the README says what each OS can do).
+	KeepOnHostExit bool
 }
 
 func (o Options) withDefaults() Options {
@@ -109,55 +137,93 @@ func setDefault[T int | time.Duration](v *T, def T) {
 
 // StartRequest describes one process to start. Exactly one of Command and
 // Args must be set.
+//
+// A request decodes from JSON with the snake_case names of its tags
+// ({"args":["make","test"],"work_dir":"/src","separate_stderr":true}); a
+// field left out keeps its zero value, which means the default. Durations
+// (Timeout, DrainQuiet, DrainTimeout) are integers of nanoseconds, as
+// encoding/json encodes a time.Duration: {"timeout":30000000000} is 30s.
+// A transport that decodes requests from clients it does not trust chooses
+// the fields it accepts: LogPath names a file the host writes, and Owner is
+// better set by a [Scope].
 type StartRequest struct {
 	// ID is the caller's name for the record; "" gets a new UUID. An ID
 	// held by a running or retained record is refused with ErrDuplicateID.
-	ID string
+	ID string `json:"id,omitempty"`
 	// Command runs through Options.Shell.
-	Command string
+	Command string `json:"command,omitempty"`
 	// Args is an exact argv; Args[0] is looked up in $PATH.
-	Args []string
+	Args []string `json:"args,omitempty"`
 	// WorkDir must be an existing directory; "" falls back to
 	// Options.WorkingDir, then $HOME.
-	WorkDir string
+	WorkDir string `json:"work_dir,omitempty"`
 	// Env overrides variables of the base environment.
-	Env map[string]string
+	Env map[string]string `json:"env,omitempty"`
 	// UnsetEnv removes variables from the environment.
-	UnsetEnv []string
+	UnsetEnv []string `json:"unset_env,omitempty"`
+	// ClearEnv starts the child from an empty environment instead of
+	// os.Environ() and Options.UpdateEnv (which is not called): the child
+	// sees only Env, and Options.OwnerEnv if set. UnsetEnv still applies.
+	// For callers that must control exactly what a child sees.
+	ClearEnv bool `json:"clear_env,omitempty"`
 	// Owner tags the record for a [Scope].
-	Owner string
+	Owner string `json:"owner,omitempty"`
 	// Background is recorded for callers and changes nothing here.
-	Background bool
+	Background bool `json:"background,omitempty"`
 	// Timeout, if positive, terminates the process group after this long,
 	// kills it after Options.KillGrace, and reports exit code 124.
-	Timeout time.Duration
+	Timeout time.Duration `json:"timeout,omitempty"`
 	// Stdin keeps the child's stdin open for Process.Write and
 	// Process.CloseStdin. Without it the child reads from the null device
 	// (with TTY, from the terminal, where nobody types).
-	Stdin bool
+	Stdin bool `json:"stdin,omitempty"`
 	// TTY runs the child under a pseudo-terminal (Unix only): stdin, stdout
 	// and stderr are the terminal, so output is one stream. Typing into it
 	// (Process.Write, CloseStdin) needs Stdin as well; Resize does not.
-	TTY bool
+	TTY bool `json:"tty,omitempty"`
 	// Size is the initial terminal size; zero: 24 rows × 80 columns.
-	Size TermSize
-	// SeparateStderr keeps stderr in its own buffer (Process.Stderr).
-	SeparateStderr bool
+	Size TermSize `json:"size,omitzero"`
+	// SeparateStderr keeps stderr in its own buffer (Process.Stderr,
+	// Process.ReadStderrSince).
+	SeparateStderr bool `json:"separate_stderr,omitempty"`
 	// HeadBytes, TailBytes, DrainQuiet and DrainTimeout override the
 	// manager's options for this process when positive.
-	HeadBytes    int
-	TailBytes    int
-	DrainQuiet   time.Duration
-	DrainTimeout time.Duration
+	HeadBytes    int           `json:"head_bytes,omitempty"`
+	TailBytes    int           `json:"tail_bytes,omitempty"`
+	DrainQuiet   time.Duration `json:"drain_quiet,omitempty"`
+	DrainTimeout time.Duration `json:"drain_timeout,omitempty"`
+	// MaxLineLength cuts longer lines in the renderings of this process's
+	// buffers (Output and Stderr). 0: Options.MaxLineLength; negative is
+	// ErrInvalid.
+	MaxLineLength int `json:"max_line_length,omitempty"`
+	// Limits bound the process tree; a zero field takes Options.Limits'
+	// value. See [Limits].
+	Limits Limits `json:"limits,omitzero"`
 	// LogPath, if set, also appends the full output, unbounded, to this
 	// file: both streams in arrival order, written before the in-memory
 	// buffer. An existing file is appended to with its mode unchanged; a new
 	// one is created with mode 0600. A path that cannot be opened for
-	// appending as a regular file (or /dev/null, /dev/full) is ErrInvalid.
-	// The first write error stops
+	// appending as a regular file (or /dev/null, /dev/full) is ErrInvalid;
+	// running out of descriptors, memory or disk space while opening it
+	// wraps the OS error instead. The first write error stops
 	// logging and is reported in Info.LogError; the process and its Output
 	// are unaffected. The file is complete and closed before Done closes.
-	LogPath string
+	LogPath string `json:"log_path,omitempty"`
+	// OutputTee, if set, receives every byte of the Output stream (the
+	// combined output, or stdout with SeparateStderr), in order, from the
+	// pump, before the buffer stores it, in pieces of up to 64 KiB. Its
+	// Write may block: that holds the pump and, once the pipe is full, the
+	// child, as a pipe would (flow control). Writes to the tees of one
+	// process never overlap, even when one writer is both tees. The first
+	// error (or short write) stops that tee and is recorded in
+	// Info.TeeError; the process and its buffers are unaffected. A Write
+	// still blocked DrainTimeout after the child's exit is cut off (and
+	// TeeError says so) so that the record can become final; the pump
+	// goroutine it holds ends when that Write returns.
+	OutputTee io.Writer `json:"-"`
+	// StderrTee is OutputTee for the stderr stream, with SeparateStderr;
+	// without it, it receives nothing.
+	StderrTee io.Writer `json:"-"`
 }
 
 // Manager starts and supervises processes and keeps their records. Create
@@ -182,14 +248,21 @@ type Manager struct {
 	notFinal int
 	// finals lists final records in the order they became final.
 	finals []*Process
-	// orphans are process groups of dropped records that may still have
-	// live members; Close stops them (I4).
-	orphans   []orphan
+	// trees is the registry of process trees (tree.go): every tree from
+	// the moment its child starts until it is seen empty with its record
+	// final, whether or not the record is still retained. Close stops
+	// them all (I4).
+	trees     map[*tree]struct{}
 	reapArmed bool
 	reapTimer *quartz.Timer
-	// background counts timer callbacks in flight (reap, timeout, kill
-	// grace); Close waits for them. Add only under mu while !closed.
+	// background counts timer callbacks and tree watchers in flight;
+	// Close ends them (stopCtx) and waits for them. Add only under mu
+	// while !closed.
 	background sync.WaitGroup
+	// stopCtx ends when Close begins: a timeout's stop or a Scope.Close
+	// in progress gives way to Close, which stops every tree itself.
+	stopCtx    context.Context
+	cancelStop context.CancelFunc
 	// closeDone is closed when the first Close returns; later calls wait.
 	closeDone chan struct{}
 
@@ -198,19 +271,26 @@ type Manager struct {
 	// finishing). Process.begin adds; Close's wait comes after waiting for
 	// every record it stops to end, which every begin precedes.
 	exits sync.WaitGroup
+
+	// contain is how this Manager holds trees, decided at the first Start.
+	contain containState
 }
 
 // NewManager returns a Manager configured by opts (see [Options] for the
 // defaults).
 func NewManager(opts Options) *Manager {
 	opts = opts.withDefaults()
+	stopCtx, cancelStop := context.WithCancel(context.Background())
 	return &Manager{
-		opts:      opts,
-		clock:     opts.Clock,
-		logger:    opts.Logger.Named("proc"),
-		records:   make(map[string]*Process),
-		starting:  make(map[string]chan struct{}),
-		closeDone: make(chan struct{}),
+		opts:       opts,
+		clock:      opts.Clock,
+		logger:     opts.Logger.Named("proc"),
+		records:    make(map[string]*Process),
+		starting:   make(map[string]chan struct{}),
+		trees:      make(map[*tree]struct{}),
+		closeDone:  make(chan struct{}),
+		stopCtx:    stopCtx,
+		cancelStop: cancelStop,
 	}
 }
 
@@ -234,27 +314,28 @@ func (m *Manager) Run(ctx context.Context, req StartRequest) (Snapshot, error) {
 
 // StartOrGet makes retried starts idempotent. If req.ID names a running or
 // retained record started with the same Command, Args, WorkDir (as
-// requested) and Owner, it returns that record with started == false; other
-// parameters are ErrDuplicateID. Calls with one ID start at most one
+// requested), Owner, Env, UnsetEnv, ClearEnv and Background, it returns
+// that record with started == false; other parameters are ErrDuplicateID. Calls with one ID start at most one
 // process however many race: a call that finds a start in progress waits
 // for it. Without an ID it is Start.
 func (m *Manager) StartOrGet(req StartRequest) (p *Process, started bool, err error) {
 	return m.startOrGet(req, nil)
 }
 
-// Get returns the record with the given ID, running or retained: an error
-// wrapping ErrNotFound if there is none, ErrClosed after Close.
+// Get returns the record with the given ID, running or retained, also
+// after Close: an error wrapping ErrNotFound if there is none.
 func (m *Manager) Get(id string) (*Process, error) {
 	return m.get(id, nil)
 }
 
-// List returns the status of every record: running ones first, then newest
-// first by start time. After Close it is empty.
+// List returns the status of every retained record: running ones first,
+// then newest first by start time. After Close it lists the records still
+// retained, all final.
 func (m *Manager) List() []Info {
 	return m.list(nil)
 }
 
-// Signal sends sig to the process group of the record id. See
+// Signal sends sig to the process tree of the record id. See
 // [Process.Signal].
 func (m *Manager) Signal(id string, sig Signal) error {
 	p, err := m.get(id, nil)
@@ -264,15 +345,11 @@ func (m *Manager) Signal(id string, sig Signal) error {
 	return p.Signal(sig)
 }
 
-// Remove forgets a final record at once. It returns an error wrapping
-// ErrRunning if the record is not final, ErrNotFound if there is none,
-// ErrClosed after Close.
+// Remove forgets a final record at once, also after Close. It returns an
+// error wrapping ErrRunning if the record is not final, ErrNotFound if
+// there is none. Its process tree stays with the Manager until it is empty.
 func (m *Manager) Remove(id string) error {
 	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return xerrors.Errorf("remove %q: %w", id, ErrClosed)
-	}
 	p, ok := m.records[id]
 	if !ok {
 		m.mu.Unlock()
@@ -284,7 +361,6 @@ func (m *Manager) Remove(id string) error {
 	}
 	m.dropLocked(p)
 	m.mu.Unlock()
-	m.settleOrphans([]*Process{p})
 	return nil
 }
 
@@ -294,14 +370,16 @@ func (m *Manager) Scope(owner string) *Scope {
 	return &Scope{m: m, owner: owner}
 }
 
-// Close refuses new starts with ErrClosed, terminates every process group
-// the manager started (including groups whose records were already dropped),
-// kills what is left after Options.KillGrace, and returns once every record
-// is final and every member of the groups it killed is dead. It takes at
-// most about KillGrace + DrainTimeout (the largest per-request DrainTimeout,
-// if larger) plus a little. Close is idempotent: a later or concurrent call
-// waits until the first has finished and returns nil. Records stay readable
-// through the *Process values callers hold.
+// Close refuses new starts with ErrClosed, terminates every process tree
+// the manager started (including trees whose records were already
+// dropped), kills what is left after Options.KillGrace, and returns once
+// every record is final and every tree it killed is empty. It takes at
+// most about KillGrace + DrainTimeout (the largest per-request
+// DrainTimeout, if larger) plus a little. Close is idempotent: a later or
+// concurrent call waits until the first has finished and returns nil.
+// Afterwards Get, List, Remove and every read of a Process keep answering
+// for the records still retained; calls that start or control a process
+// return ErrClosed.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.closed {
@@ -315,11 +393,14 @@ func (m *Manager) Close() error {
 	m.reapTimer = nil
 	m.mu.Unlock()
 	defer close(m.closeDone)
+	// A timeout's stop, a tree watcher or a Scope.Close in progress gives
+	// way: Close stops every tree itself.
+	m.cancelStop()
 	if timer != nil {
 		timer.Stop("manager", "reap")
 	}
 	// Timer callbacks that started before Close finish first; later ones
-	// see the manager closed and do nothing (Close does their work).
+	// see the manager closed and do nothing.
 	m.background.Wait()
 
 	// A start that passed validation before Close finishes registering
@@ -332,68 +413,25 @@ func (m *Manager) Close() error {
 	for _, p := range m.records {
 		procs = append(procs, p)
 	}
-	orphans := m.orphans
-	m.orphans = nil
 	m.mu.Unlock()
-
-	groups := make([]*procGroup, len(orphans))
-	for i, o := range orphans {
-		groups[i] = o.group
-	}
-	m.stop(procs, groups)
-	for _, o := range orphans {
-		o.forget()
-	}
-
-	m.mu.Lock()
-	for _, p := range m.records {
-		m.dropLocked(p)
-	}
-	m.mu.Unlock()
-	for _, p := range procs {
-		p.group.release()
-	}
-	m.exits.Wait()
-	return nil
-}
-
-// stop terminates procs and groups, kills whatever is left after KillGrace,
-// and waits until every record in procs is final.
-func (m *Manager) stop(procs []*Process, groups []*procGroup) {
 	for _, p := range procs {
 		p.stopping()
 	}
-	if len(m.signalLive(procs, groups, Terminate)) == 0 {
-		// Nothing alive to stop; records that are not final yet are only
-		// draining, which DrainTimeout bounds.
-		waitDone(procs)
-		return
-	}
-	grace := m.clock.NewTimer(m.opts.KillGrace, "manager", "kill-grace")
-	defer grace.Stop("manager", "kill-grace")
-	graceOver := false
-waitAll:
-	for _, p := range procs {
-		select {
-		case <-p.Done():
-		case <-grace.C:
-			graceOver = true
-			break waitAll
-		}
-	}
-	if !graceOver && m.anyGroupAlive(procs, groups) {
-		// Every record is final, but a background child of one of them
-		// may still be shutting down: give it the rest of the grace.
-		<-grace.C
-	}
-	m.killAndWait(procs, groups)
+	m.stopTrees(context.Background(), m.registeredTrees(nil), "manager", "kill-grace")
 	waitDone(procs)
-}
 
-// killAndWait kills every live group and waits until their members are
-// dead, so that nothing Close stopped is still running when it returns.
-func (m *Manager) killAndWait(procs []*Process, groups []*procGroup) {
-	waitGone(m.signalLive(procs, groups, Kill))
+	// Every tree is empty now, or holds a member the kernel would not tear
+	// down: the registry lets go of them all.
+	m.mu.Lock()
+	trees := m.trees
+	m.trees = map[*tree]struct{}{}
+	m.mu.Unlock()
+	for t := range trees {
+		t.sys.release()
+	}
+	m.exits.Wait()
+	m.contain.close()
+	return nil
 }
 
 // waitDone waits until every exit goroutine of procs has returned, which is
@@ -402,37 +440,6 @@ func waitDone(procs []*Process) {
 	for _, p := range procs {
 		<-p.ended
 	}
-}
-
-// signalLive sends sig to every live group among procs and groups and
-// returns the groups it reached.
-func (m *Manager) signalLive(procs []*Process, groups []*procGroup, sig Signal) []*procGroup {
-	var reached []*procGroup
-	for _, p := range procs {
-		if p.Signal(sig) == nil {
-			reached = append(reached, p.group)
-		}
-	}
-	for _, g := range groups {
-		if g.alive() && g.signal(sig) == nil {
-			reached = append(reached, g)
-		}
-	}
-	return reached
-}
-
-func (m *Manager) anyGroupAlive(procs []*Process, groups []*procGroup) bool {
-	for _, p := range procs {
-		if p.group.alive() {
-			return true
-		}
-	}
-	for _, g := range groups {
-		if g.alive() {
-			return true
-		}
-	}
-	return false
 }
 
 // Scope is one owner's view of a [Manager]: it starts processes tagged with
@@ -501,9 +508,9 @@ func (s *Scope) Signal(id string, sig Signal) error {
 }
 
 // Close refuses further starts through this Scope value, then stops every
-// process of the owner (started through any Scope, including dropped records
-// whose process groups live on) as [Manager.Close] does, and waits until
-// they are final. Their records stay retained. Close is
+// process tree of the owner (started through any Scope, including trees
+// of dropped records) as [Manager.Close] does, and waits until the
+// owner's records are final. Their records stay retained. Close is
 // idempotent.
 func (s *Scope) Close() error {
 	m := s.m
@@ -521,15 +528,15 @@ func (s *Scope) Close() error {
 			procs = append(procs, p)
 		}
 	}
-	// Dropped records of the owner whose groups live on are stopped too.
-	var groups []*procGroup
-	for _, o := range m.orphans {
-		if o.owner == s.owner {
-			groups = append(groups, o.group)
-		}
-	}
 	m.mu.Unlock()
-	m.stop(procs, groups)
+	for _, p := range procs {
+		p.stopping()
+	}
+	trees := m.registeredTrees(&s.owner)
+	// If Close begins meanwhile, it takes over and finishes the records.
+	m.stopTrees(m.stopCtx, trees, "manager", "kill-grace")
+	waitDone(procs)
+	m.settle(trees)
 	return nil
 }
 
@@ -545,9 +552,6 @@ func (m *Manager) get(id string, s *Scope) (*Process, error) {
 	m.prune()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
-		return nil, xerrors.Errorf("get %q: %w", id, ErrClosed)
-	}
 	p, ok := m.records[id]
 	if !ok || (s != nil && p.info.Owner != s.owner) {
 		return nil, xerrors.Errorf("get %q: %w", id, ErrNotFound)
@@ -650,6 +654,7 @@ func (m *Manager) launchRegistered(spec *spec, seq uint64, registered chan struc
 			m.notFinal--
 		} else {
 			m.records[spec.id] = p
+			m.registerLocked(p.tree)
 		}
 		m.mu.Unlock()
 		close(registered)
@@ -715,7 +720,10 @@ type spec struct {
 	tailBytes    int
 	drainQuiet   time.Duration
 	drainTimeout time.Duration
+	maxLine      int
+	limits       Limits // the request's, defaults filled in
 	size         TermSize
+	asked        asked
 }
 
 // prepare validates req (section 8 of the design) and resolves its command,
@@ -727,6 +735,9 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 	if name := m.opts.OwnerEnv; req.Owner != "" && strings.ContainsAny(name, "=\x00") {
 		return nil, xerrors.Errorf("start: Options.OwnerEnv %q holds '=' or NUL: %w", name, ErrInvalid)
 	}
+	if err := m.opts.Limits.validate("Options.Limits"); err != nil {
+		return nil, err
+	}
 	sp := &spec{
 		req:          req,
 		id:           req.ID,
@@ -734,7 +745,15 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 		tailBytes:    firstPositive(req.TailBytes, m.opts.TailBytes),
 		drainQuiet:   firstPositive(req.DrainQuiet, m.opts.DrainQuiet),
 		drainTimeout: firstPositive(req.DrainTimeout, m.opts.DrainTimeout),
+		maxLine:      firstPositive(req.MaxLineLength, m.opts.MaxLineLength),
+		limits:       req.Limits.orDefault(m.opts.Limits),
 		size:         req.Size,
+		asked: asked{
+			workDir:  req.WorkDir,
+			env:      maps.Clone(req.Env),
+			unsetEnv: slices.Clone(req.UnsetEnv),
+			clearEnv: req.ClearEnv,
+		},
 	}
 	if sp.id == "" {
 		sp.id = uuid.NewString()
@@ -768,12 +787,16 @@ func validate(req StartRequest) error {
 		return xerrors.Errorf("start: Args[0] is empty: %w", ErrInvalid)
 	case strings.ContainsRune(req.Command, 0):
 		return xerrors.Errorf("start: Command contains NUL: %w", ErrInvalid)
+	case req.Limits.validate("StartRequest.Limits") != nil:
+		return req.Limits.validate("StartRequest.Limits")
 	case req.Timeout < 0:
 		return xerrors.Errorf("start: negative Timeout %v: %w", req.Timeout, ErrInvalid)
 	case req.DrainQuiet < 0 || req.DrainTimeout < 0:
 		return xerrors.Errorf("start: negative drain window: %w", ErrInvalid)
 	case req.HeadBytes < 0 || req.TailBytes < 0:
 		return xerrors.Errorf("start: negative buffer size: %w", ErrInvalid)
+	case req.MaxLineLength < 0:
+		return xerrors.Errorf("start: negative MaxLineLength %d: %w", req.MaxLineLength, ErrInvalid)
 	case (req.Size.Rows == 0) != (req.Size.Cols == 0):
 		return xerrors.Errorf("start: Size %dx%d has a zero dimension: %w", req.Size.Rows, req.Size.Cols, ErrInvalid)
 	case req.TTY && req.SeparateStderr:
@@ -823,16 +846,28 @@ func firstPositive[T int | time.Duration](v, def T) T {
 	return def
 }
 
+// quotePath quotes a path for an error message so that it reads as
+// written: %q would double every backslash of a Windows path. A path
+// holding a quote or an unprintable character is quoted by strconv.
+func quotePath(path string) string {
+	for _, r := range path {
+		if r == '"' || !unicode.IsPrint(r) {
+			return strconv.Quote(path)
+		}
+	}
+	return `"` + path + `"`
+}
+
 // workDir resolves the work dir: the request's (which must exist), then
 // Options.WorkingDir (if it exists), then $HOME, then the current directory.
 func (m *Manager) workDir(requested string) (string, error) {
 	if requested != "" {
 		fi, err := os.Stat(requested)
 		if err != nil {
-			return "", xerrors.Errorf("start: work dir %q: %v: %w", requested, err, ErrInvalid)
+			return "", xerrors.Errorf("start: work dir %s: %v: %w", quotePath(requested), err, ErrInvalid)
 		}
 		if !fi.IsDir() {
-			return "", xerrors.Errorf("start: work dir %q is not a directory: %w", requested, ErrInvalid)
+			return "", xerrors.Errorf("start: work dir %s is not a directory: %w", quotePath(requested), ErrInvalid)
 		}
 		return filepath.Abs(requested)
 	}
@@ -854,11 +889,16 @@ func (m *Manager) workDir(requested string) (string, error) {
 	return os.Getwd()
 }
 
-// environ builds the child's environment: os.Environ(), then UpdateEnv,
-// then the request's overrides, then its removals, then the owner.
+// environ builds the child's environment: os.Environ(), then UpdateEnv
+// (or nothing with ClearEnv), then the request's overrides, then its
+// removals, then the owner. The result is never nil: a nil Env would make
+// exec.Cmd inherit ours.
 func (m *Manager) environ(req StartRequest, id string) []string {
-	env := os.Environ()
-	if m.opts.UpdateEnv != nil {
+	var env []string
+	if !req.ClearEnv {
+		env = os.Environ()
+	}
+	if m.opts.UpdateEnv != nil && !req.ClearEnv {
 		updated, err := m.opts.UpdateEnv(env)
 		if err != nil {
 			m.logger.Warn(context.Background(), "update environment failed; keeping the current one",
@@ -908,15 +948,13 @@ func (m *Manager) environ(req StartRequest, id string) []string {
 // prune drops records that retention says must go. It runs on access as
 // well as from the reap timer, so memory stays bounded either way.
 func (m *Manager) prune() {
-	now := m.clock.Now("manager", "prune")
-	m.settleOrphans(m.pruneAt(now))
+	m.pruneAt(m.clock.Now("manager", "prune"))
 }
 
-// pruneAt drops expired and surplus final records and returns them.
-func (m *Manager) pruneAt(now time.Time) []*Process {
+// pruneAt drops expired and surplus final records.
+func (m *Manager) pruneAt(now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var dropped []*Process
 	for len(m.finals) > 0 {
 		oldest := m.finals[0]
 		expired := !now.Before(oldest.finalAt().Add(m.opts.RetainExited))
@@ -924,15 +962,12 @@ func (m *Manager) pruneAt(now time.Time) []*Process {
 			break
 		}
 		m.dropLocked(oldest)
-		dropped = append(dropped, oldest)
 	}
-	return dropped
 }
 
-// dropLocked forgets p. Its process group is kept as an orphan, in the
-// same critical section, until it is seen without live members, so that a
-// Close running at any moment still stops it (I4). The caller must hold
-// m.mu, and call settleOrphans with the dropped records once unlocked.
+// dropLocked forgets p. Its process tree is not forgotten: the registry
+// keeps it until it is seen empty, so that Close still stops it (I4). The
+// caller must hold m.mu.
 func (m *Manager) dropLocked(p *Process) {
 	if m.records[p.info.ID] == p {
 		delete(m.records, p.info.ID)
@@ -943,75 +978,49 @@ func (m *Manager) dropLocked(p *Process) {
 			break
 		}
 	}
-	if !m.closed {
-		m.orphans = append(m.orphans, orphan{group: p.group, owner: p.info.Owner, kill: p.takeKillTimer()})
-	}
-}
-
-// orphan is what the Manager keeps of a dropped record whose process group
-// may still have live members: the group, which Close (and the owner's
-// Scope.Close) stops, and the record's pending kill-grace timer, which Close
-// stops too, so that nothing runs after Close.
-type orphan struct {
-	group *procGroup
-	owner string
-	kill  *quartz.Timer // nil unless a timeout's kill was pending
-}
-
-func (o orphan) forget() {
-	if o.kill != nil {
-		o.kill.Stop("process", "kill-grace")
-	}
-	o.group.release()
-}
-
-// settleOrphans forgets at once the orphans of dropped records whose groups
-// are already dead: the common case, so the list holds only live groups.
-func (m *Manager) settleOrphans(dropped []*Process) {
-	for _, p := range dropped {
-		if p.group.alive() {
-			continue
-		}
-		m.mu.Lock()
-		i := slices.IndexFunc(m.orphans, func(o orphan) bool { return o.group == p.group })
-		var o orphan
-		if i >= 0 {
-			o = m.orphans[i]
-			m.orphans = slices.Delete(m.orphans, i, i+1)
-		}
-		m.mu.Unlock()
-		if i >= 0 {
-			o.forget()
-		}
-	}
 }
 
 // recordFinal is called once by the exit goroutine of p, after p's status
 // is final and before Done closes: the running count and the retention list
-// change at once. It returns what must happen after Done closes: keeping the
-// groups of records dropped past MaxRetained, and arming the reap timer.
+// change at once. It returns what must happen after Done closes: settling
+// p's tree (or watching it until it is empty) and arming the reap timer.
 func (m *Manager) recordFinal(p *Process) (after func()) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.notFinal--
-	if m.records[p.info.ID] != p || m.closed {
-		return func() {}
-	}
-	m.finals = append(m.finals, p)
-	arm := !m.reapArmed
-	m.reapArmed = true
-	var surplus []*Process
-	for len(m.finals) > m.opts.MaxRetained {
-		oldest := m.finals[0]
-		m.dropLocked(oldest)
-		surplus = append(surplus, oldest)
+	arm := false
+	if m.records[p.info.ID] == p && !m.closed {
+		m.finals = append(m.finals, p)
+		arm = !m.reapArmed
+		m.reapArmed = true
+		for len(m.finals) > m.opts.MaxRetained {
+			m.dropLocked(m.finals[0])
+		}
 	}
 	return func() {
-		m.settleOrphans(surplus)
+		m.settle([]*tree{p.tree})
+		if p.tree.alive() {
+			m.watch(p.tree)
+		}
 		if arm {
 			m.armReap(m.opts.RetainExited)
 		}
 	}
+}
+
+// watch waits, in a goroutine of its own, until t (whose record is final
+// but which has live members, such as a background child) is empty, and
+// then settles it. The goroutine ends when t is empty or Close begins;
+// Close waits for it.
+func (m *Manager) watch(t *tree) {
+	if !m.enter() {
+		return // Close stops t
+	}
+	go func() {
+		defer m.background.Done()
+		t.sys.waitEmpty(m.stopCtx)
+		m.settle([]*tree{t})
+	}()
 }
 
 // armReap schedules the reap timer. Only one is armed at a time
@@ -1041,36 +1050,24 @@ func (m *Manager) reap() {
 	defer m.background.Done()
 
 	now := m.clock.Now("manager", "reap")
-	m.settleOrphans(m.pruneAt(now))
-	m.pruneOrphans()
+	m.pruneAt(now)
 
 	m.mu.Lock()
 	m.reapTimer = nil
-	var next time.Duration
-	switch {
-	case m.closed || len(m.finals) == 0 && len(m.orphans) == 0:
+	if m.closed || len(m.finals) == 0 {
 		m.reapArmed = false
 		m.mu.Unlock()
 		return
-	case len(m.finals) == 0:
-		// Only groups of dropped records are left: look at them again one
-		// retention period on (at least orphanRecheck: each look may read
-		// /proc), so that an idle manager forgets them too.
-		next = max(m.opts.RetainExited, orphanRecheck)
-	default:
-		next = m.finals[0].finalAt().Add(m.opts.RetainExited).Sub(now)
 	}
+	next := m.finals[0].finalAt().Add(m.opts.RetainExited).Sub(now)
 	m.mu.Unlock()
 	m.armReap(next)
 }
 
-// orphanRecheck is the shortest interval at which an idle manager looks at
-// the groups of dropped records again.
-const orphanRecheck = time.Second
-
-// enter registers a timer callback that is about to act; it reports false
-// once Close has begun (Close then does the callback's work). A callback
-// that entered calls m.background.Done when it is finished.
+// enter registers background work that is about to act (a timer callback,
+// a tree watcher); it reports false once Close has begun (Close then does
+// that work). Work that entered calls m.background.Done when it is
+// finished.
 func (m *Manager) enter() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -1081,33 +1078,8 @@ func (m *Manager) enter() bool {
 	return true
 }
 
-// pruneOrphans forgets groups that have no live member left. The list
-// keeps every orphan while they are looked at (outside the lock), so that
-// a Scope.Close meanwhile still finds its owner's.
-func (m *Manager) pruneOrphans() {
+func (m *Manager) isClosed() bool {
 	m.mu.Lock()
-	orphans := slices.Clone(m.orphans)
-	m.mu.Unlock()
-	dead := map[*procGroup]bool{}
-	for _, o := range orphans {
-		if !o.group.alive() {
-			dead[o.group] = true
-		}
-	}
-	if len(dead) == 0 {
-		return
-	}
-	var gone []orphan
-	m.mu.Lock()
-	m.orphans = slices.DeleteFunc(m.orphans, func(o orphan) bool {
-		if dead[o.group] {
-			gone = append(gone, o)
-			return true
-		}
-		return false
-	})
-	m.mu.Unlock()
-	for _, o := range gone {
-		o.forget()
-	}
+	defer m.mu.Unlock()
+	return m.closed
 }

@@ -954,6 +954,7 @@ func TestStartEnv(t *testing.T) {
 			return []string{"PROC_T_ONLY=1"}, nil
 		}})
 		env := mgrEnviron(ctx, t, mustStart(t, m, mgrEnvReq()))
+		env = slices.DeleteFunc(env, func(kv string) bool { k, _, _ := strings.Cut(kv, "="); return osAddsEnv(k) })
 		if got, want := mgrSorted(env), mgrSorted([]string{helperEnv + "=mgr-env", "GORACE=" + helperGorace, "PROC_T_ONLY=1"}); !slices.Equal(got, want) {
 			t.Errorf("child environment = %q; want exactly UpdateEnv's result and the request's Env: %q", got, want)
 		}
@@ -1267,8 +1268,10 @@ func TestStartBadInputNoValueEcho(t *testing.T) {
 	}
 }
 
-// TestCallsAfterClose pins that every call after Close is ErrClosed (and
-// List is empty), through the Manager and through a Scope.
+// TestCallsAfterClose pins what answers after Close (design section 8):
+// calls that start or control a process are ErrClosed, through the Manager
+// and through a Scope; Get, List and Remove keep answering for the
+// records still retained, so a transport can report how they ended.
 func TestCallsAfterClose(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
@@ -1284,20 +1287,31 @@ func TestCallsAfterClose(t *testing.T) {
 	mgrCheckErr(t, "Start after Close", err, proc.ErrClosed)
 	_, err = s.Start(mgrExitReq(0))
 	mgrCheckErr(t, "Scope.Start after Close", err, proc.ErrClosed)
-	for _, id := range []string{p.ID(), "unknown"} {
-		_, err = m.Get(id)
-		mgrCheckErr(t, fmt.Sprintf("Get(%s) after Close", id), err, proc.ErrClosed)
-		_, err = s.Get(id)
-		mgrCheckErr(t, fmt.Sprintf("Scope.Get(%s) after Close", id), err, proc.ErrClosed)
-		mgrCheckErr(t, fmt.Sprintf("Signal(%s) after Close", id), m.Signal(id, proc.Kill), proc.ErrClosed)
-		mgrCheckErr(t, fmt.Sprintf("Scope.Signal(%s) after Close", id), s.Signal(id, proc.Kill), proc.ErrClosed)
-		mgrCheckErr(t, fmt.Sprintf("Remove(%s) after Close", id), m.Remove(id), proc.ErrClosed)
+	mgrCheckErr(t, "Signal after Close", m.Signal(p.ID(), proc.Kill), proc.ErrClosed)
+	mgrCheckErr(t, "Scope.Signal after Close", s.Signal(p.ID(), proc.Kill), proc.ErrClosed)
+	mgrCheckErr(t, "Process.Signal after Close", p.Signal(proc.Terminate), proc.ErrClosed)
+
+	for name, get := range map[string]func(string) (*proc.Process, error){"Get": m.Get, "Scope.Get": s.Get} {
+		if got, err := get(p.ID()); err != nil || got != p {
+			t.Errorf("%s(retained) after Close = %v, %v; want the record", name, got, err)
+		}
+		_, err := get("unknown")
+		mgrCheckErr(t, name+"(unknown) after Close", err, proc.ErrNotFound)
 	}
-	if ids := mgrIDs(m.List()); len(ids) != 0 {
-		t.Errorf("List() after Close = %v; want empty", ids)
+	mgrCheckErr(t, "Signal(unknown) after Close", m.Signal("unknown", proc.Kill), proc.ErrNotFound)
+	for name, list := range map[string]func() []proc.Info{"List": m.List, "Scope.List": s.List} {
+		if ids := mgrIDs(list()); len(ids) != 1 || ids[0] != p.ID() {
+			t.Errorf("%s() after Close = %v; want [%s]", name, ids, p.ID())
+		}
 	}
-	if ids := mgrIDs(s.List()); len(ids) != 0 {
-		t.Errorf("Scope.List() after Close = %v; want empty", ids)
+	if snap := p.Snapshot(); snap.Info.Running || exitCode(t, snap.Info) != 0 {
+		t.Errorf("Snapshot() after Close = running %v, exit %v", snap.Info.Running, snap.Info.ExitCode)
+	}
+	if c := p.ReadSince(0, 0); !c.EOF {
+		t.Errorf("ReadSince(0) after Close = %+v; want EOF", c)
+	}
+	if err := p.Wait(ctx); err != nil {
+		t.Errorf("Wait() after Close = %v; want nil", err)
 	}
 	if err := m.Close(); err != nil {
 		t.Errorf("second Close() = %v; want nil", err)
@@ -1305,9 +1319,12 @@ func TestCallsAfterClose(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Errorf("Scope.Close() after Manager.Close = %v; want nil", err)
 	}
-	// The Process value stays readable.
-	if info := p.Info(); info.Running || exitCode(t, info) != 0 {
-		t.Errorf("Info() after Close = running %v, exit %v", info.Running, info.ExitCode)
+	if err := m.Remove(p.ID()); err != nil {
+		t.Errorf("Remove(retained) after Close = %v; want nil", err)
+	}
+	mgrCheckErr(t, "Remove(removed) after Close", m.Remove(p.ID()), proc.ErrNotFound)
+	if ids := mgrIDs(m.List()); len(ids) != 0 {
+		t.Errorf("List() after Remove = %v; want empty", ids)
 	}
 }
 

@@ -24,6 +24,7 @@ package proc
 
 import (
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -128,14 +129,29 @@ type Info struct {
 	// LogError is the first write error of the log file, if any; logging
 	// stopped there, the process and its Output were unaffected.
 	LogError string `json:"log_error,omitempty"`
+	// Containment is how the record's process tree is held: "cgroup",
+	// "group" (a session and process group) or "job" (Windows). See
+	// Options.Containment.
+	Containment string `json:"containment"`
+	// Limits is what the OS enforces on the tree: the request's limits,
+	// each zero field taken from Options.Limits.
+	Limits Limits `json:"limits"`
+	// TeeError is the first error of StartRequest.OutputTee or StderrTee,
+	// prefixed with which tee it was, or why a tee was cut off; that tee
+	// received nothing more. The process and its Output were unaffected.
+	TeeError string `json:"tee_error,omitempty"`
 }
 
-// Usage is the resource usage of a final process (the direct child only).
-// MaxRSS is in bytes on every OS.
+// Usage is the resource usage of a final process: User, System and MaxRSS
+// of the direct child (MaxRSS in bytes on every OS), and Tree for the
+// whole tree where the OS accounts for it.
 type Usage struct {
 	User   time.Duration `json:"user"`
 	System time.Duration `json:"system"`
 	MaxRSS int64         `json:"max_rss"`
+	// Tree is the whole tree's usage, with cgroup and job containment;
+	// nil in group mode.
+	Tree *TreeUsage `json:"tree,omitempty"`
 }
 
 // Output is a rendering of a head/tail buffer: the head, then, when bytes
@@ -201,14 +217,15 @@ type Process struct {
 	drainQuiet   time.Duration
 	drainTimeout time.Duration
 
-	reqWorkDir string // as requested, for StartOrGet
+	asked asked // for StartOrGet
 
 	out    *HeadTailBuffer // combined output, or stdout with SeparateStderr
 	errOut *HeadTailBuffer // nil unless SeparateStderr
-	group  *procGroup
-	in     *stdinPipe // nil unless Stdin or TTY
-	tty    *os.File   // the PTY master, nil unless TTY
-	log    *logFile   // nil without LogPath
+	tree   *tree           // the one owner of the tree's end (tree.go)
+	in     *stdinPipe      // nil unless Stdin or TTY
+	tty    *os.File        // the PTY master, nil unless TTY
+	log    *logFile        // nil without LogPath
+	tees   tees            // the state StartRequest.OutputTee and StderrTee share
 
 	cmd      *exec.Cmd // owned by the exit goroutine
 	pumps    []*pump
@@ -224,18 +241,20 @@ type Process struct {
 	final    bool
 	exitCode *int // shared by every Info of the final record
 	sigName  string
-	timedOut bool
-	// timersOff: Close (or the Manager dropping the record) took over the
-	// timers' work; a timer set from now on is stopped at once.
-	timersOff bool
+	timedOut bool // set with final, never changed
+	// exitSeen is set by the exit goroutine once it reaped the child, and
+	// timeoutFired by the timeout if it found the child alive before
+	// that: the exit goroutine reads it once to decide "timed out".
+	exitSeen     bool
+	timeoutFired bool
+	// stopped: Close or Scope.Close is stopping the tree; the timeout
+	// stands down.
+	stopped   bool
 	exitedAt  time.Time
 	usage     *Usage
 	finalTime time.Time // when the record became final (retention)
-	// timeoutTimer stops when the record is final; killTimer outlives it,
-	// so that a timed-out group's leftovers are still killed after
-	// KillGrace. Close stops both and does their work itself.
+	// timeoutTimer is stopped when the record is final or stopped.
 	timeoutTimer *quartz.Timer
-	killTimer    *quartz.Timer
 }
 
 // ID returns the record's ID.
@@ -247,8 +266,8 @@ func (p *Process) Info() Info {
 	info := p.info
 	p.mu.Lock()
 	info.Running = !p.final
-	info.TimedOut = p.timedOut
 	if p.final {
+		info.TimedOut = p.timedOut
 		info.ExitCode = p.exitCode
 		info.Signal = p.sigName
 		info.ExitedAt = p.exitedAt
@@ -261,14 +280,30 @@ func (p *Process) Info() Info {
 		info.OutputBytes += p.errOut.Len()
 	}
 	info.LogError = p.log.errString()
+	info.TeeError = p.tees.errString()
 	return info
 }
 
+// asked holds the fields of a request that StartOrGet compares and Info
+// does not carry as requested: the work dir before it was resolved, and the
+// environment (copied, so that a caller changing its map later changes
+// nothing here).
+type asked struct {
+	workDir  string
+	env      map[string]string
+	unsetEnv []string
+	clearEnv bool
+}
+
 // startedWith reports whether req asks for what p was started with, as
-// StartOrGet compares: Command, Args, WorkDir as requested, and Owner.
+// StartOrGet compares: Command, Args, WorkDir as requested, Owner, Env,
+// UnsetEnv, ClearEnv and Background. A nil Env or UnsetEnv equals an empty
+// one.
 func (p *Process) startedWith(req StartRequest) bool {
 	return req.Command == p.info.Command && slices.Equal(req.Args, p.info.Args) &&
-		req.WorkDir == p.reqWorkDir && req.Owner == p.info.Owner
+		req.WorkDir == p.asked.workDir && req.Owner == p.info.Owner &&
+		maps.Equal(req.Env, p.asked.env) && slices.Equal(req.UnsetEnv, p.asked.unsetEnv) &&
+		req.ClearEnv == p.asked.clearEnv && req.Background == p.info.Background
 }
 
 // Output renders the output buffer: the combined stream, or stdout alone
@@ -311,21 +346,22 @@ func (p *Process) Wait(ctx context.Context) error {
 	}
 }
 
-// Signal sends sig to the child's whole process group (Unix) or job
-// (Windows). After the child exited it still reaches what is left of the
-// group, such as a background child the command left behind, and returns an
-// error wrapping ErrNotRunning only once no member of the group is alive
-// (never signalling a group whose ID may have been reused). An unknown
-// sig is ErrInvalid.
+// Signal sends sig to every live member of the child's process tree: its
+// cgroup or its session's process group (Unix), or its job (Windows).
+// Terminate and Interrupt are followed by SIGCONT, so that a stopped
+// member runs its handler. After the child exited it still reaches what
+// is left of the tree, such as a background child the command left
+// behind, and returns an error wrapping ErrNotRunning only once no member
+// is alive (never signalling a process group whose ID may have been
+// reused). An unknown sig is ErrInvalid; after Close, ErrClosed.
 func (p *Process) Signal(sig Signal) error {
 	if !sig.valid() {
 		return xerrors.Errorf("signal %q: unknown signal %q: %w", p.info.ID, sig, ErrInvalid)
 	}
-	if p.hasExited() && !p.group.alive() {
-		// Never signal a group with no live member: its ID may be reused.
-		return xerrors.Errorf("signal %q: %w", p.info.ID, ErrNotRunning)
+	if p.m.isClosed() {
+		return xerrors.Errorf("signal %q: %w", p.info.ID, ErrClosed)
 	}
-	if err := p.group.signal(sig); err != nil {
+	if err := p.tree.signal(sig); err != nil {
 		return xerrors.Errorf("signal %q: %w", p.info.ID, err)
 	}
 	return nil
@@ -360,6 +396,14 @@ func (p *Process) ReadSince(cursor int64, max int) Chunk {
 	return p.finalEOF(p.out.ReadSince(cursor, max))
 }
 
+// ReadSinceInto is ReadSince that reads into buf instead of allocating: at
+// most len(buf) bytes, with Chunk.Data aliasing buf. A follower that passes
+// the same buffer each time reads without allocating. An empty buf reads no
+// bytes but still skips the lost ones.
+func (p *Process) ReadSinceInto(cursor int64, buf []byte) Chunk {
+	return p.finalEOF(p.out.ReadSinceInto(cursor, buf))
+}
+
 // finalEOF clears c.EOF until the record is final: the buffer is finished
 // a moment before, and EOF must come together with the final status.
 func (p *Process) finalEOF(c Chunk) Chunk {
@@ -373,10 +417,48 @@ func (p *Process) finalEOF(c Chunk) Chunk {
 // record is final (nil), or ctx ends (an error wrapping ctx.Err()). It
 // starts no goroutine.
 func (p *Process) WaitOutput(ctx context.Context, cursor int64) error {
-	if err := p.out.WaitOutput(ctx, cursor); err != nil {
-		return xerrors.Errorf("wait output of %q: %w", p.info.ID, err)
+	return p.waitStream(ctx, p.out, cursor, "wait output")
+}
+
+// ReadStderrSince is [Process.ReadSince] for the stderr stream of a process
+// started with SeparateStderr, with the same rules: summed over reads from
+// 0 until EOF, len(Data) + Lost equals the bytes the child wrote to stderr.
+// Without SeparateStderr stderr is part of the Output stream, and this one
+// is empty: End is 0, and EOF is set once the record is final.
+func (p *Process) ReadStderrSince(cursor int64, max int) Chunk {
+	return p.finalEOF(p.stderrStream().ReadSince(cursor, max))
+}
+
+// WaitStderr is [Process.WaitOutput] for the stderr stream: it blocks until
+// stderr holds bytes past cursor, the record is final (nil), or ctx ends
+// (an error wrapping ctx.Err()). Without SeparateStderr the stream stays
+// empty, so it returns once the record is final. It starts no goroutine.
+func (p *Process) WaitStderr(ctx context.Context, cursor int64) error {
+	return p.waitStream(ctx, p.stderrStream(), cursor, "wait stderr")
+}
+
+// noStderr is the stderr stream of a process without SeparateStderr: empty
+// and finished, so that reads and waits of it follow the record's status
+// alone (finalEOF, waitStream).
+var noStderr = func() *HeadTailBuffer {
+	b := NewHeadTailBuffer(1, 1, 0)
+	b.Finish()
+	return b
+}()
+
+func (p *Process) stderrStream() *HeadTailBuffer {
+	if p.errOut == nil {
+		return noStderr
 	}
-	if p.out.Len() > cursor || p.isFinal() {
+	return p.errOut
+}
+
+// waitStream waits as WaitOutput does, on one of p's streams.
+func (p *Process) waitStream(ctx context.Context, b *HeadTailBuffer, cursor int64, what string) error {
+	if err := b.WaitOutput(ctx, cursor); err != nil {
+		return xerrors.Errorf("%s of %q: %w", what, p.info.ID, err)
+	}
+	if b.Len() > cursor || p.isFinal() {
 		return nil
 	}
 	// The buffer is finished; the final status follows at once.
@@ -384,7 +466,7 @@ func (p *Process) WaitOutput(ctx context.Context, cursor int64) error {
 	case <-p.done:
 		return nil
 	case <-ctx.Done():
-		return xerrors.Errorf("wait output of %q: %w", p.info.ID, ctx.Err())
+		return xerrors.Errorf("%s of %q: %w", what, p.info.ID, ctx.Err())
 	}
 }
 

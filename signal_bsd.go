@@ -2,15 +2,21 @@
 
 package proc
 
-// waitGone: without pidfds (macOS, the BSDs) there is no way to wait for
-// the exit of a process that is not our child without polling; a killed
-// group member may outlive Close by the moment the kernel needs to tear it
-// down.
-func waitGone([]*procGroup) {}
-
 // waitExited: without pidfds, cmd.Wait does all the waiting.
 func waitExited(int) {}
 
 // leaderExited cannot tell here without reaping (no waitid in x/sys for
 // these systems) and says no: the exit goroutine decides.
 func leaderExited(int) bool { return false }
+
+// exitsSoon: see leaderExited.
+func exitsSoon(int) bool { return false }
+
+// haltChild cannot stop and look without reaping here: the child counts as
+// alive, and the exit goroutine's ordering decides (a child that exits in
+// the instant of its deadline may be reported as timed out).
+func haltChild(int) bool { return false }
+
+func terminateHalted(int) {}
+
+func resumeHalted(int) {}

@@ -3,66 +3,11 @@
 package proc
 
 import (
+	"context"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
-)
-
-// waitGone waits until every member of the groups is dead (a zombie, or
-// reaped), for at most about killWaitPolls * killWaitPollMillis in all.
-// Close calls it after SIGKILL: a killed process lives on for a moment while
-// the kernel tears it down, and Close must not return before it is gone
-// (I4). It reads the process table once and then waits on pidfds, which
-// the kernel makes readable when a process exits; the bound is the kernel's
-// poll timeout, a safety net rather than a policy, so it is not a clock
-// timer.
-func waitGone(groups []*procGroup) {
-	if len(groups) == 0 {
-		return
-	}
-	want := make(map[string]bool, len(groups))
-	for _, g := range groups {
-		want[g.id()] = true
-	}
-	var fds []unix.PollFd
-	_ = scanProcPIDs(func(pid int, pgrp string) bool {
-		if want[pgrp] {
-			if fd, err := unix.PidfdOpen(pid, 0); err == nil {
-				fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
-			}
-		}
-		return true
-	})
-	defer func() {
-		for _, fd := range fds {
-			_ = unix.Close(int(fd.Fd))
-		}
-	}()
-	pending := fds
-	for range killWaitPolls {
-		if len(pending) == 0 {
-			return
-		}
-		n, err := unix.Poll(pending, killWaitPollMillis)
-		if err != nil && err != unix.EINTR {
-			return
-		}
-		if n <= 0 {
-			continue
-		}
-		still := pending[:0]
-		for _, fd := range pending {
-			if fd.Revents == 0 {
-				still = append(still, fd)
-			}
-		}
-		pending = still
-	}
-}
-
-const (
-	killWaitPolls      = 20
-	killWaitPollMillis = 100
 )
 
 // waitExited returns once the child pid has exited, without reaping it,
@@ -72,10 +17,28 @@ const (
 // after). It waits on a pidfd through the runtime poller instead. Where
 // pidfds are missing it returns at once and cmd.Wait blocks as before.
 func waitExited(pid int) {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return
+	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+		waitPidfd(context.Background(), fd)
 	}
+}
+
+// waitPIDs waits until every process in pids has exited (become a zombie,
+// or gone) or ctx ends, one after another, on pidfds through the runtime
+// poller. Where no pidfd can be opened it returns at once.
+func waitPIDs(ctx context.Context, pids []int) {
+	for _, pid := range pids {
+		if ctx.Err() != nil {
+			return
+		}
+		if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+			waitPidfd(ctx, fd)
+		}
+	}
+}
+
+// waitPidfd waits until the process of the pidfd fd exits or ctx ends, and
+// closes fd.
+func waitPidfd(ctx context.Context, fd int) {
 	if err := unix.SetNonblock(fd, true); err != nil {
 		_ = unix.Close(fd)
 		return
@@ -86,6 +49,10 @@ func waitExited(pid int) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return
+	}
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(pastDeadline) })
+		defer stop()
 	}
 	_ = rc.Read(func(fd uintptr) bool {
 		// Ask the descriptor itself each time rather than trust one
@@ -116,3 +83,67 @@ func leaderExited(pid int) bool {
 		return info.Signo == int32(unix.SIGCHLD)
 	}
 }
+
+// exitsSoon reports whether the child pid has exited, or exits within
+// exitSoonWait: a program often closes its stdin on its way out (atexit
+// handlers), and the kernel closes a dying process's descriptors before
+// its exit can be reaped, so a write in that moment meets EPIPE. A child
+// that closed its stdin and lives on is told apart only by outliving the
+// wait, a safety bound on an OS event (the pidfd), not a policy timer.
+func exitsSoon(pid int) bool {
+	if leaderExited(pid) {
+		return true
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return leaderExited(pid)
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, int(exitSoonWait.Milliseconds()))
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil && n > 0
+	}
+}
+
+// exitSoonWait bounds exitsSoon's wait.
+const exitSoonWait = 250 * time.Millisecond
+
+// si_code values of SIGCHLD (include/uapi/asm-generic/siginfo.h).
+const cldStopped = 5
+
+// haltChild stops the child pid (SIGSTOP) and waits until it is stopped or
+// has exited, without reaping it; it reports whether it exited. A stopped
+// process cannot begin to exit on its own, so once haltChild says it is
+// stopped, whatever ends it next comes from whoever signals it: this is how
+// the timeout decides "timed out" exactly (design section 6). An exited
+// child, reaped or not, beat the deadline by itself.
+func haltChild(pid int) (exited bool) {
+	if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
+		return true // reaped already: our unreaped child always exists
+	}
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WSTOPPED|unix.WEXITED|unix.WNOWAIT, nil)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return true // ECHILD: the exit goroutine reaped it
+		}
+		return info.Code != cldStopped
+	}
+}
+
+// terminateHalted sends SIGTERM to the child pid that haltChild stopped,
+// then SIGCONT: the TERM is handled before it runs anything else.
+func terminateHalted(pid int) {
+	_ = unix.Kill(pid, unix.SIGTERM)
+	_ = unix.Kill(pid, unix.SIGCONT)
+}
+
+// resumeHalted continues the child pid that haltChild stopped.
+func resumeHalted(pid int) { _ = unix.Kill(pid, unix.SIGCONT) }

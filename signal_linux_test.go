@@ -228,62 +228,94 @@ func killGroup(pgid int) {
 	}
 }
 
-// TestReapForgetsOrphansWhenIdle pins that the groups of dropped records
-// are looked at again while no final record is retained: the reap timer
-// stays armed while such a group lives, and stops once it is gone.
-func TestReapForgetsOrphansWhenIdle(t *testing.T) {
+// TestTreeWatchedUntilEmpty pins the registry of trees: a tree that
+// outlives its record (a background child) stays with the Manager after the
+// record is dropped, so Signal still reaches it, and it is let go once it
+// is empty without any timer: no reap timer stays armed for it, and in
+// cgroup mode its cgroup directory is removed.
+func TestTreeWatchedUntilEmpty(t *testing.T) {
 	t.Parallel()
-	const retain = time.Minute
-	ctx := testCtx(t)
-	mClock := quartz.NewMock(t)
-	m := lcMockManager(t, mClock, proc.Options{RetainExited: retain})
-	reapTrap := mClock.Trap().AfterFunc("manager", "reap")
-	defer reapTrap.Close()
+	for _, mode := range []proc.Containment{proc.ContainGroup, proc.ContainCgroup} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			const retain = time.Minute
+			ctx := testCtx(t)
+			mClock := quartz.NewMock(t)
+			m := lcMockManager(t, mClock, proc.Options{RetainExited: retain, Containment: mode})
+			p, err := m.Start(proc.StartRequest{Command: "sleep 30 >/dev/null 2>&1 & echo $!"})
+			if mode == proc.ContainCgroup && errors.Is(err, proc.ErrUnsupported) {
+				t.Skipf("cgroup v2 is not usable here (%v); CI and the development machines have it", err)
+			}
+			if err != nil {
+				t.Fatalf("Start() = %v", err)
+			}
+			snap := waitFinal(ctx, t, p)
+			member, err := strconv.Atoi(strings.TrimSpace(snap.Output.Text))
+			if err != nil {
+				t.Fatalf("member PID %q: %v", snap.Output.Text, err)
+			}
+			pidfd, err := unix.PidfdOpen(member, 0)
+			if err != nil {
+				t.Fatalf("pidfd_open(%d): %v", member, err)
+			}
+			defer unix.Close(pidfd)
+			cgroupDir := ""
+			if mode == proc.ContainCgroup {
+				cgroupDir = treeCgroupDir(t, member)
+			}
+			if err := m.Remove(p.ID()); err != nil {
+				t.Fatalf("Remove() = %v", err)
+			}
+			// The dropped record's tree is still the Manager's.
+			if err := p.Signal(proc.Terminate); err != nil {
+				t.Fatalf("Signal(Terminate) on the dropped record with a live member = %v; want nil", err)
+			}
+			fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+			for {
+				if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+					break
+				}
+			}
+			if cgroupDir != "" {
+				// Removed by the Manager's own watch of cgroup.events; the
+				// test can only look until it is gone.
+				for {
+					if _, err := os.Stat(cgroupDir); errors.Is(err, os.ErrNotExist) {
+						break
+					}
+					if ctx.Err() != nil {
+						t.Fatalf("cgroup %s of the empty tree still there: %v", cgroupDir, ctx.Err())
+					}
+					runtime.Gosched()
+				}
+			}
+			if err := p.Signal(proc.Kill); !errors.Is(err, proc.ErrNotRunning) {
+				t.Errorf("Signal(Kill) on the dropped record, tree empty = %v; want ErrNotRunning", err)
+			}
+			// The reap armed when the record became final fires, finds no
+			// record, and arms nothing more: nothing polls the tree.
+			mClock.Advance(retain).MustWait(ctx)
+			if d, ok := mClock.Peek(); ok {
+				t.Errorf("a timer is armed (due in %v) with no record and no live tree left", d)
+			}
+		})
+	}
+}
 
-	// The shell exits at once; its background sleep keeps the group alive
-	// and holds no output, so the record is final without a drain window.
-	p := mustStart(t, m, proc.StartRequest{Command: "sleep 30 >/dev/null 2>&1 & echo $!"})
-	reapTrap.MustWait(ctx).MustRelease(ctx) // armed by the record's end
-	snap := waitFinal(ctx, t, p)
-	member, err := strconv.Atoi(strings.TrimSpace(snap.Output.Text))
+// treeCgroupDir returns the cgroup v2 directory that pid is in.
+func treeCgroupDir(t *testing.T, pid int) string {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {
-		t.Fatalf("member PID %q: %v", snap.Output.Text, err)
+		t.Fatal(err)
 	}
-	pidfd, err := unix.PidfdOpen(member, 0)
-	if err != nil {
-		t.Fatalf("pidfd_open(%d): %v", member, err)
-	}
-	defer unix.Close(pidfd)
-	if err := m.Remove(p.ID()); err != nil {
-		t.Fatalf("Remove() = %v", err)
-	}
-
-	// No final record is left, but the dropped record's group lives.
-	w := mClock.Advance(retain)
-	call := reapTrap.MustWait(ctx)
-	if call.Duration != retain {
-		t.Errorf("reap re-armed for %v; want RetainExited %v", call.Duration, retain)
-	}
-	call.MustRelease(ctx)
-	w.MustWait(ctx)
-
-	// Once the group is gone, the next reap forgets it and stops.
-	if err := unix.Kill(member, unix.SIGKILL); err != nil {
-		t.Fatalf("kill(%d) = %v", member, err)
-	}
-	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-	for {
-		if _, err := unix.Poll(fds, -1); err != unix.EINTR {
-			break
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "0::"); ok {
+			return filepath.Join(cgroup2MountPoint(t), rest)
 		}
 	}
-	mClock.Advance(retain).MustWait(ctx)
-	if d, ok := mClock.Peek(); ok {
-		t.Errorf("a timer is still armed (due in %v) with no record and no live group left", d)
-	}
-	if err := p.Signal(proc.Kill); !errors.Is(err, proc.ErrNotRunning) {
-		t.Errorf("Signal(Kill) on the dropped record = %v; want ErrNotRunning", err)
-	}
+	t.Fatalf("/proc/%d/cgroup has no cgroup v2 line: %q", pid, data)
+	return ""
 }
 
 // mainThreadExitC is a program whose main thread exits (pthread_exit)
@@ -380,36 +412,20 @@ func mteWaitMainThreadExited(ctx context.Context, t *testing.T, pid int) {
 	t.Fatalf("process %d: main thread never seen exited: %v", pid, ctx.Err())
 }
 
-// TestReapOrphanRecheckFloor pins that an idle manager looks at the groups
-// of dropped records at most once a second, however short RetainExited:
-// with 1 ns, the reap timer would otherwise re-arm at once, each time
-// reading /proc.
-func TestReapOrphanRecheckFloor(t *testing.T) {
-	t.Parallel()
-	ctx := testCtx(t)
-	mClock := quartz.NewMock(t)
-	m := lcMockManager(t, mClock, proc.Options{RetainExited: time.Nanosecond})
-	reapTrap := mClock.Trap().AfterFunc("manager", "reap")
-	defer reapTrap.Close()
-
-	p := mustStart(t, m, proc.StartRequest{Command: "sleep 30 >/dev/null 2>&1 & echo $!"})
-	reapTrap.MustWait(ctx).MustRelease(ctx) // armed by the record's end
-	snap := waitFinal(ctx, t, p)
-	member, err := strconv.Atoi(strings.TrimSpace(snap.Output.Text))
+// cgroup2MountPoint returns where cgroup v2 is mounted, from
+// /proc/self/mountinfo ("... mountpoint ... - cgroup2 ...").
+func cgroup2MountPoint(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		t.Fatalf("member PID %q: %v", snap.Output.Text, err)
+		t.Fatal(err)
 	}
-	defer func() { _ = unix.Kill(member, unix.SIGKILL) }()
-
-	// The record expires and is dropped; its group lives on.
-	w := mClock.Advance(time.Nanosecond)
-	call := reapTrap.MustWait(ctx)
-	if call.Duration != time.Second {
-		t.Errorf("reap re-armed for %v with RetainExited 1ns and a live orphan; want the 1s floor", call.Duration)
+	for _, line := range strings.Split(string(data), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		if fields := strings.Fields(pre); ok && len(fields) > 4 && strings.HasPrefix(post, "cgroup2 ") {
+			return fields[4]
+		}
 	}
-	call.MustRelease(ctx)
-	w.MustWait(ctx)
-	if _, err := m.Get(p.ID()); !errors.Is(err, proc.ErrNotFound) {
-		t.Errorf("Get(expired record) = %v; want ErrNotFound", err)
-	}
+	t.Fatalf("no cgroup2 mount in /proc/self/mountinfo")
+	return ""
 }

@@ -6,24 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
-	"unsafe"
 
-	"golang.org/x/sys/windows"
 	"golang.org/x/xerrors"
 )
 
 var defaultShell = []string{"cmd.exe", "/C"}
-
-// setupGroup starts the child in a new console process group, so that
-// CTRL_BREAK can be sent to it and its children.
-func setupGroup(cmd *exec.Cmd, _ bool) {
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.CreationFlags |= windows.CREATE_NEW_PROCESS_GROUP
-}
 
 // setCommandLine passes a shell command to cmd.exe as written. os/exec
 // quotes each argument for CommandLineToArgvW, which cmd.exe does not use
@@ -36,113 +24,6 @@ func setCommandLine(cmd *exec.Cmd, shell []string, command string) {
 	cmd.SysProcAttr.CmdLine = strings.Join(quoted, " ") + " " + command
 }
 
-// procGroup is the Job Object holding a child and everything it starts.
-// The job is created with kill-on-close, so closing the last handle
-// (release) ends whatever is left in it.
-type procGroup struct {
-	pid uint32
-
-	// mu guards job against release racing a signal.
-	mu  sync.Mutex
-	job windows.Handle
-}
-
-// newGroup puts the started child into a new Job Object. A child could
-// start a grandchild before it is assigned; Windows offers no way to
-// assign at creation through os/exec.
-func newGroup(cmd *exec.Cmd) (*procGroup, error) {
-	job, err := windows.CreateJobObject(nil, nil)
-	if err != nil {
-		return nil, xerrors.Errorf("create job object: %w", err)
-	}
-	info := windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION{}
-	info.BasicLimitInformation.LimitFlags = windows.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
-	if _, err := windows.SetInformationJobObject(job, windows.JobObjectExtendedLimitInformation,
-		uintptr(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info))); err != nil {
-		_ = windows.CloseHandle(job)
-		return nil, xerrors.Errorf("set job limits: %w", err)
-	}
-	pid := uint32(cmd.Process.Pid)
-	h, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE, false, pid)
-	if err != nil {
-		_ = windows.CloseHandle(job)
-		return nil, xerrors.Errorf("open process %d: %w", pid, err)
-	}
-	defer windows.CloseHandle(h)
-	if err := windows.AssignProcessToJobObject(job, h); err != nil {
-		_ = windows.CloseHandle(job)
-		return nil, xerrors.Errorf("assign process %d to job: %w", pid, err)
-	}
-	return &procGroup{pid: pid, job: job}, nil
-}
-
-func (g *procGroup) signal(sig Signal) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.job == 0 {
-		return ErrNotRunning
-	}
-	if sig != Kill {
-		// CTRL_BREAK reaches the console process group; a child without a
-		// console cannot get it, so fall back to ending the job.
-		if err := windows.GenerateConsoleCtrlEvent(windows.CTRL_BREAK_EVENT, g.pid); err == nil {
-			return nil
-		}
-	}
-	if err := windows.TerminateJobObject(g.job, 1); err != nil {
-		return xerrors.Errorf("terminate job: %w", err)
-	}
-	return nil
-}
-
-// jobAccounting is JOBOBJECT_BASIC_ACCOUNTING_INFORMATION.
-type jobAccounting struct {
-	TotalUserTime             int64
-	TotalKernelTime           int64
-	ThisPeriodTotalUserTime   int64
-	ThisPeriodTotalKernelTime int64
-	TotalPageFaultCount       uint32
-	TotalProcesses            uint32
-	ActiveProcesses           uint32
-	TotalTerminatedProcesses  uint32
-}
-
-// reaped: a job handle names this job for ever; nothing to settle.
-func (g *procGroup) reaped() {}
-
-// alive reports whether the job has active processes.
-func (g *procGroup) alive() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.job == 0 {
-		return false
-	}
-	var info jobAccounting
-	err := windows.QueryInformationJobObject(g.job, windows.JobObjectBasicAccountingInformation,
-		uintptr(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info)), nil)
-	return err == nil && info.ActiveProcesses > 0
-}
-
-// waitExited: cmd.Wait does all the waiting on Windows.
-func waitExited(int) {}
-
-// waitGone does not wait on Windows: TerminateJobObject, like
-// TerminateProcess, may return before the processes are gone.
-func waitGone([]*procGroup) {}
-
-// release closes the job handle; kill-on-close ends anything left in it.
-func (g *procGroup) release() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.job != 0 {
-		_ = windows.CloseHandle(g.job)
-		g.job = 0
-	}
-}
-
-// leaderExited has no cheap answer on Windows; the exit goroutine decides.
-func leaderExited(int) bool { return false }
-
 // exitStatus turns a reaped child's state into the exit code and usage.
 // Windows has no signals, and MaxRSS is not reported.
 func exitStatus(state *os.ProcessState, _ error) (code int, sigName string, usage *Usage) {
@@ -150,19 +31,6 @@ func exitStatus(state *os.ProcessState, _ error) (code int, sigName string, usag
 		return -1, "", nil
 	}
 	return state.ExitCode(), "", &Usage{User: state.UserTime(), System: state.SystemTime()}
-}
-
-// newPipe returns a pipe as os.Pipe makes it; parent is the read end if
-// parentReads.
-func newPipe(parentReads bool) (parent, child *os.File, err error) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, nil, xerrors.Errorf("pipe: %w", err)
-	}
-	if parentReads {
-		return r, w, nil
-	}
-	return w, r, nil
 }
 
 // stopReading closes f: pipes from os.Pipe are not pollable on Windows, so

@@ -34,8 +34,9 @@ func (p *Process) Write(b []byte) (int, error) {
 // returns an error wrapping ErrInvalid. After Close, a process that Close
 // stopped answers ErrClosed; one that had exited before, ErrNotRunning.
 //
-// On Windows a pipe has no deadlines, so a write blocked on a child that
-// never reads ends only when the child exits or Close runs, not with ctx.
+// On Windows stdin is an overlapped named pipe, which takes deadlines from
+// Go 1.25 on; built with an older Go, a write blocked on a child that never
+// reads ends only when the child exits or Close runs, not with ctx.
 func (p *Process) WriteContext(ctx context.Context, b []byte) (int, error) {
 	if p.in == nil || !p.in.writable {
 		return 0, xerrors.Errorf("write to %q: started without Stdin: %w", p.info.ID, ErrInvalid)
@@ -75,6 +76,9 @@ type stdinPipe struct {
 	// gen numbers writes, so that a late context callback of an earlier
 	// write cannot interrupt a later one.
 	gen uint64
+	// deadlineSet: a cancelled write left an expired write deadline that
+	// the next write must clear.
+	deadlineSet bool
 }
 
 type stdinState int
@@ -134,17 +138,27 @@ func (s *stdinPipe) write(ctx context.Context, b []byte, p *Process) (int, error
 	s.gen++
 	gen := s.gen
 	// Clear what an earlier cancelled write left; exit and Close set the
-	// deadline again under mu, so they cannot be missed.
-	_ = s.w.SetWriteDeadline(time.Time{})
+	// deadline again under mu, so they cannot be missed. Only a write
+	// whose context ended sets it, so most writes skip the call.
+	if s.deadlineSet {
+		_ = s.w.SetWriteDeadline(time.Time{})
+		s.deadlineSet = false
+	}
 	s.mu.Unlock()
 
-	stop := context.AfterFunc(ctx, func() {
-		s.mu.Lock()
-		if s.gen == gen {
-			_ = s.w.SetWriteDeadline(pastDeadline)
-		}
-		s.mu.Unlock()
-	})
+	// A context that can never end (Write's) needs no callback: the
+	// per-write cost stays a lock and the write itself.
+	stop := func() bool { return false }
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, func() {
+			s.mu.Lock()
+			if s.gen == gen {
+				_ = s.w.SetWriteDeadline(pastDeadline)
+				s.deadlineSet = true
+			}
+			s.mu.Unlock()
+		})
+	}
 	n, err := s.w.Write(b)
 	stop()
 	if err == nil {
@@ -161,7 +175,9 @@ func (s *stdinPipe) write(ctx context.Context, b []byte, p *Process) (int, error
 		// A deadline error that raced the context is the context's.
 		return n, xerrors.Errorf("write to %q: %w", p.info.ID, ctx.Err())
 	case errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.EIO):
-		if p.hasExited() || leaderExited(p.info.PID) {
+		// A child on its way out closes its stdin before its exit can be
+		// reaped: EPIPE in that moment is its exit, not a stdin it closed.
+		if p.hasExited() || exitsSoon(p.info.PID) {
 			// The child is gone; its exit goroutine is about to say so.
 			<-p.exited
 			return n, xerrors.Errorf("write to %q: %w", p.info.ID, ErrNotRunning)

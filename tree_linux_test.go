@@ -452,7 +452,7 @@ func TestTreeEscapees(t *testing.T) {
 						mClock = quartz.NewMock(t).WithLogger(quartz.NoOpLogger)
 						timeoutTrap = mClock.Trap().AfterFunc("process", "timeout")
 						defer timeoutTrap.Close()
-						graceTrap = mClock.Trap().AfterFunc("process", "kill-grace")
+						graceTrap = mClock.Trap().NewTimer("process", "kill-grace")
 						defer graceTrap.Close()
 						m = lcMockManager(t, mClock, opts)
 					case "close":
@@ -622,9 +622,11 @@ func TestTreeDevTTYFailsAtOnce(t *testing.T) {
 			exited := make(chan error, 1)
 			go func() { exited <- host.Wait() }()
 			defer func() {
+				// The host closes its Manager (removing its cgroups) after
+				// it reported: wait for that; kill only a host that hangs.
 				select {
 				case <-exited:
-				default:
+				case <-ctx.Done():
 					_ = host.Process.Kill()
 					<-exited
 				}

@@ -31,25 +31,33 @@ func init() {
 }
 
 // treeHelperExitAt sleeps until the wall-clock time args[0] (Unix
-// nanoseconds) and exits with code args[1]. SIGTERM keeps its default
-// action: it ends the helper by the signal.
+// nanoseconds) and exits with code args[1]. SIGTERM keeps the kernel's
+// default action: it ends the helper by the signal.
 func treeHelperExitAt(args []string) int {
 	at, err1 := strconv.ParseInt(args[0], 10, 64)
-	code, err2 := strconv.Atoi(args[1])
+	_, err2 := strconv.Atoi(args[1])
 	if err := errors.Join(err1, err2); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	time.Sleep(time.Until(time.Unix(0, at)))
-	return code
+	// Become sh, whose SIGTERM is the kernel's default action: a TERM that
+	// reaches it before its exit kills it, one that comes later finds it
+	// gone. (The Go runtime catches SIGTERM and re-raises it from a
+	// handler, racing its own main thread's exit; that child could end
+	// with its own code after the TERM reached it.)
+	rest := time.Until(time.Unix(0, at)).Seconds()
+	err := syscall.Exec("/bin/sh", []string{"sh", "-c", `sleep "$0"; exit "$1"`, fmt.Sprintf("%.6f", max(rest, 0)), args[1]}, os.Environ())
+	fmt.Fprintln(os.Stderr, err)
+	return 2
 }
 
 // treeHelperExitOnByte reads one byte of stdin and exits 3 (also at
-// end-of-file). SIGTERM keeps its default action.
+// end-of-file), as sh, so that SIGTERM keeps the kernel's default action
+// (see treeHelperExitAt).
 func treeHelperExitOnByte([]string) int {
-	var b [1]byte
-	_, _ = os.Stdin.Read(b[:])
-	return 3
+	err := syscall.Exec("/bin/sh", []string{"sh", "-c", "head -c 1 >/dev/null; exit 3"}, os.Environ())
+	fmt.Fprintln(os.Stderr, err)
+	return 2
 }
 
 // treeMode is a containment mode the tests run in.
@@ -112,7 +120,7 @@ func TestTreeRunningNeverTimedOut(t *testing.T) {
 			m := lcMockManager(t, mClock, opts)
 			timeoutTrap := mClock.Trap().AfterFunc("process", "timeout")
 			defer timeoutTrap.Close()
-			graceTrap := mClock.Trap().AfterFunc("process", "kill-grace")
+			graceTrap := mClock.Trap().NewTimer("process", "kill-grace")
 			defer graceTrap.Close()
 
 			req := helperReq("lc-ignore-term")

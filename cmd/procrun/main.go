@@ -3,17 +3,29 @@
 //
 //	procrun [flags] -- CMD [ARGS...]
 //	procrun               # demonstration
+//
+// The command runs in the current directory unless -dir names another.
+// procrun exits with the command's exit code: 124 when -timeout ended it,
+// 128+N when signal N did. Its own failures have codes of their own, as
+// timeout(1) has them: 2 for a usage error, 125 when procrun failed (or
+// -wait-for never matched and the command exited 0), 126 when the command
+// could not be run, 127 when it was not found. -h prints the usage and
+// exits 0.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"os/exec"
 	"os/signal"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -23,11 +35,47 @@ import (
 	"github.com/procvisor/proc"
 )
 
+// Exit codes of procrun's own failures; any other code is the command's.
+const (
+	exitUsage      = 2
+	exitFailed     = 125
+	exitCannotRun  = 126
+	exitNotFound   = 127
+	exitNoExitCode = 1 // the wait for the command failed (exit code -1)
+)
+
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "procrun:", err)
-		os.Exit(1)
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// failure is an error of procrun's own with its exit code.
+type failure struct {
+	code int
+	err  error
+}
+
+func (f *failure) Error() string { return f.err.Error() }
+func (f *failure) Unwrap() error { return f.err }
+
+// run runs procrun with args and returns its exit code, having reported
+// any error of its own on stderr.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	code, err := runArgs(ctx, args, stdin, stdout, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "procrun:", err)
+		var f *failure
+		switch {
+		case errors.As(err, &f):
+			return f.code
+		case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+			return exitNotFound
+		case errors.Is(err, fs.ErrPermission):
+			return exitCannotRun
+		case code == 0:
+			return exitFailed
+		}
 	}
+	return code
 }
 
 type config struct {
@@ -41,50 +89,79 @@ type config struct {
 	dir     string
 	waitFor string
 	logPath string
+	limits  proc.Limits
+	contain string
 }
 
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("procrun", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// runArgs parses args and runs the command (or the demonstration). It
+// returns the command's exit code, and an error of procrun's own.
+func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	flags := flag.NewFlagSet("procrun", flag.ContinueOnError)
+	flags.SetOutput(stderr)
 	var cfg config
-	fs.DurationVar(&cfg.timeout, "timeout", 0, "terminate, then kill, after this long (exit code 124)")
-	fs.BoolVar(&cfg.shell, "shell", false, "run the arguments, joined by spaces, through sh -c")
-	fs.IntVar(&cfg.head, "head", 0, "bytes kept from the start of the output (0: 16 KiB)")
-	fs.IntVar(&cfg.tail, "tail", 0, "bytes kept from the end of the output (0: 16 KiB)")
-	fs.BoolVar(&cfg.stdin, "stdin", false, "forward procrun's stdin to the command")
-	fs.BoolVar(&cfg.tty, "tty", false, "run the command under a pseudo-terminal")
-	fs.BoolVar(&cfg.follow, "follow", false, "stream the output while the command runs")
-	fs.StringVar(&cfg.dir, "dir", "", "work dir (default: $HOME)")
-	fs.StringVar(&cfg.waitFor, "wait-for", "", "report on stderr when an output line matches this regexp (readiness)")
-	fs.StringVar(&cfg.logPath, "log", "", "also append the full output to this file")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: procrun [flags] -- CMD [ARGS...]\n       procrun            (a demonstration)")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	flags.DurationVar(&cfg.timeout, "timeout", 0, "terminate, then kill, after this long (exit code 124)")
+	flags.BoolVar(&cfg.shell, "shell", false, "run the arguments, joined by spaces, through sh -c")
+	flags.IntVar(&cfg.head, "head", 0, "bytes kept from the start of the output (0: 16 KiB)")
+	flags.IntVar(&cfg.tail, "tail", 0, "bytes kept from the end of the output (0: 16 KiB)")
+	flags.BoolVar(&cfg.stdin, "stdin", false, "forward procrun's stdin to the command")
+	flags.BoolVar(&cfg.tty, "tty", false, "run the command under a pseudo-terminal")
+	flags.BoolVar(&cfg.follow, "follow", false, "stream the output while the command runs")
+	flags.StringVar(&cfg.dir, "dir", "", "work dir (default: the current directory)")
+	flags.StringVar(&cfg.waitFor, "wait-for", "", "report on stderr when an output line matches this regexp (readiness)")
+	flags.StringVar(&cfg.logPath, "log", "", "also append the full output to this file")
+	flags.Func("memory", "memory limit of the whole tree, e.g. 512MiB or 2GiB (needs cgroups with the memory controller)", func(v string) error {
+		n, err := parseBytes(v)
+		cfg.limits.MemoryBytes = n
 		return err
+	})
+	flags.IntVar(&cfg.limits.Pids, "pids", 0, "most processes the tree may hold at once (needs the pids controller)")
+	flags.Float64Var(&cfg.limits.CPUs, "cpus", 0, "CPU bandwidth of the tree in cores, e.g. 0.5 (needs the cpu controller)")
+	flags.StringVar(&cfg.contain, "containment", "", `how the tree is held: "cgroup", "group", or "" (cgroup where it works)`)
+	flags.Usage = func() {
+		fmt.Fprintln(stderr, "usage: procrun [flags] -- CMD [ARGS...]\n       procrun            (a demonstration)")
+		flags.PrintDefaults()
+		fmt.Fprintln(stderr, "exit code: the command's (124 on timeout, 128+N on signal N); 2 usage, 125 procrun failed, 126 cannot run, 127 not found")
 	}
-	if fs.NArg() == 0 {
-		return demo(ctx, stdout)
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, nil
+		}
+		// The flag package has printed the problem and the usage.
+		return exitUsage, nil
 	}
-	return runOne(ctx, cfg, fs.Args(), stdin, stdout, stderr)
+	if flags.NArg() == 0 {
+		return 0, demo(ctx, stdout)
+	}
+	if cfg.dir == "" {
+		// The library's default is $HOME; a command-line tool runs where
+		// it is called.
+		wd, err := os.Getwd()
+		if err != nil {
+			return 0, xerrors.Errorf("current directory: %w", err)
+		}
+		cfg.dir = wd
+	}
+	return runOne(ctx, cfg, flags.Args(), stdin, stdout, stderr)
 }
 
-func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+// runOne runs argv and prints its final snapshot. It returns the command's
+// exit code, and an error of procrun's own.
+func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	var ready *regexp.Regexp
 	if cfg.waitFor != "" && cfg.follow {
-		return xerrors.New("-wait-for and -follow cannot be combined: both read the output as it comes")
+		return 0, &failure{exitUsage, xerrors.New("-wait-for and -follow cannot be combined: both read the output as it comes")}
 	}
 	if cfg.waitFor != "" {
 		var err error
 		if ready, err = regexp.Compile(cfg.waitFor); err != nil {
-			return xerrors.Errorf("-wait-for: %w", err)
+			return 0, &failure{exitUsage, xerrors.Errorf("-wait-for: %w", err)}
 		}
 	}
-	m := proc.NewManager(proc.Options{})
+	m := proc.NewManager(proc.Options{Containment: proc.Containment(cfg.contain)})
 	defer m.Close()
 
 	req := proc.StartRequest{
+		Limits:    cfg.limits,
 		Args:      argv,
 		WorkDir:   cfg.dir,
 		Timeout:   cfg.timeout,
@@ -97,9 +174,15 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 	if cfg.shell {
 		req.Args, req.Command = nil, strings.Join(argv, " ")
 	}
+	if cfg.follow {
+		// The tee hands over every byte as the pump reads it; a terminal
+		// or pipe that falls behind holds the command back instead of
+		// losing output.
+		req.OutputTee = stdout
+	}
 	p, err := m.Start(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 
 	// Ctrl-C interrupts the command's process group, not procrun; SIGTERM
@@ -144,42 +227,23 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 			fmt.Fprintf(stderr, "procrun: ready: %s\n", line)
 		}
 	}
-	if cfg.follow {
-		if err := follow(ctx, p, stdout); err != nil {
-			return err
-		}
-	}
 	if err := p.Wait(ctx); err != nil {
-		return err
+		return 0, err
 	}
+	snap := p.Snapshot()
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(p.Snapshot()); err != nil {
-		return xerrors.Errorf("print snapshot: %w", err)
+	enc.SetEscapeHTML(false) // output for people and scripts, not for a web page
+	if err := enc.Encode(snap); err != nil {
+		return 0, xerrors.Errorf("print snapshot: %w", err)
 	}
-	return readyErr
-}
-
-// follow streams the output through cursor reads until the process is
-// final, saying where bytes were lost because the reader fell behind.
-func follow(ctx context.Context, p *proc.Process, w io.Writer) error {
-	var cursor int64
-	for {
-		if err := p.WaitOutput(ctx, cursor); err != nil {
-			return err
-		}
-		c := p.ReadSince(cursor, 0)
-		if c.Lost > 0 {
-			fmt.Fprintf(w, "\n... [missed %d bytes] ...\n", c.Lost)
-		}
-		if _, err := w.Write(c.Data); err != nil {
-			return xerrors.Errorf("follow: %w", err)
-		}
-		cursor = c.Next
-		if c.EOF {
-			return nil
-		}
+	code := exitNoExitCode
+	if c := snap.Info.ExitCode; c != nil && *c >= 0 {
+		code = *c
 	}
+	// A -wait-for that never matched fails a command that exited 0 (125);
+	// a failing command's own code says more.
+	return code, readyErr
 }
 
 // demo shows three things the supervisor does: a long output cut to head
@@ -225,4 +289,24 @@ func demo(ctx context.Context, w io.Writer) error {
 func indent(s string) string {
 	s = strings.TrimSuffix(s, "\n")
 	return "   | " + strings.ReplaceAll(s, "\n", "\n   | ")
+}
+
+// parseBytes reads a byte count: "1073741824", "512MiB", "2GiB", "64KiB".
+func parseBytes(v string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if rest, ok := strings.CutSuffix(v, u.suffix); ok {
+			v, mult = rest, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a byte count such as 512MiB", v)
+	}
+	return n * mult, nil
 }

@@ -353,6 +353,33 @@ func printTable(w io.Writer, r results) {
 			fmtRatio(x, "raw"), "≤ 1.2× raw", met(x <= 1.2, known(x)))
 	}
 
+	// Readers (issue 16): polling, following, the tee, stdin.
+	pl := "BenchmarkPolled/"
+	x = r.ratio(pl+"snapshot-4", pl+"alone", "ns/op")
+	add("Capture 512 MiB with 4 goroutines calling Snapshot() in a tight loop",
+		fmtNum(r.med(pl+"snapshot-4", "MB/s"), "MB/s"), fmtNum(r.med(pl+"alone", "MB/s"), "MB/s")+" (alone)", "—",
+		fmtRatio(x, "alone"), "≤ 1.2× alone", met(x <= 1.2, known(x)))
+	fl := "BenchmarkFollow/"
+	for _, v := range []string{"tail-16KiB/50MBps", "tail-16KiB/400MBps", "tail-16KiB/max", "tail-1MiB/400MBps", "tail-1MiB/max"} {
+		lost := r.max(fl+v, "lost-%")
+		goal, ok := "—", "—"
+		if v == "tail-16KiB/50MBps" {
+			goal, ok = "0 bytes lost", met(lost == 0, known(lost))
+		}
+		add("Follower (WaitOutput/ReadSinceInto) of 64 KiB writes, "+v+", share lost (worst round)",
+			fmt.Sprintf("%.2f%% at %s", lost, fmtNum(r.med(fl+v, "MB/s"), "MB/s")), "—", "—", "—", goal, ok)
+	}
+	fm := r.max("BenchmarkFollowMemory", "alloc-heap-B")
+	add("Heap allocated following 1 GiB (worst round)", fmtBytes(fm), "—", "—", "—", "< 64 MiB", met(fm < 64*mib, known(fm)))
+	te := "BenchmarkTee/"
+	x = r.ratio(te+"tee-discard", te+"alone", "ns/op")
+	add("Capture 512 MiB with OutputTee into io.Discard", fmtNum(r.med(te+"tee-discard", "MB/s"), "MB/s"),
+		fmtNum(r.med(te+"alone", "MB/s"), "MB/s")+" (alone)", "—", fmtRatio(x, "alone"), "≤ 1.05× alone", met(x <= 1.05, known(x)))
+	st := "BenchmarkStdin/"
+	x = r.ratio(st+"proc", st+"raw", "ns/op")
+	add("64 MiB to `cat` in 4 KiB writes", fmtNum(r.med(st+"proc", "MB/s"), "MB/s"), fmtNum(r.med(st+"raw", "MB/s"), "MB/s"), "—",
+		fmtRatio(x, "raw pipe"), "≤ 1.5× raw", met(x <= 1.5, known(x)))
+
 	rounds := len(r[t+"proc"]["ns/op"])
 	fmt.Fprintf(w, "Medians of %d rounds; ratios are taken within each round (for `true`, within each block of BenchmarkTruePaired). proc: this library; raw: os/exec; go-cmd: github.com/go-cmd/cmd.\n\n", rounds)
 	fmt.Fprintln(w, "| Target | proc | os/exec (raw) | go-cmd | proc vs baseline | Goal | Met |")

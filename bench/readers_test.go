@@ -1,0 +1,292 @@
+//go:build linux
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/procvisor/proc"
+)
+
+// pollBytes is what the child writes in BenchmarkPolled.
+const pollBytes = 512 << 20
+
+// BenchmarkPolled captures `head -c 512M /dev/zero` alone and while four
+// goroutines call Snapshot() in a tight loop until the record is final, as
+// a transport that busy-polls one record does. Target: snapshot-4 within
+// 1.2× of alone (x-alone). snapshots/op counts the calls the pollers made.
+func BenchmarkPolled(b *testing.B) {
+	args := []string{"head", "-c", strconv.Itoa(pollBytes), "/dev/zero"}
+	for _, pollers := range []int{0, 4} {
+		name := "alone"
+		if pollers > 0 {
+			name = fmt.Sprintf("snapshot-%d", pollers)
+		}
+		b.Run(name, func(b *testing.B) {
+			m := newManager(b, proc.Options{})
+			b.SetBytes(pollBytes)
+			b.ReportAllocs()
+			var calls atomic.Int64
+			for b.Loop() {
+				p, err := m.Start(proc.StartRequest{Args: args})
+				if err != nil {
+					b.Fatalf("Start(%q) = %v; want nil", args, err)
+				}
+				var wg sync.WaitGroup
+				for range pollers {
+					wg.Add(1)
+					// Ends when p is final.
+					go func() {
+						defer wg.Done()
+						for n := int64(0); ; n++ {
+							select {
+							case <-p.Done():
+								calls.Add(n)
+								return
+							default:
+							}
+							_ = p.Snapshot()
+						}
+					}()
+				}
+				<-p.Done()
+				wg.Wait()
+				checkFinal(b, p, pollBytes)
+			}
+			b.ReportMetric(float64(calls.Load())/float64(b.N), "snapshots/op")
+			finish(b, "alone")
+		})
+	}
+}
+
+// followResult is what a follower saw of a stream.
+type followResult struct {
+	got, lost int64
+	reads     int
+}
+
+// followAll follows p's output from 0 until EOF in a WaitOutput /
+// ReadSinceInto loop through buf, as a streaming transport does.
+func followAll(ctx context.Context, p *proc.Process, buf []byte) (followResult, error) {
+	var r followResult
+	for cursor := int64(0); ; {
+		c := p.ReadSinceInto(cursor, buf)
+		r.got += int64(len(c.Data))
+		r.lost += c.Lost
+		r.reads++
+		cursor = c.Next
+		if c.EOF {
+			return r, nil
+		}
+		if c.Next >= c.End {
+			if err := p.WaitOutput(ctx, cursor); err != nil {
+				return r, err
+			}
+		}
+	}
+}
+
+// followCase is one workload of BenchmarkFollow.
+type followCase struct {
+	name  string
+	tail  int   // StartRequest.TailBytes; 0: default
+	total int64 // bytes the child writes
+	rate  int64 // bytes per second; 0: as fast as head -c can
+}
+
+// BenchmarkFollow follows a child's output from the start until EOF in a
+// WaitOutput / ReadSinceInto loop, with default buffers and with a 1 MiB
+// tail, and reports the share of the stream the follower never saw
+// (lost-%) and the rate the child wrote at (MB/s). The paced children
+// write 64 MiB in 64 KiB writes at the rate named; "max" is `head -c
+// /dev/zero`, as fast as the pipe goes. Target: lost-% = 0 for the
+// default buffers at 50 MB/s.
+func BenchmarkFollow(b *testing.B) {
+	var cases []followCase
+	for _, tail := range []int{0, 1 << 20} {
+		tailName := "tail-16KiB"
+		if tail > 0 {
+			tailName = "tail-1MiB"
+		}
+		for _, rate := range []int64{50, 100, 200, 400} {
+			cases = append(cases, followCase{fmt.Sprintf("%s/%dMBps", tailName, rate), tail, 64 << 20, rate * 1e6})
+		}
+		cases = append(cases, followCase{tailName + "/max", tail, 256 << 20, 0})
+	}
+	for _, fc := range cases {
+		b.Run(fc.name, func(b *testing.B) {
+			m := newManager(b, proc.Options{})
+			req := proc.StartRequest{Args: []string{"head", "-c", strconv.FormatInt(fc.total, 10), "/dev/zero"}, TailBytes: fc.tail}
+			if fc.rate > 0 {
+				req.Args, req.Env = pacedArgs(fc.total, 64<<10, fc.rate)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			buf := make([]byte, 256<<10)
+			b.SetBytes(fc.total)
+			b.ReportAllocs()
+			var lost int64
+			var reads int
+			for b.Loop() {
+				p, err := m.Start(req)
+				if err != nil {
+					b.Fatalf("Start() = %v; want nil", err)
+				}
+				r, err := followAll(ctx, p, buf)
+				if err != nil {
+					b.Fatalf("follow: %v", err)
+				}
+				checkFinal(b, p, fc.total)
+				if r.got+r.lost != fc.total {
+					b.Fatalf("follower saw %d + lost %d bytes; want %d in all", r.got, r.lost, fc.total)
+				}
+				lost += r.lost
+				reads += r.reads
+			}
+			b.ReportMetric(100*float64(lost)/float64(fc.total)/float64(b.N), "lost-%")
+			b.ReportMetric(float64(lost)/float64(b.N), "lost-B/op")
+			b.ReportMetric(float64(reads)/float64(b.N), "reads/op")
+			finish(b, "")
+		})
+	}
+}
+
+// BenchmarkFollowMemory follows `head -c 1G /dev/zero` until EOF and
+// reports the heap allocated in all (garbage included) per GiB followed.
+// Target: < 64 MiB per GiB.
+func BenchmarkFollowMemory(b *testing.B) {
+	const size = 1 << 30
+	args := []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}
+	m := newManager(b, proc.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	buf := make([]byte, 64<<10)
+	b.SetBytes(size)
+	b.ReportAllocs()
+	var uses []heapUse
+	for b.Loop() {
+		uses = append(uses, measureHeap(func() any {
+			p, err := m.Start(proc.StartRequest{Args: args})
+			if err != nil {
+				b.Fatalf("Start() = %v; want nil", err)
+			}
+			if _, err := followAll(ctx, p, buf); err != nil {
+				b.Fatalf("follow: %v", err)
+			}
+			checkFinal(b, p, size)
+			return p
+		}))
+	}
+	reportHeap(b, uses)
+	finish(b, "")
+}
+
+// teeBytes is what the child writes in BenchmarkTee.
+const teeBytes = 512 << 20
+
+// BenchmarkTee captures `head -c 512M /dev/zero` alone and with an
+// OutputTee into io.Discard. Target: tee within 1.05× of alone.
+func BenchmarkTee(b *testing.B) {
+	args := []string{"head", "-c", strconv.Itoa(teeBytes), "/dev/zero"}
+	for _, tee := range []bool{false, true} {
+		name := "alone"
+		if tee {
+			name = "tee-discard"
+		}
+		b.Run(name, func(b *testing.B) {
+			m := newManager(b, proc.Options{})
+			req := proc.StartRequest{Args: args}
+			if tee {
+				// Hide io.Discard's own methods: the tee is any writer.
+				req.OutputTee = struct{ io.Writer }{io.Discard}
+			}
+			b.SetBytes(teeBytes)
+			b.ReportAllocs()
+			cpu := readCPU(b)
+			for b.Loop() {
+				p := procRun(b, m, req)
+				checkFinal(b, p, teeBytes)
+				if info := p.Info(); info.TeeError != "" {
+					b.Fatalf("TeeError = %q; want none", info.TeeError)
+				}
+			}
+			cpu.report(b)
+			finish(b, "alone")
+		})
+	}
+}
+
+// stdinBytes and stdinWrite shape BenchmarkStdin.
+const (
+	stdinBytes = 64 << 20
+	stdinWrite = 4 << 10
+)
+
+// BenchmarkStdin feeds 64 MiB in 4 KiB writes to `cat >/dev/null`: through
+// an os/exec stdin pipe written raw, and through Process.Write. ns/op is
+// from the first write until the child has read everything and exited.
+// Target: proc within 1.5× of raw.
+func BenchmarkStdin(b *testing.B) {
+	chunk := make([]byte, stdinWrite)
+	args := []string{"sh", "-c", "exec cat >/dev/null"}
+	b.Run("raw", func(b *testing.B) {
+		b.SetBytes(stdinBytes)
+		b.ReportAllocs()
+		for b.Loop() {
+			b.StopTimer()
+			cmd := exec.Command(args[0], args[1:]...)
+			w, err := cmd.StdinPipe()
+			if err == nil {
+				err = cmd.Start()
+			}
+			if err != nil {
+				b.Fatalf("start %q: %v", args, err)
+			}
+			b.StartTimer()
+			for range stdinBytes / stdinWrite {
+				if _, err := w.Write(chunk); err != nil {
+					b.Fatalf("Write() = %v; want nil", err)
+				}
+			}
+			if err := w.Close(); err != nil {
+				b.Fatalf("Close() = %v; want nil", err)
+			}
+			if err := cmd.Wait(); err != nil {
+				b.Fatalf("Wait() = %v; want nil", err)
+			}
+		}
+		finish(b, "")
+	})
+	b.Run("proc", func(b *testing.B) {
+		m := newManager(b, proc.Options{})
+		b.SetBytes(stdinBytes)
+		b.ReportAllocs()
+		for b.Loop() {
+			b.StopTimer()
+			p, err := m.Start(proc.StartRequest{Args: args, Stdin: true})
+			if err != nil {
+				b.Fatalf("Start() = %v; want nil", err)
+			}
+			b.StartTimer()
+			for range stdinBytes / stdinWrite {
+				if _, err := p.Write(chunk); err != nil {
+					b.Fatalf("Write() = %v; want nil", err)
+				}
+			}
+			if err := p.CloseStdin(); err != nil {
+				b.Fatalf("CloseStdin() = %v; want nil", err)
+			}
+			<-p.Done()
+			checkFinal(b, p, 0)
+		}
+		finish(b, "raw")
+	})
+}

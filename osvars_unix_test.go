@@ -1,0 +1,7 @@
+//go:build unix
+
+package proc_test
+
+// osAddsEnv reports whether the OS puts the variable name into a child's
+// environment that did not ask for it: never on Unix.
+func osAddsEnv(string) bool { return false }

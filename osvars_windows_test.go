@@ -1,0 +1,13 @@
+//go:build windows
+
+package proc_test
+
+import "strings"
+
+// osAddsEnv reports whether the OS puts the variable name into a child's
+// environment that did not ask for it: os/exec adds SYSTEMROOT (Windows
+// needs it), and Wine adds its own (SystemDrive, WINE*).
+func osAddsEnv(name string) bool {
+	name = strings.ToUpper(name)
+	return name == "SYSTEMROOT" || name == "SYSTEMDRIVE" || strings.HasPrefix(name, "WINE")
+}

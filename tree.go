@@ -1,0 +1,300 @@
+package proc
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"cdr.dev/slog/v3"
+	"golang.org/x/xerrors"
+)
+
+// Process trees (design section 6). A record's tree is its child and
+// everything the child starts. One type, tree, owns a tree's end:
+// signalling it, deciding whether any member is alive, killing it, and
+// waiting until it is empty. The Manager registers every tree from the
+// moment its child starts until it is seen empty with its record final,
+// whether or not the record is still retained; Process.Signal, the
+// timeout, Close, Scope.Close and retention all go through it.
+//
+// The OS mechanism behind a tree is a treeSys: a cgroup v2 directory
+// (Linux), a session and process group (Unix), or a Job Object (Windows).
+
+// Containment says how a Manager holds its process trees. See
+// [Options.Containment].
+type Containment string
+
+// The containment modes.
+const (
+	// ContainAuto uses cgroups on Linux where creating them and starting a
+	// child inside one works, and otherwise falls back to ContainGroup
+	// (logged once). [Info.Containment] tells what each record got.
+	ContainAuto Containment = ""
+	// ContainGroup runs each child as the leader of a new session and
+	// process group (a Job Object on Windows). A member that starts a
+	// session of its own (setsid) leaves the group and is out of reach.
+	ContainGroup Containment = "group"
+	// ContainCgroup requires cgroup v2: each child starts inside a cgroup
+	// of its own, which no member can leave. Start fails with
+	// ErrUnsupported where cgroups cannot be used.
+	ContainCgroup Containment = "cgroup"
+)
+
+// containJob is what Info.Containment reports on Windows.
+const containJob = "job"
+
+func (c Containment) valid() bool {
+	return c == ContainAuto || c == ContainGroup || c == ContainCgroup
+}
+
+// treeSys is one OS mechanism that holds a tree. Its methods are safe for
+// concurrent use.
+type treeSys interface {
+	// signal sends sig to every live member, and follows Terminate and
+	// Interrupt with SIGCONT where it exists, so that a stopped member
+	// runs its handler. It returns ErrNotRunning when no member is alive.
+	signal(sig Signal) error
+	// alive reports whether any member is alive; zombies are dead.
+	alive() bool
+	// waitEmpty returns once no member is alive or ctx has ended, without
+	// spinning.
+	waitEmpty(ctx context.Context)
+	// reaped tells the mechanism that the exit goroutine reaped the child.
+	reaped()
+	// usage is the tree's whole usage so far, or nil where the mechanism
+	// does not account for it.
+	usage() *TreeUsage
+	// members lists the PIDs of the live members, as the mechanism itself
+	// knows them (cgroup.procs, the process group in /proc). ok is false
+	// where the OS cannot list them.
+	members() (pids []int, ok bool)
+	// release frees what the mechanism holds (a cgroup directory, a job
+	// handle). It is called once, when the tree leaves the registry.
+	release()
+}
+
+// tree is the one owner of a process tree's end.
+type tree struct {
+	sys   treeSys
+	kind  string // "cgroup", "group" or "job", for Info.Containment
+	owner string
+	// gone is set once the tree was seen without a live member: a tree
+	// never regains members, and a process group's ID may name another
+	// group later, so it is never signalled again.
+	gone atomic.Bool
+	// final is set once the tree's record is final; a tree leaves the
+	// registry only then.
+	final atomic.Bool
+}
+
+// signal sends sig to every live member of the tree, or returns
+// ErrNotRunning if there is none.
+func (t *tree) signal(sig Signal) error {
+	if t.gone.Load() {
+		return ErrNotRunning
+	}
+	err := t.sys.signal(sig)
+	if errors.Is(err, ErrNotRunning) {
+		t.gone.Store(true)
+	}
+	return err
+}
+
+// alive reports whether any member of the tree is alive.
+func (t *tree) alive() bool {
+	if t.gone.Load() {
+		return false
+	}
+	if t.sys.alive() {
+		return true
+	}
+	t.gone.Store(true)
+	return false
+}
+
+// registerLocked adds t to the registry. The caller holds m.mu.
+func (m *Manager) registerLocked(t *tree) {
+	m.trees[t] = struct{}{}
+}
+
+// settle takes the trees among ts whose record is final and that have no
+// live member out of the registry, and releases them.
+func (m *Manager) settle(ts []*tree) {
+	var done []*tree
+	for _, t := range ts {
+		if t.final.Load() && !t.alive() {
+			done = append(done, t)
+		}
+	}
+	if len(done) == 0 {
+		return
+	}
+	m.mu.Lock()
+	released := done[:0]
+	for _, t := range done {
+		// Only the caller that takes it out releases it.
+		if _, ok := m.trees[t]; ok {
+			delete(m.trees, t)
+			released = append(released, t)
+		}
+	}
+	m.mu.Unlock()
+	for _, t := range released {
+		t.sys.release()
+	}
+}
+
+// registeredTrees returns the registered trees, of one owner if owner is
+// non-nil.
+func (m *Manager) registeredTrees(owner *string) (ts []*tree) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for t := range m.trees {
+		if owner == nil || t.owner == *owner {
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
+// stopTrees is the stop policy, the one place that ends trees: terminate
+// every live tree (SIGCONT follows), wait until each is empty for at most
+// KillGrace (a clock timer tagged tags), kill what is left, and wait
+// until it is empty. If ctx ends during the grace, it returns at once
+// without killing: the caller that ended ctx (Close) takes over. The wait
+// after the kill is bounded by killWait, a safety net in real time for a
+// member the kernel is slow to tear down, not a policy.
+func (m *Manager) stopTrees(ctx context.Context, ts []*tree, tags ...string) {
+	live := signalEach(ts, Terminate)
+	if len(live) == 0 {
+		return
+	}
+	grace, cancel := context.WithCancel(ctx)
+	timer := m.clock.NewTimer(m.opts.KillGrace, tags...)
+	waited := make(chan struct{})
+	// Ends the grace when the timer fires; stops once the waits are over.
+	go func() {
+		select {
+		case <-timer.C:
+			cancel()
+		case <-waited:
+		}
+	}()
+	for _, t := range live {
+		t.sys.waitEmpty(grace)
+	}
+	close(waited)
+	timer.Stop(tags...)
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	killed := signalEach(live, Kill)
+	if len(killed) == 0 {
+		return
+	}
+	bound, cancelBound := context.WithTimeout(context.Background(), killWait)
+	defer cancelBound()
+	for _, t := range killed {
+		t.sys.waitEmpty(bound)
+		if t.alive() {
+			m.logger.Warn(context.Background(), "a killed process tree still has live members",
+				slog.F("containment", t.kind), slog.F("owner", t.owner))
+		}
+	}
+}
+
+// killWait bounds the wait for killed members to be torn down.
+const killWait = 2 * time.Second
+
+// signalEach sends sig to every tree in ts and returns those it reached.
+func signalEach(ts []*tree, sig Signal) []*tree {
+	var reached []*tree
+	for _, t := range ts {
+		if t.signal(sig) == nil {
+			reached = append(reached, t)
+		}
+	}
+	return reached
+}
+
+// containState is how a Manager holds its trees, decided at the first
+// Start that needs it, and its host-death watchdog.
+type containState struct {
+	// mu guards the fields below. It is a leaf lock, held while the
+	// Manager's cgroup is made and probed and the watchdog started, never
+	// while logging.
+	mu      sync.Mutex
+	decided bool
+	host    *cgroupHost // nil: no cgroups
+	err     error       // why there are none
+	guard   *watchdog   // nil with KeepOnHostExit, on Windows, or until started
+}
+
+// containment returns the Manager's cgroup host, or nil when its children
+// lead sessions instead: with ContainGroup, and with ContainAuto where
+// cgroups cannot be used (logged once). With ContainCgroup a missing
+// cgroup is an error wrapping ErrUnsupported, and a CgroupParent that is
+// not a cgroup v2 directory one wrapping ErrInvalid in either mode. It
+// also returns the watchdog that kills the trees if the host dies, started
+// here with the first Start unless KeepOnHostExit is set.
+func (m *Manager) containment() (*cgroupHost, *watchdog, error) {
+	mode := m.opts.Containment
+	if !mode.valid() {
+		return nil, nil, xerrors.Errorf("start: Options.Containment %q: want %q, %q or %q: %w",
+			mode, ContainAuto, ContainGroup, ContainCgroup, ErrInvalid)
+	}
+	c := &m.contain
+	c.mu.Lock()
+	first := !c.decided
+	if first && mode != ContainGroup {
+		c.host, c.err = openCgroupHost(m.opts.CgroupParent, m.opts.KeepOnHostExit)
+	}
+	c.decided = true
+	host, err := c.host, c.err
+	if err != nil && (mode == ContainCgroup || errors.Is(err, ErrInvalid)) {
+		c.mu.Unlock()
+		return nil, nil, xerrors.Errorf("start: %w", err)
+	}
+	// Cgroups (host), or process groups (host nil) from here on.
+	var guardErr error
+	if c.guard == nil && !m.opts.KeepOnHostExit {
+		c.guard, guardErr = startWatchdog(host.path())
+	}
+	guard := c.guard
+	c.mu.Unlock()
+	if first && err != nil {
+		m.logger.Info(context.Background(), "cgroups cannot be used; children lead sessions instead",
+			slog.Error(err))
+	}
+	if guardErr != nil {
+		return nil, nil, xerrors.Errorf("start: %v (Options.KeepOnHostExit runs without it): %w", guardErr, ErrUnsupported)
+	}
+	return host, guard, nil
+}
+
+// close stops the watchdog and removes the Manager's cgroups, once every
+// tree has left them.
+func (c *containState) close() {
+	c.mu.Lock()
+	host, guard := c.host, c.guard
+	c.mu.Unlock()
+	guard.close()
+	if host != nil {
+		host.close()
+	}
+}
+
+// limitsUnsupported is the error of a start with limits whose tree would
+// be a process group, which cannot enforce any.
+func (m *Manager) limitsUnsupported(l Limits) error {
+	why := "Options.Containment is group"
+	m.contain.mu.Lock()
+	if m.contain.err != nil {
+		why = "cgroups cannot be used: " + m.contain.err.Error()
+	}
+	m.contain.mu.Unlock()
+	return xerrors.Errorf("start: limits %+v need a cgroup (Linux) or a job (Windows); %s: %w", l, why, ErrUnsupported)
+}

@@ -1,0 +1,56 @@
+//go:build unix && !linux
+
+package proc
+
+import (
+	"context"
+	"os/exec"
+	"time"
+
+	"golang.org/x/xerrors"
+)
+
+// cgroupHost: cgroups are Linux-only.
+type cgroupHost struct{}
+
+func openCgroupHost(string, bool) (*cgroupHost, error) {
+	return nil, xerrors.Errorf("cgroups are Linux-only: %w", ErrUnsupported)
+}
+
+func (*cgroupHost) close() {}
+
+func (*cgroupHost) path() string { return "" }
+
+// treeSetup: every child leads a new session.
+type treeSetup struct{ guard *watchdog }
+
+func (m *Manager) setupTree(cmd *exec.Cmd, tty bool, limits Limits) (*treeSetup, error) {
+	setupSession(cmd, tty)
+	_, guard, err := m.containment()
+	if err != nil {
+		return nil, err
+	}
+	if !limits.IsZero() {
+		return nil, m.limitsUnsupported(limits)
+	}
+	return &treeSetup{guard: guard}, nil
+}
+
+func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
+	if cmd.Process == nil {
+		return nil, nil
+	}
+	return newGroupTreeGuarded(cmd.Process.Pid, owner, s.guard)
+}
+
+// waitPIDs: without /proc or pidfds there is nothing to wait on; pause for
+// a moment before the caller looks again. The pause is the OS's polling
+// interval, not a policy, so it is not a clock timer.
+func waitPIDs(ctx context.Context, _ []int) {
+	t := time.NewTimer(50 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

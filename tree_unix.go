@@ -1,0 +1,248 @@
+//go:build unix
+
+package proc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+	"golang.org/x/xerrors"
+)
+
+// The group backend (Unix): every child leads a new session, and so its own
+// process group, not attached to the host's terminal. With TTY the
+// terminal becomes its controlling terminal.
+
+// setupSession makes the child lead a new session (and process group).
+// With a TTY, the terminal (the child's stdin) becomes its controlling
+// terminal; without one it has none, so that opening /dev/tty fails at once
+// instead of stopping the child with SIGTTIN when the host has a terminal.
+func setupSession(cmd *exec.Cmd, tty bool) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	attr := cmd.SysProcAttr
+	attr.Setsid = true
+	attr.Setpgid = false
+	attr.Setctty = tty
+	attr.Ctty = 0
+	attr.Noctty = false
+	attr.Foreground = false
+}
+
+// unixSignal is the signal number of a portable Signal.
+func unixSignal(sig Signal) unix.Signal {
+	switch sig {
+	case Interrupt:
+		return unix.SIGINT
+	case Terminate:
+		return unix.SIGTERM
+	}
+	return unix.SIGKILL
+}
+
+// groupTree is a child's session and process group; its ID is the child's
+// PID. A member that starts a session of its own leaves it.
+//
+// A group ID can name a new group once the old one is gone. POSIX keeps a
+// PID from being reused while a process group of that ID exists; hence,
+// once the leader is reaped, a process whose PID is the group ID is a
+// newcomer, and the old group is gone. One case stays undecidable without
+// watching every member: the old group dies unobserved, the PID wraps, and
+// the newcomer that took it leaves members behind and exits; those members
+// then pass for ours. The exit goroutine's check right after the reap
+// (empty groups, the common case) and every later look shrink that window;
+// the cgroup backend has no such case.
+type groupTree struct {
+	pgid int
+	// gone is set once the group was seen without a live member.
+	gone atomic.Bool
+	// leaderReaped is set by the exit goroutine once cmd.Wait returned.
+	leaderReaped atomic.Bool
+	guard        *watchdog // nil: no host-death watchdog
+}
+
+// newGroupTreeGuarded makes the tree of the child pid, which leads its own
+// session, and registers its group with the watchdog (if any).
+func newGroupTreeGuarded(pid int, owner string, guard *watchdog) (*tree, error) {
+	if err := guard.guard(pid); err != nil {
+		return nil, xerrors.Errorf("register with the host-death watchdog: %w", err)
+	}
+	g := &groupTree{pgid: pid, guard: guard}
+	return &tree{sys: g, kind: string(ContainGroup), owner: owner}, nil
+}
+
+// markGone records that the group has no live member, for good, and tells
+// the watchdog to forget it: its ID may name another group later.
+func (g *groupTree) markGone() {
+	if g.gone.CompareAndSwap(false, true) {
+		g.guard.forget(g.pgid)
+	}
+}
+
+func (g *groupTree) signal(sig Signal) error {
+	if g.leaderReaped.Load() && !g.alive() {
+		// Never signal a group with no live member: its ID may be reused.
+		return ErrNotRunning
+	}
+	err := unix.Kill(-g.pgid, unixSignal(sig))
+	if errors.Is(err, unix.ESRCH) {
+		g.markGone()
+		return ErrNotRunning
+	}
+	if err == nil && sig != Kill {
+		// A stopped member runs its handler only once continued.
+		_ = unix.Kill(-g.pgid, unix.SIGCONT)
+	}
+	return err
+}
+
+// reaped records that the leader was reaped, and settles with one system
+// call whether the group went with it (the common case), so that a later
+// Signal on the final record never asks about an ID that may have been
+// reused by then.
+func (g *groupTree) reaped() {
+	g.leaderReaped.Store(true)
+	g.empty()
+}
+
+// empty reports whether kill(-pgid, 0) finds no member at all, not even a
+// zombie, and then marks the group gone for good.
+func (g *groupTree) empty() bool {
+	if errors.Is(unix.Kill(-g.pgid, 0), unix.ESRCH) {
+		g.markGone()
+		return true
+	}
+	return false
+}
+
+// alive reports whether the group has a member that is not a zombie.
+// kill(-pgid, 0) also succeeds for zombies, which PID 1 may reap late, so
+// where /proc exists it is read instead.
+func (g *groupTree) alive() bool {
+	if g.gone.Load() || g.empty() {
+		return false
+	}
+	if g.leaderReaped.Load() {
+		// Our leader is reaped, so a process with its PID is a newcomer,
+		// which the PID could only be given to once our group was gone:
+		// the members kill(-pgid) found are another group's.
+		if err := unix.Kill(g.pgid, 0); err == nil || errors.Is(err, unix.EPERM) {
+			g.markGone()
+			return false
+		}
+	}
+	// Only ESRCH settles it for good: a scan of /proc is not atomic, and a
+	// member that forks and exits during it could be missed.
+	if pids, ok := g.members(); ok {
+		return len(pids) > 0
+	}
+	return true // kill(-pgid, 0) succeeded: members, perhaps only zombies
+}
+
+// members lists the live members of the group from /proc. ok is false
+// where there is no /proc.
+func (g *groupTree) members() (pids []int, ok bool) {
+	want := strconv.Itoa(g.pgid)
+	ok = scanProc(func(pid int, pgrp string) bool {
+		if pgrp == want {
+			pids = append(pids, pid)
+		}
+		return true
+	})
+	return pids, ok
+}
+
+// usage: the kernel accounts for no process group as a whole.
+func (g *groupTree) usage() *TreeUsage { return nil }
+
+// release: a process group holds nothing.
+func (g *groupTree) release() {}
+
+// scanProc calls visit with the PID and process group of every process in
+// /proc that is neither a zombie (Z) nor dead (X), until visit returns
+// false. ok is false where there is no /proc.
+func scanProc(visit func(pid int, pgrp string) (more bool)) (ok bool) {
+	dir, err := os.Open("/proc")
+	if err != nil {
+		return false
+	}
+	defer dir.Close()
+	names, err := dir.Readdirnames(-1)
+	if err != nil {
+		return false
+	}
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		state, group, ok := procStat(name)
+		live := state != 'Z' && state != 'X' || state == 'Z' && zombieLeaderLives(name)
+		if ok && live && !visit(pid, group) {
+			break
+		}
+	}
+	return true
+}
+
+// procStat reads the state and process group of /proc/<pid>/stat.
+func procStat(pid string) (state byte, pgrp string, ok bool) {
+	data, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0, "", false
+	}
+	// "pid (comm) state ppid pgrp ...": comm may hold spaces and parens.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, "", false
+	}
+	fields := bytes.Fields(data[i+1:])
+	if len(fields) < 3 || len(fields[0]) != 1 {
+		return 0, "", false
+	}
+	return fields[0][0], string(fields[2]), true
+}
+
+// zombieLeaderLives reports whether a process whose stat says Z is still
+// alive: /proc/<pid>/stat describes the main thread, which may have exited
+// (pthread_exit) while other threads run on. Threads counts the whole
+// group, the exited main thread included.
+func zombieLeaderLives(pid string) bool {
+	data, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if rest, ok := bytes.CutPrefix(line, []byte("Threads:")); ok {
+			n, err := strconv.Atoi(string(bytes.TrimSpace(rest)))
+			return err == nil && n > 1
+		}
+	}
+	return false
+}
+
+// waitEmpty waits until the group has no live member or ctx ends: it
+// waits for the exit of each member it finds (waitPIDs), then looks again,
+// since a member may have started others meanwhile.
+func (g *groupTree) waitEmpty(ctx context.Context) {
+	for ctx.Err() == nil {
+		if g.gone.Load() || g.empty() {
+			return
+		}
+		pids, ok := g.members()
+		if ok && len(pids) == 0 {
+			g.markGone()
+			return
+		}
+		// Without /proc (pids is nil) this is a short pause.
+		waitPIDs(ctx, pids)
+	}
+}
