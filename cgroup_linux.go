@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,10 +55,10 @@ type cgroupHost struct {
 
 	// mu guards the fields below. It is a leaf lock.
 	mu      sync.Mutex
-	next    int      // names record cgroups t1, t2, ...
-	spare   []string // ready record cgroups, never used
-	remove  []string // record cgroups that are done
-	working bool     // the worker runs
+	next    int             // names record cgroups t1, t2, ...
+	spare   []*recordCgroup // ready record cgroups, never used
+	remove  []string        // record cgroups that are done
+	working bool            // the worker runs
 	closed  bool
 }
 
@@ -254,81 +255,115 @@ func removeDeadManager(dir string) {
 	removeCgroup(dir)
 }
 
+// recordCgroup is a record's cgroup, with what the start path needs
+// already open, so that starting into it costs no more than a plain start:
+// the directory (clone3's target) and cgroup.events (read to learn whether
+// the tree is empty).
+type recordCgroup struct {
+	dir    string
+	dirFD  int      // -1 once the child started in it
+	events *os.File // closed when the tree is released
+}
+
+// close closes what rc holds open.
+func (rc *recordCgroup) close() {
+	if rc.dirFD >= 0 {
+		_ = unix.Close(rc.dirFD)
+		rc.dirFD = -1
+	}
+	_ = rc.events.Close()
+}
+
+// discard closes rc and removes its directory.
+func (rc *recordCgroup) discard() {
+	rc.close()
+	removeCgroup(rc.dir)
+}
+
 // probe starts a child inside a fresh record cgroup, to learn whether
 // clone3 into a cgroup works here (seccomp refuses it in some containers).
 // The child execs a path that cannot exist, inside the cgroup directory
 // itself: ENOENT means it was cloned and ran; anything else is the refusal.
+// The cgroup becomes the first spare: nothing ran in it for good.
 func (h *cgroupHost) probe() error {
-	dir, err := h.create()
+	rc, err := h.create()
 	if err != nil {
 		return xerrors.Errorf("cgroup v2: %v: %w", err, ErrUnsupported)
 	}
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		_ = os.Remove(dir)
-		return xerrors.Errorf("cgroup v2: open %s: %v: %w", dir, err, ErrUnsupported)
-	}
-	_, err = syscall.ForkExec(filepath.Join(dir, "absent"), []string{"absent"}, &syscall.ProcAttr{
-		Sys: &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd},
+	_, err = syscall.ForkExec(filepath.Join(rc.dir, "absent"), []string{"absent"}, &syscall.ProcAttr{
+		Sys: &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: rc.dirFD},
 	})
-	_ = unix.Close(fd)
 	if !errors.Is(err, syscall.ENOENT) {
-		_ = os.Remove(dir)
+		rc.discard()
 		return xerrors.Errorf("cgroup v2: starting a child inside a cgroup (clone3) failed: %v: %w", err, ErrUnsupported)
 	}
-	h.mu.Lock()
-	h.spare = append(h.spare, dir)
-	h.mu.Unlock()
+	h.giveBack(rc)
 	return nil
 }
 
-// create makes a new record cgroup.
-func (h *cgroupHost) create() (string, error) {
+// create makes a new record cgroup and opens it.
+func (h *cgroupHost) create() (*recordCgroup, error) {
 	h.mu.Lock()
 	h.next++
 	dir := filepath.Join(h.dir, "t"+strconv.Itoa(h.next))
 	h.mu.Unlock()
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		return "", xerrors.Errorf("make cgroup: %w", err)
+		return nil, xerrors.Errorf("make cgroup: %w", err)
 	}
-	return dir, nil
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		removeCgroup(dir)
+		return nil, xerrors.Errorf("open cgroup: %w", err)
+	}
+	events, err := os.Open(filepath.Join(dir, "cgroup.events"))
+	if err != nil {
+		_ = unix.Close(fd)
+		removeCgroup(dir)
+		return nil, xerrors.Errorf("open cgroup: %w", err)
+	}
+	return &recordCgroup{dir: dir, dirFD: fd, events: events}, nil
 }
 
-// take returns a ready record cgroup: the spare if there is one (and the
+// spareTarget is how many ready record cgroups the worker keeps.
+const spareTarget = 2
+
+// take returns a ready record cgroup: a spare if there is one (and the
 // worker makes the next), else a new one.
-func (h *cgroupHost) take() (string, error) {
+func (h *cgroupHost) take() (*recordCgroup, error) {
 	h.mu.Lock()
-	if n := len(h.spare); n > 0 {
-		dir := h.spare[n-1]
-		h.spare = h.spare[:n-1]
-		h.kickLocked()
-		h.mu.Unlock()
-		return dir, nil
-	}
 	h.kickLocked()
+	if n := len(h.spare); n > 0 {
+		rc := h.spare[n-1]
+		h.spare = h.spare[:n-1]
+		h.mu.Unlock()
+		return rc, nil
+	}
 	h.mu.Unlock()
 	return h.create()
 }
 
 // giveBack returns a record cgroup that no child entered for good (a
 // failed start, or the worker's new one) to the spares. A cgroup a child
-// ran in, or that was killed, is never reused: cgroup.kill also kills what
-// is cloned into the cgroup later.
-func (h *cgroupHost) giveBack(dir string) {
+// ran in, or that was killed, is never reused: its accounting belongs to
+// its record, and cgroup.kill also kills what is cloned into it later.
+func (h *cgroupHost) giveBack(rc *recordCgroup) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		_ = os.Remove(dir)
-		return
+	closed := h.closed
+	if !closed {
+		h.spare = append(h.spare, rc)
 	}
-	h.spare = append(h.spare, dir)
+	h.mu.Unlock()
+	if closed {
+		rc.discard()
+	}
 }
 
-// done queues the removal of a record cgroup that is empty.
-func (h *cgroupHost) done(dir string) {
+// done queues the removal of a record cgroup whose tree is empty.
+func (h *cgroupHost) done(rc *recordCgroup) {
+	rc.close()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.remove = append(h.remove, dir)
+	h.remove = append(h.remove, rc.dir)
 	h.kickLocked()
 }
 
@@ -339,8 +374,8 @@ func (h *cgroupHost) kickLocked() {
 	}
 	h.working = true
 	h.wg.Add(1)
-	// Stops when there is nothing left to do: no removal queued and a
-	// spare ready. close waits for it.
+	// Stops when there is nothing left to do: no removal queued and the
+	// spares made. close waits for it.
 	go h.work()
 }
 
@@ -354,16 +389,16 @@ func (h *cgroupHost) work() {
 			h.remove = h.remove[1:]
 			h.mu.Unlock()
 			removeCgroup(dir)
-		case len(h.spare) == 0 && !h.closed:
+		case len(h.spare) < spareTarget && !h.closed:
 			h.mu.Unlock()
-			dir, err := h.create()
+			rc, err := h.create()
 			if err != nil {
 				h.mu.Lock()
 				h.working = false
 				h.mu.Unlock()
 				return // the next take creates its own and says why
 			}
-			h.giveBack(dir)
+			h.giveBack(rc)
 		default:
 			h.working = false
 			h.mu.Unlock()
@@ -388,10 +423,13 @@ func (h *cgroupHost) close() {
 	h.mu.Unlock()
 	h.wg.Wait()
 	h.mu.Lock()
-	dirs := append(h.spare, h.remove...)
+	spare, remove := h.spare, h.remove
 	h.spare, h.remove = nil, nil
 	h.mu.Unlock()
-	for _, dir := range dirs {
+	for _, rc := range spare {
+		rc.discard()
+	}
+	for _, dir := range remove {
 		removeCgroup(dir)
 	}
 	removeCgroup(h.dir)
@@ -404,7 +442,8 @@ func removeCgroup(dir string) { _ = unix.Rmdir(dir) }
 
 // cgroupTree is a record's cgroup.
 type cgroupTree struct {
-	host *cgroupHost
+	host *cgroupHost   // nil for a dead Manager's cgroup (removeLeftovers)
+	rc   *recordCgroup // nil likewise
 	dir  string
 	rel  string // as /proc/<pid>/cgroup names it
 }
@@ -481,7 +520,9 @@ func (c *cgroupTree) kill() error {
 		// process whose leader thread already exited (pthread_exit) while
 		// others run is missed. A process-directed kill reaches it.
 		for _, pid := range c.procs() {
-			c.signalMember(pid, unix.SIGKILL)
+			if state, _, ok := procStat(strconv.Itoa(pid)); ok && state == 'Z' {
+				c.signalMember(pid, unix.SIGKILL)
+			}
 		}
 		return nil
 	}
@@ -516,8 +557,13 @@ func (c *cgroupTree) procs() []int {
 // populated reads "populated" from cgroup.events: whether any live process
 // is in the cgroup. A cgroup that is gone is not populated.
 func (c *cgroupTree) populated() bool {
-	data, err := os.ReadFile(filepath.Join(c.dir, "cgroup.events"))
-	return err == nil && eventsPopulated(data)
+	if c.rc == nil {
+		data, err := os.ReadFile(filepath.Join(c.dir, "cgroup.events"))
+		return err == nil && eventsPopulated(data)
+	}
+	var buf [128]byte
+	n, err := c.rc.events.ReadAt(buf[:], 0)
+	return (err == nil || errors.Is(err, io.EOF)) && eventsPopulated(buf[:n])
 }
 
 func eventsPopulated(data []byte) bool {
@@ -604,7 +650,7 @@ func (c *cgroupTree) waitEmpty(ctx context.Context) {
 
 // release hands the cgroup to the worker for removal. The tree is empty:
 // it leaves the registry only then, or after Close killed it.
-func (c *cgroupTree) release() { c.host.done(c.dir) }
+func (c *cgroupTree) release() { c.host.done(c.rc) }
 
 // cgroup2Mount finds the cgroup v2 mount in /proc/self/mountinfo: its
 // mount point and the cgroup path it shows as its root.

@@ -149,6 +149,15 @@ func newManager(b *testing.B, opts proc.Options) *proc.Manager {
 func steadyManager(b *testing.B) *proc.Manager {
 	b.Helper()
 	m := newManager(b, proc.Options{})
+	fillManager(b, m)
+	return m
+}
+
+// fillManager brings m, which holds no running record, to its steady
+// state: it starts DefaultMaxRetained runs of `true` and waits until they
+// are final, so that m holds DefaultMaxRetained final records.
+func fillManager(b *testing.B, m *proc.Manager) {
+	b.Helper()
 	procs := make([]*proc.Process, 0, proc.DefaultMaxRetained)
 	for range proc.DefaultMaxRetained {
 		p, err := m.Start(proc.StartRequest{Args: []string{"true"}})
@@ -167,7 +176,6 @@ func steadyManager(b *testing.B) *proc.Manager {
 	if n := len(m.List()); n != proc.DefaultMaxRetained {
 		b.Fatalf("List() has %d records; want %d", n, proc.DefaultMaxRetained)
 	}
-	return m
 }
 
 // freshManager hands out a manager that has never dropped a record: it

@@ -309,6 +309,31 @@ func printTable(w io.Writer, r results) {
 			"—", fmtDur(r.med(tp, "ns-"+v.sub)), "—", fmtRatio(r.med(tp, "x-raw-"+v.sub), "raw"), "—", "—")
 	}
 
+	// Containment (issue 10): a cgroup per record against a session per
+	// record, from BenchmarkTrueContain (paired blocks, like TruePaired),
+	// and the kill of a 200-member tree from BenchmarkKillTree.
+	tc := "BenchmarkTrueContain"
+	x = r.med(tc, "x-group-cgroup")
+	add("Start to final of `true` in cgroup mode vs group mode (steady-state managers, paired blocks)",
+		fmtDur(r.med(tc, "ns-cgroup")), "group mode: "+fmtDur(r.med(tc, "ns-group"))+"; bare Run(): "+fmtDur(r.med(tc, "ns-raw")), "—",
+		fmt.Sprintf("%s; CPU: %s, children's CPU: %s; group mode %s", fmtRatio(x, "group"),
+			fmtRatio(r.med(tc, "cpu-x-group-cgroup"), "group"), fmtRatio(r.med(tc, "child-cpu-x-group-cgroup"), "group"),
+			fmtRatio(r.med(tc, "x-raw-group"), "raw")),
+		"≤ 1.05× group", met(x <= 1.05, known(x)))
+	kt := "BenchmarkKillTree"
+	for _, mode := range []string{"cgroup", "group"} {
+		empty, worst := r.med(kt, "ms-"+mode+"-empty"), r.max(kt, "max-ms-"+mode+"-empty")
+		goal, ok, vs := "—", "—", "a baseline, not a target"
+		if mode == "cgroup" {
+			goal, ok = "≤ 10 ms", met(empty <= 10, known(empty))
+			vs = fmtRatio(r.med(kt, "x-group-cgroup"), "group mode")
+		}
+		add(fmt.Sprintf("Signal(Kill) of a tree of `sh` and 200 `sleep`s until known empty, %s mode: median (worst); Signal returns, Done closes", mode),
+			fmt.Sprintf("%s (%s); %s, %s", fmtDur(empty*1e6), fmtDur(worst*1e6),
+				fmtDur(r.med(kt, "ms-"+mode+"-signal")*1e6), fmtDur(r.med(kt, "ms-"+mode+"-done")*1e6)),
+			"—", "—", vs, goal, ok)
+	}
+
 	// Silent grandchild.
 	g := "BenchmarkSilentGrandchild/"
 	worst := r.max(g+"proc", "max-exit-to-final-ms")
