@@ -174,8 +174,14 @@ func faultIsolated(ctx context.Context, t *testing.T) bool {
 	if deadline, ok := ctx.Deadline(); ok {
 		timeout = time.Until(deadline)
 	}
+	// Anchor each level of the name: -test.run matches the levels one by
+	// one, and "^TestX/group$" would also run TestX/cgroup.
+	levels := strings.Split(t.Name(), "/")
+	for i, l := range levels {
+		levels[i] = "^" + regexp.QuoteMeta(l) + "$"
+	}
 	cmd := exec.CommandContext(ctx, os.Args[0],
-		"-test.run=^"+regexp.QuoteMeta(t.Name())+"$",
+		"-test.run="+strings.Join(levels, "/"),
 		"-test.count=1", "-test.v", "-test.timeout="+timeout.String())
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")

@@ -94,22 +94,33 @@ type stressRun struct {
 // closed again and again. Every process must end final with its kind's
 // result; after Close no descriptor, goroutine or live member of any
 // process group may remain (I4). It runs isolated (faultIsolated), so
-// that the descriptor and goroutine counts are its own.
+// that the descriptor and goroutine counts are its own. It runs once per
+// containment mode (treeModes).
 func TestStress(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("stress: 10 to 40 s under -race on two cores; skipped with -short")
 	}
+	for _, mode := range treeModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			stress(t, mode)
+		})
+	}
+}
+
+func stress(t *testing.T, mode treeMode) {
 	faultNeedProcFS(t)
 	ctx := testCtx(t, 4*time.Minute)
 	if !faultIsolated(ctx, t) {
 		return
 	}
 	begin := time.Now()
+	opts := treeOptions(t, mode)
 
 	// Warm up, so that what the runtime opens once (the network poller,
 	// the first terminal) is in the baseline.
-	warm := proc.NewManager(proc.Options{})
+	warm := proc.NewManager(opts)
 	for _, req := range []proc.StartRequest{
 		{Command: "echo warm"},
 		{Args: []string{"cat"}, Stdin: true},
@@ -130,10 +141,9 @@ func TestStress(t *testing.T) {
 	goroutinesBefore := runtime.NumGoroutine()
 	fds := faultOpenFDs(t)
 
-	m := proc.NewManager(proc.Options{
-		KillGrace:   stressKillGrace,
-		MaxRetained: stressMaxRetained,
-	})
+	opts.KillGrace = stressKillGrace
+	opts.MaxRetained = stressMaxRetained
+	m := proc.NewManager(opts)
 	t.Cleanup(func() { _ = m.Close() }) // on failure paths; Close is idempotent
 	r := &stressRun{t: t, ctx: ctx, m: m, main: m.Scope(stressMainOwner)}
 

@@ -172,7 +172,8 @@ func treeCgroupParent(t testing.TB) string {
 	if err != nil {
 		t.Skipf("no writable cgroup v2 (%v): the cgroup tests run on the development machines and in CI, where it is writable", err)
 	}
-	name := fmt.Sprintf("proc-test-%s-%d", treeCgroupName.ReplaceAllString(t.Name(), "_"), rand.Uint32())
+	treeSweepOnce.Do(func() { treeSweep(t, root) })
+	name := fmt.Sprintf("proc-test-%d-%s-%d", os.Getpid(), treeCgroupName.ReplaceAllString(t.Name(), "_"), rand.Uint32())
 	dir := filepath.Join(root, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatalf("make test cgroup: %v", err)
@@ -192,6 +193,45 @@ func treeCgroupParent(t testing.TB) string {
 		treeRemoveCgroup(t, dir)
 	})
 	return dir
+}
+
+var (
+	treeSweepOnce sync.Once
+	// treeTestCgroup is the name treeCgroupParent gives, with the PID of
+	// the test process that made it.
+	treeTestCgroup = regexp.MustCompile(`^proc-test-(\d+)-`)
+)
+
+// treeSweep removes the test cgroups below root that a test process which
+// is gone left behind (it crashed, or a test timeout ended it before its
+// cleanups ran), killing what is inside first; those of live test
+// processes (another package run) are theirs.
+func treeSweep(t testing.TB, root string) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Logf("sweep test cgroups: %v", err)
+		return
+	}
+	for _, e := range entries {
+		m := treeTestCgroup.FindStringSubmatch(e.Name())
+		if m == nil || !e.IsDir() {
+			continue
+		}
+		pid, _ := strconv.Atoi(m[1])
+		if pid == os.Getpid() || !errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		left := treeCgroupsBelow(t, dir)
+		t.Logf("removing test cgroup %s of gone test process %d (%d cgroups below)", dir, pid, len(left))
+		for _, d := range append([]string{dir}, left...) {
+			_ = os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0)
+		}
+		for i := len(left) - 1; i >= 0; i-- {
+			treeRemoveCgroup(t, left[i])
+		}
+		treeRemoveCgroup(t, dir)
+	}
 }
 
 // treeCgroupsBelow lists the cgroups below dir, parents before children.
@@ -697,6 +737,9 @@ func TestTreeStoppedChildTermTrap(t *testing.T) {
 						p = lcStartTrapped(ctx, t, m, req, trap, timeout)
 					} else {
 						p = mustStart(t, newManager(t, opts), req)
+						// Before Close, which would wait the hour of grace
+						// for a child the test failed to end.
+						t.Cleanup(func() { _ = p.Signal(proc.Kill) })
 					}
 					lcWaitOutput(ctx, t, p, "ready", func(s string) bool { return strings.Contains(s, "ready") })
 					treeWaitStopped(ctx, t, p.Info().PID)
