@@ -135,6 +135,11 @@ func (p *Process) look(op string, listeners bool) (Activity, error) {
 		}
 	}
 	a := treeActivity(pids, p.input, listeners)
+	if a.WaitingForInput && p.input.pipeIno != 0 && inputPending(p.in.w) {
+		// A reader blocked a moment ago has bytes to read: it is about to
+		// return, not waiting for an answer.
+		a.WaitingForInput = false
+	}
 	// What was read may belong to a record that became final meanwhile.
 	if p.isFinal() {
 		return Activity{}, xerrors.Errorf("%s of %q: %w", op, p.info.ID, ErrNotRunning)

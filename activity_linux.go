@@ -43,13 +43,28 @@ func inputOf(f *os.File) inputID {
 	case !ok:
 		return inputID{}
 	case fi.Mode()&os.ModeNamedPipe != 0:
-		return inputID{pipeIno: st.Ino}
+		return inputID{pipeIno: uint64(st.Ino)}
 	case fi.Mode()&os.ModeCharDevice != 0 && strings.HasPrefix(f.Name(), "/dev/pts/"):
 		// creack/pty names the slave by its path, as /proc/PID/fd links
 		// read it.
-		return inputID{tty: f.Name(), ttyIno: st.Ino, ttyDev: st.Rdev}
+		return inputID{tty: f.Name(), ttyIno: uint64(st.Ino), ttyDev: uint64(st.Rdev)}
 	}
 	return inputID{}
+}
+
+// inputPending reports whether the stdin pipe whose write end is w holds
+// bytes nobody has read yet. FIONREAD (TIOCINQ in x/sys/unix) counts the pipe's contents from
+// either end. A closed w holds nothing of ours any more.
+func inputPending(w *os.File) bool {
+	rc, err := w.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n := 0
+	if rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }) != nil {
+		return false
+	}
+	return n > 0
 }
 
 // What a blocked system call may be waiting on.
