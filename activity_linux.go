@@ -468,8 +468,19 @@ func (s *scan) listeners(pids []int) []Listener {
 	}
 	var ls []Listener
 	seen := make(map[uint64]bool, len(socks))
-	for _, pid := range netns {
+	self := string(s.readlink("/proc/self/ns/net"))
+	for ns, pid := range netns {
 		for _, table := range socketTables {
+			if ns == self && strings.HasPrefix(table.network, "tcp") {
+				// /proc/net/tcp walks the whole connection hash table
+				// (1.5 ms here, however few sockets there are); sock_diag
+				// asks for listening sockets alone. It answers for this
+				// process's namespace only.
+				var ok bool
+				if ls, ok = diagListeners(table.network, socks, seen, ls); ok {
+					continue
+				}
+			}
 			data, ok := s.read("/proc/" + strconv.Itoa(pid) + "/net/" + table.network)
 			if !ok {
 				continue
@@ -576,4 +587,84 @@ func readDirNames(dir string) ([]string, error) {
 	}
 	defer f.Close()
 	return f.Readdirnames(-1)
+}
+
+// diagListeners appends the listening TCP sockets (network "tcp" or
+// "tcp6") of this process's network namespace whose inodes are in socks
+// and not yet seen, asking the kernel through NETLINK_SOCK_DIAG. ok is
+// false when it could not ask.
+func diagListeners(network string, socks map[uint64]int, seen map[uint64]bool, ls []Listener) (_ []Listener, ok bool) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+	if err != nil {
+		return ls, false
+	}
+	defer unix.Close(fd)
+	family := byte(unix.AF_INET)
+	if network == "tcp6" {
+		family = unix.AF_INET6
+	}
+	// struct nlmsghdr, then struct inet_diag_req_v2: family, protocol,
+	// extensions, padding, the states wanted as a bit mask, and a zero
+	// struct inet_diag_sockid (48 bytes).
+	const reqLen = unix.NLMSG_HDRLEN + 56
+	req := make([]byte, reqLen)
+	binary.NativeEndian.PutUint32(req[0:], reqLen)
+	binary.NativeEndian.PutUint16(req[4:], unix.SOCK_DIAG_BY_FAMILY)
+	binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
+	req[16], req[17] = family, unix.IPPROTO_TCP
+	binary.NativeEndian.PutUint32(req[20:], 1<<tcpListen)
+	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return ls, false
+	}
+	buf := make([]byte, 32<<10)
+	for {
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return ls, false
+		}
+		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+		if err != nil {
+			return ls, false
+		}
+		for _, msg := range msgs {
+			switch msg.Header.Type {
+			case unix.NLMSG_DONE:
+				return ls, true
+			case unix.NLMSG_ERROR:
+				return ls, false
+			}
+			ls = appendDiag(msg.Data, network, socks, seen, ls)
+		}
+	}
+}
+
+// tcpListen is TCP_LISTEN, the state of a listening socket.
+const tcpListen = 10
+
+// appendDiag appends the listener a struct inet_diag_msg describes, if its
+// inode is in socks and not yet seen: family, state, timer, retransmits,
+// then struct inet_diag_sockid (source port and destination port in
+// network byte order, source and destination address of 16 bytes each,
+// interface, cookie), then expires, rqueue, wqueue, uid and inode.
+func appendDiag(m []byte, network string, socks map[uint64]int, seen map[uint64]bool, ls []Listener) []Listener {
+	if len(m) < 72 {
+		return ls
+	}
+	ino := uint64(binary.NativeEndian.Uint32(m[68:]))
+	pid, ok := socks[ino]
+	if !ok || seen[ino] {
+		return ls
+	}
+	port := binary.BigEndian.Uint16(m[4:])
+	var addr netip.Addr
+	if m[0] == unix.AF_INET {
+		addr = netip.AddrFrom4([4]byte(m[8:12]))
+	} else {
+		addr = netip.AddrFrom16([16]byte(m[8:24]))
+	}
+	seen[ino] = true
+	return append(ls, Listener{Network: network, Address: netip.AddrPortFrom(addr, port).String(), Port: int(port), PID: pid})
 }
