@@ -97,6 +97,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 		childEnds = append(childEnds, slave)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 		p.tty = master
+		p.input = inputOf(slave)
 		p.in = newStdinPipe(master, true, sp.req.Stdin)
 		p.pumps = append(p.pumps, &pump{r: master, dst: p.out, tee: newTee(sp.req.OutputTee, "output tee", &p.tees)})
 	} else {
@@ -121,6 +122,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 				return nil, err
 			}
 			cmd.Stdin = ir
+			p.input = inputOf(ir)
 			p.in = newStdinPipe(iw, false, true)
 		}
 	}

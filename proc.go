@@ -254,6 +254,7 @@ type Process struct {
 	tree   *tree           // the one owner of the tree's end (tree.go)
 	in     *stdinPipe      // nil unless Stdin or TTY
 	tty    *os.File        // the PTY master, nil unless TTY
+	input  inputID         // the stdin pipe or terminal, as Activity finds it
 	log    *logFile        // nil without LogPath
 	tees   tees            // the state StartRequest.OutputTee and StderrTee share
 

@@ -105,7 +105,7 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	flags.IntVar(&cfg.tail, "tail", 0, "bytes kept from the end of the output (0: 16 KiB)")
 	flags.BoolVar(&cfg.stdin, "stdin", false, "forward procrun's stdin to the command")
 	flags.BoolVar(&cfg.tty, "tty", false, "run the command under a pseudo-terminal")
-	flags.BoolVar(&cfg.follow, "follow", false, "stream the output while the command runs")
+	flags.BoolVar(&cfg.follow, "follow", false, "stream the output while the command runs; report on stderr when it waits for input and the ports it listens on (Linux)")
 	flags.StringVar(&cfg.dir, "dir", "", "work dir (default: the current directory)")
 	flags.StringVar(&cfg.waitFor, "wait-for", "", "report on stderr when an output line matches this regexp (readiness)")
 	flags.StringVar(&cfg.logPath, "log", "", "also append the full output to this file")
@@ -218,6 +218,16 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 			_ = p.CloseStdin()
 		}()
 	}
+	reported := make(chan struct{})
+	if cfg.follow {
+		// Reports on stderr, beside the streamed output, when the command
+		// starts to wait for input and the ports it opens. Stopped when the
+		// record is final; joined before the snapshot is printed.
+		go func() {
+			defer close(reported)
+			reportActivity(p, stderr)
+		}()
+	}
 	var readyErr error
 	if ready != nil && !cfg.follow {
 		line, err := p.WaitFor(ctx, ready, true)
@@ -228,7 +238,15 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 		}
 	}
 	if err := p.Wait(ctx); err != nil {
+		// Close makes the record final, which ends the reporter.
+		_ = m.Close()
+		if cfg.follow {
+			<-reported
+		}
 		return 0, err
+	}
+	if cfg.follow {
+		<-reported
 	}
 	snap := p.Snapshot()
 	enc := json.NewEncoder(stdout)
@@ -244,6 +262,40 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 	// A -wait-for that never matched fails a command that exited 0 (125);
 	// a failing command's own code says more.
 	return code, readyErr
+}
+
+// activityPoll is how often -follow looks at what the command is doing.
+const activityPoll = 100 * time.Millisecond
+
+// reportActivity prints a line to w each time p's tree starts to wait for
+// input, and one for each socket it listens on as it appears, until p is
+// final. Where Activity is not supported (not Linux) it prints nothing.
+func reportActivity(p *proc.Process, w io.Writer) {
+	ticker := time.NewTicker(activityPoll)
+	defer ticker.Stop()
+	waiting := false
+	seen := make(map[proc.Listener]bool)
+	for {
+		a, err := p.Activity()
+		if err != nil {
+			return // final, or unsupported here
+		}
+		if a.WaitingForInput && !waiting {
+			fmt.Fprintln(w, "procrun: waiting for input")
+		}
+		waiting = a.WaitingForInput
+		for _, l := range a.Listeners {
+			if !seen[l] {
+				seen[l] = true
+				fmt.Fprintf(w, "procrun: listening on %s %s (pid %d)\n", l.Network, l.Address, l.PID)
+			}
+		}
+		select {
+		case <-p.Done():
+			return
+		case <-ticker.C:
+		}
+	}
 }
 
 // demo shows three things the supervisor does: a long output cut to head

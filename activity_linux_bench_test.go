@@ -1,0 +1,60 @@
+//go:build linux
+
+package proc_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/procvisor/proc"
+)
+
+// BenchmarkActivity is one Activity() of a ten-member tree with stdin (a
+// shell waiting for nine sleeps), so that every member's blocked system
+// call is looked at, in each process-tree mode. With "-listener" one member
+// also listens on a TCP port, so the socket tables are read too.
+func BenchmarkActivity(b *testing.B) {
+	for _, mode := range activityModes {
+		for _, listener := range []bool{false, true} {
+			name := string(mode)
+			command := "for i in 1 2 3 4 5 6 7 8 9; do sleep 60 & done; wait"
+			if listener {
+				name += "-listener"
+				command = "for i in 1 2 3 4 5 6 7 8; do sleep 60 & done; \"$0\" tcp4 127.0.0.1:0 & wait"
+			}
+			b.Run(name, func(b *testing.B) {
+				ctx := testCtx(b)
+				m := newManager(b, proc.Options{Containment: mode})
+				req := helperReq("activity-listen")
+				req.Args = []string{"sh", "-c", command, req.Args[0]}
+				req.Stdin = true
+				p, err := m.Start(req)
+				if mode == proc.ContainCgroup && errors.Is(err, proc.ErrUnsupported) {
+					b.Skipf("cgroup v2 is not usable here: %v", err)
+				}
+				if err != nil {
+					b.Fatalf("Start() = %v", err)
+				}
+				for {
+					a, err := p.Activity()
+					if err != nil {
+						b.Fatalf("Activity() = %v", err)
+					}
+					if a.Members == 10 && (len(a.Listeners) == 1) == listener {
+						break
+					}
+					if ctx.Err() != nil {
+						b.Fatalf("Activity() = %+v; want 10 members: %v", a, ctx.Err())
+					}
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					if _, err := p.Activity(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
