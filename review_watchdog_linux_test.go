@@ -197,3 +197,109 @@ func reviewDiesWithin(fd int, d time.Duration) bool {
 		}
 	}
 }
+
+func init() {
+	helpers["review-watchdog-killed-host"] = reviewWatchdogKilledHost
+}
+
+// TestReviewWatchdogKilledFromOutside: nothing notices when the watchdog
+// dies while the host lives (an OOM kill, a `pkill sh`, a sweep of stray
+// processes). The Manager keeps the dead guard and never starts another:
+//
+//   - group mode: every later Start fails for good (the "+ PGID" write
+//     meets EPIPE), with an error that wraps no sentinel, and the child it
+//     had already started is killed with cmd.Process.Kill (its leader
+//     only);
+//   - cgroup mode: Start succeeds, but nothing kills the trees when the
+//     host dies, silently breaking design section 14.
+//
+// The host kills its watchdog, starts a child after that, prints its PID,
+// and is then SIGKILLed; the child must die with it.
+func TestReviewWatchdogKilledFromOutside(t *testing.T) {
+	t.Parallel()
+	for _, mode := range treeModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			parent := treeOptions(t, mode).CgroupParent
+			host := exec.Command(os.Args[0], string(mode.containment), parent)
+			host.Env = append(os.Environ(), helperEnv+"=review-watchdog-killed-host", "GORACE="+helperGorace)
+			host.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			host.Stderr = os.Stderr
+			out, err := host.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, err := host.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer in.Close()
+			if err := host.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- host.Wait() }()
+			sc := bufio.NewScanner(out)
+			var child int
+			for sc.Scan() && sc.Text() != "ready" {
+				if rest, ok := strings.CutPrefix(sc.Text(), "start error: "); ok {
+					t.Errorf("Start after the watchdog was killed from outside = %s; want the Manager to keep working (start a new watchdog)", rest)
+					continue
+				}
+				child, _ = strconv.Atoi(strings.TrimPrefix(sc.Text(), "child "))
+			}
+			_ = host.Process.Signal(syscall.SIGKILL)
+			recv(ctx, t, exited, "the host's end")
+			if child == 0 {
+				return
+			}
+			fd := treePidfd(t, child)
+			defer func() {
+				if dir, ok := treeCgroupOf(t, child); ok && parent != "" {
+					_ = os.WriteFile(dir+"/cgroup.kill", []byte("1"), 0)
+				}
+				_ = syscall.Kill(-child, syscall.SIGKILL)
+				if parent != "" {
+					// The dead host's cgroups are the next Manager's to remove.
+					next := proc.NewManager(proc.Options{Containment: proc.ContainCgroup, CgroupParent: parent})
+					_, _ = next.Run(ctx, proc.StartRequest{Args: []string{"true"}})
+					_ = next.Close()
+				}
+			}()
+			if !reviewDiesWithin(fd, 10*hostDeathWithin) {
+				t.Errorf("child %d started after the watchdog was killed outlived its host by %v: nothing guards the trees any more (design section 14)", child, 10*hostDeathWithin)
+			}
+		})
+	}
+}
+
+// reviewWatchdogKilledHost: args are the containment and cgroup parent.
+func reviewWatchdogKilledHost(args []string) int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "host:", err); return 1 }
+	m := proc.NewManager(proc.Options{Containment: proc.Containment(args[0]), CgroupParent: args[1]})
+	p, err := m.Start(proc.StartRequest{Args: []string{"true"}})
+	if err != nil {
+		return fail(err)
+	}
+	_ = p.Wait(context.Background())
+	wd := reviewFindWatchdog()
+	if wd == 0 {
+		return fail(errors.New("no watchdog"))
+	}
+	fd, err := unix.PidfdOpen(wd, 0)
+	if err != nil {
+		return fail(err)
+	}
+	_ = unix.Kill(wd, unix.SIGKILL)
+	_, _ = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, -1)
+	p, err = m.Start(proc.StartRequest{Args: []string{"sleep", "600"}})
+	if err != nil {
+		fmt.Println("start error:", err)
+	} else {
+		fmt.Println("child", p.Info().PID)
+	}
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin) // until killed
+	return 0
+}
