@@ -34,7 +34,8 @@ import (
 // one spare cgroup ready and removes those that are done.
 
 // cgroupPrefix marks the cgroups a Manager makes, so that they can be told
-// from any other: "procvisor-<host pid>-<host start time>-<n>".
+// from any other: "procvisor-<PID namespace>-<host pid>-<host start
+// time>-<n>": the host, for good, as its own PID namespace sees it.
 const cgroupPrefix = "procvisor-"
 
 // keepMark follows cgroupPrefix in the name of a Manager that set
@@ -97,7 +98,7 @@ func openCgroupHost(parent string, keep bool) (*cgroupHost, error) {
 	h := &cgroupHost{}
 	for {
 		// The name is this host's for good: its PID and start time.
-		name := fmt.Sprintf("%s%d-%s-%d", prefix, os.Getpid(), selfStartTime(), managerSeq.Add(1))
+		name := fmt.Sprintf("%s%s-%d-%s-%d", prefix, selfPIDNamespace(), os.Getpid(), selfStartTime(), managerSeq.Add(1))
 		h.dir, h.rel = filepath.Join(parent, name), filepath.Join(root, rel, name)
 		err := os.Mkdir(h.dir, 0o755)
 		if err == nil {
@@ -200,31 +201,33 @@ func removeLeftovers(parent string) {
 		if !e.IsDir() || strings.HasPrefix(name, cgroupPrefix+keepMark) {
 			continue
 		}
-		pid, start, ok := parseCgroupName(name)
-		if !ok || hostLives(pid, start) {
+		ns, pid, start, ok := parseCgroupName(name)
+		// A host in another PID namespace cannot be looked up here: its
+		// cgroups are left alone, live or not.
+		if !ok || ns != selfPIDNamespace() || hostLives(pid, start) {
 			continue
 		}
 		removeDeadManager(filepath.Join(parent, name))
 	}
 }
 
-// parseCgroupName reads "procvisor-<pid>-<start time>-<n>".
-func parseCgroupName(name string) (pid int, start string, ok bool) {
+// parseCgroupName reads "procvisor-<PID namespace>-<pid>-<start time>-<n>".
+func parseCgroupName(name string) (ns string, pid int, start string, ok bool) {
 	rest, ok := strings.CutPrefix(name, cgroupPrefix)
 	if !ok {
-		return 0, "", false
+		return "", 0, "", false
 	}
 	parts := strings.Split(rest, "-")
-	if len(parts) != 3 {
-		return 0, "", false
+	if len(parts) != 4 {
+		return "", 0, "", false
 	}
 	for _, p := range parts {
 		if _, err := strconv.ParseUint(p, 10, 64); err != nil {
-			return 0, "", false
+			return "", 0, "", false
 		}
 	}
-	pid, _ = strconv.Atoi(parts[0])
-	return pid, parts[1], true
+	pid, _ = strconv.Atoi(parts[1])
+	return parts[0], pid, parts[2], true
 }
 
 // hostLives reports whether process pid exists and started at start
@@ -465,10 +468,23 @@ func (h *cgroupHost) close() {
 	removeCgroup(h.dir)
 }
 
-// removeCgroup removes an empty cgroup directory. It fails (EBUSY) only
-// if a member lives on that the kernel has not torn down; such a cgroup
-// is left behind for the next Manager on this parent to remove.
-func removeCgroup(dir string) { _ = unix.Rmdir(dir) }
+// removeCgroup removes an empty cgroup directory, and the cgroups a
+// member made below it (a tree may use cgroups of its own), deepest first.
+// It fails (EBUSY) only if a member lives on that the kernel has not torn
+// down; such a cgroup is left for the next Manager on this parent.
+func removeCgroup(dir string) {
+	err := unix.Rmdir(dir)
+	if err == nil || errors.Is(err, unix.ENOENT) {
+		return
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() {
+			removeCgroup(filepath.Join(dir, e.Name()))
+		}
+	}
+	_ = unix.Rmdir(dir)
+}
 
 // cgroupTree is a record's cgroup.
 type cgroupTree struct {
@@ -659,6 +675,10 @@ func readInt(path string) int64 {
 // left its session or process group.
 func (c *cgroupTree) members() ([]int, bool) { return c.procs(), true }
 
+// rewatch: the watchdog kills the Manager's whole cgroup; nothing to
+// register.
+func (c *cgroupTree) rewatch(*watchdog) {}
+
 // reaped: a cgroup names this tree for as long as we hold it.
 func (c *cgroupTree) reaped() {}
 
@@ -779,6 +799,17 @@ func isCgroup2Dir(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, "cgroup.procs"))
 	return err == nil
 }
+
+// selfPIDNamespace is the inode number of this process's PID namespace:
+// a PID names a host only within it.
+var selfPIDNamespace = sync.OnceValue(func() string {
+	link, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return "0"
+	}
+	// "pid:[4026531836]"
+	return strings.TrimSuffix(strings.TrimPrefix(link, "pid:["), "]")
+})
 
 // selfStartTime is this process's start time in clock ticks after boot
 // (field 22 of /proc/self/stat): with the PID, it names the host for good.

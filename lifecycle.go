@@ -136,14 +136,15 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 	}
 
 	p.info.StartedAt = m.clock.Now("process", "start")
-	startErr := cmd.Start()
+	startErr := setup.start(cmd)
 	t, err := setup.started(cmd, sp.req.Owner)
 	switch {
 	case startErr != nil:
 		return nil, xerrors.Errorf("start %s: %w", quotePath(sp.name), startErr)
 	case err != nil:
-		// The child runs but cannot be supervised: stop it and collect it.
-		_ = cmd.Process.Kill()
+		// The child runs but cannot be supervised: stop it, and whatever
+		// it started already, and collect it.
+		killStarted(cmd)
 		_ = cmd.Wait()
 		return nil, xerrors.Errorf("start %s: %w", quotePath(sp.name), err)
 	}

@@ -205,6 +205,7 @@ func TestLeftovers(t *testing.T) {
 	opts := treeOptions(t, treeModes[1])
 	parent := opts.CgroupParent
 	self := limitsSelfStart(t)
+	ns := limitsPIDNamespace(t)
 	mk := func(name string) string {
 		dir := filepath.Join(parent, name)
 		if err := os.MkdirAll(filepath.Join(dir, "t1"), 0o755); err != nil {
@@ -212,9 +213,11 @@ func TestLeftovers(t *testing.T) {
 		}
 		return dir
 	}
-	dead := mk(fmt.Sprintf("procvisor-%d-%d-1", os.Getpid(), self+1))    // our PID, another start: a dead host
-	live := mk(fmt.Sprintf("procvisor-%d-%d-999999", os.Getpid(), self)) // our own: a live host
-	keep := mk(fmt.Sprintf("procvisor-keep-%d-%d-1", os.Getpid(), self+1))
+	dead := mk(fmt.Sprintf("procvisor-%s-%d-%d-1", ns, os.Getpid(), self+1))    // our PID, another start: a dead host
+	live := mk(fmt.Sprintf("procvisor-%s-%d-%d-999999", ns, os.Getpid(), self)) // our own: a live host
+	keep := mk(fmt.Sprintf("procvisor-keep-%s-%d-%d-1", ns, os.Getpid(), self+1))
+	// Another PID namespace's host cannot be looked up: left alone.
+	foreign := mk(fmt.Sprintf("procvisor-1-%d-%d-1", os.Getpid(), self+1))
 	other := mk("not-a-manager")
 	// Something still runs in the dead host's record cgroup, and in the kept one.
 	inDead := limitsSleepIn(t, filepath.Join(dead, "t1"))
@@ -229,7 +232,7 @@ func TestLeftovers(t *testing.T) {
 	if _, err := os.Stat(dead); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the dead host's cgroup %s: %v; want it removed", dead, err)
 	}
-	for _, dir := range []string{live, keep, other} {
+	for _, dir := range []string{live, keep, other, foreign} {
 		if _, err := os.Stat(filepath.Join(dir, "t1")); err != nil {
 			t.Errorf("cgroup %s: %v; want it left exactly as it was", dir, err)
 		}
@@ -238,7 +241,7 @@ func TestLeftovers(t *testing.T) {
 		t.Errorf("the process in a KeepOnHostExit Manager's cgroup was killed; want it left running")
 	}
 	// Clean up what the test made (the parent's check wants nothing left).
-	for _, dir := range []string{keep, live, other} {
+	for _, dir := range []string{keep, live, other, foreign} {
 		_ = os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
 		treeRemoveCgroup(t, filepath.Join(dir, "t1"))
 		treeRemoveCgroup(t, dir)
@@ -258,6 +261,16 @@ func limitsSelfStart(t testing.TB) int64 {
 		t.Fatalf("start time in %q: %v", data, err)
 	}
 	return n
+}
+
+// limitsPIDNamespace is the inode of this process's PID namespace.
+func limitsPIDNamespace(t testing.TB) string {
+	t.Helper()
+	link, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(link, "pid:["), "]")
 }
 
 // limitsSleepIn starts a sleep cloned into the cgroup dir, as a dead host's

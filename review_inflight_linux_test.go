@@ -28,10 +28,10 @@ func init() {
 
 // TestReviewHostDeathDuringStarts: in group mode a child is registered
 // with the watchdog only after cmd.Start returned (treeSetup.started →
-// newGroupTreeGuarded → guard). A host killed in between leaves a child
-// that runs, leads its own session, and was never told to the watchdog:
-// it outlives the host, against design section 14 ("every tree a Manager
-// started is killed within 100 ms when the host process dies").
+// newGroupTreeGuarded → guard). A host killed in between must not leave a
+// child that runs, leads its own session, and was never told to the
+// watchdog (design section 14: "every tree a Manager started is killed
+// within 100 ms when the host process dies"); Pdeathsig covers it.
 //
 // Each round runs a host that starts `sleep 600` children from four
 // goroutines without pause, and SIGKILLs it after a random number of

@@ -123,22 +123,36 @@ const cldStopped = 5
 // stopped, whatever ends it next comes from whoever signals it: this is how
 // the timeout decides "timed out" exactly (design section 6). An exited
 // child, reaped or not, beat the deadline by itself.
+//
+// A SIGCONT from elsewhere (a Signal(Interrupt) racing the timeout)
+// discards a pending stop, so the stop is sent again at every look, and
+// the wait is bounded: a child that cannot be held still within haltWait
+// counts as alive. The looks are a bounded safety net on an OS state, not
+// a policy timer, so they do not use the Manager's clock.
 func haltChild(pid int) (exited bool) {
-	if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
-		return true // reaped already: our unreaped child always exists
-	}
-	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WSTOPPED|unix.WEXITED|unix.WNOWAIT, nil)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err != nil:
-			return true // ECHILD: the exit goroutine reaped it
+	pause := 20 * time.Microsecond
+	for waited := time.Duration(0); waited < haltWait; waited += pause {
+		if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
+			return true // reaped already: our unreaped child always exists
 		}
-		return info.Code != cldStopped
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WSTOPPED|unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+		switch {
+		case err == unix.ECHILD:
+			return true // the exit goroutine reaped it
+		case err == nil && info.Signo == int32(unix.SIGCHLD) && info.Code == cldStopped:
+			return false
+		case err == nil && info.Signo == int32(unix.SIGCHLD):
+			return true // exited, killed or dumped
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, time.Millisecond)
 	}
+	return false
 }
+
+// haltWait bounds haltChild.
+const haltWait = 100 * time.Millisecond
 
 // resumeHalted continues the child pid that haltChild stopped.
 func resumeHalted(pid int) { _ = unix.Kill(pid, unix.SIGCONT) }

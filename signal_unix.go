@@ -27,6 +27,13 @@ func init() {
 // setCommandLine: on Unix the shell gets its command as one argument.
 func setCommandLine(*exec.Cmd, []string, string) {}
 
+// killStarted kills a child that started but cannot be supervised, with
+// its process group (it leads a session of its own).
+func killStarted(cmd *exec.Cmd) {
+	_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
+	_ = cmd.Process.Kill()
+}
+
 // exitSignaled reports whether a signal ended the reaped child.
 func exitSignaled(state *os.ProcessState) bool {
 	ws, ok := state.Sys().(syscall.WaitStatus)

@@ -24,6 +24,10 @@ func setCommandLine(cmd *exec.Cmd, shell []string, command string) {
 	cmd.SysProcAttr.CmdLine = strings.Join(quoted, " ") + " " + command
 }
 
+// killStarted kills a child that started but cannot be supervised (it is
+// still suspended, outside any job).
+func killStarted(cmd *exec.Cmd) { _ = cmd.Process.Kill() }
+
 // exitSignaled: Windows has no signals.
 func exitSignaled(*os.ProcessState) bool { return false }
 

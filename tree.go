@@ -70,6 +70,9 @@ type treeSys interface {
 	// knows them (cgroup.procs, the process group in /proc). ok is false
 	// where the OS cannot list them.
 	members() (pids []int, ok bool)
+	// rewatch registers the tree with a new host-death watchdog, if the
+	// mechanism needs registering (process groups do).
+	rewatch(guard *watchdog)
 	// release frees what the mechanism holds (a cgroup directory, a job
 	// handle). It is called once, when the tree leaves the registry.
 	release()
@@ -263,19 +266,36 @@ func (m *Manager) containment() (*cgroupHost, *watchdog, error) {
 		c.mu.Unlock()
 		return nil, nil, xerrors.Errorf("start: %w", err)
 	}
-	// Cgroups (host), or process groups (host nil) from here on.
+	// Cgroups (host), or process groups (host nil) from here on. A
+	// watchdog killed or stopped from outside is replaced, and learns
+	// every group the host still holds.
 	var guardErr error
+	var lost *watchdog
+	if c.guard != nil && c.guard.ping() != nil {
+		lost, c.guard = c.guard, nil
+	}
+	restarted := false
 	if c.guard == nil && !m.opts.KeepOnHostExit {
 		c.guard, guardErr = startWatchdog(host.path())
+		restarted = guardErr == nil && lost != nil
 	}
 	guard := c.guard
 	c.mu.Unlock()
+	if lost != nil {
+		lost.abandon()
+		m.logger.Warn(context.Background(), "the host-death watchdog was gone; started a new one")
+	}
 	if first && err != nil {
 		m.logger.Info(context.Background(), "cgroups cannot be used; children lead sessions instead",
 			slog.Error(err))
 	}
 	if guardErr != nil {
 		return nil, nil, xerrors.Errorf("start: %v (Options.KeepOnHostExit runs without it): %w", guardErr, ErrUnsupported)
+	}
+	if restarted {
+		for _, t := range m.registeredTrees(nil) {
+			t.sys.rewatch(guard)
+		}
 	}
 	return host, guard, nil
 }

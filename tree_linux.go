@@ -17,6 +17,22 @@ type treeSetup struct {
 	rc      *recordCgroup // the record's cgroup
 	limited bool          // limits were written into it
 	guard   *watchdog     // group mode: registers the group
+	// deathsig: the child has Pdeathsig set, which fires when the thread
+	// that forked it exits, so start forks on a thread that never does.
+	deathsig bool
+}
+
+// start starts cmd. With Pdeathsig it forks on a new goroutine: that runs
+// on a thread no goroutine is locked to, which Go never ends before the
+// process, whereas the caller's thread may be locked and end with its
+// goroutine (golang/go#27505), killing the child with it.
+func (s *treeSetup) start(cmd *exec.Cmd) error {
+	if !s.deathsig {
+		return cmd.Start()
+	}
+	errc := make(chan error, 1) // buffered: the goroutine never blocks on it
+	go func() { errc <- cmd.Start() }()
+	return <-errc
 }
 
 // setupTree prepares cmd: a new session, and with cgroups the record's
@@ -29,8 +45,14 @@ func (m *Manager) setupTree(cmd *exec.Cmd, tty bool, limits Limits) (*treeSetup,
 		return nil, err
 	case host == nil && !limits.IsZero():
 		return nil, m.limitsUnsupported(limits)
+	case host == nil && guard != nil:
+		// The watchdog learns of the group only once Start returned; a
+		// host killed in that instant would leave the child running. The
+		// kernel kills it then instead (see start).
+		cmd.SysProcAttr.Pdeathsig = unix.SIGKILL
+		return &treeSetup{guard: guard, deathsig: true}, nil
 	case host == nil:
-		return &treeSetup{guard: guard}, nil
+		return &treeSetup{}, nil
 	}
 	rc, err := host.take()
 	if err != nil {

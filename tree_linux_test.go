@@ -945,3 +945,31 @@ func treeWaitGone(ctx context.Context, dir, name string) error {
 		_, _ = unix.Read(fd, buf)
 	}
 }
+
+// TestTreeSubCgroupsRemoved pins that a tree which makes cgroups of its
+// own below its record's cgroup leaves nothing behind once it is empty:
+// the Manager removes them with the record's (treeCgroupParent checks).
+func TestTreeSubCgroupsRemoved(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := newManager(t, treeOptions(t, treeModes[1]))
+	mount := strings.TrimSuffix(treeRootMount(t), "/")
+	snap, err := m.Run(ctx, proc.StartRequest{
+		Command: `d="$CG$(sed -n 's/^0:://p' /proc/self/cgroup)"; mkdir -p "$d/inner/deeper" && echo made`,
+		Env:     map[string]string{"CG": mount},
+	})
+	if err != nil || !strings.Contains(snap.Output.Text, "made") {
+		t.Fatalf("Run = %v, output %q", err, snap.Output.Text)
+	}
+}
+
+// treeRootMount is where cgroup v2 is mounted.
+func treeRootMount(t testing.TB) string {
+	t.Helper()
+	dir, ok := treeCgroupOf(t, os.Getpid())
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if !ok || err != nil {
+		t.Fatalf("this process's cgroup: %v", err)
+	}
+	return strings.TrimSuffix(dir, filepath.Clean(treeCgroupLine(self)))
+}

@@ -36,6 +36,9 @@ func (m *Manager) setupTree(cmd *exec.Cmd, tty bool, limits Limits) (*treeSetup,
 	return &treeSetup{guard: guard}, nil
 }
 
+// start starts cmd.
+func (s *treeSetup) start(cmd *exec.Cmd) error { return cmd.Start() }
+
 func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 	if cmd.Process == nil {
 		return nil, nil

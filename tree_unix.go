@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -66,7 +67,10 @@ type groupTree struct {
 	gone atomic.Bool
 	// leaderReaped is set by the exit goroutine once cmd.Wait returned.
 	leaderReaped atomic.Bool
-	guard        *watchdog // nil: no host-death watchdog
+
+	// mu guards guard; a leaf lock.
+	mu    sync.Mutex
+	guard *watchdog // nil: no host-death watchdog
 }
 
 // newGroupTreeGuarded makes the tree of the child pid, which leads its own
@@ -83,7 +87,10 @@ func newGroupTreeGuarded(pid int, owner string, guard *watchdog) (*tree, error) 
 // the watchdog to forget it: its ID may name another group later.
 func (g *groupTree) markGone() {
 	if g.gone.CompareAndSwap(false, true) {
-		g.guard.forget(g.pgid)
+		g.mu.Lock()
+		guard := g.guard
+		g.mu.Unlock()
+		guard.forget(g.pgid)
 	}
 }
 
@@ -139,9 +146,13 @@ func (g *groupTree) alive() bool {
 			return false
 		}
 	}
-	// Only ESRCH settles it for good: a scan of /proc is not atomic, and a
-	// member that forks and exits during it could be missed.
+	// A scan of /proc that finds only zombies settles it too: a group
+	// never regains members, and the watchdog must forget it before the
+	// zombies are reaped and the ID can name another group.
 	if pids, ok := g.members(); ok {
+		if len(pids) == 0 {
+			g.markGone()
+		}
 		return len(pids) > 0
 	}
 	return true // kill(-pgid, 0) succeeded: members, perhaps only zombies
@@ -163,8 +174,18 @@ func (g *groupTree) members() (pids []int, ok bool) {
 // usage: the kernel accounts for no process group as a whole.
 func (g *groupTree) usage() *TreeUsage { return nil }
 
-// release: a process group holds nothing.
-func (g *groupTree) release() {}
+// rewatch registers the group with a new watchdog, unless it is gone.
+func (g *groupTree) rewatch(guard *watchdog) {
+	g.mu.Lock()
+	g.guard = guard
+	g.mu.Unlock()
+	if !g.gone.Load() && guard.guard(g.pgid) == nil && g.gone.Load() {
+		guard.forget(g.pgid) // it went in between
+	}
+}
+
+// release: a process group holds nothing; the watchdog forgets it.
+func (g *groupTree) release() { g.markGone() }
 
 // scanProc calls visit with the PID and process group of every process in
 // /proc that is neither a zombie (Z) nor dead (X), until visit returns

@@ -37,6 +37,10 @@ func startWatchdog(string) (*watchdog, error) { return nil, nil }
 
 func (*watchdog) close() {}
 
+func (*watchdog) ping() error { return nil }
+
+func (*watchdog) abandon() {}
+
 // treeSetup starts the child in a new console process group, so that
 // CTRL_BREAK can be sent to it and its children, and suspended, so that
 // started can put it into its job before it runs a single instruction:
@@ -65,6 +69,9 @@ func (m *Manager) setupTree(cmd *exec.Cmd, _ bool, limits Limits) (*treeSetup, e
 // process (it has just the one). The documented alternative, creating the
 // child inside the job (PROC_THREAD_ATTRIBUTE_JOB_LIST), is out of reach
 // through os/exec too.
+// start starts cmd.
+func (s *treeSetup) start(cmd *exec.Cmd) error { return cmd.Start() }
+
 func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 	if cmd.Process == nil {
 		return nil, nil
@@ -218,6 +225,9 @@ func (g *jobTree) usage() *TreeUsage {
 	}
 	return u
 }
+
+// rewatch: a job needs no watchdog.
+func (g *jobTree) rewatch(*watchdog) {}
 
 // members: listing a job's processes is not implemented.
 func (g *jobTree) members() ([]int, bool) { return nil, false }

@@ -71,8 +71,9 @@ func startWatchdog(cgroupDir string) (*watchdog, error) {
 	return &watchdog{cmd: cmd, w: w}, nil
 }
 
-// send writes one line. A watchdog that is gone (killed from outside)
-// cannot be helped; the error is the caller's to report.
+// send writes one line, at once or not at all: a watchdog that is gone
+// (killed from outside) or stuck (stopped, its pipe full) makes it fail,
+// and the Manager starts a new one (containment).
 func (d *watchdog) send(line string) error {
 	if d == nil {
 		return nil
@@ -82,9 +83,15 @@ func (d *watchdog) send(line string) error {
 	if d.w == nil {
 		return nil
 	}
-	_, err := d.w.WriteString(line + "\n")
-	return err
+	if err := writeOnce(d.w, []byte(line+"\n")); err != nil {
+		return xerrors.Errorf("host-death watchdog: %w", err)
+	}
+	return nil
 }
+
+// ping checks that the watchdog still reads its pipe (the script ignores
+// the line).
+func (d *watchdog) ping() error { return d.send(".") }
 
 // guard registers the process group pgid.
 func (d *watchdog) guard(pgid int) error { return d.send("+ " + strconv.Itoa(pgid)) }
@@ -92,6 +99,16 @@ func (d *watchdog) guard(pgid int) error { return d.send("+ " + strconv.Itoa(pgi
 // forget unregisters pgid once it was seen without a live member: its ID
 // may name another group later.
 func (d *watchdog) forget(pgid int) { _ = d.send("- " + strconv.Itoa(pgid)) }
+
+// abandon ends a watchdog that stopped reading, and reaps it.
+func (d *watchdog) abandon() {
+	d.mu.Lock()
+	_ = d.w.Close()
+	d.w = nil
+	d.mu.Unlock()
+	_ = d.cmd.Process.Kill()
+	_ = d.cmd.Wait()
+}
 
 // close tells the watchdog to exit without killing anything, and reaps it.
 func (d *watchdog) close() {
