@@ -158,17 +158,36 @@ func (g *groupTree) alive() bool {
 	return true // kill(-pgid, 0) succeeded: members, perhaps only zombies
 }
 
-// members lists the live members of the group from /proc. ok is false
-// where there is no /proc.
+// members lists the live members of the group from /proc: one getpgid
+// per process, and /proc/<pid>/stat only for those of the group (to leave
+// out zombies). ok is false where there is no /proc.
 func (g *groupTree) members() (pids []int, ok bool) {
-	want := strconv.Itoa(g.pgid)
-	ok = scanProc(func(pid int, pgrp string) bool {
-		if pgrp == want {
+	names, ok := procPIDs()
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		if pgid, err := unix.Getpgid(pid); err != nil || pgid != g.pgid {
+			continue
+		}
+		state, _, ok := procStat(name)
+		if ok && (state != 'Z' && state != 'X' || state == 'Z' && zombieLeaderLives(name)) {
 			pids = append(pids, pid)
 		}
-		return true
-	})
+	}
 	return pids, ok
+}
+
+// procPIDs lists the entries of /proc; ok is false where there is none.
+func procPIDs() (names []string, ok bool) {
+	dir, err := os.Open("/proc")
+	if err != nil {
+		return nil, false
+	}
+	defer dir.Close()
+	names, err = dir.Readdirnames(-1)
+	return names, err == nil
 }
 
 // usage: the kernel accounts for no process group as a whole.
@@ -186,33 +205,6 @@ func (g *groupTree) rewatch(guard *watchdog) {
 
 // release: a process group holds nothing; the watchdog forgets it.
 func (g *groupTree) release() { g.markGone() }
-
-// scanProc calls visit with the PID and process group of every process in
-// /proc that is neither a zombie (Z) nor dead (X), until visit returns
-// false. ok is false where there is no /proc.
-func scanProc(visit func(pid int, pgrp string) (more bool)) (ok bool) {
-	dir, err := os.Open("/proc")
-	if err != nil {
-		return false
-	}
-	defer dir.Close()
-	names, err := dir.Readdirnames(-1)
-	if err != nil {
-		return false
-	}
-	for _, name := range names {
-		pid, err := strconv.Atoi(name)
-		if err != nil {
-			continue
-		}
-		state, group, ok := procStat(name)
-		live := state != 'Z' && state != 'X' || state == 'Z' && zombieLeaderLives(name)
-		if ok && live && !visit(pid, group) {
-			break
-		}
-	}
-	return true
-}
 
 // procStat reads the state and process group of /proc/<pid>/stat.
 func procStat(pid string) (state byte, pgrp string, ok bool) {
