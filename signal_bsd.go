@@ -21,3 +21,6 @@ func resumeHalted(int) {}
 
 // termPending cannot be read here.
 func termPending(int) bool { return false }
+
+// processExited: no pidfds here.
+func processExited(int) (exited, ok bool) { return false, false }

@@ -178,3 +178,16 @@ func termPending(pid int) bool {
 	}
 	return false
 }
+
+// processExited reports whether the process pid (a child not yet reaped)
+// has exited, through a pidfd; ok is false where pidfds are missing.
+func processExited(pid int) (exited, ok bool) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return false, false
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0, err == nil
+}

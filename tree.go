@@ -271,7 +271,7 @@ func (m *Manager) containment() (*cgroupHost, *watchdog, error) {
 	// every group the host still holds.
 	var guardErr error
 	var lost *watchdog
-	if c.guard != nil && c.guard.ping() != nil {
+	if c.guard != nil && c.guard.lost() {
 		lost, c.guard = c.guard, nil
 	}
 	restarted := false

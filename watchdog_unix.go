@@ -89,9 +89,15 @@ func (d *watchdog) send(line string) error {
 	return nil
 }
 
-// ping checks that the watchdog still reads its pipe (the script ignores
-// the line).
-func (d *watchdog) ping() error { return d.send(".") }
+// lost reports whether the watchdog is gone (killed from outside) or
+// stuck (its pipe full). On Linux a pidfd answers without waking the
+// watchdog; elsewhere a line it ignores is written.
+func (d *watchdog) lost() bool {
+	if exited, ok := processExited(d.cmd.Process.Pid); ok {
+		return exited
+	}
+	return d.send(".") != nil
+}
 
 // guard registers the process group pgid.
 func (d *watchdog) guard(pgid int) error { return d.send("+ " + strconv.Itoa(pgid)) }

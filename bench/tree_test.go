@@ -67,9 +67,9 @@ const truePairedContainRuns = 8
 // managers are in their steady state.
 //
 // Reported: "x-group-cgroup", the median over the blocks of cgroup's block
-// time over group's in the same block (target <= 1.05); "x-watchdog", group
-// mode with the host-death watchdog over group mode without it
-// (KeepOnHostExit; target <= 1.02); "x-raw-<variant>"
+// time over group's in the same block (target <= 1.05); "x-watchdog" and
+// "x-watchdog-cgroup", group and cgroup mode with the host-death watchdog
+// over the same mode without it (KeepOnHostExit; target <= 1.02); "x-raw-<variant>"
 // against a bare exec.Command("true").Run(); "ns-<variant>", the median
 // time of one run; and, as the steadier measure on a shared machine, the
 // CPU time of this process per run ("cpu-ns-<variant>") and of the
@@ -81,9 +81,11 @@ func BenchmarkTrueContain(b *testing.B) {
 	cgroup := containManager(b, proc.ContainCgroup)
 	// Group mode without the host-death watchdog: what the watchdog costs.
 	nowatch := containManagerOpts(b, proc.Options{Containment: proc.ContainGroup, KeepOnHostExit: true})
+	cgNowatch := containManagerOpts(b, proc.Options{Containment: proc.ContainCgroup, KeepOnHostExit: true})
 	fillManager(b, group)
 	fillManager(b, cgroup)
 	fillManager(b, nowatch)
+	fillManager(b, cgNowatch)
 	type variant struct {
 		name string
 		run  func()
@@ -98,17 +100,18 @@ func BenchmarkTrueContain(b *testing.B) {
 	}}
 	grp, cg := variant{"group", startOn(group)}, variant{"cgroup", startOn(cgroup)}
 	nw := variant{"group-nowatch", startOn(nowatch)}
-	names := []string{raw.name, grp.name, cg.name, nw.name}
+	cnw := variant{"cgroup-nowatch", startOn(cgNowatch)}
+	names := []string{raw.name, grp.name, cg.name, nw.name, cnw.name}
 	wall := map[string][]float64{}
 	self := map[string][]float64{}
 	child := map[string][]float64{}
-	var xWall, xWatch []float64
+	var xWall, xWatch, xWatchCg []float64
 	b.ReportAllocs()
 	block := 0
 	for b.Loop() {
-		order := []variant{raw, grp, cg, nw}
+		order := []variant{raw, grp, cg, nw, cnw}
 		if block%2 == 1 {
-			order = []variant{raw, nw, cg, grp}
+			order = []variant{raw, cnw, nw, cg, grp}
 		}
 		block++
 		for _, v := range order {
@@ -127,6 +130,7 @@ func BenchmarkTrueContain(b *testing.B) {
 		last := func(m map[string][]float64, name string) float64 { return m[name][len(m[name])-1] }
 		xWall = append(xWall, last(wall, "cgroup")/last(wall, "group"))
 		xWatch = append(xWatch, last(wall, "group")/last(wall, "group-nowatch"))
+		xWatchCg = append(xWatchCg, last(wall, "cgroup")/last(wall, "cgroup-nowatch"))
 	}
 	for _, name := range names {
 		b.ReportMetric(medianOf(wall[name]), "ns-"+name)
@@ -142,6 +146,7 @@ func BenchmarkTrueContain(b *testing.B) {
 	}
 	b.ReportMetric(medianOf(xWall), "x-group-cgroup")
 	b.ReportMetric(medianOf(xWatch), "x-watchdog")
+	b.ReportMetric(medianOf(xWatchCg), "x-watchdog-cgroup")
 	// Total CPU over all blocks: per-block CPU times are a few ticks of
 	// the kernel's accounting, too coarse for a median of ratios.
 	b.ReportMetric(sumOf(self["cgroup"])/sumOf(self["group"]), "cpu-x-group-cgroup")
