@@ -999,7 +999,7 @@ func TestFaultCloseLeavesNoTimer(t *testing.T) {
 	call.MustRelease(ctx)
 	w.MustWait(ctx)
 	snap := waitFinal(ctx, t, p)
-	if code := exitCode(t, snap.Info); code != 124 || !snap.Info.TimedOut {
+	if code := exitCode(t, snap.Info); code != proc.ExitTimedOut || !snap.Info.TimedOut {
 		t.Fatalf("exit after the timeout = %d, timed out %v; want 124, true", code, snap.Info.TimedOut)
 	}
 	if err := m.Remove(p.ID()); err != nil {

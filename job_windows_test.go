@@ -318,7 +318,7 @@ func TestJobTimeout(t *testing.T) {
 	p := mustStart(t, m, req)
 	kids := jobSpawned(t, p)
 	snap := waitFinal(ctx, t, p)
-	if code := exitCode(t, snap.Info); code != 124 || !snap.Info.TimedOut {
+	if code := exitCode(t, snap.Info); code != proc.ExitTimedOut || !snap.Info.TimedOut {
 		t.Errorf("exit %d, timed out %v; want 124, true", code, snap.Info.TimedOut)
 	}
 	jobGone(t, kids, 10*time.Second)

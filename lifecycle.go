@@ -199,7 +199,9 @@ func (p *Process) supervise() {
 	fired := p.timeoutFired
 	p.mu.Unlock()
 	unreached := fired && termPending(p.info.PID)
-	waitErr := p.cmd.Wait()
+	// Wait's error says nothing the ProcessState does not (nil if the
+	// wait failed: exit code -1).
+	_ = p.cmd.Wait()
 	// Refuse stdin and publish the exit before anything else, even a clock
 	// call: a write in between would meet a bare broken pipe.
 	if p.in != nil {
@@ -216,14 +218,14 @@ func (p *Process) supervise() {
 	p.tree.sys.reaped()
 	exitedAt := p.m.clock.Now("process", "exit")
 	p.drain()
-	p.finish(waitErr, exitedAt, timedOut)
+	p.finish(exitedAt, timedOut)
 }
 
 // finish publishes the final state in one step: the buffers are finished
 // before the status flips, so that whoever sees Running == false sees
 // final output, and Running, the exit code, TimedOut and Signal change
 // together, under p.mu, once.
-func (p *Process) finish(waitErr error, exitedAt time.Time, timedOut bool) {
+func (p *Process) finish(exitedAt time.Time, timedOut bool) {
 	for _, pu := range p.pumps {
 		_ = pu.r.Close()
 	}
@@ -232,12 +234,12 @@ func (p *Process) finish(waitErr error, exitedAt time.Time, timedOut bool) {
 		p.errOut.Finish()
 	}
 	p.log.close()
-	code, sigName, usage := exitStatus(p.cmd.ProcessState, waitErr)
+	code, sigName, usage := exitStatus(p.cmd.ProcessState)
 	if usage != nil {
 		usage.Tree = p.tree.sys.usage()
 	}
 	if timedOut {
-		code = 124
+		code = ExitTimedOut
 	}
 	now := p.m.clock.Now("process", "final")
 

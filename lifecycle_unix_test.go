@@ -762,7 +762,7 @@ func TestTimeoutMockClock(t *testing.T) {
 			}
 			s := waitFinal(ctx, t, p)
 			lcCheckFinal(t, s.Info)
-			if code := exitCode(t, s.Info); code != 124 || !s.Info.TimedOut || s.Info.Signal != tc.signal {
+			if code := exitCode(t, s.Info); code != proc.ExitTimedOut || !s.Info.TimedOut || s.Info.Signal != tc.signal {
 				t.Errorf("exit code %d, timed out %v, signal %q; want 124, true, %q", code, s.Info.TimedOut, s.Info.Signal, tc.signal)
 			}
 			if got := s.Info.ExitedAt.Sub(s.Info.StartedAt); got != tc.after {

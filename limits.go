@@ -28,18 +28,14 @@ type Limits struct {
 // IsZero reports whether l sets no limit.
 func (l Limits) IsZero() bool { return l == Limits{} }
 
-// orDefault returns l with every zero field taken from def.
+// orDefault returns l with every zero field taken from def. Both were
+// validated, so no field is negative.
 func (l Limits) orDefault(def Limits) Limits {
-	if l.MemoryBytes == 0 {
-		l.MemoryBytes = def.MemoryBytes
+	return Limits{
+		MemoryBytes: positiveOr(l.MemoryBytes, def.MemoryBytes),
+		Pids:        positiveOr(l.Pids, def.Pids),
+		CPUs:        positiveOr(l.CPUs, def.CPUs),
 	}
-	if l.Pids == 0 {
-		l.Pids = def.Pids
-	}
-	if l.CPUs == 0 {
-		l.CPUs = def.CPUs
-	}
-	return l
 }
 
 // validate refuses negative (or not finite) limits; where says whose.

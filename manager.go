@@ -118,21 +118,15 @@ func (o Options) withDefaults() Options {
 	if o.CommandContext == nil {
 		o.CommandContext = exec.CommandContext
 	}
-	setDefault(&o.HeadBytes, DefaultHeadBytes)
-	setDefault(&o.TailBytes, DefaultTailBytes)
-	setDefault(&o.MaxLineLength, DefaultMaxLineLength)
-	setDefault(&o.DrainQuiet, DefaultDrainQuiet)
-	setDefault(&o.DrainTimeout, DefaultDrainTimeout)
-	setDefault(&o.KillGrace, DefaultKillGrace)
-	setDefault(&o.RetainExited, DefaultRetainExited)
-	setDefault(&o.MaxRetained, DefaultMaxRetained)
+	o.HeadBytes = positiveOr(o.HeadBytes, DefaultHeadBytes)
+	o.TailBytes = positiveOr(o.TailBytes, DefaultTailBytes)
+	o.MaxLineLength = positiveOr(o.MaxLineLength, DefaultMaxLineLength)
+	o.DrainQuiet = positiveOr(o.DrainQuiet, DefaultDrainQuiet)
+	o.DrainTimeout = positiveOr(o.DrainTimeout, DefaultDrainTimeout)
+	o.KillGrace = positiveOr(o.KillGrace, DefaultKillGrace)
+	o.RetainExited = positiveOr(o.RetainExited, DefaultRetainExited)
+	o.MaxRetained = positiveOr(o.MaxRetained, DefaultMaxRetained)
 	return o
-}
-
-func setDefault[T int | time.Duration](v *T, def T) {
-	if *v <= 0 {
-		*v = def
-	}
 }
 
 // StartRequest describes one process to start. Exactly one of Command and
@@ -171,7 +165,7 @@ type StartRequest struct {
 	// Background is recorded for callers and changes nothing here.
 	Background bool `json:"background,omitempty"`
 	// Timeout, if positive, terminates the process group after this long,
-	// kills it after Options.KillGrace, and reports exit code 124.
+	// kills it after Options.KillGrace, and reports exit code [ExitTimedOut].
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// Stdin keeps the child's stdin open for Process.Write and
 	// Process.CloseStdin. Without it the child reads from the null device
@@ -741,11 +735,11 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 	sp := &spec{
 		req:          req,
 		id:           req.ID,
-		headBytes:    firstPositive(req.HeadBytes, m.opts.HeadBytes),
-		tailBytes:    firstPositive(req.TailBytes, m.opts.TailBytes),
-		drainQuiet:   firstPositive(req.DrainQuiet, m.opts.DrainQuiet),
-		drainTimeout: firstPositive(req.DrainTimeout, m.opts.DrainTimeout),
-		maxLine:      firstPositive(req.MaxLineLength, m.opts.MaxLineLength),
+		headBytes:    positiveOr(req.HeadBytes, m.opts.HeadBytes),
+		tailBytes:    positiveOr(req.TailBytes, m.opts.TailBytes),
+		drainQuiet:   positiveOr(req.DrainQuiet, m.opts.DrainQuiet),
+		drainTimeout: positiveOr(req.DrainTimeout, m.opts.DrainTimeout),
+		maxLine:      positiveOr(req.MaxLineLength, m.opts.MaxLineLength),
 		limits:       req.Limits.orDefault(m.opts.Limits),
 		size:         req.Size,
 		asked: asked{
@@ -839,7 +833,10 @@ func validEnvName(name string) error {
 	return nil
 }
 
-func firstPositive[T int | time.Duration](v, def T) T {
+// positiveOr is the one "zero means default" rule: v if it is positive,
+// else def. Negative values were refused before they get here, or (in
+// Options) mean the default too.
+func positiveOr[T int | int64 | float64 | time.Duration](v, def T) T {
 	if v > 0 {
 		return v
 	}

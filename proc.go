@@ -127,6 +127,11 @@ func (s Signal) valid() bool {
 	return s == Interrupt || s == Terminate || s == Kill
 }
 
+// ExitTimedOut is the exit code of a record whose StartRequest.Timeout
+// ended it (Info.TimedOut is true), as timeout(1) reports it. The child's
+// own status is not reported; Info.Signal names the signal that ended it.
+const ExitTimedOut = 124
+
 // Info is the status of a process record at one moment. Slice and pointer
 // fields may be shared between snapshots and must be treated as read-only.
 type Info struct {
@@ -140,7 +145,7 @@ type Info struct {
 	// Running is true until the record is final: the child was reaped and
 	// its output drained. Once false, Output never changes again (I1).
 	Running bool `json:"running"`
-	// ExitCode is nil until final; 124 on timeout; 128+N when signal N
+	// ExitCode is nil until final; ExitTimedOut (124) on timeout; 128+N when signal N
 	// ended the child; -1 only when waiting for the child failed.
 	ExitCode *int `json:"exit_code,omitempty"`
 	// Signal names the signal that ended the child ("SIGKILL"), if any.

@@ -89,7 +89,7 @@ func TestReviewTimeoutLostToSIGCONT(t *testing.T) {
 					lost++
 					continue
 				}
-				if info := p.Info(); !info.TimedOut || exitCode(t, info) != 124 {
+				if info := p.Info(); !info.TimedOut || exitCode(t, info) != proc.ExitTimedOut {
 					t.Errorf("%s: TimedOut=%v code=%d; want a timeout (124)", info.ID, info.TimedOut, exitCode(t, info))
 				}
 			}

@@ -339,7 +339,7 @@ func TestMainThreadExitedIsAlive(t *testing.T) {
 		mteWaitMainThreadExited(ctx, t, p.Info().PID)
 		mClock.Advance(timeout).MustWait(ctx)
 		snap := waitFinal(ctx, t, p)
-		if code := exitCode(t, snap.Info); code != 124 || !snap.Info.TimedOut || snap.Info.Signal != "SIGTERM" {
+		if code := exitCode(t, snap.Info); code != proc.ExitTimedOut || !snap.Info.TimedOut || snap.Info.Signal != "SIGTERM" {
 			t.Errorf("exit %d, timed out %v, signal %q; want 124, true, SIGTERM", code, snap.Info.TimedOut, snap.Info.Signal)
 		}
 	})

@@ -42,7 +42,7 @@ func exitSignaled(state *os.ProcessState) bool {
 
 // exitStatus turns a reaped child's state into the exit code (128+N for
 // signal N), the signal's name and the usage.
-func exitStatus(state *os.ProcessState, waitErr error) (code int, sigName string, usage *Usage) {
+func exitStatus(state *os.ProcessState) (code int, sigName string, usage *Usage) {
 	if state == nil {
 		return -1, "", nil
 	}

@@ -33,7 +33,7 @@ func exitSignaled(*os.ProcessState) bool { return false }
 
 // exitStatus turns a reaped child's state into the exit code and usage.
 // Windows has no signals, and MaxRSS is not reported.
-func exitStatus(state *os.ProcessState, _ error) (code int, sigName string, usage *Usage) {
+func exitStatus(state *os.ProcessState) (code int, sigName string, usage *Usage) {
 	if state == nil {
 		return -1, "", nil
 	}

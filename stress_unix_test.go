@@ -411,17 +411,17 @@ func (r *stressRun) check(p *proc.Process, kind stressKind, i int) {
 			want.out = "" // killed by chaos before it was ready
 		}
 	case stressTimeout:
-		want = result{code: 124, sig: "SIGTERM", timedOut: true}
+		want = result{code: proc.ExitTimedOut, sig: "SIGTERM", timedOut: true}
 		r.timeouts.Add(1)
 	case stressTimeoutIgnoreTerm:
 		r.timeouts.Add(1)
 		if out == "ready\n" {
 			// The trap was set: only the kill after KillGrace ended it.
-			want = result{code: 124, sig: "SIGKILL", timedOut: true, out: "ready\n"}
+			want = result{code: proc.ExitTimedOut, sig: "SIGKILL", timedOut: true, out: "ready\n"}
 			r.termIgnored.Add(1)
 		} else {
 			// The timeout came before the shell set its trap.
-			want = result{code: 124, sig: "SIGTERM", timedOut: true}
+			want = result{code: proc.ExitTimedOut, sig: "SIGTERM", timedOut: true}
 		}
 	case stressGrandchild:
 		want = result{out: "x\n"}

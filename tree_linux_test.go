@@ -562,7 +562,7 @@ func TestTreeEscapees(t *testing.T) {
 						}
 						mClock.Advance(grace).MustWait(ctx)
 						s := waitFinal(ctx, t, p)
-						if code := exitCode(t, s.Info); code != 124 || !s.Info.TimedOut {
+						if code := exitCode(t, s.Info); code != proc.ExitTimedOut || !s.Info.TimedOut {
 							t.Errorf("final exit %d, timed out %v; want 124, true", code, s.Info.TimedOut)
 						}
 						treeWaitPidfd(ctx, t, pidfd, "the escapee's death by the timeout's kill")
@@ -758,7 +758,7 @@ func TestTreeStoppedChildTermTrap(t *testing.T) {
 					s := p.Snapshot()
 					want := treeFinal{7, "", false}
 					if how == "timeout" {
-						want = treeFinal{124, "", true}
+						want = treeFinal{proc.ExitTimedOut, "", true}
 					}
 					if got := treeFinalOf(t, s.Info); got != want {
 						t.Errorf("final %+v; want %+v", got, want)

@@ -126,7 +126,7 @@ func TestTreeRunningNeverTimedOut(t *testing.T) {
 
 			mClock.Advance(grace).MustWait(ctx)
 			s := waitFinal(ctx, t, p)
-			want := treeFinal{124, "SIGKILL", true}
+			want := treeFinal{proc.ExitTimedOut, "SIGKILL", true}
 			if got := treeFinalOf(t, s.Info); got != want {
 				t.Errorf("final (code, signal, timed out) = %+v; want %+v", got, want)
 			}
@@ -216,7 +216,7 @@ func TestTreeTimeoutVersusExitMock(t *testing.T) {
 						}
 						s := waitFinal(ctx, t, p)
 						got := treeFinalOf(t, s.Info)
-						timedOut := treeFinal{124, "SIGTERM", true}
+						timedOut := treeFinal{proc.ExitTimedOut, "SIGTERM", true}
 						exited := treeFinal{3, "", false}
 						switch {
 						case phase == "before" && got != timedOut:
@@ -274,7 +274,7 @@ func TestTreeTimeoutVersusExitReal(t *testing.T) {
 				timedOut, byItself  int
 				wg                  sync.WaitGroup
 				next                = make(chan int)
-				wantTimedOut, wantE = treeFinal{124, "SIGTERM", true}, treeFinal{3, "", false}
+				wantTimedOut, wantE = treeFinal{proc.ExitTimedOut, "SIGTERM", true}, treeFinal{3, "", false}
 			)
 			for range workers {
 				wg.Add(1)

@@ -90,7 +90,7 @@ func TestProcrun(t *testing.T) {
 		{"exit-0", []string{"--", "true"}, 0},
 		{"exit-code", []string{"--", "sh", "-c", "exit 3"}, 3},
 		{"shell", []string{"-shell", "--", "exit", "42"}, 42},
-		{"timeout", []string{"-timeout", "100ms", "--", "sleep", "30"}, 124},
+		{"timeout", []string{"-timeout", "100ms", "--", "sleep", "30"}, proc.ExitTimedOut},
 		{"killed", []string{"--", "sh", "-c", "kill -KILL $$"}, 128 + 9},
 		{"terminated", []string{"--", "sh", "-c", "kill -TERM $$"}, 128 + 15},
 		{"help", []string{"-h"}, 0},
@@ -121,7 +121,7 @@ func TestProcrun(t *testing.T) {
 	t.Run("timeout-snapshot", func(t *testing.T) {
 		t.Parallel()
 		snap := prSnapshot(t, prRun(ctx, t, bin, t.TempDir(), "-timeout", "100ms", "--", "sleep", "30"))
-		if !snap.Info.TimedOut || snap.Info.ExitCode == nil || *snap.Info.ExitCode != 124 {
+		if !snap.Info.TimedOut || snap.Info.ExitCode == nil || *snap.Info.ExitCode != proc.ExitTimedOut {
 			t.Errorf("snapshot of a timed-out command: timed out %v, exit %v; want true, 124", snap.Info.TimedOut, snap.Info.ExitCode)
 		}
 	})
