@@ -1,0 +1,52 @@
+//go:build unix
+
+package proctest_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/coder/quartz"
+
+	"github.com/procvisor/proc"
+	"github.com/procvisor/proc/proctest"
+)
+
+// A test closes a Manager that runs on a mock clock. The command ignores
+// SIGTERM, so Close waits the kill grace (a minute of mock time) before
+// it kills the group; CloseOnMock advances the clock through that wait.
+func ExampleCloseOnMock() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	mClock := quartz.NewMock(exampleT{}) // in a test: quartz.NewMock(t)
+	start := mClock.Now()
+	m := proc.NewManager(proc.Options{Clock: mClock, KillGrace: time.Minute})
+	p, err := m.Start(proc.StartRequest{Command: `trap "" TERM; echo ready; sleep 60`})
+	if err != nil {
+		fmt.Println("start:", err)
+		return
+	}
+	if _, err := p.WaitFor(ctx, regexp.MustCompile("ready"), true); err != nil {
+		fmt.Println("wait for ready:", err)
+		return
+	}
+
+	err = proctest.CloseOnMock(ctx, mClock, m)
+	info := p.Info()
+	fmt.Printf("Close: %v; exit %d, %s; the grace passed: %v\n", err, *info.ExitCode, info.Signal, mClock.Since(start) >= time.Minute)
+	// Output: Close: <nil>; exit 137, SIGKILL; the grace passed: true
+}
+
+// exampleT stands in for the *testing.T a test gives quartz.NewMock.
+type exampleT struct{}
+
+func (exampleT) Helper()                      {}
+func (exampleT) Log(...any)                   {}
+func (exampleT) Logf(string, ...any)          {}
+func (exampleT) Error(args ...any)            { fmt.Println(args...) }
+func (exampleT) Errorf(f string, args ...any) { fmt.Printf(f+"\n", args...) }
+func (exampleT) Fatal(args ...any)            { panic(fmt.Sprint(args...)) }
+func (exampleT) Fatalf(f string, args ...any) { panic(fmt.Sprintf(f, args...)) }
+func (exampleT) Cleanup(func())               {}
