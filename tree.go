@@ -42,9 +42,6 @@ const (
 	ContainCgroup Containment = "cgroup"
 )
 
-// containJob is what Info.Containment reports on Windows.
-const containJob = "job"
-
 func (c Containment) valid() bool {
 	return c == ContainAuto || c == ContainGroup || c == ContainCgroup
 }

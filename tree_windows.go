@@ -18,6 +18,9 @@ import (
 // The job backend (Windows): every child is in a Job Object with
 // kill-on-close, so closing the last handle ends whatever is left in it.
 
+// containJob is what Info.Containment reports on Windows.
+const containJob = "job"
+
 // cgroupHost: cgroups are Linux-only.
 type cgroupHost struct{}
 
