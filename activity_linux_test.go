@@ -92,16 +92,6 @@ func needTool(t *testing.T, name string) {
 	}
 }
 
-// waitLine waits for an output line matching re.
-func waitLine(ctx context.Context, t *testing.T, p *proc.Process, re string) string {
-	t.Helper()
-	line, err := p.WaitFor(ctx, regexp.MustCompile(re), true)
-	if err != nil {
-		t.Fatalf("WaitFor(%q) = %v; output %q", re, err, p.Output().Text)
-	}
-	return line
-}
-
 // mustNotWait checks, several times over a short period, that p is not
 // waiting for input: WaitInput looks every 100 ms and must see nothing
 // before its deadline.
@@ -175,7 +165,9 @@ func TestActivityWaitingForInput(t *testing.T) {
 func TestActivityNotWaiting(t *testing.T) {
 	t.Parallel()
 	type check func(ctx context.Context, t *testing.T, p *proc.Process)
-	ready := func(ctx context.Context, t *testing.T, p *proc.Process) { waitLine(ctx, t, p, "^ready") }
+	ready := func(ctx context.Context, t *testing.T, p *proc.Process) {
+		waitLine(ctx, t, p, regexp.MustCompile("^ready"))
+	}
 	listening := func(ctx context.Context, t *testing.T, p *proc.Process) {
 		for {
 			a, err := p.Activity()
@@ -329,7 +321,7 @@ func TestActivityListeners(t *testing.T) {
 						req.Args = append([]string{"sh", "-c", `"$@" & wait`, "sh"}, req.Args...)
 					}
 					p := startIn(t, mode, req)
-					line := waitLine(ctx, t, p, `^(listening|listen:) `)
+					line := waitLine(ctx, t, p, regexp.MustCompile(`^(listening|listen:) `))
 					var pid int
 					var addr string
 					if _, err := fmt.Sscanf(line, "listening %d %s", &pid, &addr); err != nil {
@@ -373,7 +365,7 @@ func TestActivityNoListeners(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	p := startIn(t, proc.ContainGroup, proc.StartRequest{Command: "echo ready; exec sleep 30"})
-	waitLine(ctx, t, p, "^ready")
+	waitLine(ctx, t, p, regexp.MustCompile("^ready"))
 	a, err := p.Activity()
 	if err != nil || a.Listeners != nil || a.WaitingForInput || a.Members != 1 {
 		t.Errorf("Activity() = %+v, %v; want 1 member, no listener, not waiting", a, err)
@@ -394,7 +386,7 @@ func TestWaitInputMock(t *testing.T) {
 		if err := unix.Mkfifo(fifo, 0o600); err != nil {
 			t.Fatalf("mkfifo: %v", err)
 		}
-		m := lcMockManager(t, mClock, proc.Options{Containment: proc.ContainGroup})
+		m := mockManager(t, mClock, proc.Options{Containment: proc.ContainGroup})
 		p := mustStart(t, m, proc.StartRequest{Command: command, Env: map[string]string{"FIFO": fifo}, Stdin: true})
 		return p, fifo
 	}
@@ -429,7 +421,7 @@ func TestWaitInputMock(t *testing.T) {
 		}
 		call.MustRelease(ctx)
 		feed(t, fifo)
-		waitLine(ctx, t, p, "^got")
+		waitLine(ctx, t, p, regexp.MustCompile("^got"))
 		// Wait until the shell reads its stdin; WaitInput cannot have
 		// noticed, for it has not looked again.
 		for {
@@ -495,6 +487,6 @@ func TestActivityWithoutInput(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	p := startIn(t, proc.ContainGroup, proc.StartRequest{Command: "echo ready; sleep 30 | cat"})
-	waitLine(ctx, t, p, "^ready")
+	waitLine(ctx, t, p, regexp.MustCompile("^ready"))
 	mustNotWait(ctx, t, p, "without stdin")
 }

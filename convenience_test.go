@@ -292,23 +292,6 @@ func (h *cvHold) updateEnv(env []string) ([]string, error) {
 	return env, nil
 }
 
-// cvWaitLen waits until p's Output stream holds at least n bytes.
-func cvWaitLen(ctx context.Context, t *testing.T, p *proc.Process, n int64) {
-	t.Helper()
-	for {
-		c := p.ReadSince(0, 0)
-		if c.End >= n {
-			return
-		}
-		if c.EOF {
-			t.Fatalf("%s became final with %d bytes of output; want at least %d", p.ID(), c.End, n)
-		}
-		if err := p.WaitOutput(ctx, c.End); err != nil {
-			t.Fatalf("WaitOutput(%d) = %v", c.End, err)
-		}
-	}
-}
-
 // cvStop ends a process started with Stdin running "sleep", and waits for it.
 func cvStop(ctx context.Context, t *testing.T, p *proc.Process) proc.Snapshot {
 	t.Helper()
@@ -798,7 +781,7 @@ func TestWaitFor(t *testing.T) {
 		req.Stdin = true
 		p := mustStart(t, m, req)
 		defer cvStop(ctx, t, p)
-		cvWaitLen(ctx, t, p, int64(len("first\nready 1\nlast\n")))
+		waitLen(ctx, t, p, int64(len("first\nready 1\nlast\n")))
 		line, err := p.WaitFor(ctx, regexp.MustCompile(`^ready \d$`), true)
 		if err != nil || line != "ready 1" {
 			t.Errorf("WaitFor(fromStart) of a line printed before the call = %q, %v; want %q, nil", line, err, "ready 1")
@@ -866,7 +849,7 @@ func TestWaitFor(t *testing.T) {
 		req.Stdin = true
 		p := mustStart(t, m, req)
 		defer cvStop(ctx, t, p)
-		cvWaitLen(ctx, t, p, int64(len("done before\npart")))
+		waitLen(ctx, t, p, int64(len("done before\npart")))
 		re := regexp.MustCompile(`done$`)
 		line, err := cvWaitForThen(ctx, t, p, re, false, cvGo(p))
 		if err != nil || line != "partial done" {
@@ -882,7 +865,7 @@ func TestWaitFor(t *testing.T) {
 		req.Stdin = true
 		p := mustStart(t, m, req)
 		defer cvStop(ctx, t, p)
-		cvWaitLen(ctx, t, p, 4)
+		waitLen(ctx, t, p, 4)
 		line, err := cvWaitForThen(ctx, t, p, regexp.MustCompile(`^partial$`), false, cvGo(p))
 		if err != nil || line != "partial" {
 			t.Errorf("WaitFor(not fromStart) = %q, %v; want %q", line, err, "partial")
@@ -993,7 +976,7 @@ func TestWaitFor(t *testing.T) {
 		req := cvReq("out:first\nno newline", "wait")
 		req.Stdin = true
 		p := mustStart(t, m, req)
-		cvWaitLen(ctx, t, p, int64(len("first\nno newline")))
+		waitLen(ctx, t, p, int64(len("first\nno newline")))
 		// It counts only once the process is final: the child ends only
 		// after WaitFor blocked.
 		line, err := cvWaitForThen(ctx, t, p, regexp.MustCompile(`^no newline$`), true, p.CloseStdin)

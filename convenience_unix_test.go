@@ -163,8 +163,10 @@ func TestLogPathClosedBeforeDone(t *testing.T) {
 		path := filepath.Join(t.TempDir(), tc.name+".log")
 		p := mustStart(t, m, proc.StartRequest{Command: tc.command, LogPath: path})
 		waitFinal(ctx, t, p)
-		if open := cvOpenFDs(t, path); open != 0 {
-			t.Errorf("%s: %d descriptors of the log still open after Done", tc.name, open)
+		for fd, target := range openFDs(t) {
+			if target == path {
+				t.Errorf("%s: descriptor %s of the log still open after Done", tc.name, fd)
+			}
 		}
 		if got, err := os.ReadFile(path); err != nil || string(got) != tc.want {
 			t.Errorf("%s: log file after Done = %q, %v; want %q", tc.name, got, err, tc.want)
@@ -173,22 +175,6 @@ func TestLogPathClosedBeforeDone(t *testing.T) {
 			t.Errorf("%s: Signal(Kill) = %v", tc.name, err)
 		}
 	}
-}
-
-// cvOpenFDs counts this process's descriptors open on path.
-func cvOpenFDs(t *testing.T, path string) int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatalf("ReadDir(/proc/self/fd) = %v", err)
-	}
-	n := 0
-	for _, e := range entries {
-		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && target == path {
-			n++
-		}
-	}
-	return n
 }
 
 // A terminal ends lines in \r\n; WaitFor returns them without the \r.

@@ -477,7 +477,7 @@ func TestReadStderrSince(t *testing.T) {
 		req := cvReq("err:to stderr\n", "sleep")
 		req.Stdin = true
 		p := mustStart(t, m, req)
-		iaWaitText(ctx, t, p, "to stderr\n")
+		waitText(ctx, t, p, "to stderr\n")
 		if c := p.ReadStderrSince(0, 0); len(c.Data) != 0 || c.End != 0 || c.Lost != 0 || c.EOF {
 			t.Errorf("ReadStderrSince(0, 0) while running = %q end %d lost %d eof %v; want empty, not EOF", c.Data, c.End, c.Lost, c.EOF)
 		}

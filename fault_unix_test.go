@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/coder/quartz"
-	"go.uber.org/goleak"
 
 	"github.com/procvisor/proc"
 )
@@ -155,165 +154,12 @@ func faultJunk(seed uint64, n int) []byte {
 	return append(b, "\xe2\x82"...)[:n]
 }
 
-// faultIsolatedEnv names the test that a child test binary runs alone.
-const faultIsolatedEnv = "PROC_TEST_ISOLATED"
-
-// faultIsolated reports whether this is the isolated run of t. Counts that
-// belong to the whole test process — open descriptors, goroutines — are
-// only exact when no other test runs at the same time, and tests here run
-// in parallel. So in the test binary that go test started, faultIsolated
-// runs t again, alone, in a child test binary, fails t if that run fails
-// (relaying its output), and returns false: the caller returns at once. In
-// the child it returns true and the caller does the work.
-func faultIsolated(ctx context.Context, t *testing.T) bool {
-	t.Helper()
-	if os.Getenv(faultIsolatedEnv) == t.Name() {
-		return true
-	}
-	timeout := 5 * time.Minute
-	if deadline, ok := ctx.Deadline(); ok {
-		timeout = time.Until(deadline)
-	}
-	// Anchor each level of the name: -test.run matches the levels one by
-	// one, and "^TestX/group$" would also run TestX/cgroup.
-	levels := strings.Split(t.Name(), "/")
-	for i, l := range levels {
-		levels[i] = "^" + regexp.QuoteMeta(l) + "$"
-	}
-	cmd := exec.CommandContext(ctx, os.Args[0],
-		"-test.run="+strings.Join(levels, "/"),
-		"-test.count=1", "-test.v", "-test.timeout="+timeout.String())
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if name != helperEnv && name != faultIsolatedEnv && name != "GORACE" {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, faultIsolatedEnv+"="+t.Name(), "GORACE="+helperGorace)
-	cmd.WaitDelay = 10 * time.Second
-	out, err := cmd.CombinedOutput()
-	text := string(out)
-	switch {
-	case err != nil:
-		t.Fatalf("isolated run of %s: %v; its output:\n%s", t.Name(), err, text)
-	case strings.Contains(text, "--- SKIP: "+t.Name()+" "):
-		t.Skipf("isolated run of %s skipped:\n%s", t.Name(), text)
-	case !strings.Contains(text, "--- PASS: "+t.Name()+" "):
-		t.Fatalf("isolated run of %s did not pass; its output:\n%s", t.Name(), text)
-	}
-	t.Logf("isolated run of %s:\n%s", t.Name(), text)
-	return false
-}
-
-// faultOpenFDs returns the open descriptors of the test process and what
-// they refer to.
-func faultOpenFDs(t *testing.T) map[string]string {
-	t.Helper()
-	entries, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatalf("list open descriptors: %v", err)
-	}
-	fds := make(map[string]string, len(entries))
-	for _, e := range entries {
-		// The descriptor of the listing itself is gone by now.
-		target, _ := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
-		fds[e.Name()] = target
-	}
-	return fds
-}
-
-// faultCheckFDs fails unless the open descriptors are those of before.
-func faultCheckFDs(t *testing.T, what string, before map[string]string) {
-	t.Helper()
-	after := faultOpenFDs(t)
-	var added, gone []string
-	for fd, target := range after {
-		if before[fd] != target {
-			added = append(added, fd+" -> "+target)
-		}
-	}
-	for fd, target := range before {
-		if after[fd] != target {
-			gone = append(gone, fd+" -> "+target)
-		}
-	}
-	if len(after) != len(before) || len(added) != 0 {
-		t.Errorf("%s: %d open descriptors; want %d as before; new or changed %q, gone %q",
-			what, len(after), len(before), added, gone)
-	}
-}
-
-// faultNeedProcFS skips t where there is no /proc to read.
-func faultNeedProcFS(t *testing.T) {
-	t.Helper()
-	if _, err := os.Stat("/proc/self/fd"); err != nil {
-		t.Skipf("no /proc on %s: %v", "this system", err)
-	}
-}
-
-// faultTask is one process as /proc/<pid>/stat describes it.
-type faultTask struct {
-	pid, pgrp int
-	state     byte
-	flags     uint64
-	comm      string
-}
-
-func (k faultTask) String() string {
-	return fmt.Sprintf("pid %d (%s) state %c flags %#x group %d", k.pid, k.comm, k.state, k.flags, k.pgrp)
-}
-
-// faultPFExiting is the kernel's PF_EXITING task flag (/proc/<pid>/stat
-// field 9): the process is in its exit, past any signal and user code.
-const faultPFExiting = 0x4
-
-// dead reports whether k is a zombie (or being reaped).
-func (k faultTask) dead() bool { return k.state == 'Z' || k.state == 'X' }
-
-// faultTasks lists the processes of the system (those that did not vanish
-// while being listed).
-func faultTasks(t *testing.T) []faultTask {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatalf("list /proc: %v", err)
-	}
-	var tasks []faultTask
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // reaped meanwhile
-		}
-		// "pid (comm) state ppid pgrp ...": comm may hold spaces and parens.
-		open, closing := bytes.IndexByte(data, '('), bytes.LastIndexByte(data, ')')
-		if open < 0 || closing < open {
-			t.Fatalf("/proc/%d/stat = %q: cannot parse", pid, data)
-		}
-		// After comm: state ppid pgrp session tty_nr tpgid flags ...
-		fields := bytes.Fields(data[closing+1:])
-		if len(fields) < 7 || len(fields[0]) != 1 {
-			t.Fatalf("/proc/%d/stat = %q: cannot parse", pid, data)
-		}
-		pgrp, err1 := strconv.Atoi(string(fields[2]))
-		flags, err2 := strconv.ParseUint(string(fields[6]), 10, 64)
-		if err1 != nil || err2 != nil {
-			t.Fatalf("/proc/%d/stat = %q: cannot parse", pid, data)
-		}
-		tasks = append(tasks, faultTask{pid: pid, pgrp: pgrp, state: fields[0][0], flags: flags, comm: string(data[open+1 : closing])})
-	}
-	return tasks
-}
-
 // faultLiveMembers returns the processes that belong to one of the groups
 // and are not zombies (a zombie is dead; reaping orphans is PID 1's job).
-func faultLiveMembers(t *testing.T, groups map[int]bool) []faultTask {
+func faultLiveMembers(t *testing.T, groups map[int]bool) []procStat {
 	t.Helper()
-	var live []faultTask
-	for _, k := range faultTasks(t) {
+	var live []procStat
+	for _, k := range tasks(t) {
 		if groups[k.pgrp] && !k.dead() {
 			live = append(live, k)
 		}
@@ -504,7 +350,7 @@ func TestFaultCloseIgnoresTerm(t *testing.T) {
 			t.Errorf("exit of a TERM-ignoring child stopped by Close = %d %q; want 137 SIGKILL", code, info.Signal)
 		}
 		for _, k := range faultLiveMembers(t, group) {
-			if k.pid != bgPID || k.flags&faultPFExiting == 0 {
+			if k.pid != bgPID || k.flags&pfExiting == 0 {
 				t.Errorf("after Close, a member of the child's group (background child %d) is alive: %v; want the child reaped and the background child dead or exiting", bgPID, k)
 			}
 		}
@@ -512,7 +358,7 @@ func TestFaultCloseIgnoresTerm(t *testing.T) {
 
 	t.Run("mock-clock", func(t *testing.T) {
 		t.Parallel()
-		faultNeedProcFS(t)
+		needProcFS(t)
 		ctx := testCtx(t)
 		mClock := quartz.NewMock(t)
 		m := newManager(t, proc.Options{Clock: mClock, KillGrace: killGrace, DrainTimeout: drainTimeout})
@@ -554,7 +400,7 @@ func TestFaultCloseIgnoresTerm(t *testing.T) {
 
 	t.Run("real-clock", func(t *testing.T) {
 		t.Parallel()
-		faultNeedProcFS(t)
+		needProcFS(t)
 		ctx := testCtx(t)
 		m := newManager(t, proc.Options{KillGrace: killGrace, DrainTimeout: drainTimeout})
 		p, group, bgPID := start(ctx, t, m)
@@ -710,9 +556,9 @@ func TestFaultBinaryOutput(t *testing.T) {
 // are its own.
 func TestFaultNotFound(t *testing.T) {
 	t.Parallel()
-	faultNeedProcFS(t)
+	needProcFS(t)
 	ctx := testCtx(t, time.Minute)
-	if !faultIsolated(ctx, t) {
+	if !isolated(ctx, t) {
 		return
 	}
 	m := proc.NewManager(proc.Options{})
@@ -720,8 +566,7 @@ func TestFaultNotFound(t *testing.T) {
 	// Warm up: the runtime opens descriptors of its own once (the network
 	// poller, with the first pipe).
 	waitFinal(ctx, t, mustStart(t, m, proc.StartRequest{Args: []string{"true"}, Stdin: true}))
-	ignore := goleak.IgnoreCurrent()
-	fds := faultOpenFDs(t)
+	checkLeaks := noLeaks(t)
 
 	const prog = "proc-fault-no-such-program"
 	for i, req := range []proc.StartRequest{
@@ -743,10 +588,7 @@ func TestFaultNotFound(t *testing.T) {
 			t.Errorf("#%d: List() after a refused start = %d records; want only the warm-up", i, len(infos))
 		}
 	}
-	faultCheckFDs(t, "after refused starts", fds)
-	if err := goleak.Find(ignore); err != nil {
-		t.Errorf("goroutines after refused starts: %v", err)
-	}
+	checkLeaks("after refused starts")
 	// The ID was never taken.
 	p := mustStart(t, m, proc.StartRequest{ID: "nf", Args: []string{"true"}})
 	if code := exitCode(t, waitFinal(ctx, t, p).Info); code != 0 {
@@ -762,9 +604,9 @@ func TestFaultNotFound(t *testing.T) {
 // runs isolated, so that the counts are its own.
 func TestFaultWorkDirRemoved(t *testing.T) {
 	t.Parallel()
-	faultNeedProcFS(t)
+	needProcFS(t)
 	ctx := testCtx(t, time.Minute)
-	if !faultIsolated(ctx, t) {
+	if !isolated(ctx, t) {
 		return
 	}
 	var remove atomic.Pointer[string]
@@ -780,8 +622,7 @@ func TestFaultWorkDirRemoved(t *testing.T) {
 	})
 	t.Cleanup(func() { _ = m.Close() })
 	waitFinal(ctx, t, mustStart(t, m, proc.StartRequest{Args: []string{"true"}, Stdin: true}))
-	ignore := goleak.IgnoreCurrent()
-	fds := faultOpenFDs(t)
+	checkLeaks := noLeaks(t)
 
 	base := t.TempDir()
 	for i, req := range []proc.StartRequest{
@@ -811,10 +652,7 @@ func TestFaultWorkDirRemoved(t *testing.T) {
 	if infos := m.List(); len(infos) != 1 {
 		t.Errorf("List() after refused starts = %d records; want only the warm-up", len(infos))
 	}
-	faultCheckFDs(t, "after refused starts", fds)
-	if err := goleak.Find(ignore); err != nil {
-		t.Errorf("goroutines after refused starts: %v", err)
-	}
+	checkLeaks("after refused starts")
 }
 
 // TestFaultCloseRacesStart pins Close against starts from many goroutines:
@@ -823,7 +661,7 @@ func TestFaultWorkDirRemoved(t *testing.T) {
 // start launched — returned or not — is alive.
 func TestFaultCloseRacesStart(t *testing.T) {
 	t.Parallel()
-	faultNeedProcFS(t)
+	needProcFS(t)
 	ctx := testCtx(t, time.Minute)
 	const (
 		starters     = 64
@@ -902,7 +740,7 @@ func TestFaultCloseRacesStart(t *testing.T) {
 		t.Errorf("after Close, live members of the started groups: %v; want none", live)
 	}
 	// Also processes that a start launched without returning them.
-	for _, k := range faultTasks(t) {
+	for _, k := range tasks(t) {
 		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", k.pid))
 		if err == nil && bytes.Contains(cmdline, []byte("\x00"+marker+"\x00")) && k.state != 'Z' && k.state != 'X' {
 			t.Errorf("after Close, a process launched by a racing start is alive: %v, %q", k, cmdline)
@@ -921,7 +759,7 @@ func TestFaultCloseRacesStart(t *testing.T) {
 // (plus headroom), with the record final and its output fixed.
 func TestFaultCloseEscapedFlood(t *testing.T) {
 	t.Parallel()
-	faultNeedProcFS(t)
+	needProcFS(t)
 	if _, err := exec.LookPath("setsid"); err != nil {
 		t.Skipf("setsid: %v", err)
 	}
@@ -937,7 +775,7 @@ func TestFaultCloseEscapedFlood(t *testing.T) {
 	// so that it is in the head, never in the omitted middle.
 	marker := fmt.Sprintf("proc-fault-flooder-%d", rand.Uint64())
 	t.Cleanup(func() {
-		for _, k := range faultTasks(t) {
+		for _, k := range tasks(t) {
 			cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", k.pid))
 			if err == nil && bytes.Contains(cmdline, []byte(marker)) {
 				_ = syscall.Kill(k.pid, syscall.SIGKILL)
@@ -1020,7 +858,7 @@ func TestFaultCloseLeavesNoTimer(t *testing.T) {
 // their exit yet when the leader has been reaped.
 func TestFaultCloseWaitsForGroupDeath(t *testing.T) {
 	t.Parallel()
-	faultNeedProcFS(t)
+	needProcFS(t)
 	ctx := testCtx(t)
 	const (
 		rounds  = 8

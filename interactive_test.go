@@ -195,40 +195,6 @@ func iaReadAll(t *testing.T, p *proc.Process) []byte {
 	}
 }
 
-// iaWaitText reads p's Output stream from the start until it holds want,
-// and returns what it read.
-func iaWaitText(ctx context.Context, t *testing.T, p *proc.Process, want string) string {
-	t.Helper()
-	var seen []byte
-	for cursor := int64(0); !bytes.Contains(seen, []byte(want)); {
-		if err := p.WaitOutput(ctx, cursor); err != nil {
-			t.Fatalf("WaitOutput(%d) waiting for %q = %v; output so far %q", cursor, want, err, seen)
-		}
-		c := p.ReadSince(cursor, 0)
-		seen = append(seen, c.Data...)
-		cursor = c.Next
-		if c.EOF && !bytes.Contains(seen, []byte(want)) {
-			t.Fatalf("output ended without %q: %q", want, seen)
-		}
-	}
-	return string(seen)
-}
-
-// iaWaitLen waits until p's Output stream is at least n bytes long.
-func iaWaitLen(ctx context.Context, t *testing.T, p *proc.Process, n int64) {
-	t.Helper()
-	for end := int64(0); end < n; {
-		if err := p.WaitOutput(ctx, end); err != nil {
-			t.Fatalf("WaitOutput(%d) waiting for %d bytes = %v", end, n, err)
-		}
-		c := p.ReadSince(1<<62, 1) // past the end: only End
-		if c.EOF && c.End < n {
-			t.Fatalf("output ended at %d bytes; want %d", c.End, n)
-		}
-		end = c.End
-	}
-}
-
 type iaWriteResult struct {
 	n   int
 	err error
@@ -715,7 +681,7 @@ func TestReadSinceFallenBehind(t *testing.T) {
 	req := helperReq("interactive-pattern", strconv.Itoa(size), strconv.Itoa(64<<10), "0", "wait")
 	req.Stdin = true
 	p := mustStart(t, m, req)
-	iaWaitLen(ctx, t, p, size)
+	waitLen(ctx, t, p, size)
 
 	type read struct {
 		cursor    int64
@@ -888,7 +854,7 @@ func TestWaitOutput(t *testing.T) {
 	if err := recv(ctx, t, woke, "WaitOutput on new bytes"); err != nil {
 		t.Fatalf("WaitOutput(0) = %v; want nil after output", err)
 	}
-	iaWaitLen(ctx, t, p, 2)
+	waitLen(ctx, t, p, 2)
 	if c := p.ReadSince(0, 0); string(c.Data) != "x\n" || c.Next != 2 || c.EOF {
 		t.Fatalf("ReadSince(0, 0) = %q next %d eof %v; want %q next 2 eof false", c.Data, c.Next, c.EOF, "x\n")
 	}

@@ -127,51 +127,6 @@ func iaWaitStdinInput() error {
 	}
 }
 
-// iaCloseMock closes m, whose clock is mClock, from a cleanup: if Close
-// arms its kill-grace timer (a group member was alive when it looked), the
-// mock clock is advanced through it.
-func iaCloseMock(t *testing.T, m *proc.Manager, mClock *quartz.Mock) {
-	t.Helper()
-	ctx := testCtx(t)
-	trap := mClock.Trap().NewTimer("manager", "kill-grace")
-	defer trap.Close()
-	errc := make(chan error, 1)
-	go func() { errc <- m.Close() }()
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	calls := make(chan *quartz.Call, 1)
-	go func() {
-		if c, err := trap.Wait(wctx); err == nil {
-			calls <- c
-		}
-	}()
-	select {
-	case err := <-errc:
-		if err != nil {
-			t.Errorf("Close() = %v", err)
-		}
-	case c := <-calls:
-		c.MustRelease(ctx)
-		mClock.Advance(c.Duration).MustWait(ctx)
-		if err := recv(ctx, t, errc, "Close"); err != nil {
-			t.Errorf("Close() = %v", err)
-		}
-	case <-ctx.Done():
-		t.Errorf("Close() did not return: %v", ctx.Err())
-	}
-}
-
-// iaMockManager returns a manager on a mock clock, closed when the test
-// ends.
-func iaMockManager(t *testing.T) (*proc.Manager, *quartz.Mock) {
-	t.Helper()
-	mClock := quartz.NewMock(t)
-	mClock = mClock.WithLogger(quartz.NoOpLogger)
-	m := newManager(t, proc.Options{Clock: mClock})
-	t.Cleanup(func() { iaCloseMock(t, m, mClock) })
-	return m, mClock
-}
-
 // iaKillAndWait kills what is left of p's group and waits until p is final.
 func iaKillAndWait(ctx context.Context, t *testing.T, p *proc.Process) {
 	t.Helper()
@@ -189,7 +144,8 @@ func iaKillAndWait(ctx context.Context, t *testing.T, p *proc.Process) {
 func TestStdinAfterExitWhileDraining(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	m, mClock := iaMockManager(t)
+	mClock := quartz.NewMock(t).WithLogger(quartz.NoOpLogger)
+	m := mockManager(t, mClock, proc.Options{})
 	quiet := mClock.Trap().NewTimer("drain", "quiet")
 	defer quiet.Close()
 
@@ -233,7 +189,7 @@ func TestStdinAfterExitWhileDraining(t *testing.T) {
 func TestWriteBlockedWhenChildExits(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	m, _ := iaMockManager(t)
+	m := mockManager(t, quartz.NewMock(t).WithLogger(quartz.NoOpLogger), proc.Options{})
 	req := helperReq("interactive-exit-on-input")
 	req.Stdin = true
 	p := mustStart(t, m, req)
@@ -271,7 +227,7 @@ func TestWriteBlockedReleasedByClose(t *testing.T) {
 		n, err := p.WriteContext(ctx, make([]byte, size))
 		res <- iaWriteResult{n, err}
 	}()
-	iaWaitText(ctx, t, p, "input\n")
+	waitText(ctx, t, p, "input\n")
 	if err := m.Close(); err != nil {
 		t.Fatalf("Close() = %v", err)
 	}
@@ -293,7 +249,7 @@ func TestWriteToClosedStdin(t *testing.T) {
 	req := helperReq("interactive-close-stdin")
 	req.Stdin = true
 	p := mustStart(t, m, req)
-	iaWaitText(ctx, t, p, "closed\n")
+	waitText(ctx, t, p, "closed\n")
 
 	n, err := p.Write([]byte("x"))
 	if n != 0 || !errors.Is(err, syscall.EPIPE) {
@@ -408,7 +364,7 @@ func TestTTY(t *testing.T) {
 		ctx := testCtx(t)
 		m := newManager(t, proc.Options{})
 		p := iaTTY(t, m, "echo ready; exec sleep 30", proc.TermSize{})
-		iaWaitText(ctx, t, p, "ready\r\n")
+		waitText(ctx, t, p, "ready\r\n")
 		if err := p.CloseStdin(); err != nil {
 			t.Fatalf("CloseStdin() = %v; want nil", err)
 		}
@@ -428,7 +384,7 @@ func TestTTY(t *testing.T) {
 		ctx := testCtx(t)
 		m := newManager(t, proc.Options{})
 		p := iaTTY(t, m, "echo ready; read line; stty size", proc.TermSize{})
-		iaWaitText(ctx, t, p, "ready\r\n")
+		waitText(ctx, t, p, "ready\r\n")
 		if err := p.Resize(proc.TermSize{Rows: 40, Cols: 120}); err != nil {
 			t.Fatalf("Resize(40x120) = %v; want nil", err)
 		}
@@ -448,7 +404,7 @@ func TestTTY(t *testing.T) {
 		req := helperReq("interactive-winch")
 		req.TTY = true
 		p := mustStart(t, m, req)
-		iaWaitText(ctx, t, p, "ready\r\n")
+		waitText(ctx, t, p, "ready\r\n")
 		if err := p.Resize(proc.TermSize{Rows: 40, Cols: 120}); err != nil {
 			t.Fatalf("Resize(40x120) = %v; want nil", err)
 		}
@@ -466,7 +422,7 @@ func TestTTY(t *testing.T) {
 		ctx := testCtx(t)
 		m := newManager(t, proc.Options{})
 		p := iaTTY(t, m, "echo ready; read line", proc.TermSize{})
-		iaWaitText(ctx, t, p, "ready\r\n")
+		waitText(ctx, t, p, "ready\r\n")
 		for _, size := range []proc.TermSize{{Rows: 0, Cols: 80}, {Rows: 24, Cols: 0}, {}} {
 			if err := p.Resize(size); !errors.Is(err, proc.ErrInvalid) {
 				t.Errorf("Resize(%+v) = %v; want ErrInvalid", size, err)
@@ -494,7 +450,7 @@ func TestTTY(t *testing.T) {
 		// Nobody reads the terminal: its input queue fills and the write
 		// blocks until the deadline.
 		p := iaTTY(t, m, "stty -icanon -echo; echo ready; exec sleep 30", proc.TermSize{})
-		iaWaitText(ctx, t, p, "ready\r\n")
+		waitText(ctx, t, p, "ready\r\n")
 		const size = 4 << 20
 		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		defer cancel()
@@ -517,7 +473,8 @@ func TestTTY(t *testing.T) {
 func TestWriteInExitWindow(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	m, mClock := iaMockManager(t)
+	mClock := quartz.NewMock(t).WithLogger(quartz.NoOpLogger)
+	m := mockManager(t, mClock, proc.Options{})
 	exit := mClock.Trap().Now("process", "exit")
 	defer exit.Close()
 
@@ -550,7 +507,7 @@ func TestCloseStdinReleasesBlockedWrite(t *testing.T) {
 		n, err := p.Write(make([]byte, size))
 		res <- iaWriteResult{n, err}
 	}()
-	iaWaitText(ctx, t, p, "input\n") // the write is in progress
+	waitText(ctx, t, p, "input\n") // the write is in progress
 
 	err, ok := iaBounded(ctx, t, m, "CloseStdin() during a blocked Write", p.CloseStdin)
 	if !ok {
@@ -609,7 +566,7 @@ func TestWriteContextQueuedBehindBlockedWrite(t *testing.T) {
 	}()
 	// Bytes on stdin come only from that write, which cannot finish: it is
 	// in progress from now on.
-	iaWaitText(ctx, t, p, "input\n")
+	waitText(ctx, t, p, "input\n")
 
 	err, ok := iaBounded(ctx, t, m, "WriteContext(100ms) behind a blocked Write", func() error {
 		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
@@ -654,7 +611,7 @@ func TestTTYCloseStdinBlockedWrite(t *testing.T) {
 		n, err := p.Write([]byte(strings.Repeat("x", size))) // nobody reads it
 		res <- iaWriteResult{n, err}
 	}()
-	iaWaitText(ctx, t, p, "input\r\n")
+	waitText(ctx, t, p, "input\r\n")
 
 	err, ok := iaBounded(ctx, t, m, "CloseStdin() behind a blocked Write on a terminal", p.CloseStdin)
 	if !ok {

@@ -35,6 +35,7 @@ func init() {
 	// job-spawn N [exit] starts N job-sleep children, prints "pids" and
 	// their PIDs on one line, then sleeps, or exits at once with "exit".
 	helpers["job-spawn"] = jobSpawn
+	helpersStarted["job-spawn"] = []string{"job-sleep"}
 	// job-flood N writes N bytes to stdout in 64 KiB writes.
 	helpers["job-flood"] = func(args []string) int {
 		n, _ := strconv.Atoi(args[0])

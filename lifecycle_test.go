@@ -70,118 +70,6 @@ func lcContent(n int) []byte {
 	return b.Bytes()[:n]
 }
 
-// lcMockManager returns a Manager on mClock that is closed when the test
-// ends. Close can wait on the mock clock (its kill-grace timer, a drain
-// window), so the cleanup advances the clock while Close runs.
-func lcMockManager(t *testing.T, mClock *quartz.Mock, opts proc.Options) *proc.Manager {
-	t.Helper()
-	opts.Clock = mClock
-	m := proc.NewManager(opts)
-	t.Cleanup(func() { lcCloseOnMock(t, mClock, m) })
-	return m
-}
-
-// lcCloseOnMock closes m, firing the mock clock's timers whenever Close
-// waits on them. Traps on every NewTimer and Timer.Reset call tell it when
-// Close (or a drain) set a timer, so no wake-up is missed and nothing
-// sleeps; and since a trapped call waits until this loop releases it, no
-// timer moves earlier between its Peek and its Advance. (A timer may be
-// stopped meanwhile; Advance then only moves the time.)
-func lcCloseOnMock(t *testing.T, mClock *quartz.Mock, m *proc.Manager) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	traps := []*quartz.Trap{mClock.Trap().NewTimer(), mClock.Trap().TimerReset()}
-	defer func() {
-		for _, trap := range traps {
-			trap.Close()
-		}
-	}()
-	calls := make(chan *quartz.Call)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel() // ends the forwarders (releasing what they hold) before wg.Wait
-	for _, trap := range traps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				call, err := trap.Wait(ctx)
-				if err != nil {
-					return
-				}
-				select {
-				case calls <- call:
-				case <-ctx.Done():
-					_ = call.Release(context.Background())
-					return
-				}
-			}
-		}()
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- m.Close() }()
-	for {
-		select {
-		case err := <-errc:
-			if err != nil {
-				t.Errorf("Close() = %v", err)
-			}
-			return
-		default:
-		}
-		if d, ok := mClock.Peek(); ok {
-			// Advance, not AdvanceNext: Close may stop that timer in the
-			// meantime (a pending reap or kill-grace), and then there is
-			// no next timer to advance to.
-			if err := mClock.Advance(d).Wait(ctx); err != nil {
-				t.Errorf("Close(): advance the mock clock: %v", err)
-				return
-			}
-			continue
-		}
-		select {
-		case err := <-errc:
-			if err != nil {
-				t.Errorf("Close() = %v", err)
-			}
-			return
-		case call := <-calls:
-			if err := call.Release(ctx); err != nil {
-				t.Errorf("Close(): release %v: %v", call.Tags, err)
-				return
-			}
-		case <-ctx.Done():
-			t.Errorf("Close() did not return: %v", ctx.Err())
-			return
-		}
-	}
-}
-
-// lcWaitText waits until p's Output stream holds want and returns the
-// stream so far. It fails the test if p becomes final without it.
-func lcWaitText(ctx context.Context, t *testing.T, p *proc.Process, want string) string {
-	t.Helper()
-	return lcWaitOutput(ctx, t, p, fmt.Sprintf("%q", want), func(s string) bool { return strings.Contains(s, want) })
-}
-
-// lcWaitOutput waits until ok(stream so far) for p's Output stream and
-// returns the stream. It fails the test if p becomes final first.
-func lcWaitOutput(ctx context.Context, t *testing.T, p *proc.Process, what string, ok func(string) bool) string {
-	t.Helper()
-	for {
-		c := p.ReadSince(0, 0)
-		if ok(string(c.Data)) {
-			return string(c.Data)
-		}
-		if c.EOF {
-			t.Fatalf("%s became final without %s in its output %q (stderr %q)", p.ID(), what, c.Data, p.Stderr().Text)
-		}
-		if err := p.WaitOutput(ctx, c.End); err != nil {
-			t.Fatalf("WaitOutput(%d) = %v waiting for %s; output %q", c.End, err, what, c.Data)
-		}
-	}
-}
-
 // lcCheckRunning checks the status fields of a record that is not final.
 func lcCheckRunning(t *testing.T, info proc.Info) {
 	t.Helper()
@@ -344,7 +232,7 @@ func TestDrainEOFMockClock(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	mClock := quartz.NewMock(t)
-	m := lcMockManager(t, mClock, proc.Options{})
+	m := mockManager(t, mClock, proc.Options{})
 	p := mustStart(t, m, helperReq("lc-print", "hi\n"))
 	s := waitFinal(ctx, t, p)
 	if s.Output.Text != "hi\n" {

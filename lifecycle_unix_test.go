@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -33,6 +32,8 @@ func init() {
 	helpers["lc-bg-leader"] = lcHelperBgLeader
 	helpers["lc-watch"] = lcHelperWatch
 	helpers["lc-hold"] = lcHelperHold
+	helpersStarted["lc-bg-leader"] = []string{"lc-watch"}
+	helpersStarted["lc-watch"] = []string{"lc-hold"}
 	helpers["lc-big"] = lcHelperBig
 	helpers["lc-spawn"] = lcHelperSpawn
 	helpers["lc-tail"] = lcHelperTail
@@ -243,53 +244,6 @@ func lcHelperBig(args []string) int {
 	return 0
 }
 
-// lcPFExiting is the kernel's PF_EXITING task flag (/proc/<pid>/stat field
-// 9): the process is in exit and past any signal.
-const lcPFExiting = 0x4
-
-// lcProcStat is what the tests read of /proc/<pid>/stat.
-type lcProcStat struct {
-	exists bool // false: the PID is gone (reaped)
-	state  byte
-	pgrp   int
-	flags  uint64
-}
-
-// lcHasProcFS reports whether /proc/<pid>/stat can be read (Linux).
-func lcHasProcFS() bool {
-	_, err := os.Stat("/proc/self/stat")
-	return err == nil
-}
-
-func lcReadProcStat(t *testing.T, pid int) lcProcStat {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
-		return lcProcStat{}
-	}
-	if err != nil {
-		t.Fatalf("read /proc/%d/stat: %v", pid, err)
-	}
-	// "pid (comm) state ppid pgrp session tty_nr tpgid flags ..."
-	i := bytes.LastIndexByte(data, ')')
-	fields := bytes.Fields(data[i+1:])
-	if i < 0 || len(fields) < 7 || len(fields[0]) != 1 {
-		t.Fatalf("/proc/%d/stat = %q: cannot parse", pid, data)
-	}
-	pgrp, err1 := strconv.Atoi(string(fields[2]))
-	flags, err2 := strconv.ParseUint(string(fields[6]), 10, 64)
-	if err1 != nil || err2 != nil {
-		t.Fatalf("/proc/%d/stat = %q: cannot parse", pid, data)
-	}
-	return lcProcStat{exists: true, state: fields[0][0], pgrp: pgrp, flags: flags}
-}
-
-// lcMemberDead reports whether pid, a member of process group pgid, is dead:
-// reaped, a zombie, or its PID already reused outside the group.
-func lcMemberDead(st lcProcStat, pgid int) bool {
-	return !st.exists || st.pgrp != pgid || st.state == 'Z' || st.state == 'X'
-}
-
 var lcPIDLine = regexp.MustCompile(`(?m)^(?:spawned |background )?(\d+)$`)
 
 // lcParsePIDs returns the PIDs printed one per line in text.
@@ -304,32 +258,6 @@ func lcParsePIDs(t *testing.T, text string) []int {
 		pids = append(pids, pid)
 	}
 	return pids
-}
-
-// lcStartTrapped runs m.Start(req) on another goroutine, because the start
-// makes a clock call that trap catches; it checks the call's duration,
-// releases it and returns the process.
-func lcStartTrapped(ctx context.Context, t *testing.T, m *proc.Manager, req proc.StartRequest, trap *quartz.Trap, want time.Duration) *proc.Process {
-	t.Helper()
-	type result struct {
-		p   *proc.Process
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		p, err := m.Start(req)
-		ch <- result{p, err}
-	}()
-	call := trap.MustWait(ctx)
-	if call.Duration != want {
-		t.Errorf("%v timer of %v; want %v", call.Tags, call.Duration, want)
-	}
-	call.MustRelease(ctx)
-	r := recv(ctx, t, ch, "Start")
-	if r.err != nil {
-		t.Fatalf("Start(%+v) = %v", req, r.err)
-	}
-	return r.p
 }
 
 // TestExitStatus pins exit codes and signals, and that the exit fields
@@ -511,7 +439,7 @@ func TestDrainChunks(t *testing.T) {
 		const quiet = 100 * time.Millisecond
 		ctx := testCtx(t, 10*time.Second)
 		mClock := quartz.NewMock(t)
-		m := lcMockManager(t, mClock, proc.Options{DrainQuiet: quiet})
+		m := mockManager(t, mClock, proc.Options{DrainQuiet: quiet})
 		path, f := lcFIFO(t)
 		quietTrap := mClock.Trap().NewTimer("drain", "quiet")
 		defer quietTrap.Close()
@@ -570,7 +498,7 @@ func TestDrainChunks(t *testing.T) {
 		t.Parallel()
 		ctx := testCtx(t, 10*time.Second)
 		mClock := quartz.NewMock(t)
-		m := lcMockManager(t, mClock, proc.Options{})
+		m := mockManager(t, mClock, proc.Options{})
 		path, f := lcFIFO(t)
 		quietTrap := mClock.Trap().NewTimer("drain", "quiet")
 		defer quietTrap.Close()
@@ -599,7 +527,7 @@ func TestDrainChunks(t *testing.T) {
 		mClock := quartz.NewMock(t).WithLogger(quartz.NoOpLogger)
 		const drainCap = 2 * time.Second
 		// A quiet window longer than the cap: only the cap can end it.
-		m := lcMockManager(t, mClock, proc.Options{DrainQuiet: time.Hour, DrainTimeout: drainCap})
+		m := mockManager(t, mClock, proc.Options{DrainQuiet: time.Hour, DrainTimeout: drainCap})
 		quietTrap := mClock.Trap().NewTimer("drain", "quiet")
 		defer quietTrap.Close()
 		capTrap := mClock.Trap().NewTimer("drain", "cap")
@@ -642,7 +570,7 @@ func TestExitedRefusesStdin(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	mClock := quartz.NewMock(t)
-	m := lcMockManager(t, mClock, proc.Options{})
+	m := mockManager(t, mClock, proc.Options{})
 	quietTrap := mClock.Trap().NewTimer("drain", "quiet")
 	defer quietTrap.Close()
 
@@ -689,7 +617,7 @@ func TestSignalKillsGroup(t *testing.T) {
 		DrainQuiet:   time.Minute,
 		DrainTimeout: time.Minute,
 	})
-	text := lcWaitOutput(ctx, t, p, "two PIDs", func(s string) bool { return len(lcParsePIDs(t, s)) == 2 })
+	text := waitOutput(ctx, t, p, "two PIDs", func(s string) bool { return len(lcParsePIDs(t, s)) == 2 })
 	if err := p.Signal(proc.Kill); err != nil {
 		t.Fatalf("Signal(Kill) = %v; want nil", err)
 	}
@@ -697,14 +625,14 @@ func TestSignalKillsGroup(t *testing.T) {
 	if code := exitCode(t, s.Info); code != 137 || s.Info.Signal != "SIGKILL" {
 		t.Errorf("exit code %d, signal %q; want 137, SIGKILL", code, s.Info.Signal)
 	}
-	if !lcHasProcFS() {
+	if !hasProcFS() {
 		t.Logf("no /proc: the children's state is not checked")
 		return
 	}
 	for _, pid := range lcParsePIDs(t, text) {
 		// Past closing its files, a process is dead or in its exit.
-		st := lcReadProcStat(t, pid)
-		if !lcMemberDead(st, p.Info().PID) && st.flags&lcPFExiting == 0 {
+		st := readStat(t, pid)
+		if !st.memberDead(p.Info().PID) && st.flags&pfExiting == 0 {
 			t.Errorf("background child %d after the group was killed: state %c, flags %#x; want gone, zombie or exiting", pid, st.state, st.flags)
 		}
 	}
@@ -730,7 +658,7 @@ func TestTimeoutMockClock(t *testing.T) {
 			t.Parallel()
 			ctx := testCtx(t, 10*time.Second)
 			mClock := quartz.NewMock(t)
-			m := lcMockManager(t, mClock, proc.Options{KillGrace: grace})
+			m := mockManager(t, mClock, proc.Options{KillGrace: grace})
 			timeoutTrap := mClock.Trap().AfterFunc("process", "timeout")
 			defer timeoutTrap.Close()
 			graceTrap := mClock.Trap().NewTimer("process", "kill-grace")
@@ -739,8 +667,8 @@ func TestTimeoutMockClock(t *testing.T) {
 			req := helperReq(tc.mode)
 			req.Timeout = timeout
 			req.Stdin = true
-			p := lcStartTrapped(ctx, t, m, req, timeoutTrap, timeout)
-			lcWaitText(ctx, t, p, "ready\n")
+			p := startTrapped(ctx, t, m, req, timeoutTrap, timeout)
+			waitText(ctx, t, p, "ready\n")
 			lcCheckRunning(t, p.Info())
 
 			w := mClock.Advance(timeout)
@@ -756,7 +684,7 @@ func TestTimeoutMockClock(t *testing.T) {
 				if _, err := p.Write([]byte("ping\n")); err != nil {
 					t.Fatalf("Write() after terminate = %v", err)
 				}
-				lcWaitText(ctx, t, p, "ping\n")
+				waitText(ctx, t, p, "ping\n")
 				lcCheckRunning(t, p.Info())
 				mClock.Advance(grace).MustWait(ctx)
 			}
@@ -789,7 +717,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	)
 	ctx := testCtx(t)
 	mClock := quartz.NewMock(t)
-	m := lcMockManager(t, mClock, proc.Options{KillGrace: grace, DrainQuiet: quiet})
+	m := mockManager(t, mClock, proc.Options{KillGrace: grace, DrainQuiet: quiet})
 
 	// The spawner exits once its grandchild is ready; its record is final
 	// one quiet window later, while the grandchild lives on. The trap is
@@ -804,7 +732,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	procs := []*proc.Process{ignoring, spawner, obeying, shell}
 
 	for _, p := range procs {
-		lcWaitText(ctx, t, p, "ready\n")
+		waitText(ctx, t, p, "ready\n")
 	}
 	quietTrap.MustWait(ctx).MustRelease(ctx)
 	quietTrap.Close()
@@ -880,7 +808,7 @@ func TestCloseStopsEverything(t *testing.T) {
 // their exit takes a while).
 func TestCloseKillsEveryMember(t *testing.T) {
 	t.Parallel()
-	if !lcHasProcFS() {
+	if !hasProcFS() {
 		t.Skip("no /proc to read group members from")
 	}
 	ctx := testCtx(t)
@@ -916,7 +844,7 @@ func TestCloseKillsEveryMember(t *testing.T) {
 		t.Errorf("Close() = %v", err)
 	}
 	for pid, pgid := range members {
-		if st := lcReadProcStat(t, pid); !lcMemberDead(st, pgid) {
+		if st := readStat(t, pid); !st.memberDead(pgid) {
 			t.Errorf("after Close: PID %d of group %d is alive: state %c, flags %#x; want gone or zombie (I4)", pid, pgid, st.state, st.flags)
 		}
 	}

@@ -313,8 +313,7 @@ func TestHostDeath(t *testing.T) {
 				t.Parallel()
 				ctx := testCtx(t)
 				parent := treeOptions(t, mode).CgroupParent
-				host := exec.Command(os.Args[0], string(mode.containment), parent, strconv.FormatBool(keep))
-				host.Env = append(os.Environ(), helperEnv+"=limits-host", "GORACE="+helperGorace)
+				host := helperCmd("limits-host", string(mode.containment), parent, strconv.FormatBool(keep))
 				host.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 				out, err := host.StdoutPipe()
 				if err != nil {

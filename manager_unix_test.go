@@ -18,125 +18,58 @@ import (
 	"time"
 
 	"github.com/coder/quartz"
-	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
 	"github.com/procvisor/proc"
 )
 
-func init() {
-	// mgr-fdcheck makes many starts that the OS refuses, in a process of
-	// its own (other tests open descriptors concurrently), and fails unless
-	// they leave no descriptor, goroutine or record behind.
-	helpers["mgr-fdcheck"] = mgrFDCheck
-}
-
-func mgrFDCheck([]string) int {
-	fail := func(format string, args ...any) int {
-		fmt.Printf(format+"\n", args...)
-		return 1
+// TestStartRefusedNoLeaks pins that starts the OS refuses leave no
+// descriptor, goroutine or record behind (section 8). It runs isolated, so
+// that the counts are its own.
+func TestStartRefusedNoLeaks(t *testing.T) {
+	t.Parallel()
+	needProcFS(t)
+	ctx := testCtx(t, 120*time.Second)
+	if !isolated(ctx, t) {
+		return
 	}
-	dir, err := os.MkdirTemp("", "proc-fdcheck")
-	if err != nil {
-		return fail("%v", err)
-	}
-	defer os.RemoveAll(dir)
+	dir := t.TempDir()
 	noexec := filepath.Join(dir, "noexec")
 	if err := os.WriteFile(noexec, []byte("#!/bin/sh\n"), 0o644); err != nil {
-		return fail("%v", err)
+		t.Fatal(err)
 	}
-	m := proc.NewManager(proc.Options{})
-	defer m.Close()
-
+	m := newManager(t, proc.Options{})
+	// The shell itself missing: a refusal on the Command path.
+	shellless := newManager(t, proc.Options{Shell: []string{filepath.Join(dir, "no-shell"), "-c"}})
 	reqs := []proc.StartRequest{
 		{Args: []string{"proc-test-no-such-program"}},
 		{Args: []string{filepath.Join(dir, "missing")}, Stdin: true},
 		{Args: []string{noexec}, Stdin: true, SeparateStderr: true},
 		{Args: []string{noexec}, TTY: true},
 	}
-	// The shell itself missing: a refusal on the Command path.
-	shellless := proc.NewManager(proc.Options{Shell: []string{filepath.Join(dir, "no-shell"), "-c"}})
-	defer shellless.Close()
-
-	startAll := func() error {
+	startAll := func() {
+		t.Helper()
 		for _, req := range reqs {
 			if p, err := m.Start(req); err == nil {
-				return fmt.Errorf("Start(%q) succeeded: %s", req.Args, p.ID())
+				t.Fatalf("Start(%q) succeeded: %s", req.Args, p.ID())
 			} else if in := mgrSentinelsIn(err); len(in) != 0 {
-				return fmt.Errorf("Start(%q) = %v; wraps %v, want an OS error", req.Args, err, in)
+				t.Fatalf("Start(%q) = %v; wraps %v, want an OS error", req.Args, err, in)
 			}
 		}
 		if p, err := shellless.Start(proc.StartRequest{Command: "true"}); err == nil {
-			return fmt.Errorf("Start with a missing shell succeeded: %s", p.ID())
+			t.Fatalf("Start with a missing shell succeeded: %s", p.ID())
 		}
-		return nil
 	}
 	// Warm up: the runtime opens descriptors of its own lazily (the
 	// network poller on the first pipe), once.
-	if err := startAll(); err != nil {
-		return fail("%v", err)
-	}
-	ignore := goleak.IgnoreCurrent()
-	before, err := mgrOpenFDs()
-	if err != nil {
-		return fail("%v", err)
-	}
+	startAll()
+	checkLeaks := noLeaks(t)
 	for range 50 {
-		if err := startAll(); err != nil {
-			return fail("%v", err)
-		}
+		startAll()
 	}
-	after, err := mgrOpenFDs()
-	if err != nil {
-		return fail("%v", err)
-	}
-	if !slices.Equal(before, after) {
-		return fail("open descriptors before 50 refused starts:\n%s\nafter:\n%s",
-			strings.Join(before, "\n"), strings.Join(after, "\n"))
-	}
+	checkLeaks("after 50 rounds of refused starts")
 	if n := len(m.List()) + len(shellless.List()); n != 0 {
-		return fail("List() holds %d records after refused starts", n)
-	}
-	if err := goleak.Find(ignore); err != nil {
-		return fail("goroutines left by refused starts: %v", err)
-	}
-	fmt.Printf("ok: %d descriptors\n", len(before))
-	return 0
-}
-
-// mgrOpenFDs lists this process's open descriptors and what they are.
-func mgrOpenFDs() ([]string, error) {
-	const dir = "/proc/self/fd"
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var fds []string
-	for _, e := range entries {
-		target, err := os.Readlink(filepath.Join(dir, e.Name()))
-		if err != nil {
-			// The descriptor ReadDir itself used is gone by now.
-			continue
-		}
-		fds = append(fds, e.Name()+" -> "+target)
-	}
-	slices.Sort(fds)
-	return fds, nil
-}
-
-// TestStartRefusedNoLeaks pins that starts the OS refuses leave no
-// descriptor, goroutine or record behind (section 8), counted in a child
-// process so that parallel tests cannot disturb the count.
-func TestStartRefusedNoLeaks(t *testing.T) {
-	t.Parallel()
-	if _, err := os.Stat("/proc/self/fd"); err != nil {
-		t.Skipf("no /proc/self/fd: %v", err)
-	}
-	ctx := testCtx(t, 120*time.Second)
-	m := newManager(t, proc.Options{})
-	snap := waitFinal(ctx, t, mustStart(t, m, helperReq("mgr-fdcheck")))
-	if code := exitCode(t, snap.Info); code != 0 || !strings.HasPrefix(snap.Output.Text, "ok") {
-		t.Errorf("mgr-fdcheck exit %d:\n%s", code, snap.Output.Text)
+		t.Errorf("List() holds %d records after refused starts", n)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,8 +43,7 @@ func TestReviewHostDeathDuringStarts(t *testing.T) {
 	escaped := 0
 	for round := 0; round < rounds; round++ {
 		mark := fmt.Sprintf("review-inflight-%d-%d", os.Getpid(), rand.Uint64())
-		host := exec.Command(os.Args[0], mark)
-		host.Env = append(os.Environ(), helperEnv+"=review-inflight-host", "GORACE="+helperGorace)
+		host := helperCmd("review-inflight-host", mark)
 		host.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		host.Stderr = os.Stderr
 		out, err := host.StdoutPipe()

@@ -31,6 +31,7 @@ func init() {
 // Manager."
 func TestReviewLeftoversKillLiveManagerInOtherPIDNamespace(t *testing.T) {
 	t.Parallel()
+	useHelper("review-ns-host") // the unused-helper check: also where unshare is missing
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
 		t.Skip("no unshare")
@@ -38,7 +39,7 @@ func TestReviewLeftoversKillLiveManagerInOtherPIDNamespace(t *testing.T) {
 	ctx := testCtx(t)
 	parent := treeOptions(t, treeModes[1]).CgroupParent
 	host := exec.Command(unshare, "--pid", "--fork", "--mount-proc", os.Args[0], parent)
-	host.Env = append(os.Environ(), helperEnv+"=review-ns-host", "GORACE="+helperGorace)
+	host.Env = helperCmd("review-ns-host").Env
 	host.Stderr = os.Stderr
 	out, err := host.StdoutPipe()
 	if err != nil {

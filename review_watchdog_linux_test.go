@@ -44,8 +44,7 @@ func init() {
 func TestReviewWatchdogKillsRecycledGroup(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	host := exec.Command(os.Args[0])
-	host.Env = append(os.Environ(), helperEnv+"=review-recycle-host", "GORACE="+helperGorace)
+	host := helperCmd("review-recycle-host")
 	host.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	host.Stderr = os.Stderr
 	out, err := host.StdoutPipe()
@@ -222,8 +221,7 @@ func TestReviewWatchdogKilledFromOutside(t *testing.T) {
 			t.Parallel()
 			ctx := testCtx(t)
 			parent := treeOptions(t, mode).CgroupParent
-			host := exec.Command(os.Args[0], string(mode.containment), parent)
-			host.Env = append(os.Environ(), helperEnv+"=review-watchdog-killed-host", "GORACE="+helperGorace)
+			host := helperCmd("review-watchdog-killed-host", string(mode.containment), parent)
 			host.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 			host.Stderr = os.Stderr
 			out, err := host.StdoutPipe()

@@ -243,7 +243,7 @@ func TestTreeWatchedUntilEmpty(t *testing.T) {
 			mClock := quartz.NewMock(t)
 			opts := treeOptions(t, mode)
 			opts.RetainExited = retain
-			m := lcMockManager(t, mClock, opts)
+			m := mockManager(t, mClock, opts)
 			p := mustStart(t, m, proc.StartRequest{Command: "sleep 30 >/dev/null 2>&1 & echo $!"})
 			snap := waitFinal(ctx, t, p)
 			member, err := strconv.Atoi(strings.TrimSpace(snap.Output.Text))
@@ -332,10 +332,10 @@ func TestMainThreadExitedIsAlive(t *testing.T) {
 		const timeout = time.Minute
 		ctx := testCtx(t)
 		mClock := quartz.NewMock(t)
-		m := lcMockManager(t, mClock, proc.Options{})
+		m := mockManager(t, mClock, proc.Options{})
 		trap := mClock.Trap().AfterFunc("process", "timeout")
 		defer trap.Close()
-		p := lcStartTrapped(ctx, t, m, proc.StartRequest{Args: []string{bin}, Timeout: timeout}, trap, timeout)
+		p := startTrapped(ctx, t, m, proc.StartRequest{Args: []string{bin}, Timeout: timeout}, trap, timeout)
 		mteWaitMainThreadExited(ctx, t, p.Info().PID)
 		mClock.Advance(timeout).MustWait(ctx)
 		snap := waitFinal(ctx, t, p)

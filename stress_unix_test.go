@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/procvisor/proc"
 )
 
@@ -93,7 +91,7 @@ type stressRun struct {
 // Snapshot, Get and Signal, and a dedicated owner's scope is started and
 // closed again and again. Every process must end final with its kind's
 // result; after Close no descriptor, goroutine or live member of any
-// process group may remain (I4). It runs isolated (faultIsolated), so
+// process group may remain (I4). It runs isolated (isolated), so
 // that the descriptor and goroutine counts are its own. It runs once per
 // containment mode (treeModes).
 func TestStress(t *testing.T) {
@@ -110,9 +108,9 @@ func TestStress(t *testing.T) {
 }
 
 func stress(t *testing.T, mode treeMode) {
-	faultNeedProcFS(t)
+	needProcFS(t)
 	ctx := testCtx(t, 4*time.Minute)
-	if !faultIsolated(ctx, t) {
+	if !isolated(ctx, t) {
 		return
 	}
 	begin := time.Now()
@@ -137,9 +135,9 @@ func stress(t *testing.T, mode treeMode) {
 	if err := warm.Close(); err != nil {
 		t.Fatalf("warm-up Close() = %v", err)
 	}
-	ignore := goleak.IgnoreCurrent()
 	goroutinesBefore := runtime.NumGoroutine()
-	fds := faultOpenFDs(t)
+	fds := len(openFDs(t))
+	checkLeaks := noLeaks(t)
 
 	opts.KillGrace = stressKillGrace
 	opts.MaxRetained = stressMaxRetained
@@ -228,10 +226,7 @@ feed:
 	if live := faultLiveMembers(t, groups); len(live) != 0 {
 		t.Errorf("after Close, %d live members of the processes' groups: %v; want none", len(live), live)
 	}
-	faultCheckFDs(t, "after Close", fds)
-	if err := goleak.Find(ignore); err != nil {
-		t.Errorf("goroutines left after Close: %v", err)
-	}
+	checkLeaks("after Close")
 	goroutinesAfter := runtime.NumGoroutine()
 	if goroutinesAfter > goroutinesBefore {
 		t.Errorf("runtime.NumGoroutine() after Close = %d; want at most %d as before", goroutinesAfter, goroutinesBefore)
@@ -243,7 +238,7 @@ feed:
 	t.Logf("stress: faults: %d kills after ready, %d timeouts (%d with SIGTERM ignored), %d grandchildren holding the pipe, %d chaos signals delivered (%d refused: group gone or record dropped), %d scope closes",
 		r.kills.Load(), r.timeouts.Load(), r.termIgnored.Load(), r.grandchildren.Load(), r.chaosSignals.Load(), r.chaosRefused.Load(), r.scopeCloses.Load())
 	t.Logf("stress: concurrent reads: %d List rounds, %d snapshots, %d gets; descriptors %d before and after; goroutines %d before, %d after",
-		r.lists.Load(), r.snapshots.Load(), r.gets.Load(), len(fds), goroutinesBefore, goroutinesAfter)
+		r.lists.Load(), r.snapshots.Load(), r.gets.Load(), fds, goroutinesBefore, goroutinesAfter)
 }
 
 // record adds a started process for the chaos goroutines.

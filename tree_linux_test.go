@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
@@ -384,32 +383,6 @@ func treeWaitPidfd(ctx context.Context, t testing.TB, fd int, what string) {
 	}
 }
 
-// treeStat is what the tests read of /proc/<pid>/stat.
-type treeStat struct {
-	state   byte
-	pgrp    int
-	session int
-	ttyNr   int
-}
-
-func treeReadStat(t testing.TB, pid int) treeStat {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatalf("read /proc/%d/stat: %v", pid, err)
-	}
-	// "pid (comm) state ppid pgrp session tty_nr ..."
-	fields := bytes.Fields(data[bytes.LastIndexByte(data, ')')+1:])
-	atoi := func(b []byte) int {
-		n, err := strconv.Atoi(string(b))
-		if err != nil {
-			t.Fatalf("/proc/%d/stat = %q: %v", pid, data, err)
-		}
-		return n
-	}
-	return treeStat{state: fields[0][0], pgrp: atoi(fields[2]), session: atoi(fields[3]), ttyNr: atoi(fields[4])}
-}
-
 // treeWaitStopped waits until pid is stopped. Nothing tells a process
 // other than its parent that a third process stopped, so this polls
 // /proc/<pid>/stat, bounded by ctx: the one poll of these tests.
@@ -417,11 +390,11 @@ func treeWaitStopped(ctx context.Context, t testing.TB, pid int) {
 	t.Helper()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	for treeReadStat(t, pid).state != 'T' {
+	for readStat(t, pid).state != 'T' {
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			t.Fatalf("waiting for %d to stop: %v (state %c)", pid, ctx.Err(), treeReadStat(t, pid).state)
+			t.Fatalf("waiting for %d to stop: %v (state %c)", pid, ctx.Err(), readStat(t, pid).state)
 		}
 	}
 }
@@ -471,7 +444,7 @@ func TestTreeEscapees(t *testing.T) {
 					req := proc.StartRequest{
 						Command: esc.script(q),
 						TTY:     esc.tty,
-						Env:     map[string]string{helperEnv: "tree-escapee", "GORACE": helperGorace},
+						Env:     helperReq("tree-escapee").Env, // the script runs it
 					}
 					if end != "timeout" {
 						// The escapee's "term" line comes after the leader
@@ -494,7 +467,7 @@ func TestTreeEscapees(t *testing.T) {
 						defer timeoutTrap.Close()
 						graceTrap = mClock.Trap().NewTimer("process", "kill-grace")
 						defer graceTrap.Close()
-						m = lcMockManager(t, mClock, opts)
+						m = mockManager(t, mClock, opts)
 					case "close":
 						opts.KillGrace = 300 * time.Millisecond
 						m = proc.NewManager(opts)
@@ -504,14 +477,14 @@ func TestTreeEscapees(t *testing.T) {
 					}
 					var p *proc.Process
 					if end == "timeout" {
-						p = lcStartTrapped(ctx, t, m, req, timeoutTrap, timeout)
+						p = startTrapped(ctx, t, m, req, timeoutTrap, timeout)
 					} else {
 						p = mustStart(t, m, req)
 					}
 					if got := p.Info().Containment; got != mode.want {
 						t.Errorf("Info().Containment = %q; want %q", got, mode.want)
 					}
-					pid, err := strconv.Atoi(treeWaitLine(ctx, t, p, treeEscapeeRE)[1])
+					pid, err := strconv.Atoi(treeEscapeeRE.FindStringSubmatch(waitLine(ctx, t, p, treeEscapeeRE))[1])
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -531,7 +504,7 @@ func TestTreeEscapees(t *testing.T) {
 						if err := p.Signal(proc.Terminate); err != nil {
 							t.Fatalf("Signal(Terminate) = %v", err)
 						}
-						treeWaitLine(ctx, t, p, termRE)
+						waitLine(ctx, t, p, termRE)
 						if treeExited(pidfd) {
 							t.Errorf("escapee %d exited on SIGTERM; it ignores it", pid)
 						}
@@ -556,7 +529,7 @@ func TestTreeEscapees(t *testing.T) {
 						w := mClock.Advance(timeout)
 						graceTrap.MustWait(ctx).MustRelease(ctx)
 						w.MustWait(ctx)
-						treeWaitLine(ctx, t, p, termRE)
+						waitLine(ctx, t, p, termRE)
 						if treeExited(pidfd) {
 							t.Errorf("escapee %d exited on SIGTERM before the kill-grace; it ignores it", pid)
 						}
@@ -600,12 +573,12 @@ func TestTreeSession(t *testing.T) {
 				ctx := testCtx(t)
 				m := newManager(t, treeOptions(t, mode))
 				p := mustStart(t, m, proc.StartRequest{Command: "echo ready; exec sleep 600", TTY: tty})
-				lcWaitOutput(ctx, t, p, "ready", func(s string) bool { return strings.Contains(s, "ready") })
+				waitOutput(ctx, t, p, "ready", func(s string) bool { return strings.Contains(s, "ready") })
 				pid := p.Info().PID
 				if sid, err := unix.Getsid(pid); err != nil || sid != pid {
 					t.Errorf("getsid(%d) = %d, %v; want %d: the child leads a session of its own", pid, sid, err, pid)
 				}
-				st := treeReadStat(t, pid)
+				st := readStat(t, pid)
 				if st.pgrp != pid || st.session != pid {
 					t.Errorf("/proc/%d/stat: group %d, session %d; want %d, %d", pid, st.pgrp, st.session, pid, pid)
 				}
@@ -642,8 +615,7 @@ func TestTreeDevTTYFailsAtOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer rr.Close()
-			host := exec.Command(os.Args[0], string(mode.containment), parent, timeout.String())
-			host.Env = append(os.Environ(), helperEnv+"=tree-tty-host", "GORACE="+helperGorace)
+			host := helperCmd("tree-tty-host", string(mode.containment), parent, timeout.String())
 			host.ExtraFiles = []*os.File{rw}
 			master, err := pty.Start(host) // Setsid and Setctty: the PTY is its terminal
 			_ = rw.Close()
@@ -732,16 +704,16 @@ func TestTreeStoppedChildTermTrap(t *testing.T) {
 						mClock = quartz.NewMock(t).WithLogger(quartz.NoOpLogger)
 						trap := mClock.Trap().AfterFunc("process", "timeout")
 						defer trap.Close()
-						m := lcMockManager(t, mClock, opts)
+						m := mockManager(t, mClock, opts)
 						req.Timeout = timeout
-						p = lcStartTrapped(ctx, t, m, req, trap, timeout)
+						p = startTrapped(ctx, t, m, req, trap, timeout)
 					} else {
 						p = mustStart(t, newManager(t, opts), req)
 						// Before Close, which would wait the hour of grace
 						// for a child the test failed to end.
 						t.Cleanup(func() { _ = p.Signal(proc.Kill) })
 					}
-					lcWaitOutput(ctx, t, p, "ready", func(s string) bool { return strings.Contains(s, "ready") })
+					waitOutput(ctx, t, p, "ready", func(s string) bool { return strings.Contains(s, "ready") })
 					treeWaitStopped(ctx, t, p.Info().PID)
 
 					if how == "timeout" {
@@ -753,7 +725,7 @@ func TestTreeStoppedChildTermTrap(t *testing.T) {
 					defer cancel()
 					if err := p.Wait(wctx); err != nil {
 						t.Fatalf("a stopped child with a TERM trap did not end by its trap within 20s of the terminate (KillGrace 1h): %v; output %q, state %c",
-							err, p.Output().Text, treeReadStat(t, p.Info().PID).state)
+							err, p.Output().Text, readStat(t, p.Info().PID).state)
 					}
 					s := p.Snapshot()
 					want := treeFinal{7, "", false}
@@ -800,7 +772,7 @@ func TestTreeContainment(t *testing.T) {
 			parent := treeCgroupParent(t)
 			m := newManager(t, proc.Options{Containment: c, CgroupParent: parent})
 			p := mustStart(t, m, proc.StartRequest{Command: "echo ready; exec sleep 600"})
-			lcWaitText(ctx, t, p, "ready\n")
+			waitText(ctx, t, p, "ready\n")
 			if got := p.Info().Containment; got != "cgroup" {
 				t.Errorf("Info().Containment = %q; want cgroup", got)
 			}
@@ -828,7 +800,7 @@ func TestTreeContainment(t *testing.T) {
 		m := proc.NewManager(proc.Options{Containment: proc.ContainCgroup})
 		t.Cleanup(func() { _ = m.Close() })
 		p := mustStart(t, m, proc.StartRequest{Command: "echo ready; exec sleep 600"})
-		lcWaitText(ctx, t, p, "ready\n")
+		waitText(ctx, t, p, "ready\n")
 		cg, ok := treeCgroupOf(t, p.Info().PID)
 		root, _ := treeCgroupRoot()
 		mgrDir := filepath.Dir(cg)

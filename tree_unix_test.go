@@ -3,10 +3,8 @@
 package proc_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"sync"
 	"syscall"
 	"testing"
@@ -92,7 +90,7 @@ func TestTreeRunningNeverTimedOut(t *testing.T) {
 			opts := treeOptions(t, mode)
 			opts.KillGrace = grace
 			mClock := quartz.NewMock(t)
-			m := lcMockManager(t, mClock, opts)
+			m := mockManager(t, mClock, opts)
 			timeoutTrap := mClock.Trap().AfterFunc("process", "timeout")
 			defer timeoutTrap.Close()
 			graceTrap := mClock.Trap().NewTimer("process", "kill-grace")
@@ -101,8 +99,8 @@ func TestTreeRunningNeverTimedOut(t *testing.T) {
 			req := helperReq("lc-ignore-term")
 			req.Stdin = true
 			req.Timeout = timeout
-			p := lcStartTrapped(ctx, t, m, req, timeoutTrap, timeout)
-			lcWaitText(ctx, t, p, "ready\n")
+			p := startTrapped(ctx, t, m, req, timeoutTrap, timeout)
+			waitText(ctx, t, p, "ready\n")
 
 			w := mClock.Advance(timeout)
 			graceTrap.MustWait(ctx).MustRelease(ctx)
@@ -111,7 +109,7 @@ func TestTreeRunningNeverTimedOut(t *testing.T) {
 			if _, err := p.WriteContext(ctx, []byte("ping\n")); err != nil {
 				t.Fatalf("WriteContext() after the timeout fired = %v", err)
 			}
-			lcWaitText(ctx, t, p, "ping\n")
+			waitText(ctx, t, p, "ping\n")
 			if info := p.Info(); !info.Running || info.TimedOut {
 				t.Errorf("Info() after the timeout fired, before the kill = running %v, timed out %v; want true, false (a running record is never TimedOut)", info.Running, info.TimedOut)
 			}
@@ -176,7 +174,7 @@ func TestTreeTimeoutVersusExitMock(t *testing.T) {
 					o.KillGrace = 100 * time.Hour
 					o.RetainExited = 100 * time.Hour
 					mClock := quartz.NewMock(t).WithLogger(quartz.NoOpLogger)
-					m := lcMockManager(t, mClock, o)
+					m := mockManager(t, mClock, o)
 					trap := mClock.Trap().AfterFunc("process", "timeout")
 					defer trap.Close()
 
@@ -192,7 +190,7 @@ func TestTreeTimeoutVersusExitMock(t *testing.T) {
 						req.Stdin = true
 						req.Timeout = timeout
 						req.DrainQuiet, req.DrainTimeout = 200*time.Hour, 200*time.Hour
-						p := lcStartTrapped(ctx, t, m, req, trap, timeout)
+						p := startTrapped(ctx, t, m, req, trap, timeout)
 						pidfd := treePidfd(t, p.Info().PID)
 
 						if phase == "before" {
@@ -404,7 +402,7 @@ func TestTreeWriteToClosedStdinLives(t *testing.T) {
 			ctx := testCtx(t)
 			m := newManager(t, treeOptions(t, mode))
 			p := mustStart(t, m, proc.StartRequest{Command: "exec 0<&-; echo closed; exec sleep 600", Stdin: true})
-			lcWaitText(ctx, t, p, "closed\n")
+			waitText(ctx, t, p, "closed\n")
 			// A process this test binary forks meanwhile (another test's
 			// child, between its fork and its exec) holds every descriptor
 			// for a moment, the read end too: a write then lands in the
@@ -443,7 +441,7 @@ func TestTreeRecordsAfterClose(t *testing.T) {
 			exited := mustStart(t, m, proc.StartRequest{Command: "echo exited; exit 3"})
 			waitFinal(ctx, t, exited)
 			running := mustStart(t, m, proc.StartRequest{Command: "echo running; exec sleep 600", Stdin: true})
-			lcWaitText(ctx, t, running, "running\n")
+			waitText(ctx, t, running, "running\n")
 			scoped := mustStart(t, s, proc.StartRequest{Command: "echo scoped"})
 			waitFinal(ctx, t, scoped)
 			if err := m.Close(); err != nil {
@@ -523,15 +521,4 @@ func TestTreeRecordsAfterClose(t *testing.T) {
 			}
 		})
 	}
-}
-
-// treeWaitText waits until a line of p's output matches re and returns
-// its submatches.
-func treeWaitLine(ctx context.Context, t testing.TB, p *proc.Process, re *regexp.Regexp) []string {
-	t.Helper()
-	line, err := p.WaitFor(ctx, re, true)
-	if err != nil {
-		t.Fatalf("%s: WaitFor(%v) = %v; output %q", p.ID(), re, err, p.Output().Text)
-	}
-	return re.FindStringSubmatch(line)
 }

@@ -1,0 +1,217 @@
+//go:build unix
+
+package proc_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// The Unix part of the shared test helpers: runs isolated from other
+// tests, descriptor and goroutine counts, and /proc reading.
+
+// isolatedEnv names the test that a child test binary runs alone.
+const isolatedEnv = "PROC_TEST_ISOLATED"
+
+// isolated reports whether this is the isolated run of t. Counts that
+// belong to the whole test process — open descriptors, goroutines — are
+// only exact when no other test runs at the same time, and tests here run
+// in parallel. So in the test binary that go test started, isolated runs t
+// again, alone, in a child test binary, fails t if that run fails
+// (relaying its output), and returns false: the caller returns at once. In
+// the child it returns true and the caller does the work.
+func isolated(ctx context.Context, t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(isolatedEnv) == t.Name() {
+		return true
+	}
+	timeout := 5 * time.Minute
+	if deadline, ok := ctx.Deadline(); ok {
+		timeout = time.Until(deadline)
+	}
+	// Anchor each level of the name: -test.run matches the levels one by
+	// one, and "^TestX/group$" would also run TestX/cgroup.
+	levels := strings.Split(t.Name(), "/")
+	for i, l := range levels {
+		levels[i] = "^" + regexp.QuoteMeta(l) + "$"
+	}
+	cmd := exec.CommandContext(ctx, os.Args[0],
+		"-test.run="+strings.Join(levels, "/"),
+		"-test.count=1", "-test.v", "-test.timeout="+timeout.String())
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if name != helperEnv && name != isolatedEnv && name != "GORACE" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, isolatedEnv+"="+t.Name(), "GORACE="+helperGorace)
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
+	text := string(out)
+	switch {
+	case err != nil:
+		t.Fatalf("isolated run of %s: %v; its output:\n%s", t.Name(), err, text)
+	case strings.Contains(text, "--- SKIP: "+t.Name()+" "):
+		t.Skipf("isolated run of %s skipped:\n%s", t.Name(), text)
+	case !strings.Contains(text, "--- PASS: "+t.Name()+" "):
+		t.Fatalf("isolated run of %s did not pass; its output:\n%s", t.Name(), text)
+	}
+	t.Logf("isolated run of %s:\n%s", t.Name(), text)
+	return false
+}
+
+// noLeaks records the open descriptors and goroutines now and returns a
+// check that fails t unless, when it is called, they are those of before.
+// Only exact in an isolated run.
+func noLeaks(t *testing.T) (check func(what string)) {
+	t.Helper()
+	ignore := goleak.IgnoreCurrent()
+	before := openFDs(t)
+	return func(what string) {
+		t.Helper()
+		after := openFDs(t)
+		var added, gone []string
+		for fd, target := range after {
+			if before[fd] != target {
+				added = append(added, fd+" -> "+target)
+			}
+		}
+		for fd, target := range before {
+			if after[fd] != target {
+				gone = append(gone, fd+" -> "+target)
+			}
+		}
+		if len(after) != len(before) || len(added) != 0 {
+			t.Errorf("%s: %d open descriptors; want %d as before; new or changed %q, gone %q",
+				what, len(after), len(before), added, gone)
+		}
+		if err := goleak.Find(ignore); err != nil {
+			t.Errorf("goroutines %s: %v", what, err)
+		}
+	}
+}
+
+// openFDs returns the open descriptors of the test process and what they
+// refer to.
+func openFDs(t testing.TB) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatalf("list open descriptors: %v", err)
+	}
+	fds := make(map[string]string, len(entries))
+	for _, e := range entries {
+		// The descriptor of the listing itself is gone by now.
+		target, _ := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		fds[e.Name()] = target
+	}
+	return fds
+}
+
+// hasProcFS reports whether /proc/<pid>/stat can be read (Linux).
+func hasProcFS() bool {
+	_, err := os.Stat("/proc/self/stat")
+	return err == nil
+}
+
+// needProcFS skips t where there is no /proc to read.
+func needProcFS(t testing.TB) {
+	t.Helper()
+	if !hasProcFS() {
+		t.Skipf("no /proc on this system")
+	}
+}
+
+// pfExiting is the kernel's PF_EXITING task flag (/proc/<pid>/stat field
+// 9): the process is in its exit, past any signal and user code.
+const pfExiting = 0x4
+
+// procStat is what the tests read of /proc/<pid>/stat.
+type procStat struct {
+	exists             bool // false: the PID is gone (reaped)
+	pid, pgrp, session int
+	ttyNr              int
+	state              byte
+	flags              uint64
+	comm               string
+}
+
+func (k procStat) String() string {
+	return fmt.Sprintf("pid %d (%s) state %c flags %#x group %d", k.pid, k.comm, k.state, k.flags, k.pgrp)
+}
+
+// dead reports whether k is gone, a zombie or being reaped.
+func (k procStat) dead() bool { return !k.exists || k.state == 'Z' || k.state == 'X' }
+
+// memberDead reports whether k, once a member of process group pgid, is
+// dead: reaped, a zombie, or its PID already reused outside the group.
+func (k procStat) memberDead(pgid int) bool { return k.dead() || k.pgrp != pgid }
+
+// readStat reads /proc/<pid>/stat; a PID that is gone has exists false.
+func readStat(t testing.TB, pid int) procStat {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		return procStat{pid: pid}
+	}
+	if err != nil {
+		t.Fatalf("read /proc/%d/stat: %v", pid, err)
+	}
+	// "pid (comm) state ppid pgrp session tty_nr tpgid flags ...": comm
+	// may hold spaces and parens.
+	open, closing := bytes.IndexByte(data, '('), bytes.LastIndexByte(data, ')')
+	if open < 0 || closing < open {
+		t.Fatalf("/proc/%d/stat = %q: cannot parse", pid, data)
+	}
+	fields := bytes.Fields(data[closing+1:])
+	if len(fields) < 7 || len(fields[0]) != 1 {
+		t.Fatalf("/proc/%d/stat = %q: cannot parse", pid, data)
+	}
+	var nums [3]int
+	for i, f := range [][]byte{fields[2], fields[3], fields[4]} {
+		n, err := strconv.Atoi(string(f))
+		if err != nil {
+			t.Fatalf("/proc/%d/stat = %q: %v", pid, data, err)
+		}
+		nums[i] = n
+	}
+	flags, err := strconv.ParseUint(string(fields[6]), 10, 64)
+	if err != nil {
+		t.Fatalf("/proc/%d/stat = %q: %v", pid, data, err)
+	}
+	return procStat{exists: true, pid: pid, pgrp: nums[0], session: nums[1], ttyNr: nums[2],
+		state: fields[0][0], flags: flags, comm: string(data[open+1 : closing])}
+}
+
+// tasks lists the processes of the system (those that did not vanish
+// while being listed).
+func tasks(t testing.TB) []procStat {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatalf("list /proc: %v", err)
+	}
+	var all []procStat
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			if k := readStat(t, pid); k.exists {
+				all = append(all, k)
+			}
+		}
+	}
+	return all
+}
