@@ -841,36 +841,29 @@ func TestWaitFor(t *testing.T) {
 		})
 	}
 
-	t.Run("line-begun-before-call", func(t *testing.T) {
-		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
-		req := cvReq("out:done before\npart", "wait", "out:ial done\n", "sleep")
-		req.Stdin = true
-		p := mustStart(t, m, req)
-		defer cvStop(ctx, t, p)
-		waitLen(ctx, t, p, int64(len("done before\npart")))
-		re := regexp.MustCompile(`done$`)
-		line, err := cvWaitForThen(ctx, t, p, re, false, cvGo(p))
-		if err != nil || line != "partial done" {
-			t.Errorf("WaitFor(%q, not fromStart) = %q, %v; want %q, the line begun before the call", re, line, err, "partial done")
-		}
-	})
-
-	t.Run("first-line-begun-before-call", func(t *testing.T) {
-		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
-		req := cvReq("out:part", "wait", "out:ial\n", "sleep")
-		req.Stdin = true
-		p := mustStart(t, m, req)
-		defer cvStop(ctx, t, p)
-		waitLen(ctx, t, p, 4)
-		line, err := cvWaitForThen(ctx, t, p, regexp.MustCompile(`^partial$`), false, cvGo(p))
-		if err != nil || line != "partial" {
-			t.Errorf("WaitFor(not fromStart) = %q, %v; want %q", line, err, "partial")
-		}
-	})
+	// A line begun before the call (and finished after it) matches.
+	for _, tc := range []struct {
+		name, before, after, re, want string
+	}{
+		{"line-begun-before-call", "done before\npart", "ial done\n", `done$`, "partial done"},
+		{"first-line-begun-before-call", "part", "ial\n", `^partial$`, "partial"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			m := newManager(t, proc.Options{})
+			req := cvReq("out:"+tc.before, "wait", "out:"+tc.after, "sleep")
+			req.Stdin = true
+			p := mustStart(t, m, req)
+			defer cvStop(ctx, t, p)
+			waitLen(ctx, t, p, int64(len(tc.before)))
+			re := regexp.MustCompile(tc.re)
+			line, err := cvWaitForThen(ctx, t, p, re, false, cvGo(p))
+			if err != nil || line != tc.want {
+				t.Errorf("WaitFor(%q, not fromStart) = %q, %v; want %q, the line begun before the call", re, line, err, tc.want)
+			}
+		})
+	}
 
 	// Lines far longer than the buffer: matched on what is retained, never
 	// on a fragment, and WaitFor never hangs.
