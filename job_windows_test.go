@@ -292,6 +292,7 @@ func jobBreak([]string) int {
 // exits by itself. Wine 8 cannot deliver it (.ci/wine allows this skip).
 func TestJobCtrlBreak(t *testing.T) {
 	t.Parallel()
+	useHelper("job-break") // the unused-helper check: also where this skips
 	if !jobCanBreak() {
 		t.Skip("CTRL_BREAK cannot be delivered here (Wine 8 or no console): GenerateConsoleCtrlEvent fails")
 	}
