@@ -10,7 +10,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -18,8 +17,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/procvisor/proc"
 )
@@ -204,8 +201,8 @@ func TestLeftovers(t *testing.T) {
 	ctx := testCtx(t)
 	opts := treeOptions(t, treeModes[1])
 	parent := opts.CgroupParent
-	self := limitsSelfStart(t)
-	ns := limitsPIDNamespace(t)
+	self := selfStartTime(t)
+	ns := selfPIDNamespace(t)
 	mk := func(name string) string {
 		dir := filepath.Join(parent, name)
 		if err := os.MkdirAll(filepath.Join(dir, "t1"), 0o755); err != nil {
@@ -220,8 +217,8 @@ func TestLeftovers(t *testing.T) {
 	foreign := mk(fmt.Sprintf("procvisor-1-%d-%d-1", os.Getpid(), self+1))
 	other := mk("not-a-manager")
 	// Something still runs in the dead host's record cgroup, and in the kept one.
-	inDead := limitsSleepIn(t, filepath.Join(dead, "t1"))
-	inKeep := limitsSleepIn(t, filepath.Join(keep, "t1"))
+	inDead := sleepInCgroup(t, filepath.Join(dead, "t1"))
+	inKeep := sleepInCgroup(t, filepath.Join(keep, "t1"))
 	deadFD, keepFD := treePidfd(t, inDead), treePidfd(t, inKeep)
 
 	m := newManager(t, opts)
@@ -246,52 +243,6 @@ func TestLeftovers(t *testing.T) {
 		treeRemoveCgroup(t, filepath.Join(dir, "t1"))
 		treeRemoveCgroup(t, dir)
 	}
-}
-
-// limitsSelfStart is this process's start time (field 22 of its stat).
-func limitsSelfStart(t testing.TB) int64 {
-	t.Helper()
-	data, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
-	n, err := strconv.ParseInt(fields[19], 10, 64)
-	if err != nil {
-		t.Fatalf("start time in %q: %v", data, err)
-	}
-	return n
-}
-
-// limitsPIDNamespace is the inode of this process's PID namespace.
-func limitsPIDNamespace(t testing.TB) string {
-	t.Helper()
-	link, err := os.Readlink("/proc/self/ns/pid")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSuffix(strings.TrimPrefix(link, "pid:["), "]")
-}
-
-// limitsSleepIn starts a sleep cloned into the cgroup dir, as a dead host's
-// record would have left it, and returns its PID; it is reaped when it
-// dies.
-func limitsSleepIn(t testing.TB, dir string) int {
-	t.Helper()
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	cmd := exec.Command("sleep", "600")
-	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd, Setsid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start sleep in %s: %v", dir, err)
-	}
-	// Reaped when it dies: killed by the Manager, or by the cleanup.
-	go func() { _ = cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	return cmd.Process.Pid
 }
 
 // TestHostDeath pins section 14: when the host dies without Close

@@ -83,7 +83,7 @@ func TestReviewHostDeathDuringStarts(t *testing.T) {
 			if err != nil {
 				continue
 			}
-			if !reviewDiesWithin(fd, time.Second) {
+			if !diesWithin(fd, time.Second) {
 				left = append(left, pid)
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
@@ -130,7 +130,7 @@ func reviewInflightHost(args []string) int {
 		fmt.Fprintln(os.Stderr, "host:", err)
 		return 1
 	}
-	fmt.Println("watchdog", reviewFindWatchdog())
+	fmt.Println("watchdog", findWatchdog())
 	var mu sync.Mutex
 	for range 4 {
 		go func() {

@@ -90,7 +90,7 @@ func TestReviewWatchdogKillsRecycledGroup(t *testing.T) {
 	treeWaitPidfd(ctx, t, watchdogFD, "the watchdog to act and exit")
 	// SIGKILL is sent before the watchdog exits; the stranger may take a
 	// moment to die. Give it two seconds to show.
-	if reviewDiesWithin(strangerFD, 2*time.Second) {
+	if diesWithin(strangerFD, 2*time.Second) {
 		t.Errorf("the host-death watchdog killed process group %d, which belonged to a stranger: the record's group of that ID had been seen empty and released, but the watchdog was never told to forget it", stranger)
 	}
 }
@@ -151,50 +151,10 @@ func reviewRecycleHost([]string) int {
 		return 0
 	}
 	fmt.Println("stranger", stranger.Process.Pid)
-	fmt.Println("watchdog", reviewFindWatchdog())
+	fmt.Println("watchdog", findWatchdog())
 	fmt.Println("ready")
 	_, _ = io.Copy(io.Discard, os.Stdin) // until killed
 	return 0
-}
-
-// reviewFindWatchdog finds this process's watchdog child in /proc.
-func reviewFindWatchdog() int {
-	self := strconv.Itoa(os.Getpid())
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) < 2 || fields[1] != self {
-			continue
-		}
-		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if strings.Contains(string(cmdline), "proc-watchdog") {
-			return pid
-		}
-	}
-	return 0
-}
-
-// reviewDiesWithin reports whether the process of pidfd fd exits within d.
-func reviewDiesWithin(fd int, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for {
-		ms := int(time.Until(deadline).Milliseconds())
-		if ms <= 0 {
-			return treeExited(fd)
-		}
-		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
-		if err == nil && n > 0 {
-			return true
-		}
-	}
 }
 
 func init() {
@@ -265,7 +225,7 @@ func TestReviewWatchdogKilledFromOutside(t *testing.T) {
 					_ = next.Close()
 				}
 			}()
-			if !reviewDiesWithin(fd, 10*hostDeathWithin) {
+			if !diesWithin(fd, 10*hostDeathWithin) {
 				t.Errorf("child %d started after the watchdog was killed outlived its host by %v: nothing guards the trees any more (design section 14)", child, 10*hostDeathWithin)
 			}
 		})
@@ -281,7 +241,7 @@ func reviewWatchdogKilledHost(args []string) int {
 		return fail(err)
 	}
 	_ = p.Wait(context.Background())
-	wd := reviewFindWatchdog()
+	wd := findWatchdog()
 	if wd == 0 {
 		return fail(errors.New("no watchdog"))
 	}

@@ -1,0 +1,383 @@
+//go:build linux
+
+package proc_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The Linux part of the shared test helpers: test cgroups (made below the
+// test process's own, checked empty and removed when the test ends),
+// pidfds, and what /proc says of this process.
+
+// --- cgroups ---------------------------------------------------------------
+
+var treeCgroupRoot = sync.OnceValues(func() (string, error) {
+	// The cgroup2 mount, as the library finds it.
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	mount := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		fields, postFields := strings.Fields(pre), strings.Fields(post)
+		if ok && len(fields) >= 5 && len(postFields) >= 1 && postFields[0] == "cgroup2" {
+			mount = fields[4]
+			break
+		}
+	}
+	if mount == "" {
+		return "", errors.New("no cgroup2 mount in /proc/self/mountinfo")
+	}
+	// This process's own cgroup below it.
+	data, err = os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "0::"); ok {
+			dir := filepath.Join(mount, rest)
+			probe := filepath.Join(dir, fmt.Sprintf("proc-test-probe-%d-%d", os.Getpid(), rand.Uint64()))
+			if err := os.Mkdir(probe, 0o755); err != nil {
+				return "", fmt.Errorf("cgroup v2 at %s is not writable: %w", dir, err)
+			}
+			if err := os.Remove(probe); err != nil {
+				return "", err
+			}
+			return dir, nil
+		}
+	}
+	return "", errors.New("no cgroup v2 line (0::) in /proc/self/cgroup")
+})
+
+var treeCgroupName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// treeCgroupParent makes a cgroup of this test's own below the test
+// process's cgroup, to serve as a Manager's CgroupParent, or skips the test
+// where cgroup v2 cannot be written. When the test ends — after the
+// cleanups registered later, such as the Manager's Close — it fails the
+// test if any cgroup is left below it (the Manager's own and its records'
+// must all be gone), then kills and removes what is left, and itself.
+func treeCgroupParent(t testing.TB) string {
+	t.Helper()
+	root, err := treeCgroupRoot()
+	if err != nil {
+		t.Skipf("no writable cgroup v2 (%v): the cgroup tests run on the development machines and in CI, where it is writable", err)
+	}
+	treeSweepOnce.Do(func() { treeSweep(t, root) })
+	name := fmt.Sprintf("proc-test-%d-%s-%d", os.Getpid(), treeCgroupName.ReplaceAllString(t.Name(), "_"), rand.Uint32())
+	dir := filepath.Join(root, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatalf("make test cgroup: %v", err)
+	}
+	t.Cleanup(func() {
+		left := treeCgroupsBelow(t, dir)
+		if len(left) != 0 {
+			t.Errorf("cgroups left below %s after the test: %q; want none (Close removes the Manager's cgroup and every record's)", dir, left)
+		}
+		// Leave the machine clean all the same: deepest first.
+		for i := len(left) - 1; i >= 0; i-- {
+			_ = os.WriteFile(filepath.Join(left[i], "cgroup.kill"), []byte("1"), 0)
+		}
+		for i := len(left) - 1; i >= 0; i-- {
+			treeRemoveCgroup(t, left[i])
+		}
+		treeRemoveCgroup(t, dir)
+	})
+	return dir
+}
+
+var (
+	treeSweepOnce sync.Once
+	// treeTestCgroup is the name treeCgroupParent gives, with the PID of
+	// the test process that made it.
+	treeTestCgroup = regexp.MustCompile(`^proc-test-(\d+)-`)
+)
+
+// treeSweep removes the test cgroups below root that a test process which
+// is gone left behind (it crashed, or a test timeout ended it before its
+// cleanups ran), killing what is inside first; those of live test
+// processes (another package run) are theirs.
+func treeSweep(t testing.TB, root string) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Logf("sweep test cgroups: %v", err)
+		return
+	}
+	for _, e := range entries {
+		m := treeTestCgroup.FindStringSubmatch(e.Name())
+		if m == nil || !e.IsDir() {
+			continue
+		}
+		pid, _ := strconv.Atoi(m[1])
+		if pid == os.Getpid() || !errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		left := treeCgroupsBelow(t, dir)
+		t.Logf("removing test cgroup %s of gone test process %d (%d cgroups below)", dir, pid, len(left))
+		for _, d := range append([]string{dir}, left...) {
+			_ = os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0)
+		}
+		for i := len(left) - 1; i >= 0; i-- {
+			treeRemoveCgroup(t, left[i])
+		}
+		treeRemoveCgroup(t, dir)
+	}
+}
+
+// treeCgroupsBelow lists the cgroups below dir, parents before children.
+func treeCgroupsBelow(t testing.TB, dir string) []string {
+	t.Helper()
+	var below []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != dir {
+			below = append(below, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("list cgroups below %s: %v", dir, err)
+	}
+	return below
+}
+
+// treeRemoveCgroup removes the empty cgroup dir; a cgroup whose killed
+// members are not yet gone refuses with EBUSY for a moment, so it waits on
+// cgroup.events (inotify) until it says "populated 0".
+func treeRemoveCgroup(t testing.TB, dir string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := treeWaitUnpopulated(ctx, dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("wait for %s to empty: %v", dir, err)
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("remove test cgroup %s: %v", dir, err)
+	}
+}
+
+// treeWaitUnpopulated waits until dir's cgroup.events says "populated 0",
+// woken by inotify (the kernel signals a change of the file as IN_MODIFY).
+func treeWaitUnpopulated(ctx context.Context, dir string) error {
+	events := filepath.Join(dir, "cgroup.events")
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if _, err := unix.InotifyAddWatch(fd, events, unix.IN_MODIFY); err != nil {
+		return err
+	}
+	buf := make([]byte, 4096)
+	for {
+		data, err := os.ReadFile(events)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(data, []byte("populated 0")) {
+			return nil
+		}
+		ms := 1000
+		if deadline, ok := ctx.Deadline(); ok {
+			ms = int(time.Until(deadline).Milliseconds())
+		}
+		if ms <= 0 {
+			return fmt.Errorf("%s still says %q: %w", events, data, context.DeadlineExceeded)
+		}
+		_, _ = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
+		_, _ = unix.Read(fd, buf)
+	}
+}
+
+// treeCgroupOf returns the cgroup v2 directory of pid, and false if pid
+// is gone.
+func treeCgroupOf(t testing.TB, pid int) (string, bool) {
+	t.Helper()
+	root, err := treeCgroupRoot()
+	if err != nil {
+		t.Fatalf("cgroup root: %v", err)
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		return "", false
+	}
+	if err != nil {
+		t.Fatalf("read cgroup of %d: %v", pid, err)
+	}
+	// The mount of treeCgroupRoot: the test process's cgroup path is a
+	// suffix of root.
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	selfPath := treeCgroupLine(self)
+	mount := strings.TrimSuffix(root, filepath.Clean(selfPath))
+	if selfPath == "/" {
+		mount = root
+	}
+	return filepath.Join(mount, treeCgroupLine(data)), true
+}
+
+func treeCgroupLine(data []byte) string {
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "0::"); ok {
+			return rest
+		}
+	}
+	return ""
+}
+
+// --- processes -------------------------------------------------------------
+
+// treePidfd opens a pidfd of pid (closed when the test ends); it becomes
+// readable once the process exited, whoever its parent is.
+func treePidfd(t testing.TB, pid int) int {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatalf("pidfd_open(%d): %v", pid, err)
+	}
+	t.Cleanup(func() { _ = unix.Close(fd) })
+	return fd
+}
+
+// treeExited reports whether the process of pidfd exited (zombie or
+// reaped).
+func treeExited(fd int) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
+}
+
+// treeWaitPidfd waits until the process of pidfd exited, or fails the test
+// when ctx ends.
+func treeWaitPidfd(ctx context.Context, t testing.TB, fd int, what string) {
+	t.Helper()
+	for {
+		ms := 1000
+		if deadline, ok := ctx.Deadline(); ok {
+			ms = min(ms, int(time.Until(deadline).Milliseconds()))
+		}
+		if ms <= 0 {
+			t.Fatalf("waiting for %s: %v", what, context.DeadlineExceeded)
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, ms)
+		if err != nil && err != unix.EINTR {
+			t.Fatalf("poll pidfd for %s: %v", what, err)
+		}
+		if n > 0 {
+			return
+		}
+	}
+}
+
+// --- this process --------------------------------------------------------
+
+// selfStartTime is this process's start time (field 22 of its stat).
+func selfStartTime(t testing.TB) int64 {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	n, err := strconv.ParseInt(fields[19], 10, 64)
+	if err != nil {
+		t.Fatalf("start time in %q: %v", data, err)
+	}
+	return n
+}
+
+// selfPIDNamespace is the inode of this process's PID namespace.
+func selfPIDNamespace(t testing.TB) string {
+	t.Helper()
+	link, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(link, "pid:["), "]")
+}
+
+// sleepInCgroup starts a sleep cloned into the cgroup dir, as a dead host's
+// record would have left it, and returns its PID; it is reaped when it
+// dies.
+func sleepInCgroup(t testing.TB, dir string) int {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	cmd := exec.Command("sleep", "600")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd, Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start sleep in %s: %v", dir, err)
+	}
+	// Reaped when it dies: killed by the Manager, or by the cleanup.
+	go func() { _ = cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return cmd.Process.Pid
+}
+
+// findWatchdog finds this process's watchdog child in /proc.
+func findWatchdog() int {
+	self := strconv.Itoa(os.Getpid())
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) < 2 || fields[1] != self {
+			continue
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if strings.Contains(string(cmdline), "proc-watchdog") {
+			return pid
+		}
+	}
+	return 0
+}
+
+// diesWithin reports whether the process of pidfd fd exits within d.
+func diesWithin(fd int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		ms := int(time.Until(deadline).Milliseconds())
+		if ms <= 0 {
+			return treeExited(fd)
+		}
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
+		if err == nil && n > 0 {
+			return true
+		}
+	}
+}

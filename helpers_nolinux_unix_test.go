@@ -1,0 +1,39 @@
+//go:build unix && !linux
+
+package proc_test
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The counterparts of helpers_linux_test.go where there is no cgroup v2
+// and no pidfd.
+
+// treeCgroupParent skips: cgroups are Linux only.
+func treeCgroupParent(t testing.TB) string {
+	t.Helper()
+	t.Skip("cgroup v2 containment is Linux only")
+	return ""
+}
+
+// treePidfd returns pid: there is no pidfd here.
+func treePidfd(_ testing.TB, pid int) int { return pid }
+
+// treeWaitPidfd waits until pid, the test's own child's child, is reaped:
+// without pidfds this polls kill(pid, 0), bounded by ctx.
+func treeWaitPidfd(ctx context.Context, t testing.TB, pid int, what string) {
+	t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		}
+	}
+}
