@@ -3,10 +3,12 @@
 package proc_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -380,4 +382,89 @@ func diesWithin(fd int, d time.Duration) bool {
 			return true
 		}
 	}
+}
+
+// --- hosts -----------------------------------------------------------------
+
+// testHost is the test binary re-run as a host (a process with a Manager
+// of its own, which a test kills to see what dies with it): in a session
+// of its own unless cmd says otherwise, its stderr the test's, its stdin
+// held open (hosts wait on it) and its stdout read line by line.
+type testHost struct {
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	lines *bufio.Scanner
+	done  chan struct{}
+	err   error // Wait's, once done is closed
+}
+
+// startHost starts cmd (from helperCmd) as a host. When the test ends the
+// host is killed, if it still runs, and reaped.
+func startHost(t testing.TB, cmd *exec.Cmd) *testHost {
+	t.Helper()
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	}
+	cmd.Stderr = os.Stderr
+	out, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = out.Close() })
+	cmd.Stdout = w
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Start()
+	_ = w.Close()
+	if err != nil {
+		t.Fatalf("start host %q: %v", cmd.Args, err)
+	}
+	h := &testHost{cmd: cmd, in: in, lines: bufio.NewScanner(out), done: make(chan struct{})}
+	// Joined by the cleanup below, which kills the host first.
+	go func() { h.err = cmd.Wait(); close(h.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-h.done
+	})
+	return h
+}
+
+// line returns the host's next line, and false at the end of its output.
+func (h *testHost) line() (string, bool) {
+	ok := h.lines.Scan()
+	return h.lines.Text(), ok
+}
+
+// linesUntil returns the host's lines up to the line last (without it),
+// or all of them if its output ends first.
+func (h *testHost) linesUntil(last string) []string {
+	var lines []string
+	for line, ok := h.line(); ok && line != last; line, ok = h.line() {
+		lines = append(lines, line)
+	}
+	return lines
+}
+
+// kill SIGKILLs the host and returns Wait's error once it is reaped.
+func (h *testHost) kill(ctx context.Context, t testing.TB) error {
+	t.Helper()
+	_ = h.cmd.Process.Signal(syscall.SIGKILL)
+	return h.wait(ctx, t)
+}
+
+// wait returns Wait's error once the host is reaped.
+func (h *testHost) wait(ctx context.Context, t testing.TB) error {
+	t.Helper()
+	recv(ctx, t, h.done, "the host's end")
+	return h.err
+}
+
+// fatalf kills the host and fails the test, saying how the host ended.
+func (h *testHost) fatalf(t testing.TB, format string, args ...any) {
+	t.Helper()
+	_ = h.cmd.Process.Kill()
+	<-h.done
+	t.Fatalf(format+" (the host: %v)", append(args, h.err)...)
 }

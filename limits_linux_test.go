@@ -3,22 +3,26 @@
 package proc_test
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/procvisor/proc"
+	"golang.org/x/sys/unix"
 )
 
 // Limits, whole-tree usage, leftovers and host death (design sections 13
@@ -28,6 +32,10 @@ import (
 
 func init() {
 	helpers["limits-host"] = limitsHost
+	helpers["review-ns-host"] = reviewNSHost
+	helpers["review-recycle-host"] = reviewRecycleHost
+	helpers["review-watchdog-killed-host"] = reviewWatchdogKilledHost
+	helpers["review-inflight-host"] = reviewInflightHost
 }
 
 // TestLimitsRefused pins the bad input of limits: a negative (or not
@@ -245,6 +253,77 @@ func TestLeftovers(t *testing.T) {
 	}
 }
 
+// TestReviewLeftoversKillLiveManagerInOtherPIDNamespace: removeLeftovers
+// decides that a Manager's host is dead from the PID and start time in the
+// cgroup's name, looked up in the caller's /proc. A host in another PID
+// namespace (a container sharing a delegated CgroupParent, a sandbox made
+// with unshare) names its cgroup with its own namespace's PID, which the
+// other Manager reads as some unrelated process (or none) — so a new
+// Manager on the same parent kills the live host's trees and removes its
+// cgroups. Design section 13: "It never touches a cgroup of a live
+// Manager."
+func TestReviewLeftoversKillLiveManagerInOtherPIDNamespace(t *testing.T) {
+	t.Parallel()
+	useHelper("review-ns-host") // the unused-helper check: also where unshare is missing
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("no unshare")
+	}
+	ctx := testCtx(t)
+	parent := treeOptions(t, treeModes[1]).CgroupParent
+	cmd := exec.Command(unshare, "--pid", "--fork", "--mount-proc", os.Args[0], parent)
+	cmd.Env = helperCmd("review-ns-host").Env
+	host := startHost(t, cmd)
+	defer func() {
+		_ = host.in.Close() // the host closes its Manager and exits
+		_ = host.wait(ctx, t)
+	}()
+	var record string
+	for _, line := range host.linesUntil("ready") {
+		record = strings.TrimPrefix(line, "cgroup ")
+	}
+	if record == "" {
+		t.Fatalf("the host said nothing")
+	}
+	record = filepath.Join(filepath.Dir(parent), record)
+	t.Logf("live host in another PID namespace; its record's cgroup: %s", record)
+
+	// Another Manager on the same parent, in this namespace.
+	m := newManager(t, proc.Options{Containment: proc.ContainCgroup, CgroupParent: parent})
+	if _, err := m.Run(ctx, proc.StartRequest{Args: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	events, err := os.ReadFile(filepath.Join(record, "cgroup.events"))
+	if err != nil || !bytes.Contains(events, []byte("populated 1")) {
+		t.Errorf("after a second Manager opened on the parent, the live host's record cgroup %s: %q, %v; want it untouched and populated (its sleep killed as a leftover)", record, events, err)
+	}
+}
+
+// reviewNSHost runs in a PID namespace of its own: it starts `sleep 600`
+// in cgroup mode below args[0], prints the record's cgroup (relative to
+// the mount), and waits for its stdin to close, then Closes.
+func reviewNSHost(args []string) int {
+	m := proc.NewManager(proc.Options{Containment: proc.ContainCgroup, CgroupParent: args[0]})
+	defer m.Close()
+	p, err := m.Start(proc.StartRequest{Args: []string{"sleep", "600"}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "host:", err)
+		return 1
+	}
+	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.Info().PID))
+	line := strings.TrimSpace(string(data[bytes.Index(data, []byte("0::"))+3:]))
+	// Relative to the parent's parent: the test knows the parent's path.
+	fmt.Println("cgroup", filepath.Join(filepath.Base(args[0]), reviewAfter(line, filepath.Base(args[0]))))
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+func reviewAfter(s, sep string) string {
+	_, after, _ := strings.Cut(s, sep)
+	return after
+}
+
 // TestHostDeath pins section 14: when the host dies without Close
 // (SIGKILL), every tree its Manager started dies with it, escapees
 // included in cgroup mode (a setsid child and a double fork), every
@@ -264,34 +343,17 @@ func TestHostDeath(t *testing.T) {
 				t.Parallel()
 				ctx := testCtx(t)
 				parent := treeOptions(t, mode).CgroupParent
-				host := helperCmd("limits-host", string(mode.containment), parent, strconv.FormatBool(keep))
-				host.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-				out, err := host.StdoutPipe()
-				if err != nil {
-					t.Fatal(err)
-				}
-				in, err := host.StdinPipe() // held open: the host waits on it
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer in.Close()
-				if err := host.Start(); err != nil {
-					t.Fatal(err)
-				}
-				exited := make(chan error, 1)
-				go func() { exited <- host.Wait() }()
+				host := startHost(t, helperCmd("limits-host", string(mode.containment), parent, strconv.FormatBool(keep)))
 				var pids []int
-				sc := bufio.NewScanner(out)
-				for sc.Scan() && sc.Text() != "ready" {
-					pid, err := strconv.Atoi(sc.Text())
+				for _, line := range host.linesUntil("ready") {
+					pid, err := strconv.Atoi(line)
 					if err != nil {
-						t.Fatalf("host said %q", sc.Text())
+						host.fatalf(t, "host said %q", line)
 					}
 					pids = append(pids, pid)
 				}
 				if len(pids) == 0 {
-					_ = host.Process.Kill()
-					t.Fatalf("the host started nothing: %v", <-exited)
+					host.fatalf(t, "the host started nothing")
 				}
 				fds := make([]int, len(pids))
 				for i, pid := range pids {
@@ -304,8 +366,7 @@ func TestHostDeath(t *testing.T) {
 					}
 				}
 				killed := time.Now()
-				_ = host.Process.Signal(syscall.SIGKILL)
-				if err := recv(ctx, t, exited, "the host's end"); err == nil {
+				if err := host.kill(ctx, t); err == nil {
 					t.Fatalf("the host exited 0; want it killed")
 				}
 				if keep {
@@ -381,5 +442,305 @@ func limitsHost(args []string) int {
 	}
 	fmt.Print(p.Output().Text)
 	_, _ = io.Copy(io.Discard, os.Stdin) // until killed: the test holds stdin open
+	return 0
+}
+
+// TestReviewWatchdogKillsRecycledGroup: design section 14 says the
+// watchdog "must never kill a tree that was already seen empty (a group ID
+// can be recycled)". A group tree is told to the watchdog to forget only
+// through groupTree.markGone; but when the record becomes final and its
+// tree is settled, tree.alive() → groupTree.alive() decides "no live
+// member" from the /proc scan (only zombies left) and returns false
+// WITHOUT markGone. The tree is marked gone and released, yet the watchdog
+// keeps "+ PGID". Once the zombie is reaped the ID is free; a stranger
+// that later leads a group with that ID is killed when the host dies.
+//
+// The host (a re-executed test binary) is a child subreaper, so the
+// child's orphaned background member stays a zombie until the host reaps
+// it; it then makes a stranger with the freed ID (ns_last_pid) and prints
+// its PID and the watchdog's. The test SIGKILLs the host, waits for the
+// watchdog to finish, and expects the stranger alive.
+func TestReviewWatchdogKillsRecycledGroup(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	host := startHost(t, helperCmd("review-recycle-host"))
+	vals := map[string]int{}
+	for _, line := range host.linesUntil("ready") {
+		k, v, _ := strings.Cut(line, " ")
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			host.fatalf(t, "host said %q", line)
+		}
+		vals[k] = n
+	}
+	stranger, watchdog := vals["stranger"], vals["watchdog"]
+	if stranger == 0 || watchdog == 0 {
+		if skip, ok := vals["skip"]; ok {
+			t.Skipf("could not make a process with the freed PID (%d tries)", skip)
+		}
+		host.fatalf(t, "host said %v", vals)
+	}
+	defer func() { _ = syscall.Kill(-stranger, syscall.SIGKILL) }()
+	strangerFD := treePidfd(t, stranger)
+	watchdogFD := treePidfd(t, watchdog)
+	t.Logf("the record's group %d was settled and its zombie reaped; stranger %d now leads group %d", stranger, stranger, stranger)
+
+	_ = host.kill(ctx, t)
+	treeWaitPidfd(ctx, t, watchdogFD, "the watchdog to act and exit")
+	// SIGKILL is sent before the watchdog exits; the stranger may take a
+	// moment to die. Give it two seconds to show.
+	if diesWithin(strangerFD, 2*time.Second) {
+		t.Errorf("the host-death watchdog killed process group %d, which belonged to a stranger: the record's group of that ID had been seen empty and released, but the watchdog was never told to forget it", stranger)
+	}
+}
+
+// reviewRecycleHost is the host of TestReviewWatchdogKillsRecycledGroup.
+func reviewRecycleHost([]string) int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "host:", err); return 1 }
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fail(err)
+	}
+	m := proc.NewManager(proc.Options{Containment: proc.ContainGroup})
+	// A background member that exits at once and stays a zombie (its
+	// parent execs sleep, then dies, and the orphan comes to us).
+	p, err := m.Start(proc.StartRequest{Command: `(exec sleep 0.05) & echo "bg $!"; exec sleep 0.3`})
+	if err != nil {
+		return fail(err)
+	}
+	if err := p.Wait(context.Background()); err != nil {
+		return fail(err)
+	}
+	leader := p.Info().PID
+	line := regexp.MustCompile(`(?m)^bg (\d+)$`).FindStringSubmatch(p.Output().Text)
+	if line == nil {
+		return fail(fmt.Errorf("no bg line in %q", p.Output().Text))
+	}
+	bg, _ := strconv.Atoi(line[1])
+	// The tree is settled: the Manager considers the group gone for good.
+	if err := p.Signal(proc.Kill); !errors.Is(err, proc.ErrNotRunning) {
+		return fail(fmt.Errorf("Signal after final = %v; want ErrNotRunning", err))
+	}
+	// Reap the zombie: the group ID is free.
+	var ws unix.WaitStatus
+	if _, err := unix.Wait4(bg, &ws, 0, nil); err != nil {
+		return fail(fmt.Errorf("reap %d: %w", bg, err))
+	}
+	// A stranger takes the ID and leads a group of its own.
+	var stranger *exec.Cmd
+	for try := 0; try < 200 && stranger == nil; try++ {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(leader-1)), 0); err != nil {
+			return fail(err)
+		}
+		c := exec.Command("sleep", "600")
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := c.Start(); err != nil {
+			return fail(err)
+		}
+		if c.Process.Pid == leader {
+			stranger = c
+			break
+		}
+		_ = c.Process.Kill()
+		_ = c.Wait()
+	}
+	if stranger == nil {
+		fmt.Println("skip 200")
+		fmt.Println("ready")
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		return 0
+	}
+	fmt.Println("stranger", stranger.Process.Pid)
+	fmt.Println("watchdog", findWatchdog())
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin) // until killed
+	return 0
+}
+
+// TestReviewWatchdogKilledFromOutside: nothing notices when the watchdog
+// dies while the host lives (an OOM kill, a `pkill sh`, a sweep of stray
+// processes). The Manager keeps the dead guard and never starts another:
+//
+//   - group mode: every later Start fails for good (the "+ PGID" write
+//     meets EPIPE), with an error that wraps no sentinel, and the child it
+//     had already started is killed with cmd.Process.Kill (its leader
+//     only);
+//   - cgroup mode: Start succeeds, but nothing kills the trees when the
+//     host dies, silently breaking design section 14.
+//
+// The host kills its watchdog, starts a child after that, prints its PID,
+// and is then SIGKILLed; the child must die with it.
+func TestReviewWatchdogKilledFromOutside(t *testing.T) {
+	t.Parallel()
+	for _, mode := range treeModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			parent := treeOptions(t, mode).CgroupParent
+			host := startHost(t, helperCmd("review-watchdog-killed-host", string(mode.containment), parent))
+			var child int
+			for _, line := range host.linesUntil("ready") {
+				if rest, ok := strings.CutPrefix(line, "start error: "); ok {
+					t.Errorf("Start after the watchdog was killed from outside = %s; want the Manager to keep working (start a new watchdog)", rest)
+					continue
+				}
+				child, _ = strconv.Atoi(strings.TrimPrefix(line, "child "))
+			}
+			_ = host.kill(ctx, t)
+			if child == 0 {
+				return
+			}
+			fd := treePidfd(t, child)
+			defer func() {
+				if dir, ok := treeCgroupOf(t, child); ok && parent != "" {
+					_ = os.WriteFile(dir+"/cgroup.kill", []byte("1"), 0)
+				}
+				_ = syscall.Kill(-child, syscall.SIGKILL)
+				if parent != "" {
+					// The dead host's cgroups are the next Manager's to remove.
+					next := proc.NewManager(proc.Options{Containment: proc.ContainCgroup, CgroupParent: parent})
+					_, _ = next.Run(ctx, proc.StartRequest{Args: []string{"true"}})
+					_ = next.Close()
+				}
+			}()
+			if !diesWithin(fd, 10*hostDeathWithin) {
+				t.Errorf("child %d started after the watchdog was killed outlived its host by %v: nothing guards the trees any more (design section 14)", child, 10*hostDeathWithin)
+			}
+		})
+	}
+}
+
+// reviewWatchdogKilledHost: args are the containment and cgroup parent.
+func reviewWatchdogKilledHost(args []string) int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "host:", err); return 1 }
+	m := proc.NewManager(proc.Options{Containment: proc.Containment(args[0]), CgroupParent: args[1]})
+	p, err := m.Start(proc.StartRequest{Args: []string{"true"}})
+	if err != nil {
+		return fail(err)
+	}
+	_ = p.Wait(context.Background())
+	wd := findWatchdog()
+	if wd == 0 {
+		return fail(errors.New("no watchdog"))
+	}
+	fd, err := unix.PidfdOpen(wd, 0)
+	if err != nil {
+		return fail(err)
+	}
+	_ = unix.Kill(wd, unix.SIGKILL)
+	_, _ = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, -1)
+	p, err = m.Start(proc.StartRequest{Args: []string{"sleep", "600"}})
+	if err != nil {
+		fmt.Println("start error:", err)
+	} else {
+		fmt.Println("child", p.Info().PID)
+	}
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin) // until killed
+	return 0
+}
+
+// TestReviewHostDeathDuringStarts: in group mode a child is registered
+// with the watchdog only after cmd.Start returned (treeSetup.started →
+// newGroupTreeGuarded → guard). A host killed in between must not leave a
+// child that runs, leads its own session, and was never told to the
+// watchdog (design section 14: "every tree a Manager started is killed
+// within 100 ms when the host process dies"); Pdeathsig covers it.
+//
+// Each round runs a host that starts `sleep 600` children from four
+// goroutines without pause, and SIGKILLs it after a random number of
+// starts. The children carry a marker in their environment; once the
+// watchdog has exited, none may be left.
+func TestReviewHostDeathDuringStarts(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 120*time.Second)
+	const rounds = 10
+	escaped := 0
+	for round := 0; round < rounds; round++ {
+		mark := fmt.Sprintf("review-inflight-%d-%d", os.Getpid(), rand.Uint64())
+		host := startHost(t, helperCmd("review-inflight-host", mark))
+		line, _ := host.line()
+		watchdog, _ := strconv.Atoi(strings.TrimPrefix(line, "watchdog "))
+		if watchdog == 0 {
+			host.fatalf(t, "host: no watchdog")
+		}
+		wfd := treePidfd(t, watchdog)
+		killAt := 20 + rand.IntN(40)
+		for n := 0; n < killAt; n++ {
+			if _, ok := host.line(); !ok {
+				break
+			}
+		}
+		_ = host.kill(ctx, t)
+		treeWaitPidfd(ctx, t, wfd, "the watchdog")
+		// The watchdog's SIGKILLs may take a moment to end their targets.
+		var left []int
+		for _, pid := range reviewMarked(mark) {
+			fd, err := unix.PidfdOpen(pid, 0)
+			if err != nil {
+				continue
+			}
+			if !diesWithin(fd, time.Second) {
+				left = append(left, pid)
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			_ = unix.Close(fd)
+		}
+		if len(left) > 0 {
+			escaped++
+			t.Logf("round %d: %d children outlived the host and its watchdog: %v", round, len(left), left)
+		}
+	}
+	if escaped > 0 {
+		t.Errorf("in %d of %d rounds a child started while the host was killed outlived it (group mode registers the group with the watchdog only after the child runs)", escaped, rounds)
+	}
+}
+
+// reviewMarked lists the live processes whose environment holds mark.
+func reviewMarked(mark string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil || !bytes.Contains(env, []byte("REVIEW_MARK="+mark)) {
+			continue
+		}
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// reviewInflightHost starts marked `sleep 600` children in group mode from
+// four goroutines, printing a line per start, until it is killed.
+func reviewInflightHost(args []string) int {
+	m := proc.NewManager(proc.Options{Containment: proc.ContainGroup})
+	req := proc.StartRequest{Args: []string{"sleep", "600"}, Env: map[string]string{"REVIEW_MARK": args[0]}}
+	if _, err := m.Start(req); err != nil {
+		fmt.Fprintln(os.Stderr, "host:", err)
+		return 1
+	}
+	fmt.Println("watchdog", findWatchdog())
+	var mu sync.Mutex
+	for range 4 {
+		go func() {
+			for {
+				if _, err := m.Start(req); err != nil {
+					fmt.Fprintln(os.Stderr, "host:", err)
+					return
+				}
+				mu.Lock()
+				fmt.Println("started")
+				mu.Unlock()
+			}
+		}()
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin)
 	return 0
 }
