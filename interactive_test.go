@@ -281,87 +281,80 @@ func TestStdinLargeEcho(t *testing.T) {
 	iaCheckPattern(t, "echoed stdin", 0, iaReadAll(t, p))
 }
 
+// iaStdinCalls are the calls that iaRefused makes, by name.
+var iaStdinCalls = []string{"Write", "WriteContext", "CloseStdin"}
+
+// iaRefused checks that each of p's calls (iaStdinCalls, or "Resize")
+// fails with an error wrapping want, writing nothing; when names p's state.
+func iaRefused(ctx context.Context, t *testing.T, p *proc.Process, when string, want error, calls ...string) {
+	t.Helper()
+	for _, call := range calls {
+		var n int
+		var err error
+		switch call {
+		case "Write":
+			n, err = p.Write([]byte("x"))
+		case "WriteContext":
+			n, err = p.WriteContext(ctx, []byte("x"))
+		case "CloseStdin":
+			err = p.CloseStdin()
+		case "Resize":
+			err = p.Resize(proc.TermSize{Rows: 10, Cols: 10})
+		default:
+			t.Fatalf("iaRefused: no call %q", call)
+		}
+		if n != 0 || !errors.Is(err, want) {
+			t.Errorf("%s %s = %d, %v; want 0, an error wrapping %v", call, when, n, err, want)
+		}
+	}
+}
+
+// TestStdinRefused pins the stdin calls refused by the record's state.
 func TestStdinRefused(t *testing.T) {
 	t.Parallel()
-
-	t.Run("without-Stdin", func(t *testing.T) {
-		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
-		p := mustStart(t, m, helperReq("interactive-sleep"))
-		if n, err := p.Write([]byte("x")); n != 0 || !errors.Is(err, proc.ErrInvalid) {
-			t.Errorf("Write without Stdin = %d, %v; want 0, ErrInvalid", n, err)
-		}
-		if n, err := p.WriteContext(ctx, []byte("x")); n != 0 || !errors.Is(err, proc.ErrInvalid) {
-			t.Errorf("WriteContext without Stdin = %d, %v; want 0, ErrInvalid", n, err)
-		}
-		if err := p.CloseStdin(); !errors.Is(err, proc.ErrInvalid) {
-			t.Errorf("CloseStdin without Stdin = %v; want ErrInvalid", err)
-		}
-		if err := p.Resize(proc.TermSize{Rows: 10, Cols: 10}); !errors.Is(err, proc.ErrInvalid) {
-			t.Errorf("Resize without TTY = %v; want ErrInvalid", err)
-		}
-	})
-
-	t.Run("after-CloseStdin", func(t *testing.T) {
-		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
-		req := helperReq("interactive-sleep") // lives on after its stdin closes
-		req.Stdin = true
-		p := mustStart(t, m, req)
-		if err := p.CloseStdin(); err != nil {
-			t.Fatalf("CloseStdin() = %v; want nil", err)
-		}
-		if err := p.CloseStdin(); err != nil {
-			t.Errorf("second CloseStdin() = %v; want nil", err)
-		}
-		if n, err := p.Write([]byte("x")); n != 0 || !errors.Is(err, proc.ErrInvalid) {
-			t.Errorf("Write after CloseStdin = %d, %v; want 0, ErrInvalid", n, err)
-		}
-		if n, err := p.WriteContext(ctx, []byte("x")); n != 0 || !errors.Is(err, proc.ErrInvalid) {
-			t.Errorf("WriteContext after CloseStdin = %d, %v; want 0, ErrInvalid", n, err)
-		}
-		if !p.Info().Running {
-			t.Errorf("Info().Running = false; want true (the helper sleeps)")
-		}
-	})
-
-	t.Run("after-exit", func(t *testing.T) {
-		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
-		req := helperReq("interactive-exit")
-		req.Stdin = true
-		p := mustStart(t, m, req)
-		waitFinal(ctx, t, p)
-		if n, err := p.Write([]byte("x")); n != 0 || !errors.Is(err, proc.ErrNotRunning) {
-			t.Errorf("Write after exit = %d, %v; want 0, ErrNotRunning", n, err)
-		}
-		if n, err := p.WriteContext(ctx, []byte("x")); n != 0 || !errors.Is(err, proc.ErrNotRunning) {
-			t.Errorf("WriteContext after exit = %d, %v; want 0, ErrNotRunning", n, err)
-		}
-		if err := p.CloseStdin(); !errors.Is(err, proc.ErrNotRunning) {
-			t.Errorf("CloseStdin after exit = %v; want ErrNotRunning", err)
-		}
-	})
-
-	t.Run("after-Close", func(t *testing.T) {
-		t.Parallel()
-		m := newManager(t, proc.Options{})
-		req := helperReq("interactive-sleep")
-		req.Stdin = true
-		p := mustStart(t, m, req)
-		if err := m.Close(); err != nil {
-			t.Fatalf("Close() = %v; want nil", err)
-		}
-		if n, err := p.Write([]byte("x")); n != 0 || !errors.Is(err, proc.ErrClosed) {
-			t.Errorf("Write after Close = %d, %v; want 0, ErrClosed", n, err)
-		}
-		if err := p.CloseStdin(); !errors.Is(err, proc.ErrClosed) {
-			t.Errorf("CloseStdin after Close = %v; want ErrClosed", err)
-		}
-	})
+	for _, tc := range []struct {
+		name   string
+		helper string
+		stdin  bool
+		// to brings the record to the state under test.
+		to    func(ctx context.Context, t *testing.T, m *proc.Manager, p *proc.Process)
+		want  error
+		calls []string
+	}{
+		{"without-Stdin", "interactive-sleep", false, nil, proc.ErrInvalid, append(iaStdinCalls, "Resize")},
+		{"after-CloseStdin", "interactive-sleep", true, func(_ context.Context, t *testing.T, _ *proc.Manager, p *proc.Process) {
+			if err := p.CloseStdin(); err != nil {
+				t.Fatalf("CloseStdin() = %v; want nil", err)
+			}
+			if err := p.CloseStdin(); err != nil {
+				t.Errorf("second CloseStdin() = %v; want nil", err)
+			}
+			if !p.Info().Running {
+				t.Errorf("Info().Running = false; want true (the helper sleeps on after its stdin closes)")
+			}
+		}, proc.ErrInvalid, iaStdinCalls[:2]},
+		{"after-exit", "interactive-exit", true, func(ctx context.Context, t *testing.T, _ *proc.Manager, p *proc.Process) {
+			waitFinal(ctx, t, p)
+		}, proc.ErrNotRunning, iaStdinCalls},
+		{"after-Close", "interactive-sleep", true, func(_ context.Context, t *testing.T, m *proc.Manager, _ *proc.Process) {
+			if err := m.Close(); err != nil {
+				t.Fatalf("Close() = %v; want nil", err)
+			}
+		}, proc.ErrClosed, []string{"Write", "CloseStdin"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			m := newManager(t, proc.Options{})
+			req := helperReq(tc.helper)
+			req.Stdin = tc.stdin
+			p := mustStart(t, m, req)
+			if tc.to != nil {
+				tc.to(ctx, t, m, p)
+			}
+			iaRefused(ctx, t, p, tc.name, tc.want, tc.calls...)
+		})
+	}
 }
 
 // TestWriteContextDeadline pins a write cut short by its context: it

@@ -155,15 +155,7 @@ func TestStdinAfterExitWhileDraining(t *testing.T) {
 	// The drain arms its quiet window once the child was reaped.
 	quiet.MustWait(ctx).MustRelease(ctx)
 
-	if n, err := p.Write([]byte("x")); n != 0 || !errors.Is(err, proc.ErrNotRunning) {
-		t.Errorf("Write after exit = %d, %v; want 0, ErrNotRunning", n, err)
-	}
-	if n, err := p.WriteContext(ctx, []byte("x")); n != 0 || !errors.Is(err, proc.ErrNotRunning) {
-		t.Errorf("WriteContext after exit = %d, %v; want 0, ErrNotRunning", n, err)
-	}
-	if err := p.CloseStdin(); !errors.Is(err, proc.ErrNotRunning) {
-		t.Errorf("CloseStdin after exit = %v; want ErrNotRunning", err)
-	}
+	iaRefused(ctx, t, p, "after exit", proc.ErrNotRunning, iaStdinCalls...)
 	if info := p.Info(); !info.Running || info.ExitCode != nil {
 		t.Errorf("Info() while draining = running %v, exit code %v; want running, nil", info.Running, info.ExitCode)
 	}
@@ -178,9 +170,7 @@ func TestStdinAfterExitWhileDraining(t *testing.T) {
 	}
 
 	iaKillAndWait(ctx, t, p)
-	if n, err := p.Write([]byte("x")); n != 0 || !errors.Is(err, proc.ErrNotRunning) {
-		t.Errorf("Write after final = %d, %v; want 0, ErrNotRunning", n, err)
-	}
+	iaRefused(ctx, t, p, "after final", proc.ErrNotRunning, "Write")
 }
 
 // TestWriteBlockedWhenChildExits pins that a write blocked on a pipe that a
@@ -217,17 +207,8 @@ func TestWriteBlockedReleasedByClose(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	m := newManager(t, proc.Options{})
-	req := helperReq("interactive-input-then-wait")
-	req.Stdin = true
-	p := mustStart(t, m, req)
-
 	const size = 10 << 20
-	res := make(chan iaWriteResult, 1)
-	go func() {
-		n, err := p.WriteContext(ctx, make([]byte, size))
-		res <- iaWriteResult{n, err}
-	}()
-	waitText(ctx, t, p, "input\n")
+	p, res := iaBlockedWrite(ctx, t, m, helperReq("interactive-input-then-wait"), size, true)
 	if err := m.Close(); err != nil {
 		t.Fatalf("Close() = %v", err)
 	}
@@ -272,47 +253,69 @@ func iaTTY(t *testing.T, m *proc.Manager, command string, size proc.TermSize) *p
 func TestTTY(t *testing.T) {
 	t.Parallel()
 
+	// Each child runs to its end under a terminal, exit 0 and output want,
+	// after the test waited for ready (if any) and then took steps: a
+	// string is written, a TermSize resizes, nil closes stdin.
 	final := []struct {
 		name    string
-		command string
+		command string // or, if empty, helper runs
+		helper  string
 		size    proc.TermSize
+		ready   string
+		steps   []any
 		want    string
 	}{
-		{"is-a-terminal", "test -t 0 && test -t 1 && test -t 2 && echo tty", proc.TermSize{}, "tty\r\n"},
-		{"default-size", "stty size", proc.TermSize{}, "24 80\r\n"},
-		{"size", "stty size", proc.TermSize{Rows: 30, Cols: 100}, "30 100\r\n"},
-		{"stderr-merged", "echo out; echo err >&2", proc.TermSize{}, "out\r\nerr\r\n"},
+		{"is-a-terminal", "test -t 0 && test -t 1 && test -t 2 && echo tty", "", proc.TermSize{}, "", nil, "tty\r\n"},
+		{"default-size", "stty size", "", proc.TermSize{}, "", nil, "24 80\r\n"},
+		{"size", "stty size", "", proc.TermSize{Rows: 30, Cols: 100}, "", nil, "30 100\r\n"},
+		{"stderr-merged", "echo out; echo err >&2", "", proc.TermSize{}, "", nil, "out\r\nerr\r\n"},
+		// The terminal echoes what was typed, then the shell answers.
+		{"write-types", "read x; echo got:$x", "", proc.TermSize{}, "", []any{"hello\n"}, "hello\r\ngot:hello\r\n"},
+		// Echo, then cat.
+		{"CloseStdin-sends-EOF", "cat", "", proc.TermSize{}, "", []any{"hello\n", nil}, "hello\r\nhello\r\n"},
+		{"resize", "echo ready; read line; stty size", "", proc.TermSize{}, "ready\r\n", []any{proc.TermSize{Rows: 40, Cols: 120}, "go\n"}, "ready\r\ngo\r\n40 120\r\n"},
+		{"resize-SIGWINCH", "", "interactive-winch", proc.TermSize{}, "ready\r\n", []any{proc.TermSize{Rows: 40, Cols: 120}}, "ready\r\nwinch 40 120\r\n"},
 	}
 	for _, tt := range final {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := testCtx(t)
 			m := newManager(t, proc.Options{})
-			p := iaTTY(t, m, tt.command, tt.size)
+			req := proc.StartRequest{Command: tt.command, TTY: true, Stdin: true, Size: tt.size}
+			if tt.helper != "" {
+				req = helperReq(tt.helper)
+				req.TTY, req.Stdin = true, true
+			}
+			p := mustStart(t, m, req)
+			if tt.ready != "" {
+				waitText(ctx, t, p, tt.ready)
+			}
+			for _, step := range tt.steps {
+				var err error
+				switch step := step.(type) {
+				case string:
+					var n int
+					if n, err = p.Write([]byte(step)); err == nil && n != len(step) {
+						err = fmt.Errorf("wrote %d bytes", n)
+					}
+				case proc.TermSize:
+					err = p.Resize(step)
+				default:
+					err = p.CloseStdin()
+				}
+				if err != nil {
+					t.Fatalf("%s: step %#v = %v; want nil", tt.name, step, err)
+				}
+			}
 			snap := waitFinal(ctx, t, p)
 			if snap.Output.Text != tt.want {
-				t.Errorf("output of %q = %q; want %q", tt.command, snap.Output.Text, tt.want)
+				t.Errorf("output of %s = %q; want %q", tt.name, snap.Output.Text, tt.want)
 			}
 			if code := exitCode(t, snap.Info); code != 0 {
-				t.Errorf("exit code of %q = %d; want 0", tt.command, code)
+				t.Errorf("exit code of %s = %d; want 0", tt.name, code)
 			}
 		})
 	}
-
-	t.Run("write-types", func(t *testing.T) {
-		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
-		p := iaTTY(t, m, "read x; echo got:$x", proc.TermSize{})
-		if n, err := p.Write([]byte("hello\n")); n != 6 || err != nil {
-			t.Fatalf("Write(hello) = %d, %v; want 6, nil", n, err)
-		}
-		snap := waitFinal(ctx, t, p)
-		// The terminal echoes what was typed, then the shell answers.
-		if want := "hello\r\ngot:hello\r\n"; snap.Output.Text != want {
-			t.Errorf("output = %q; want %q", snap.Output.Text, want)
-		}
-	})
 
 	t.Run("no-Stdin-no-writes", func(t *testing.T) {
 		// The terminal is the child's stdin either way, but only
@@ -339,26 +342,6 @@ func TestTTY(t *testing.T) {
 		}
 	})
 
-	t.Run("CloseStdin-sends-EOF", func(t *testing.T) {
-		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
-		p := iaTTY(t, m, "cat", proc.TermSize{})
-		if _, err := p.Write([]byte("hello\n")); err != nil {
-			t.Fatalf("Write(hello) = %v", err)
-		}
-		if err := p.CloseStdin(); err != nil {
-			t.Fatalf("CloseStdin() = %v; want nil", err)
-		}
-		snap := waitFinal(ctx, t, p)
-		if code := exitCode(t, snap.Info); code != 0 {
-			t.Errorf("exit code of cat = %d; want 0", code)
-		}
-		if want := "hello\r\nhello\r\n"; snap.Output.Text != want {
-			t.Errorf("output = %q; want %q (echo, then cat)", snap.Output.Text, want)
-		}
-	})
-
 	t.Run("after-CloseStdin", func(t *testing.T) {
 		t.Parallel()
 		ctx := testCtx(t)
@@ -371,49 +354,9 @@ func TestTTY(t *testing.T) {
 		if err := p.CloseStdin(); err != nil {
 			t.Errorf("second CloseStdin() = %v; want nil", err)
 		}
-		if n, err := p.Write([]byte("x")); n != 0 || !errors.Is(err, proc.ErrInvalid) {
-			t.Errorf("Write after CloseStdin = %d, %v; want 0, ErrInvalid", n, err)
-		}
+		iaRefused(ctx, t, p, "after CloseStdin", proc.ErrInvalid, "Write")
 		if err := p.Resize(proc.TermSize{Rows: 10, Cols: 20}); err != nil {
 			t.Errorf("Resize after CloseStdin = %v; want nil (the terminal is still there)", err)
-		}
-	})
-
-	t.Run("resize", func(t *testing.T) {
-		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
-		p := iaTTY(t, m, "echo ready; read line; stty size", proc.TermSize{})
-		waitText(ctx, t, p, "ready\r\n")
-		if err := p.Resize(proc.TermSize{Rows: 40, Cols: 120}); err != nil {
-			t.Fatalf("Resize(40x120) = %v; want nil", err)
-		}
-		if _, err := p.Write([]byte("go\n")); err != nil {
-			t.Fatalf("Write(go) = %v", err)
-		}
-		snap := waitFinal(ctx, t, p)
-		if want := "ready\r\ngo\r\n40 120\r\n"; snap.Output.Text != want {
-			t.Errorf("output = %q; want %q", snap.Output.Text, want)
-		}
-	})
-
-	t.Run("resize-SIGWINCH", func(t *testing.T) {
-		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
-		req := helperReq("interactive-winch")
-		req.TTY = true
-		p := mustStart(t, m, req)
-		waitText(ctx, t, p, "ready\r\n")
-		if err := p.Resize(proc.TermSize{Rows: 40, Cols: 120}); err != nil {
-			t.Fatalf("Resize(40x120) = %v; want nil", err)
-		}
-		snap := waitFinal(ctx, t, p)
-		if want := "ready\r\nwinch 40 120\r\n"; snap.Output.Text != want {
-			t.Errorf("output = %q; want %q", snap.Output.Text, want)
-		}
-		if code := exitCode(t, snap.Info); code != 0 {
-			t.Errorf("exit code = %d; want 0", code)
 		}
 	})
 
@@ -435,12 +378,7 @@ func TestTTY(t *testing.T) {
 		if err := p.Resize(proc.TermSize{Rows: 40, Cols: 120}); !errors.Is(err, proc.ErrNotRunning) {
 			t.Errorf("Resize after exit = %v; want ErrNotRunning", err)
 		}
-		if n, err := p.Write([]byte("x")); n != 0 || !errors.Is(err, proc.ErrNotRunning) {
-			t.Errorf("Write after exit = %d, %v; want 0, ErrNotRunning", n, err)
-		}
-		if err := p.CloseStdin(); !errors.Is(err, proc.ErrNotRunning) {
-			t.Errorf("CloseStdin after exit = %v; want ErrNotRunning", err)
-		}
+		iaRefused(ctx, t, p, "after exit", proc.ErrNotRunning, "Write", "CloseStdin")
 	})
 
 	t.Run("write-deadline", func(t *testing.T) {
@@ -497,17 +435,8 @@ func TestCloseStdinReleasesBlockedWrite(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	m := newManager(t, proc.Options{})
-	req := helperReq("interactive-input-then-wait")
-	req.Stdin = true
-	p := mustStart(t, m, req)
-
 	const size = 10 << 20
-	res := make(chan iaWriteResult, 1)
-	go func() {
-		n, err := p.Write(make([]byte, size))
-		res <- iaWriteResult{n, err}
-	}()
-	waitText(ctx, t, p, "input\n") // the write is in progress
+	p, res := iaBlockedWrite(ctx, t, m, helperReq("interactive-input-then-wait"), size, false)
 
 	err, ok := iaBounded(ctx, t, m, "CloseStdin() during a blocked Write", p.CloseStdin)
 	if !ok {
@@ -523,6 +452,33 @@ func TestCloseStdinReleasesBlockedWrite(t *testing.T) {
 	if !p.Info().Running {
 		t.Errorf("Info().Running = false; want true (the helper lives on)")
 	}
+}
+
+// iaBlockedWrite starts req (a child that prints "input" once bytes reach
+// its stdin, and reads nothing) with Stdin, and writes size bytes to it on
+// a goroutine of its own (WriteContext(ctx) if withCtx, else Write), which
+// sends the result. It returns once the write is in progress: bytes reach
+// stdin only from that write, which cannot finish.
+func iaBlockedWrite(ctx context.Context, t *testing.T, m *proc.Manager, req proc.StartRequest, size int, withCtx bool) (*proc.Process, <-chan iaWriteResult) {
+	t.Helper()
+	req.Stdin = true
+	p := mustStart(t, m, req)
+	res := make(chan iaWriteResult, 1)
+	go func() {
+		data := []byte(strings.Repeat("x", size))
+		write := p.Write
+		if withCtx {
+			write = func(b []byte) (int, error) { return p.WriteContext(ctx, b) }
+		}
+		n, err := write(data)
+		res <- iaWriteResult{n, err}
+	}()
+	ready := "input\n"
+	if req.TTY {
+		ready = "input\r\n"
+	}
+	waitText(ctx, t, p, ready)
+	return p, res
 }
 
 // iaBounded runs call and returns its error. A call that is not back after
@@ -554,19 +510,8 @@ func TestWriteContextQueuedBehindBlockedWrite(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	m := newManager(t, proc.Options{})
-	req := helperReq("interactive-input-then-wait")
-	req.Stdin = true
-	p := mustStart(t, m, req)
-
-	const size = 10 << 20
-	res := make(chan iaWriteResult, 1)
-	go func() {
-		n, err := p.Write(make([]byte, size)) // no deadline: never ends by itself
-		res <- iaWriteResult{n, err}
-	}()
-	// Bytes on stdin come only from that write, which cannot finish: it is
-	// in progress from now on.
-	waitText(ctx, t, p, "input\n")
+	// A write with no deadline: it never ends by itself.
+	p, res := iaBlockedWrite(ctx, t, m, helperReq("interactive-input-then-wait"), 10<<20, false)
 
 	err, ok := iaBounded(ctx, t, m, "WriteContext(100ms) behind a blocked Write", func() error {
 		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
@@ -602,16 +547,8 @@ func TestTTYCloseStdinBlockedWrite(t *testing.T) {
 	req.Command = "stty -icanon -echo && exec " + iaShellQuote(req.Args[0])
 	req.Args = nil
 	req.TTY = true
-	req.Stdin = true
-	p := mustStart(t, m, req)
-
 	const size = 4 << 20
-	res := make(chan iaWriteResult, 1)
-	go func() {
-		n, err := p.Write([]byte(strings.Repeat("x", size))) // nobody reads it
-		res <- iaWriteResult{n, err}
-	}()
-	waitText(ctx, t, p, "input\r\n")
+	p, res := iaBlockedWrite(ctx, t, m, req, size, false) // nobody reads it
 
 	err, ok := iaBounded(ctx, t, m, "CloseStdin() behind a blocked Write on a terminal", p.CloseStdin)
 	if !ok {
@@ -620,9 +557,7 @@ func TestTTYCloseStdinBlockedWrite(t *testing.T) {
 	// Whether ^D fits into the full queue is the kernel's business, so the
 	// result is not pinned; only that CloseStdin returns and closes.
 	t.Logf("CloseStdin() = %v", err)
-	if n, err := p.Write([]byte("x")); n != 0 || !errors.Is(err, proc.ErrInvalid) {
-		t.Errorf("Write after CloseStdin = %d, %v; want 0, ErrInvalid", n, err)
-	}
+	iaRefused(ctx, t, p, "after CloseStdin", proc.ErrInvalid, "Write")
 	r := recv(ctx, t, res, "the blocked write")
 	if r.n >= size || !errors.Is(r.err, proc.ErrInvalid) {
 		t.Errorf("Write(4 MiB) interrupted by CloseStdin = %d, %v; want n < %d, ErrInvalid", r.n, r.err, size)

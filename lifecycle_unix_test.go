@@ -577,19 +577,7 @@ func TestExitedRefusesStdin(t *testing.T) {
 	p := mustStart(t, m, proc.StartRequest{Command: "sleep 30 & exit 0", Stdin: true})
 	quietTrap.MustWait(ctx).MustRelease(ctx)
 
-	check := func(when string) {
-		t.Helper()
-		if n, err := p.Write([]byte("x")); n != 0 || !errors.Is(err, proc.ErrNotRunning) {
-			t.Errorf("%s: Write() = %d, %v; want 0, an error wrapping ErrNotRunning", when, n, err)
-		}
-		if n, err := p.WriteContext(ctx, []byte("x")); n != 0 || !errors.Is(err, proc.ErrNotRunning) {
-			t.Errorf("%s: WriteContext() = %d, %v; want 0, an error wrapping ErrNotRunning", when, n, err)
-		}
-		if err := p.CloseStdin(); !errors.Is(err, proc.ErrNotRunning) {
-			t.Errorf("%s: CloseStdin() = %v; want an error wrapping ErrNotRunning", when, err)
-		}
-	}
-	check("exited, draining")
+	iaRefused(ctx, t, p, "exited, draining", proc.ErrNotRunning, iaStdinCalls...)
 	lcCheckRunning(t, p.Info())
 
 	mClock.Advance(proc.DefaultDrainQuiet).MustWait(ctx)
@@ -598,7 +586,7 @@ func TestExitedRefusesStdin(t *testing.T) {
 	if code := exitCode(t, s.Info); code != 0 {
 		t.Errorf("exit code %d; want 0", code)
 	}
-	check("final")
+	iaRefused(ctx, t, p, "final", proc.ErrNotRunning, iaStdinCalls...)
 	if err := p.Signal(proc.Kill); err != nil {
 		t.Errorf("Signal(Kill) after final, background sleep alive = %v; want nil", err)
 	}
