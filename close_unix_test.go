@@ -106,8 +106,7 @@ func TestStartHookPanicLeavesNoReservation(t *testing.T) {
 // child whose group lives on.
 func TestScopeCloseStopsRemovedRecords(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{KillGrace: 200 * time.Millisecond})
+	ctx, m := testManager(t, proc.Options{KillGrace: 200 * time.Millisecond})
 	s := m.Scope("alice")
 	p := mustStart(t, s, proc.StartRequest{Command: "sleep 60 & echo started"})
 	waitFinal(ctx, t, p) // final after the quiet window; the sleep lives on

@@ -306,8 +306,7 @@ func TestRun(t *testing.T) {
 
 	t.Run("final", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		snap, err := m.Run(ctx, cvReq("out:hello\n", "err:oops\n", "exit:3"))
 		if err != nil {
 			t.Fatalf("Run() = %v; want nil", err)
@@ -346,8 +345,7 @@ func TestRun(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := testCtx(t)
-			m := newManager(t, proc.Options{})
+			ctx, m := testManager(t, proc.Options{})
 			req := cvReq("out:up\n", "sleep")
 			req.Stdin = true
 			runCtx, cancel := tc.ctx(ctx)
@@ -390,8 +388,7 @@ func TestRun(t *testing.T) {
 
 	t.Run("start-errors", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		held := cvReq("sleep")
 		held.ID, held.Stdin = "held", true
 		p := mustStart(t, m, held)
@@ -429,8 +426,7 @@ func TestRun(t *testing.T) {
 
 	t.Run("scope", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		alice, bob := m.Scope("alice"), m.Scope("bob")
 
 		snap, err := alice.Run(ctx, cvReq("out:from alice\n"))
@@ -473,8 +469,7 @@ func TestStartOrGet(t *testing.T) {
 
 	t.Run("retry-while-running", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		req := cvReq("out:up\n", "sleep")
 		req.ID, req.Stdin = "svc", true
 		p, started, err := m.StartOrGet(req)
@@ -500,8 +495,7 @@ func TestStartOrGet(t *testing.T) {
 
 	t.Run("retry-after-final", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		req := cvReq("out:done\n", "exit:4")
 		req.ID = "job"
 		p, started, err := m.StartOrGet(req)
@@ -520,8 +514,7 @@ func TestStartOrGet(t *testing.T) {
 
 	t.Run("different-parameters", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		dir := t.TempDir()
 		byCommand := proc.StartRequest{ID: "by-command", Command: "echo original"}
 		byArgs := cvReq("out:original\n")
@@ -569,8 +562,7 @@ func TestStartOrGet(t *testing.T) {
 
 	t.Run("no-id", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		req := cvReq("out:x\n")
 		first, started1, err1 := m.StartOrGet(req)
 		second, started2, err2 := m.StartOrGet(req)
@@ -605,8 +597,7 @@ func TestStartOrGet(t *testing.T) {
 	// every caller gets it.
 	t.Run("concurrent", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		req := cvReq("out:once\n", "sleep")
 		req.ID, req.Stdin = "one", true
 		const callers = 32
@@ -705,8 +696,7 @@ func TestStartOrGet(t *testing.T) {
 
 	t.Run("scope", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		alice, bob := m.Scope("alice"), m.Scope("bob")
 		req := cvReq("out:alice\n", "sleep")
 		req.ID, req.Stdin = "shared", true
@@ -759,8 +749,7 @@ func TestWaitFor(t *testing.T) {
 	for _, fromStart := range []bool{false, true} {
 		t.Run(fmt.Sprintf("bytewise-fromStart=%v", fromStart), func(t *testing.T) {
 			t.Parallel()
-			ctx := testCtx(t)
-			m := newManager(t, proc.Options{})
+			ctx, m := testManager(t, proc.Options{})
 			req := cvReq("out:booting\n", "wait", "bytes:listening on :8080\n", "sleep")
 			req.Stdin = true
 			p := mustStart(t, m, req)
@@ -775,8 +764,7 @@ func TestWaitFor(t *testing.T) {
 
 	t.Run("fromStart-finds-retained", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		req := cvReq("out:first\nready 1\nlast\n", "sleep")
 		req.Stdin = true
 		p := mustStart(t, m, req)
@@ -792,8 +780,7 @@ func TestWaitFor(t *testing.T) {
 	// child prints "ready 2" only once WaitFor is blocked.
 	t.Run("not-fromStart-skips-completed", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		req := cvReq("out:ready 1\n", "wait", "out:ready 2\n", "sleep")
 		req.Stdin = true
 		p := mustStart(t, m, req)
@@ -821,8 +808,7 @@ func TestWaitFor(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := testCtx(t)
-			m := newManager(t, proc.Options{})
+			ctx, m := testManager(t, proc.Options{})
 			req := cvReq("lines:"+strconv.Itoa(tc.lines), "out:old marker\nafter old\n", "wait", "out:new marker\n", "sleep")
 			req.Stdin, req.HeadBytes, req.TailBytes = true, tc.head, tc.tail
 			p := mustStart(t, m, req)
@@ -850,8 +836,7 @@ func TestWaitFor(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := testCtx(t)
-			m := newManager(t, proc.Options{})
+			ctx, m := testManager(t, proc.Options{})
 			req := cvReq("out:"+tc.before, "wait", "out:"+tc.after, "sleep")
 			req.Stdin = true
 			p := mustStart(t, m, req)
@@ -869,8 +854,7 @@ func TestWaitFor(t *testing.T) {
 	// on a fragment, and WaitFor never hangs.
 	t.Run("long-lines", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{HeadBytes: 1 << 10, TailBytes: 1 << 10})
+		ctx, m := testManager(t, proc.Options{HeadBytes: 1 << 10, TailBytes: 1 << 10})
 
 		p := mustStart(t, m, cvReq("out:start", "fill:102400", "out:END\nready\n"))
 		for _, tc := range []struct {
@@ -908,8 +892,7 @@ func TestWaitFor(t *testing.T) {
 	// retained from its first byte and must be matched.
 	t.Run("line-starting-right-after-omitted-bytes", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{HeadBytes: 1 << 10, TailBytes: 1 << 10})
+		ctx, m := testManager(t, proc.Options{HeadBytes: 1 << 10, TailBytes: 1 << 10})
 		ready := "ready " + strings.Repeat("y", 1017) // + "\n": exactly the 1 KiB tail
 		p := mustStart(t, m, cvReq("fill:5000", "out:\n"+ready+"\n"))
 		snap := waitFinal(ctx, t, p)
@@ -924,8 +907,7 @@ func TestWaitFor(t *testing.T) {
 
 	t.Run("first-64KiB-of-a-line", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{HeadBytes: 256 << 10, TailBytes: 256 << 10})
+		ctx, m := testManager(t, proc.Options{HeadBytes: 256 << 10, TailBytes: 256 << 10})
 		p := mustStart(t, m, cvReq("fill:70000", "out:TAIL\nend\n"))
 		if line, err := p.WaitFor(ctx, regexp.MustCompile(`TAIL`), true); !errors.Is(err, proc.ErrNotRunning) {
 			t.Errorf("WaitFor(TAIL) past the first 64 KiB of a line = %.20q, %v; want ErrNotRunning", line, err)
@@ -941,8 +923,7 @@ func TestWaitFor(t *testing.T) {
 
 	t.Run("no-match", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		p := mustStart(t, m, cvReq("out:a\nb\n"))
 		for _, fromStart := range []bool{true, false} {
 			line, err := p.WaitFor(ctx, regexp.MustCompile(`^c$`), fromStart)
@@ -964,8 +945,7 @@ func TestWaitFor(t *testing.T) {
 
 	t.Run("unterminated-last-line", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		req := cvReq("out:first\nno newline", "wait")
 		req.Stdin = true
 		p := mustStart(t, m, req)
@@ -983,8 +963,7 @@ func TestWaitFor(t *testing.T) {
 
 	t.Run("carriage-return", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		p := mustStart(t, m, cvReq(`out:crlf line\r\nnext\r\n`))
 		line, err := p.WaitFor(ctx, regexp.MustCompile(`^crlf line$`), true)
 		if err != nil || line != "crlf line" {
@@ -994,8 +973,7 @@ func TestWaitFor(t *testing.T) {
 
 	t.Run("ctx-canceled", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		req := cvReq("out:hello\n", "sleep")
 		req.Stdin = true
 		p := mustStart(t, m, req)
@@ -1017,8 +995,7 @@ func TestWaitFor(t *testing.T) {
 
 	t.Run("nil-regexp", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		p := mustStart(t, m, cvReq("out:x\n"))
 		if _, err := p.WaitFor(ctx, nil, true); !errors.Is(err, proc.ErrInvalid) {
 			t.Errorf("WaitFor(nil) = %v; want ErrInvalid", err)
@@ -1034,8 +1011,7 @@ func TestLogPath(t *testing.T) {
 	// it is complete as soon as Wait returns.
 	t.Run("full-output", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{HeadBytes: 1 << 10, TailBytes: 1 << 10})
+		ctx, m := testManager(t, proc.Options{HeadBytes: 1 << 10, TailBytes: 1 << 10})
 		path := filepath.Join(t.TempDir(), "out.log")
 		req := cvReq("lines:20000", "out:last line")
 		req.LogPath = path
@@ -1056,8 +1032,7 @@ func TestLogPath(t *testing.T) {
 
 	t.Run("separate-stderr-in-arrival-order", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		path := filepath.Join(t.TempDir(), "both.log")
 		req := helperReq("cv-logorder", path, "out:out 1\n", "err:err 1\n", "err:err 2\n", "out:out 2\n", "err:err 3\n")
 		req.LogPath, req.SeparateStderr = path, true
@@ -1078,8 +1053,7 @@ func TestLogPath(t *testing.T) {
 
 	t.Run("appends", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		path := filepath.Join(t.TempDir(), "app.log")
 		if err := os.WriteFile(path, []byte("previous run\n"), 0o600); err != nil {
 			t.Fatal(err)
@@ -1100,8 +1074,7 @@ func TestLogPath(t *testing.T) {
 	// created, and leaves a file that was there before untouched.
 	t.Run("failed-start", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		held := cvReq("sleep")
 		held.ID, held.Stdin = "held", true
 		p := mustStart(t, m, held)

@@ -29,8 +29,7 @@ func cvMode(t *testing.T, path string) os.FileMode {
 
 func TestLogPathMode(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	dir := t.TempDir()
 
 	created := filepath.Join(dir, "new.log")
@@ -124,8 +123,7 @@ func TestLogPathWriteError(t *testing.T) {
 	if _, err := os.Stat("/dev/full"); err != nil {
 		t.Skipf("no /dev/full: %v", err)
 	}
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	req := cvReq("out:before\n", "lines:5000", "out:after\n", "exit:7")
 	req.LogPath = "/dev/full"
 	snap := waitFinal(ctx, t, mustStart(t, m, req))
@@ -154,8 +152,7 @@ func TestLogPathClosedBeforeDone(t *testing.T) {
 	if _, err := os.Stat("/proc/self/fd"); err != nil {
 		t.Skipf("no /proc/self/fd: %v", err)
 	}
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	for _, tc := range []struct{ name, command, want string }{
 		{"exit", "echo one; echo two >&2", "one\ntwo\n"},
 		{"background-holder", "echo one; sleep 30 & echo two", "one\ntwo\n"},
@@ -180,8 +177,7 @@ func TestLogPathClosedBeforeDone(t *testing.T) {
 // A terminal ends lines in \r\n; WaitFor returns them without the \r.
 func TestWaitForTTY(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	p := mustStart(t, m, proc.StartRequest{Command: "echo booting; echo 'listening on :8080'", TTY: true})
 	line, err := p.WaitFor(ctx, regexp.MustCompile(`^listening on :\d+$`), true)
 	if err != nil || line != "listening on :8080" {

@@ -120,8 +120,7 @@ func TestStartRequestJSON(t *testing.T) {
 	// A request body decoded straight into a StartRequest runs.
 	t.Run("decode-and-run", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		argv, err := json.Marshal(helperArgv("out:to stdout\n", "err:to stderr\n", "exit:3"))
 		if err != nil {
 			t.Fatal(err)
@@ -221,8 +220,7 @@ func TestClearEnv(t *testing.T) {
 
 func TestStartOrGetEnvironment(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	env := map[string]string{helperEnv: "mgr-exit", "GORACE": helperGorace, "A": "1"}
 	orig := proc.StartRequest{ID: "env", Args: helperArgv("0"), Env: env, UnsetEnv: []string{"B"}}
 	p, started, err := m.StartOrGet(orig)
@@ -296,8 +294,7 @@ func TestMaxLineLength(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := testCtx(t)
-			m := newManager(t, proc.Options{MaxLineLength: tc.manager})
+			ctx, m := testManager(t, proc.Options{MaxLineLength: tc.manager})
 			snap, err := m.Run(ctx, req(tc.asked))
 			if err != nil {
 				t.Fatalf("Run = %v", err)
@@ -374,8 +371,7 @@ func TestReadStderrSince(t *testing.T) {
 	// what it is told it lost is exactly what the child wrote to stderr.
 	t.Run("flood", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		const lines = 5000
 		const written = 64 * lines
 		req := helperReq("interactive-streams", strconv.Itoa(lines))
@@ -405,8 +401,7 @@ func TestReadStderrSince(t *testing.T) {
 
 	t.Run("exact", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		req := cvReq("out:to stdout\n", "err:hello\n")
 		req.SeparateStderr = true
 		p := mustStart(t, m, req)
@@ -434,8 +429,7 @@ func TestReadStderrSince(t *testing.T) {
 	// WaitStderr waits for stderr, not for stdout.
 	t.Run("wait", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		req := cvReq("out:first\n", "wait", "err:late\n", "sleep")
 		req.SeparateStderr, req.Stdin = true, true
 		p := mustStart(t, m, req)
@@ -472,8 +466,7 @@ func TestReadStderrSince(t *testing.T) {
 	// WaitStderr returns once it is.
 	t.Run("without-separate-stderr", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		req := cvReq("err:to stderr\n", "sleep")
 		req.Stdin = true
 		p := mustStart(t, m, req)

@@ -87,8 +87,7 @@ func ecoLogEMFILE(args []string) int {
 // no sentinel), not bad input, and leaves nothing behind.
 func TestLogPathOutOfDescriptors(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	snap := waitFinal(ctx, t, mustStart(t, m, helperReq("eco-log-emfile", t.TempDir())))
 	if code := exitCode(t, snap.Info); code != 0 || snap.Output.Text != "ok\n" {
 		t.Errorf("helper exited %d: %q", code, snap.Output.Text)

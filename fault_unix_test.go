@@ -282,8 +282,7 @@ func TestFaultStdoutClosedEarly(t *testing.T) {
 // refuses further signals with ErrNotRunning.
 func TestFaultKilledFromOutside(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	p := mustStart(t, m, proc.StartRequest{Command: "echo ready; exec sleep 30"})
 	if _, err := p.WaitFor(ctx, regexp.MustCompile(`^ready$`), true); err != nil {
 		t.Fatalf("WaitFor(ready) = %v", err)
@@ -401,8 +400,7 @@ func TestFaultCloseIgnoresTerm(t *testing.T) {
 	t.Run("real-clock", func(t *testing.T) {
 		t.Parallel()
 		needProcFS(t)
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{KillGrace: killGrace, DrainTimeout: drainTimeout})
+		ctx, m := testManager(t, proc.Options{KillGrace: killGrace, DrainTimeout: drainTimeout})
 		p, group, bgPID := start(ctx, t, m)
 		begin := time.Now()
 		if err := m.Close(); err != nil {

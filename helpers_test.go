@@ -163,6 +163,12 @@ func newManager(t testing.TB, opts proc.Options) *proc.Manager {
 	return m
 }
 
+// testManager is testCtx and newManager, the start of most tests.
+func testManager(t testing.TB, opts proc.Options) (context.Context, *proc.Manager) {
+	t.Helper()
+	return testCtx(t), newManager(t, opts)
+}
+
 // mustStart starts req or fails the test.
 func mustStart(t testing.TB, m interface {
 	Start(proc.StartRequest) (*proc.Process, error)

@@ -218,8 +218,7 @@ func iaWrapsSentinel(err error) error {
 
 func TestStdinWriteThenCloseStdin(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	req := helperReq("interactive-cat")
 	req.Stdin = true
 	p := mustStart(t, m, req)
@@ -249,8 +248,7 @@ func TestStdinWriteThenCloseStdin(t *testing.T) {
 // reordered.
 func TestStdinLargeEcho(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	const size = 1 << 20
 	req := helperReq("interactive-cat")
 	req.Stdin = true
@@ -344,8 +342,7 @@ func TestStdinRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := testCtx(t)
-			m := newManager(t, proc.Options{})
+			ctx, m := testManager(t, proc.Options{})
 			req := helperReq(tc.helper)
 			req.Stdin = tc.stdin
 			p := mustStart(t, m, req)
@@ -362,8 +359,7 @@ func TestStdinRefused(t *testing.T) {
 // exactly those bytes reach the child, and later writes still work.
 func TestWriteContextDeadline(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	gate := filepath.Join(t.TempDir(), "gate")
 	const size = 10 << 20
 	req := helperReq("interactive-gate", gate)
@@ -425,8 +421,7 @@ func TestWriteContextDeadline(t *testing.T) {
 // other: the child reads the concatenation of whole blocks in some order.
 func TestWriteSerialised(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	const (
 		writers   = 4
 		perWriter = 4
@@ -484,8 +479,7 @@ func TestSeparateStderr(t *testing.T) {
 
 	t.Run("sequence", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		req := helperReq("interactive-seq")
 		req.SeparateStderr = true
 		p := mustStart(t, m, req)
@@ -512,8 +506,7 @@ func TestSeparateStderr(t *testing.T) {
 
 	t.Run("combined-in-order", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		p := mustStart(t, m, helperReq("interactive-seq"))
 		snap := waitFinal(ctx, t, p)
 		if snap.Output.Text != "a\nb\nc\n" {
@@ -529,8 +522,7 @@ func TestSeparateStderr(t *testing.T) {
 
 	t.Run("concurrent-writers", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		const n = 2000
 		req := helperReq("interactive-streams", strconv.Itoa(n))
 		req.SeparateStderr = true
@@ -619,8 +611,7 @@ func iaStream(ctx context.Context, t *testing.T, p *proc.Process, max int) (rece
 // output fits in head and tail receives every byte, while it runs.
 func TestReadSinceStreamSmall(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	const size = 20000 // under the default 16 KiB + 16 KiB
 	p := mustStart(t, m, helperReq("interactive-pattern", strconv.Itoa(size), "100", "1"))
 	received, lost := iaStream(ctx, t, p, 0)
@@ -641,8 +632,7 @@ func TestReadSinceStreamLarge(t *testing.T) {
 	for _, max := range []int{0, 4096} {
 		t.Run(fmt.Sprintf("max-%d", max), func(t *testing.T) {
 			t.Parallel()
-			ctx := testCtx(t)
-			m := newManager(t, proc.Options{})
+			ctx, m := testManager(t, proc.Options{})
 			p := mustStart(t, m, helperReq("interactive-pattern", strconv.Itoa(size), strconv.Itoa(64<<10), "0"))
 			received, lost := iaStream(ctx, t, p, max)
 			t.Logf("received %d bytes, lost %d", received, lost)
@@ -664,8 +654,7 @@ func TestReadSinceStreamLarge(t *testing.T) {
 // written, while the process still runs, then after it is final.
 func TestReadSinceFallenBehind(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	const (
 		size = 10 << 20
 		head = proc.DefaultHeadBytes
@@ -749,8 +738,7 @@ func TestReadSinceFallenBehind(t *testing.T) {
 // nothing between them was dropped.
 func TestReadSinceSpansHeadAndTail(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	const size = 20000
 	p := mustStart(t, m, helperReq("interactive-pattern", strconv.Itoa(size), "4096", "0"))
 	waitFinal(ctx, t, p)
@@ -770,8 +758,7 @@ func TestReadSinceSpansHeadAndTail(t *testing.T) {
 // receives everything, however much more than head and tail it writes.
 func TestReadSinceKeepsUp(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	const (
 		lines = 200
 		line  = 1024
@@ -819,8 +806,7 @@ func TestReadSinceKeepsUp(t *testing.T) {
 // the end of its context.
 func TestWaitOutput(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	req := helperReq("interactive-cat")
 	req.Stdin = true
 	p := mustStart(t, m, req)
@@ -882,8 +868,7 @@ func TestWaitOutput(t *testing.T) {
 // the context half of the time.)
 func TestWaitOutputFinalBeforeContext(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	p := mustStart(t, m, helperReq("interactive-seq"))
 	waitFinal(ctx, t, p)
 	expired, cancel := context.WithCancel(ctx)
@@ -917,8 +902,7 @@ func TestBufferSizesPerRequest(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := testCtx(t)
-			m := newManager(t, proc.Options{HeadBytes: 100, TailBytes: 200})
+			ctx, m := testManager(t, proc.Options{HeadBytes: 100, TailBytes: 200})
 			req := helperReq("interactive-pattern", strconv.Itoa(size), strconv.Itoa(64<<10), "0")
 			req.HeadBytes, req.TailBytes = tt.head, tt.tail
 			p := mustStart(t, m, req)
@@ -939,8 +923,7 @@ func TestBufferSizesPerRequest(t *testing.T) {
 
 	t.Run("stderr", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		const n = 1000 // 64-byte lines per stream
 		req := helperReq("interactive-streams", strconv.Itoa(n))
 		req.SeparateStderr = true

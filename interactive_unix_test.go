@@ -205,8 +205,7 @@ func TestWriteBlockedWhenChildExits(t *testing.T) {
 // blocked writer with ErrClosed.
 func TestWriteBlockedReleasedByClose(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	const size = 10 << 20
 	p, res := iaBlockedWrite(ctx, t, m, helperReq("interactive-input-then-wait"), size, true)
 	if err := m.Close(); err != nil {
@@ -225,8 +224,7 @@ func TestWriteBlockedReleasedByClose(t *testing.T) {
 // on makes Write fail with EPIPE, not ErrNotRunning.
 func TestWriteToClosedStdin(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	req := helperReq("interactive-close-stdin")
 	req.Stdin = true
 	p := mustStart(t, m, req)
@@ -279,8 +277,7 @@ func TestTTY(t *testing.T) {
 	for _, tt := range final {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := testCtx(t)
-			m := newManager(t, proc.Options{})
+			ctx, m := testManager(t, proc.Options{})
 			req := proc.StartRequest{Command: tt.command, TTY: true, Stdin: true, Size: tt.size}
 			if tt.helper != "" {
 				req = helperReq(tt.helper)
@@ -322,8 +319,7 @@ func TestTTY(t *testing.T) {
 		// StartRequest.Stdin lets the caller type into it (section 8:
 		// Write without Stdin is ErrInvalid); Resize still works.
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		p := mustStart(t, m, proc.StartRequest{Command: "read x; echo got:$x", TTY: true})
 		if n, err := p.Write([]byte("hello\n")); n != 0 || !errors.Is(err, proc.ErrInvalid) || !strings.Contains(err.Error(), "Stdin") {
 			t.Errorf("Write without Stdin = %d, %v; want 0, ErrInvalid naming Stdin", n, err)
@@ -344,8 +340,7 @@ func TestTTY(t *testing.T) {
 
 	t.Run("after-CloseStdin", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		p := iaTTY(t, m, "echo ready; exec sleep 30", proc.TermSize{})
 		waitText(ctx, t, p, "ready\r\n")
 		if err := p.CloseStdin(); err != nil {
@@ -362,8 +357,7 @@ func TestTTY(t *testing.T) {
 
 	t.Run("resize-refused", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		p := iaTTY(t, m, "echo ready; read line", proc.TermSize{})
 		waitText(ctx, t, p, "ready\r\n")
 		for _, size := range []proc.TermSize{{Rows: 0, Cols: 80}, {Rows: 24, Cols: 0}, {}} {
@@ -383,8 +377,7 @@ func TestTTY(t *testing.T) {
 
 	t.Run("write-deadline", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		// Nobody reads the terminal: its input queue fills and the write
 		// blocks until the deadline.
 		p := iaTTY(t, m, "stty -icanon -echo; echo ready; exec sleep 30", proc.TermSize{})
@@ -433,8 +426,7 @@ func TestWriteInExitWindow(t *testing.T) {
 // write after CloseStdin does.
 func TestCloseStdinReleasesBlockedWrite(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	const size = 10 << 20
 	p, res := iaBlockedWrite(ctx, t, m, helperReq("interactive-input-then-wait"), size, false)
 
@@ -508,8 +500,7 @@ func iaBounded(ctx context.Context, t *testing.T, m *proc.Manager, what string, 
 // are serialised): it is a blocking call and must end with its context.
 func TestWriteContextQueuedBehindBlockedWrite(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	// A write with no deadline: it never ends by itself.
 	p, res := iaBlockedWrite(ctx, t, m, helperReq("interactive-input-then-wait"), 10<<20, false)
 
@@ -540,8 +531,7 @@ func TestWriteContextQueuedBehindBlockedWrite(t *testing.T) {
 // write that CloseStdin interrupts on a pipe, and so do later writes.
 func TestTTYCloseStdinBlockedWrite(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	// Non-canonical, so that one byte makes the terminal readable.
 	req := helperReq("interactive-input-then-wait")
 	req.Command = "stty -icanon -echo && exec " + iaShellQuote(req.Args[0])

@@ -163,8 +163,7 @@ func TestJobShortLivedStarts(t *testing.T) {
 // Kill ends the job: cmd.exe and the ping it started.
 func TestJobKillCmdPingTree(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	p := mustStart(t, m, proc.StartRequest{Command: "ping -n 60 127.0.0.1"})
 	ping := jobChild(ctx, t, p.Info().PID, "ping.exe")
 	start := time.Now()
@@ -226,8 +225,7 @@ func jobFindChild(parent uint32, exe string) uint32 {
 // Kill reaches the children a child started itself.
 func TestJobKillGrandchildren(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	p := mustStart(t, m, helperReq("job-spawn", "3"))
 	kids := jobSpawned(t, p)
 	if err := p.Signal(proc.Kill); err != nil {
@@ -245,8 +243,7 @@ func TestJobTerminateFallsBack(t *testing.T) {
 	for _, sig := range []proc.Signal{proc.Terminate, proc.Interrupt} {
 		t.Run(string(sig), func(t *testing.T) {
 			t.Parallel()
-			ctx := testCtx(t)
-			m := newManager(t, proc.Options{})
+			ctx, m := testManager(t, proc.Options{})
 			p := mustStart(t, m, helperReq("job-spawn", "2"))
 			kids := jobSpawned(t, p)
 			if err := p.Signal(sig); err != nil {
@@ -296,8 +293,7 @@ func TestJobCtrlBreak(t *testing.T) {
 	if !jobCanBreak() {
 		t.Skip("CTRL_BREAK cannot be delivered here (Wine 8 or no console): GenerateConsoleCtrlEvent fails")
 	}
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	p := mustStart(t, m, helperReq("job-break"))
 	if _, err := p.WaitFor(ctx, regexp.MustCompile(`^ready$`), true); err != nil {
 		t.Fatalf("WaitFor(ready) = %v", err)
@@ -313,8 +309,7 @@ func TestJobCtrlBreak(t *testing.T) {
 
 func TestJobTimeout(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{KillGrace: time.Second})
+	ctx, m := testManager(t, proc.Options{KillGrace: time.Second})
 	req := helperReq("job-spawn", "1")
 	req.Timeout = 500 * time.Millisecond
 	p := mustStart(t, m, req)
@@ -348,8 +343,7 @@ func TestJobClose(t *testing.T) {
 
 func TestJobStdin(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	req := helperReq("interactive-cat")
 	req.Stdin = true
 	p := mustStart(t, m, req)
@@ -386,8 +380,7 @@ func TestJobLargeOutput(t *testing.T) {
 // Signal still reaches the job, then the job is empty.
 func TestJobOutlivesParent(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	p := mustStart(t, m, helperReq("job-spawn", "1", "exit"))
 	kids := jobSpawned(t, p)
 	snap := waitFinal(ctx, t, p)
@@ -479,8 +472,7 @@ func jobHandles([]string) int {
 // Usage.Tree carries the job's accounting.
 func TestJobLimitsAndUsage(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	req := helperReq("job-spawn", "1", "exit")
 	req.Limits = proc.Limits{Pids: 8, MemoryBytes: 1 << 30}
 	snap, err := m.Run(ctx, req)
@@ -509,8 +501,7 @@ func TestJobActiveProcessLimit(t *testing.T) {
 	if underWine() {
 		t.Skip("Wine 8 does not enforce a job's active-process limit; this runs on real Windows")
 	}
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	req := helperReq("job-spawn", "2", "exit")
 	req.Limits = proc.Limits{Pids: 2} // the spawner and one child
 	snap, err := m.Run(ctx, req)

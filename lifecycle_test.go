@@ -105,8 +105,7 @@ func TestSnapshotRaceFinalOutput(t *testing.T) {
 		tail     = 1 << 10
 		snappers = 4
 	)
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 
 	want := proc.NewHeadTailBuffer(head, tail, 0)
 	_, _ = want.Write(lcContent(size))
@@ -252,8 +251,7 @@ func TestDrainEOFMockClock(t *testing.T) {
 // Wait whose context ends first reports the context's error.
 func TestWaitAndDone(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	req := helperReq("lc-echo")
 	req.Stdin = true
 	p := mustStart(t, m, req)
@@ -354,8 +352,7 @@ func TestParseSignal(t *testing.T) {
 // that a final record whose group is gone reports ErrNotRunning.
 func TestSignalInvalid(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	req := helperReq("lc-echo")
 	req.Stdin = true
 	p := mustStart(t, m, req)

@@ -276,8 +276,7 @@ func TestExitStatus(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := testCtx(t)
-			m := newManager(t, proc.Options{})
+			ctx, m := testManager(t, proc.Options{})
 			req := proc.StartRequest{Command: "read x; " + tc.action, Stdin: true}
 			p := mustStart(t, m, req)
 			// The child blocks reading stdin until we close it.
@@ -302,8 +301,7 @@ func TestExitStatus(t *testing.T) {
 // and Signal still reaches the background child afterwards.
 func TestDrainBackgroundChild(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	start := time.Now()
 	p := mustStart(t, m, proc.StartRequest{Command: "sleep 30 & echo hi"})
 	s := waitFinal(ctx, t, p)
@@ -409,8 +407,7 @@ func lcCheckPeek(t *testing.T, mClock *quartz.Mock, want time.Duration, when str
 // the last byte, with all of the output.
 func TestDrainGrandchildTail(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{DrainQuiet: 500 * time.Millisecond})
+	ctx, m := testManager(t, proc.Options{DrainQuiet: 500 * time.Millisecond})
 	start := time.Now()
 	p := mustStart(t, m, helperReq("lc-spawn", "nopid", "lc-tail"))
 	s := waitFinal(ctx, t, p)
@@ -598,8 +595,7 @@ func TestExitedRefusesStdin(t *testing.T) {
 // in its exit.
 func TestSignalKillsGroup(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	p := mustStart(t, m, proc.StartRequest{
 		Command:      "sleep 60 & echo $!; sleep 60 & echo $!; wait",
 		DrainQuiet:   time.Minute,

@@ -127,8 +127,7 @@ func TestLimitsEnforced(t *testing.T) {
 	if !limitsControllers(t, opts.CgroupParent) {
 		t.Skipf("cgroup v2 here delegates no memory/pids/cpu controller to %s; this runs on hosts that do", opts.CgroupParent)
 	}
-	ctx := testCtx(t)
-	m := newManager(t, opts)
+	ctx, m := testManager(t, opts)
 
 	req := proc.StartRequest{Args: []string{"python3", "-c", "b = bytearray(512 << 20); print(len(b))"}}
 	req.Limits = proc.Limits{MemoryBytes: 64 << 20}
@@ -166,8 +165,7 @@ func TestTreeUsage(t *testing.T) {
 	for _, mode := range treeModes {
 		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := testCtx(t)
-			m := newManager(t, treeOptions(t, mode))
+			ctx, m := testManager(t, treeOptions(t, mode))
 			snap, err := m.Run(ctx, proc.StartRequest{Command: busy, WorkDir: t.TempDir()})
 			if err != nil {
 				t.Fatalf("Run = %v", err)

@@ -394,8 +394,7 @@ func TestRetentionOnAccess(t *testing.T) {
 // are not final are neither dropped nor counted.
 func TestRetentionMaxRetained(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{MaxRetained: 3})
+	ctx, m := testManager(t, proc.Options{MaxRetained: 3})
 
 	running := mustStart(t, m, mgrBlockReq())
 	var ids []string
@@ -428,8 +427,7 @@ func TestRetentionMaxRetained(t *testing.T) {
 // record is final.
 func TestMaxRunning(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{MaxRunning: 2})
+	ctx, m := testManager(t, proc.Options{MaxRunning: 2})
 
 	a := mustStart(t, m, mgrBlockReq())
 	b := mustStart(t, m, mgrBlockReq())
@@ -549,8 +547,7 @@ func TestFinalAccountingAtDone(t *testing.T) {
 // final, nil then ErrNotFound for a final one, ErrNotFound for unknown IDs.
 func TestRemove(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 
 	p := mustStart(t, m, mgrBlockReq())
 	mgrCheckErr(t, "Remove(running)", m.Remove(p.ID()), proc.ErrRunning, p.ID())
@@ -572,8 +569,7 @@ func TestRemove(t *testing.T) {
 // refused with ErrDuplicateID, through any Scope, and is free after Remove.
 func TestDuplicateID(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	const id = "job-1"
 
 	req := mgrBlockReq()
@@ -614,8 +610,7 @@ func TestDuplicateID(t *testing.T) {
 // exactly one succeeds and the others get ErrDuplicateID.
 func TestDuplicateIDConcurrent(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	const n = 16
 
 	type result struct {
@@ -758,8 +753,7 @@ func TestScopeIsolation(t *testing.T) {
 // nothing.
 func TestScopeStartOwner(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	s := m.Scope("alice")
 
 	req := mgrExitReq(0)
@@ -787,8 +781,7 @@ func TestScopeStartOwner(t *testing.T) {
 // running, keeps the records, and refuses later starts through that scope.
 func TestScopeClose(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	alice, bob := m.Scope("alice"), m.Scope("bob")
 
 	a1 := mustStart(t, alice, mgrBlockReq())
@@ -888,8 +881,7 @@ func TestStartEnv(t *testing.T) {
 
 	t.Run("inherited", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		env := mgrEnviron(ctx, t, mustStart(t, m, mgrEnvReq()))
 		if got, want := mgrSorted(env), mgrBaseEnv("mgr-env"); !slices.Equal(got, want) {
 			t.Errorf("child environment = %q\nwant os.Environ() and the helper mode: %q", got, want)
@@ -1332,8 +1324,7 @@ func TestCallsAfterClose(t *testing.T) {
 // unknown signal, Write or CloseStdin without Stdin, Resize without TTY.
 func TestProcessCallMisuse(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	s := m.Scope("alice")
 	p := mustStart(t, s, mgrBlockReq())
 
@@ -1411,8 +1402,7 @@ func TestStartNotFound(t *testing.T) {
 // TestSnapshotJSON pins the snake_case JSON encoding of a final Snapshot.
 func TestSnapshotJSON(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	req := helperReq("mgr-echo", strings.Repeat("x", 100))
 	req.HeadBytes, req.TailBytes = 16, 16
 	req.Owner = "alice"

@@ -191,8 +191,7 @@ func TestMaxRunningCountsDraining(t *testing.T) {
 // a TTY process, which a valid size then still resizes.
 func TestResizeZero(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	req := mgrBlockReq()
 	req.TTY = true
 	p := mustStart(t, m, req)
@@ -241,8 +240,7 @@ func TestChildInheritsNoDescriptor(t *testing.T) {
 		}
 	}
 
-	ctx := testCtx(t)
-	m := newManager(t, proc.Options{})
+	ctx, m := testManager(t, proc.Options{})
 	holders := []proc.StartRequest{
 		{Args: []string{"cat"}, TTY: true},
 		{Args: []string{"cat"}, Stdin: true, SeparateStderr: true},

@@ -346,8 +346,7 @@ func TestMainThreadExitedIsAlive(t *testing.T) {
 
 	t.Run("group-member", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{})
+		ctx, m := testManager(t, proc.Options{})
 		p := mustStart(t, m, proc.StartRequest{
 			Command: fmt.Sprintf("%s >/dev/null 2>&1 & echo $!", bin),
 		})

@@ -303,8 +303,7 @@ func TestTreeSession(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				ctx := testCtx(t)
-				m := newManager(t, treeOptions(t, mode))
+				ctx, m := testManager(t, treeOptions(t, mode))
 				p := mustStart(t, m, proc.StartRequest{Command: "echo ready; exec sleep 600", TTY: tty})
 				waitOutput(ctx, t, p, "ready", func(s string) bool { return strings.Contains(s, "ready") })
 				pid := p.Info().PID
@@ -588,8 +587,7 @@ func TestTreeContainment(t *testing.T) {
 
 	t.Run("group", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		m := newManager(t, proc.Options{Containment: proc.ContainGroup})
+		ctx, m := testManager(t, proc.Options{Containment: proc.ContainGroup})
 		p := mustStart(t, m, proc.StartRequest{Command: "exit 0"})
 		if got := waitFinal(ctx, t, p).Info.Containment; got != "group" {
 			t.Errorf("Info.Containment = %q; want group", got)
@@ -754,8 +752,7 @@ func treeWaitGone(ctx context.Context, dir, name string) error {
 // the Manager removes them with the record's (treeCgroupParent checks).
 func TestTreeSubCgroupsRemoved(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := newManager(t, treeOptions(t, treeModes[1]))
+	ctx, m := testManager(t, treeOptions(t, treeModes[1]))
 	mount := strings.TrimSuffix(treeRootMount(t), "/")
 	snap, err := m.Run(ctx, proc.StartRequest{
 		Command: `d="$CG$(sed -n 's/^0:://p' /proc/self/cgroup)"; mkdir -p "$d/inner/deeper" && echo made`,

@@ -399,8 +399,7 @@ func TestTreeWriteToClosedStdinLives(t *testing.T) {
 	for _, mode := range treeModes {
 		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := testCtx(t)
-			m := newManager(t, treeOptions(t, mode))
+			ctx, m := testManager(t, treeOptions(t, mode))
 			p := mustStart(t, m, proc.StartRequest{Command: "exec 0<&-; echo closed; exec sleep 600", Stdin: true})
 			waitText(ctx, t, p, "closed\n")
 			// A process this test binary forks meanwhile (another test's
