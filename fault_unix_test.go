@@ -547,6 +547,24 @@ func TestFaultBinaryOutput(t *testing.T) {
 	}
 }
 
+// faultIsolated returns, in the isolated run of t (see isolated), a
+// Manager on opts that is closed when the test ends, already warmed up (the
+// runtime opens descriptors of its own once: the network poller, with the
+// first pipe), and noLeaks' check from then on. In the other run it returns
+// a nil Manager: the test returns at once.
+func faultIsolated(t *testing.T, opts proc.Options) (context.Context, *proc.Manager, func(string)) {
+	t.Helper()
+	needProcFS(t)
+	ctx := testCtx(t, time.Minute)
+	if !isolated(ctx, t) {
+		return ctx, nil, nil
+	}
+	m := proc.NewManager(opts)
+	t.Cleanup(func() { _ = m.Close() })
+	waitFinal(ctx, t, mustStart(t, m, proc.StartRequest{Args: []string{"true"}, Stdin: true}))
+	return ctx, m, noLeaks(t)
+}
+
 // TestFaultNotFound pins that a program that does not exist is refused with
 // the OS error (exec.ErrNotFound, none of our sentinels), and leaves no
 // record, no reserved ID, no descriptor (pipes, terminal) and no
@@ -554,17 +572,10 @@ func TestFaultBinaryOutput(t *testing.T) {
 // are its own.
 func TestFaultNotFound(t *testing.T) {
 	t.Parallel()
-	needProcFS(t)
-	ctx := testCtx(t, time.Minute)
-	if !isolated(ctx, t) {
+	ctx, m, checkLeaks := faultIsolated(t, proc.Options{})
+	if m == nil {
 		return
 	}
-	m := proc.NewManager(proc.Options{})
-	t.Cleanup(func() { _ = m.Close() })
-	// Warm up: the runtime opens descriptors of its own once (the network
-	// poller, with the first pipe).
-	waitFinal(ctx, t, mustStart(t, m, proc.StartRequest{Args: []string{"true"}, Stdin: true}))
-	checkLeaks := noLeaks(t)
 
 	const prog = "proc-fault-no-such-program"
 	for i, req := range []proc.StartRequest{
@@ -602,13 +613,8 @@ func TestFaultNotFound(t *testing.T) {
 // runs isolated, so that the counts are its own.
 func TestFaultWorkDirRemoved(t *testing.T) {
 	t.Parallel()
-	needProcFS(t)
-	ctx := testCtx(t, time.Minute)
-	if !isolated(ctx, t) {
-		return
-	}
 	var remove atomic.Pointer[string]
-	m := proc.NewManager(proc.Options{
+	_, m, checkLeaks := faultIsolated(t, proc.Options{
 		CommandContext: func(ctx context.Context, name string, args ...string) *exec.Cmd {
 			if dir := remove.Load(); dir != nil {
 				if err := os.Remove(*dir); err != nil {
@@ -618,10 +624,9 @@ func TestFaultWorkDirRemoved(t *testing.T) {
 			return exec.CommandContext(ctx, name, args...)
 		},
 	})
-	t.Cleanup(func() { _ = m.Close() })
-	waitFinal(ctx, t, mustStart(t, m, proc.StartRequest{Args: []string{"true"}, Stdin: true}))
-	checkLeaks := noLeaks(t)
-
+	if m == nil {
+		return
+	}
 	base := t.TempDir()
 	for i, req := range []proc.StartRequest{
 		{Args: []string{"true"}},
