@@ -314,9 +314,7 @@ func TestRun(t *testing.T) {
 		if snap.Info.Running {
 			t.Errorf("Run() snapshot Running = true; want a final snapshot")
 		}
-		if code := exitCode(t, snap.Info); code != 3 {
-			t.Errorf("Run() exit code = %d; want 3", code)
-		}
+		wantExit(t, snap, 3)
 		if snap.Output.Text != "hello\noops\n" {
 			t.Errorf("Run() output = %q; want %q", snap.Output.Text, "hello\noops\n")
 		}

@@ -131,9 +131,7 @@ func TestLogPathWriteError(t *testing.T) {
 	if snap.Info.LogError == "" {
 		t.Errorf("Info.LogError is empty; want the write error of /dev/full")
 	}
-	if code := exitCode(t, snap.Info); code != 7 {
-		t.Errorf("exit code = %d; want 7", code)
-	}
+	wantExit(t, snap, 7)
 	if snap.Info.OutputBytes != int64(len(want)) {
 		t.Errorf("OutputBytes = %d; want %d", snap.Info.OutputBytes, len(want))
 	}

@@ -190,6 +190,15 @@ func waitFinal(ctx context.Context, t testing.TB, p *proc.Process) proc.Snapshot
 	return p.Snapshot()
 }
 
+// wantExit checks that the final snap exited with code want, saying what
+// it wrote if not.
+func wantExit(t testing.TB, snap proc.Snapshot, want int) {
+	t.Helper()
+	if code := exitCode(t, snap.Info); code != want {
+		t.Errorf("%s: exit code %d; want %d (output %q, stderr %q)", snap.Info.ID, code, want, snap.Output.Text, snap.Stderr.Text)
+	}
+}
+
 // exitCode returns the exit code of a final info, failing if there is none.
 func exitCode(t testing.TB, info proc.Info) int {
 	t.Helper()

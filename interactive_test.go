@@ -232,9 +232,7 @@ func TestStdinWriteThenCloseStdin(t *testing.T) {
 		t.Fatalf("CloseStdin() = %v; want nil", err)
 	}
 	snap := waitFinal(ctx, t, p)
-	if code := exitCode(t, snap.Info); code != 0 {
-		t.Errorf("exit code = %d; want 0 (cat ends at end-of-file)", code)
-	}
+	wantExit(t, snap, 0)
 	if want := "hello\nworld\n"; snap.Output.Text != want {
 		t.Errorf("Output().Text = %q; want %q", snap.Output.Text, want)
 	}
@@ -267,9 +265,7 @@ func TestStdinLargeEcho(t *testing.T) {
 		t.Fatalf("CloseStdin() = %v; want nil", err)
 	}
 	snap := waitFinal(ctx, t, p)
-	if code := exitCode(t, snap.Info); code != 0 {
-		t.Errorf("exit code = %d; want 0", code)
-	}
+	wantExit(t, snap, 0)
 	if snap.Info.OutputBytes != size {
 		t.Errorf("Info.OutputBytes = %d; want %d", snap.Info.OutputBytes, size)
 	}

@@ -407,9 +407,7 @@ func TestJobHandleCount(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	m := newManager(t, proc.Options{})
 	snap := waitFinal(ctx, t, mustStart(t, m, helperReq("job-handles")))
-	if code := exitCode(t, snap.Info); code != 0 {
-		t.Errorf("job-handles: exit %d: %s", code, snap.Output.Text)
-	}
+	wantExit(t, snap, 0)
 }
 
 var procGetProcessHandleCount = windows.NewLazySystemDLL("kernel32.dll").NewProc("GetProcessHandleCount")

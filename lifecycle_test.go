@@ -237,9 +237,7 @@ func TestDrainEOFMockClock(t *testing.T) {
 	if s.Output.Text != "hi\n" {
 		t.Errorf("Output() = %q; want %q", s.Output.Text, "hi\n")
 	}
-	if code := exitCode(t, s.Info); code != 0 {
-		t.Errorf("exit code %d; want 0", code)
-	}
+	wantExit(t, s, 0)
 	lcCheckFinal(t, s.Info)
 	if !s.Info.ExitedAt.Equal(s.Info.StartedAt) {
 		t.Errorf("ExitedAt = %v; want StartedAt %v (the mock clock never moved)", s.Info.ExitedAt, s.Info.StartedAt)

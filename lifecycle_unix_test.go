@@ -311,9 +311,7 @@ func TestDrainBackgroundChild(t *testing.T) {
 	if s.Output.Text != "hi\n" {
 		t.Errorf("Output() = %q; want %q", s.Output.Text, "hi\n")
 	}
-	if code := exitCode(t, s.Info); code != 0 {
-		t.Errorf("exit code %d; want 0", code)
-	}
+	wantExit(t, s, 0)
 	if err := p.Signal(proc.Kill); err != nil {
 		t.Errorf("Signal(Kill) after final, background sleep alive = %v; want nil", err)
 	}
@@ -415,9 +413,7 @@ func TestDrainGrandchildTail(t *testing.T) {
 	if s.Output.Text != "tail" || s.Output.Truncation != nil {
 		t.Errorf("Output() = %q (%+v); want %q", s.Output.Text, s.Output.Truncation, "tail")
 	}
-	if code := exitCode(t, s.Info); code != 0 {
-		t.Errorf("exit code %d; want 0", code)
-	}
+	wantExit(t, s, 0)
 	// The grandchild holds stdout for 30 s; the drain must not wait for it.
 	if elapsed > 10*time.Second {
 		t.Errorf("final after %v; want about DrainQuiet (500ms) after the last byte", elapsed)
@@ -483,9 +479,7 @@ func TestDrainChunks(t *testing.T) {
 		if s.Output.Text != "tail" {
 			t.Errorf("Output() = %q; want %q", s.Output.Text, "tail")
 		}
-		if code := exitCode(t, s.Info); code != 0 {
-			t.Errorf("exit code %d; want 0 (stderr %q)", code, s.Stderr.Text)
-		}
+		wantExit(t, s, 0)
 		if !s.Info.ExitedAt.Equal(s.Info.StartedAt) {
 			t.Errorf("ExitedAt = %v; want the exit time %v, not the end of the drain", s.Info.ExitedAt, s.Info.StartedAt)
 		}
@@ -548,9 +542,7 @@ func TestDrainChunks(t *testing.T) {
 		if s.Info.OutputBytes == 0 {
 			t.Errorf("final OutputBytes = 0; want the flood's bytes")
 		}
-		if code := exitCode(t, s.Info); code != 0 {
-			t.Errorf("exit code %d; want 0", code)
-		}
+		wantExit(t, s, 0)
 		// I1: nothing changes after final, though the grandchild may still
 		// be writing into a closed pipe.
 		if again := p.Snapshot(); again.Info.OutputBytes != s.Info.OutputBytes || !reflect.DeepEqual(again.Output, s.Output) {
@@ -580,9 +572,7 @@ func TestExitedRefusesStdin(t *testing.T) {
 	mClock.Advance(proc.DefaultDrainQuiet).MustWait(ctx)
 	s := waitFinal(ctx, t, p)
 	lcCheckFinal(t, s.Info)
-	if code := exitCode(t, s.Info); code != 0 {
-		t.Errorf("exit code %d; want 0", code)
-	}
+	wantExit(t, s, 0)
 	iaRefused(ctx, t, p, "final", proc.ErrNotRunning, iaStdinCalls...)
 	if err := p.Signal(proc.Kill); err != nil {
 		t.Errorf("Signal(Kill) after final, background sleep alive = %v; want nil", err)

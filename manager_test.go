@@ -118,6 +118,19 @@ func mgrIDs(infos []proc.Info) []string {
 	return ids
 }
 
+// mgrReapTrapped returns a Manager on opts with a mock clock whose reap
+// timers are trapped. The trap is closed when the test ends, before the
+// Manager is.
+func mgrReapTrapped(t *testing.T, opts proc.Options) (*quartz.Mock, *quartz.Trap, *proc.Manager) {
+	t.Helper()
+	mClock := quartz.NewMock(t)
+	opts.Clock = mClock
+	m := newManager(t, opts)
+	trap := mClock.Trap().AfterFunc("manager", "reap")
+	t.Cleanup(trap.Close)
+	return mClock, trap, m
+}
+
 // mgrKill kills p's group and waits until p is final.
 func mgrKill(ctx context.Context, t testing.TB, p *proc.Process) {
 	t.Helper()
@@ -258,10 +271,7 @@ func TestRetentionReapTimer(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	const retain = 5 * time.Minute
-	mClock := quartz.NewMock(t)
-	trap := mClock.Trap().AfterFunc("manager", "reap")
-	defer trap.Close()
-	m := newManager(t, proc.Options{Clock: mClock, RetainExited: retain})
+	mClock, trap, m := mgrReapTrapped(t, proc.Options{RetainExited: retain})
 
 	// A record that is not final is never dropped, however old.
 	running := mustStart(t, m, mgrBlockReq())
@@ -339,10 +349,7 @@ func TestRetentionReapTimer(t *testing.T) {
 func TestRetentionCloseStopsTimer(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
-	mClock := quartz.NewMock(t)
-	trap := mClock.Trap().AfterFunc("manager", "reap")
-	defer trap.Close()
-	m := newManager(t, proc.Options{Clock: mClock})
+	mClock, trap, m := mgrReapTrapped(t, proc.Options{})
 
 	waitFinal(ctx, t, mustStart(t, m, mgrExitReq(0)))
 	call := trap.MustWait(ctx)
@@ -367,10 +374,7 @@ func TestRetentionOnAccess(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	const retain = time.Minute
-	mClock := quartz.NewMock(t)
-	trap := mClock.Trap().AfterFunc("manager", "reap")
-	defer trap.Close()
-	m := newManager(t, proc.Options{Clock: mClock, RetainExited: retain})
+	mClock, trap, m := mgrReapTrapped(t, proc.Options{RetainExited: retain})
 
 	p := mustStart(t, m, mgrExitReq(0))
 	waitFinal(ctx, t, p)
@@ -502,10 +506,7 @@ func TestFinalAccountingAtDone(t *testing.T) {
 		ctx := testCtx(t)
 		// The first record to become final arms the reap timer after Done
 		// closed: trapping that call holds its exit goroutine right there.
-		mClock := quartz.NewMock(t)
-		trap := mClock.Trap().AfterFunc("manager", "reap")
-		defer trap.Close()
-		m := newManager(t, proc.Options{MaxRunning: 1, Clock: mClock})
+		_, trap, m := mgrReapTrapped(t, proc.Options{MaxRunning: 1})
 		p := mustStart(t, m, mgrExitReq(0))
 		call := trap.MustWait(ctx)
 		select {
@@ -524,10 +525,7 @@ func TestFinalAccountingAtDone(t *testing.T) {
 	t.Run("max-retained", func(t *testing.T) {
 		t.Parallel()
 		ctx := testCtx(t)
-		mClock := quartz.NewMock(t)
-		trap := mClock.Trap().AfterFunc("manager", "reap")
-		defer trap.Close()
-		m := newManager(t, proc.Options{MaxRetained: 1, Clock: mClock})
+		_, trap, m := mgrReapTrapped(t, proc.Options{MaxRetained: 1})
 
 		first := mustStart(t, m, mgrExitReq(0))
 		waitFinal(ctx, t, first)
