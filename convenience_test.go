@@ -1140,20 +1140,30 @@ func TestLogPath(t *testing.T) {
 		t.Parallel()
 		m := newManager(t, proc.Options{})
 		dir := t.TempDir()
-		for _, tc := range []struct{ name, path string }{
+		cvWantBadLogPaths(t, m, []cvLogPath{
 			{"missing-folder", filepath.Join(dir, "no-such-dir", "x.log")},
 			{"directory", dir},
-		} {
-			req := cvReq("out:x\n")
-			req.LogPath = tc.path
-			if p, err := m.Start(req); !errors.Is(err, proc.ErrInvalid) || p != nil {
-				t.Errorf("%s: Start(LogPath %q) = %v, %v; want ErrInvalid", tc.name, tc.path, p, err)
-			}
-		}
-		if n := len(m.List()); n != 0 {
-			t.Errorf("List() after refused starts has %d records; want 0", n)
-		}
+		})
 	})
+}
+
+// cvLogPath is a named LogPath.
+type cvLogPath struct{ name, path string }
+
+// cvWantBadLogPaths checks that m refuses a start with each of the log
+// paths as ErrInvalid, and keeps no record of them.
+func cvWantBadLogPaths(t *testing.T, m *proc.Manager, paths []cvLogPath) {
+	t.Helper()
+	for _, tc := range paths {
+		req := cvReq("out:x\n")
+		req.LogPath = tc.path
+		if p, err := m.Start(req); !errors.Is(err, proc.ErrInvalid) || p != nil {
+			t.Errorf("%s: Start(LogPath %q) = %v, %v; want ErrInvalid", tc.name, tc.path, p, err)
+		}
+	}
+	if n := len(m.List()); n != 0 {
+		t.Errorf("List() after refused starts has %d records; want 0", n)
+	}
 }
 
 // TestLogPathLargeOutput streams 256 MiB through a process with a log

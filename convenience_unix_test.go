@@ -77,7 +77,7 @@ func TestLogPathNotAFile(t *testing.T) {
 	}
 	defer reader.Close()
 
-	cases := []struct{ name, path string }{
+	cases := []cvLogPath{
 		{"missing-folder", filepath.Join(dir, "missing", "x.log")},
 		{"directory", dir},
 		{"fifo", fifo},
@@ -96,21 +96,12 @@ func TestLogPathNotAFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		cases = append(cases,
-			struct{ name, path string }{"file-mode-0", noPerm},
-			struct{ name, path string }{"read-only-folder", filepath.Join(roDir, "x.log")})
+			cvLogPath{"file-mode-0", noPerm},
+			cvLogPath{"read-only-folder", filepath.Join(roDir, "x.log")})
 	} else {
 		t.Log("running as root: permission cases skipped")
 	}
-	for _, tc := range cases {
-		req := cvReq("out:x\n")
-		req.LogPath = tc.path
-		if p, err := m.Start(req); !errors.Is(err, proc.ErrInvalid) || p != nil {
-			t.Errorf("%s: Start(LogPath %q) = %v, %v; want ErrInvalid", tc.name, tc.path, p, err)
-		}
-	}
-	if n := len(m.List()); n != 0 {
-		t.Errorf("List() after refused starts has %d records; want 0", n)
-	}
+	cvWantBadLogPaths(t, m, cases)
 	buf := make([]byte, 16)
 	if n, _ := reader.Read(buf); n != 0 {
 		t.Errorf("the FIFO got %q from a refused start", buf[:n])

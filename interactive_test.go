@@ -31,14 +31,6 @@ func init() {
 		}
 		return 0
 	}
-	// interactive-exit exits at once.
-	helpers["interactive-exit"] = func([]string) int { return 0 }
-	// interactive-sleep never reads stdin and lives until it is stopped
-	// (or 30s pass).
-	helpers["interactive-sleep"] = func([]string) int {
-		time.Sleep(30 * time.Second)
-		return 0
-	}
 	// interactive-gate PATH reads nothing until the file PATH exists, then
 	// copies stdin to stdout.
 	helpers["interactive-gate"] = func(args []string) int {
@@ -307,16 +299,16 @@ func iaRefused(ctx context.Context, t *testing.T, p *proc.Process, when string, 
 func TestStdinRefused(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name   string
-		helper string
-		stdin  bool
+		name  string
+		req   proc.StartRequest // mgr-block never reads stdin
+		stdin bool
 		// to brings the record to the state under test.
 		to    func(ctx context.Context, t *testing.T, m *proc.Manager, p *proc.Process)
 		want  error
 		calls []string
 	}{
-		{"without-Stdin", "interactive-sleep", false, nil, proc.ErrInvalid, append(iaStdinCalls, "Resize")},
-		{"after-CloseStdin", "interactive-sleep", true, func(_ context.Context, t *testing.T, _ *proc.Manager, p *proc.Process) {
+		{"without-Stdin", mgrBlockReq(), false, nil, proc.ErrInvalid, append(iaStdinCalls, "Resize")},
+		{"after-CloseStdin", mgrBlockReq(), true, func(_ context.Context, t *testing.T, _ *proc.Manager, p *proc.Process) {
 			if err := p.CloseStdin(); err != nil {
 				t.Fatalf("CloseStdin() = %v; want nil", err)
 			}
@@ -327,10 +319,10 @@ func TestStdinRefused(t *testing.T) {
 				t.Errorf("Info().Running = false; want true (the helper sleeps on after its stdin closes)")
 			}
 		}, proc.ErrInvalid, iaStdinCalls[:2]},
-		{"after-exit", "interactive-exit", true, func(ctx context.Context, t *testing.T, _ *proc.Manager, p *proc.Process) {
+		{"after-exit", mgrExitReq(0), true, func(ctx context.Context, t *testing.T, _ *proc.Manager, p *proc.Process) {
 			waitFinal(ctx, t, p)
 		}, proc.ErrNotRunning, iaStdinCalls},
-		{"after-Close", "interactive-sleep", true, func(_ context.Context, t *testing.T, m *proc.Manager, _ *proc.Process) {
+		{"after-Close", mgrBlockReq(), true, func(_ context.Context, t *testing.T, m *proc.Manager, _ *proc.Process) {
 			if err := m.Close(); err != nil {
 				t.Fatalf("Close() = %v; want nil", err)
 			}
@@ -339,7 +331,7 @@ func TestStdinRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx, m := testManager(t, proc.Options{})
-			req := helperReq(tc.helper)
+			req := tc.req
 			req.Stdin = tc.stdin
 			p := mustStart(t, m, req)
 			if tc.to != nil {
@@ -557,7 +549,7 @@ func TestSeparateStderr(t *testing.T) {
 	t.Run("TTY-refused", func(t *testing.T) {
 		t.Parallel()
 		m := newManager(t, proc.Options{})
-		req := helperReq("interactive-exit")
+		req := mgrExitReq(0)
 		req.TTY = true
 		req.SeparateStderr = true
 		if p, err := m.Start(req); !errors.Is(err, proc.ErrInvalid) {

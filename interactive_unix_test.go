@@ -409,7 +409,7 @@ func TestWriteInExitWindow(t *testing.T) {
 	exit := mClock.Trap().Now("process", "exit")
 	defer exit.Close()
 
-	req := helperReq("interactive-exit")
+	req := mgrExitReq(0)
 	req.Stdin = true
 	p := mustStart(t, m, req)
 	call := exit.MustWait(ctx) // the child was reaped; the exit is not published

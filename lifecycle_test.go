@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"reflect"
 	"strconv"
@@ -27,7 +26,6 @@ import (
 func init() {
 	helpers["lc-print"] = lcHelperPrint
 	helpers["lc-write"] = lcHelperWrite
-	helpers["lc-echo"] = lcHelperEcho
 }
 
 // lcHelperPrint writes args[0] to stdout and exits 0.
@@ -51,12 +49,6 @@ func lcHelperWrite(args []string) int {
 		}
 		data = data[k:]
 	}
-	return 0
-}
-
-// lcHelperEcho copies stdin to stdout until end-of-file, then exits 0.
-func lcHelperEcho([]string) int {
-	_, _ = io.Copy(os.Stdout, os.Stdin)
 	return 0
 }
 
@@ -250,7 +242,7 @@ func TestDrainEOFMockClock(t *testing.T) {
 func TestWaitAndDone(t *testing.T) {
 	t.Parallel()
 	ctx, m := testManager(t, proc.Options{})
-	req := helperReq("lc-echo")
+	req := helperReq("interactive-cat")
 	req.Stdin = true
 	p := mustStart(t, m, req)
 
@@ -351,7 +343,7 @@ func TestParseSignal(t *testing.T) {
 func TestSignalInvalid(t *testing.T) {
 	t.Parallel()
 	ctx, m := testManager(t, proc.Options{})
-	req := helperReq("lc-echo")
+	req := helperReq("interactive-cat")
 	req.Stdin = true
 	p := mustStart(t, m, req)
 	for _, sig := range []proc.Signal{"HUP", "", "9", "stop"} {
