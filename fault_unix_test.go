@@ -367,11 +367,7 @@ func TestFaultCloseIgnoresTerm(t *testing.T) {
 		defer trap.Close()
 		closed := make(chan error, 1)
 		go func() { closed <- m.Close() }()
-		call := trap.MustWait(ctx)
-		if call.Duration != killGrace {
-			t.Errorf("Close kill-grace timer = %v; want KillGrace %v", call.Duration, killGrace)
-		}
-		call.MustRelease(ctx)
+		releaseTrapped(ctx, t, trap, killGrace, "Close kill-grace timer")
 		// SIGTERM was sent before the grace timer was made, and ignored:
 		// everything still runs, and Close waits.
 		if live := faultLiveMembers(t, group); len(live) != 2 {

@@ -277,6 +277,17 @@ func mockManager(t *testing.T, mClock *quartz.Mock, opts proc.Options) *proc.Man
 	return m
 }
 
+// releaseTrapped waits for trap's next call, checks that its duration is
+// want (what names the timer), and releases it.
+func releaseTrapped(ctx context.Context, t testing.TB, trap *quartz.Trap, want time.Duration, what string) {
+	t.Helper()
+	call := trap.MustWait(ctx)
+	if call.Duration != want {
+		t.Errorf("%s of %v; want %v", what, call.Duration, want)
+	}
+	call.MustRelease(ctx)
+}
+
 // startTrapped runs m.Start(req) on another goroutine, because the start
 // makes a clock call that trap catches; it checks the call's duration,
 // releases it and returns the process.

@@ -442,17 +442,13 @@ func TestDrainChunks(t *testing.T) {
 		p := mustStart(t, m, helperReq("lc-spawn", "nopid", "lc-cat", path))
 		// The drain's first timer: the child exited, the grandchild holds
 		// stdout.
-		call := quietTrap.MustWait(ctx)
-		if call.Duration != quiet {
-			t.Errorf("quiet timer of %v; want DrainQuiet %v", call.Duration, quiet)
-		}
-		call.MustRelease(ctx)
+		releaseTrapped(ctx, t, quietTrap, quiet, "quiet timer")
 		lcCheckRunning(t, p.Info())
 
 		if _, err := f.WriteString("ta"); err != nil {
 			t.Fatal(err)
 		}
-		call = resetTrap.MustWait(ctx)
+		call := resetTrap.MustWait(ctx)
 		if call.Duration != quiet {
 			t.Errorf("quiet timer reset to %v; want DrainQuiet %v", call.Duration, quiet)
 		}
@@ -526,11 +522,7 @@ func TestDrainChunks(t *testing.T) {
 
 		p := mustStart(t, m, helperReq("lc-spawn", "nopid", "lc-flood"))
 		quietTrap.MustWait(ctx).MustRelease(ctx)
-		call := capTrap.MustWait(ctx)
-		if call.Duration != drainCap {
-			t.Errorf("drain cap timer of %v; want DrainTimeout %v", call.Duration, drainCap)
-		}
-		call.MustRelease(ctx)
+		releaseTrapped(ctx, t, capTrap, drainCap, "drain cap timer")
 		lcCheckRunning(t, p.Info())
 		if err := p.WaitOutput(ctx, 0); err != nil {
 			t.Fatalf("WaitOutput(0) = %v", err)
@@ -646,11 +638,7 @@ func TestTimeoutMockClock(t *testing.T) {
 			lcCheckRunning(t, p.Info())
 
 			w := mClock.Advance(timeout)
-			call := graceTrap.MustWait(ctx)
-			if call.Duration != grace {
-				t.Errorf("kill-grace timer of %v; want KillGrace %v", call.Duration, grace)
-			}
-			call.MustRelease(ctx)
+			releaseTrapped(ctx, t, graceTrap, grace, "kill-grace timer")
 			w.MustWait(ctx)
 
 			if tc.signal == "SIGKILL" {
@@ -717,11 +705,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	defer graceTrap.Close()
 	closed := make(chan error, 1)
 	go func() { closed <- m.Close() }()
-	call := graceTrap.MustWait(ctx)
-	if call.Duration != grace {
-		t.Errorf("Close's kill-grace timer = %v; want KillGrace %v", call.Duration, grace)
-	}
-	call.MustRelease(ctx)
+	releaseTrapped(ctx, t, graceTrap, grace, "Close's kill-grace timer")
 	// SIGTERM went out before the grace timer was made: the obeying child
 	// dies of it, the others ignore it, and Close waits for the grace.
 	waitFinal(ctx, t, obeying)
