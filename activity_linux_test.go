@@ -380,15 +380,19 @@ func TestActivityNoListeners(t *testing.T) {
 func TestWaitInputMock(t *testing.T) {
 	t.Parallel()
 	// The shell first blocks opening a FIFO (no input wanted), and reads
-	// its stdin only once the test wrote a line to the FIFO.
-	start := func(t *testing.T, mClock *quartz.Mock, command string) (*proc.Process, string) {
+	// its stdin only once the test wrote a line to the FIFO. start returns
+	// the record, the FIFO, the mock clock and a trap on WaitInput's ticker.
+	start := func(t *testing.T, command string) (*proc.Process, string, *quartz.Mock, *quartz.Trap) {
 		fifo := filepath.Join(t.TempDir(), "fifo")
 		if err := unix.Mkfifo(fifo, 0o600); err != nil {
 			t.Fatalf("mkfifo: %v", err)
 		}
+		mClock := quartz.NewMock(t)
 		m := mockManager(t, mClock, proc.Options{Containment: proc.ContainGroup})
+		trap := mClock.Trap().NewTicker("activity", "poll")
+		t.Cleanup(trap.Close) // before the Manager closes
 		p := mustStart(t, m, proc.StartRequest{Command: command, Env: map[string]string{"FIFO": fifo}, Stdin: true})
-		return p, fifo
+		return p, fifo, mClock, trap
 	}
 	feed := func(t *testing.T, fifo string) {
 		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
@@ -410,10 +414,7 @@ func TestWaitInputMock(t *testing.T) {
 	t.Run("input-at-a-tick", func(t *testing.T) {
 		t.Parallel()
 		ctx := testCtx(t)
-		mClock := quartz.NewMock(t)
-		trap := mClock.Trap().NewTicker("activity", "poll")
-		defer trap.Close()
-		p, fifo := start(t, mClock, `read x < "$FIFO"; echo got; read y`)
+		p, fifo, mClock, trap := start(t, `read x < "$FIFO"; echo got; read y`)
 		errc := waitIn(ctx, p)
 		call := trap.MustWait(ctx) // the first look found nothing
 		if call.Duration <= 0 || call.Duration > 200*time.Millisecond {
@@ -450,10 +451,7 @@ func TestWaitInputMock(t *testing.T) {
 	t.Run("final-first", func(t *testing.T) {
 		t.Parallel()
 		ctx := testCtx(t)
-		mClock := quartz.NewMock(t)
-		trap := mClock.Trap().NewTicker("activity", "poll")
-		defer trap.Close()
-		p, fifo := start(t, mClock, `read x < "$FIFO"`)
+		p, fifo, _, trap := start(t, `read x < "$FIFO"`)
 		errc := waitIn(ctx, p)
 		trap.MustWait(ctx).MustRelease(ctx)
 		feed(t, fifo)
@@ -465,10 +463,7 @@ func TestWaitInputMock(t *testing.T) {
 	t.Run("ctx-ends", func(t *testing.T) {
 		t.Parallel()
 		ctx := testCtx(t)
-		mClock := quartz.NewMock(t)
-		trap := mClock.Trap().NewTicker("activity", "poll")
-		defer trap.Close()
-		p, fifo := start(t, mClock, `read x < "$FIFO"`)
+		p, fifo, _, trap := start(t, `read x < "$FIFO"`)
 		defer feed(t, fifo)
 		wctx, cancel := context.WithCancel(ctx)
 		errc := waitIn(wctx, p)
