@@ -32,8 +32,10 @@ import (
 
 // Linux tests of issue 10: cgroup containment (escapees stay in the tree
 // and die with it; the cgroups the tests make are all removed), sessions
-// seen through /proc, a /dev/tty prompt from a host under a terminal, and a
-// stopped child that must be continued to run its TERM trap.
+// seen through /proc, a /dev/tty prompt from a host under a terminal, a
+// stopped child that must be continued to run its TERM trap, and a timeout
+// that halts its child with SIGSTOP and must not be lost to a SIGCONT (the
+// halt exists on Linux only: haltChild is a no-op on the BSDs).
 //
 // The cgroup tests need a writable cgroup v2 hierarchy. They run on the
 // development machines (a hybrid host: cgroup2 at /sys/fs/cgroup/unified,
