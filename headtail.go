@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"golang.org/x/xerrors"
@@ -60,6 +62,23 @@ type HeadTailBuffer struct {
 	// taken as no longer followed (see readSize).
 	read     bool
 	followed int
+
+	// size is total, stored after every Write, so that Len and a hit of
+	// rendered need no lock: a tight poller then never holds up the pump.
+	size atomic.Int64
+	// rendered is the last rendering Output made, replaced under mu. While
+	// nothing is written (its at equals size), Output returns it again
+	// without the lock, a copy or an allocation. Finish drops it, so that
+	// a retained final record keeps only its bytes.
+	rendered atomic.Pointer[rendering]
+}
+
+// rendering is a rendering of the stream when it was at bytes long, with
+// its Truncation in the same allocation.
+type rendering struct {
+	at    int64
+	out   Output
+	trunc Truncation
 }
 
 // followHold is how many writes in a row without a cursor read or wait
@@ -107,6 +126,7 @@ func (b *HeadTailBuffer) write(p []byte) (n int, woke bool, err error) {
 	}
 	n = len(p)
 	b.total += int64(n)
+	defer b.size.Store(b.total)
 	if room := b.headMax - len(b.head); room > 0 {
 		k := min(room, len(p))
 		b.head = growCapped(b.head, k, b.headMax)
@@ -279,9 +299,7 @@ func growCapped(buf []byte, n, limit int) []byte {
 
 // Len returns the number of bytes ever written, retained or not.
 func (b *HeadTailBuffer) Len() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.total
+	return b.size.Load()
 }
 
 // Finish marks the buffer final: later Writes fail with [ErrClosed], the
@@ -294,6 +312,7 @@ func (b *HeadTailBuffer) Finish() {
 		return
 	}
 	b.finished = true
+	b.rendered.Store(nil)
 	if cap(b.head) > len(b.head) {
 		// Not append or bytes.Clone: they round the capacity up.
 		head := make([]byte, len(b.head))
@@ -490,8 +509,21 @@ func (b *HeadTailBuffer) copyLocked(dst []byte, from int64) {
 // Output holds the buffer's lock only to copy the stored bytes into a
 // pooled scratch buffer (a finished buffer, which never changes, not even
 // that): the rendering and its allocations happen outside it, so a reader
-// never holds up a Write for longer than a copy.
+// never holds up a Write for longer than a copy. Until the buffer is
+// finished, the last rendering is kept and returned again, without a copy
+// or an allocation, as long as nothing was written since: callers share
+// its Truncation, which they must not modify.
 func (b *HeadTailBuffer) Output() Output {
+	if r := b.rendered.Load(); r != nil && r.at == b.size.Load() {
+		// Nothing was written since: the caller polls faster than the
+		// stream changes. Yield, so that a tight poller lets the writer
+		// run: a pump whose read returned after the runtime handed its
+		// P to a poller waits in the global run queue, which a poller
+		// that never yields leaves unvisited for a whole time slice
+		// (measured: 20 ms median per read; issue 16).
+		runtime.Gosched()
+		return r.out
+	}
 	b.mu.Lock()
 	if b.total == 0 {
 		b.mu.Unlock()
@@ -502,7 +534,8 @@ func (b *HeadTailBuffer) Output() Output {
 	head := b.head
 	first, second := b.tailSegmentsLocked()
 	var scratch *[]byte
-	if !b.finished {
+	finished := b.finished
+	if !finished {
 		// The storage changes with the next Write: copy it out. A
 		// finished buffer's slices never change again (Finish replaced
 		// them once, under the lock we hold), so they are read in place.
@@ -517,6 +550,23 @@ func (b *HeadTailBuffer) Output() Output {
 	if scratch != nil {
 		defer renderScratch.Put(scratch)
 	}
+	r := b.render(head, first, second, total, retained)
+	if !finished {
+		b.mu.Lock()
+		// Keep the newest rendering, unless the buffer was finished
+		// meanwhile (Finish dropped it for good).
+		if old := b.rendered.Load(); !b.finished && (old == nil || old.at < total) {
+			b.rendered.Store(r)
+		}
+		b.mu.Unlock()
+	}
+	return r.out
+}
+
+// render renders the stored bytes head, first and second (the tail's two
+// segments) of a stream of total bytes of which retained are stored: two
+// allocations, the text and the rendering.
+func (b *HeadTailBuffer) render(head, first, second []byte, total, retained int64) *rendering {
 	omitted := total - retained
 
 	// Measure first so the text is a single exact allocation.
@@ -527,17 +577,18 @@ func (b *HeadTailBuffer) Output() Output {
 	out := renderState{lineMax: b.lineMax, out: &sb}
 	out.render(head, first, second, omitted)
 
-	o := Output{Text: sb.String()}
+	r := &rendering{at: total, out: Output{Text: sb.String()}}
 	if omitted > 0 || out.cuts > 0 {
-		o.Truncation = &Truncation{
+		r.trunc = Truncation{
 			OriginalBytes: total,
 			RetainedBytes: retained,
 			OmittedBytes:  omitted,
 			LinesCut:      out.cuts,
 			Strategy:      "head_tail",
 		}
+		r.out.Truncation = &r.trunc
 	}
-	return o
+	return r
 }
 
 // renderScratch holds the buffers Output copies a running buffer's bytes

@@ -264,16 +264,19 @@ func (p *Process) ID() string { return p.info.ID }
 // final; then ExitCode, ExitedAt and Usage are set and never change.
 func (p *Process) Info() Info {
 	info := p.info
-	p.mu.Lock()
-	info.Running = !p.final
-	if p.final {
+	// Running is derived from Done, so that it turns false exactly when
+	// Done closes (section 2), and a running record's Info takes no lock:
+	// tight pollers do not queue on p.mu.
+	info.Running = !p.isFinal()
+	if !info.Running {
+		p.mu.Lock()
 		info.TimedOut = p.timedOut
 		info.ExitCode = p.exitCode
 		info.Signal = p.sigName
 		info.ExitedAt = p.exitedAt
 		info.Usage = p.usage
+		p.mu.Unlock()
 	}
-	p.mu.Unlock()
 	// Read after the status, so that a final status carries the final count.
 	info.OutputBytes = p.out.Len()
 	if p.errOut != nil {
