@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coder/quartz"
 	"golang.org/x/xerrors"
 )
 
@@ -61,7 +62,13 @@ type pump struct {
 	tee      *tee            // nil without a tee for this stream
 	activity chan<- struct{} // capacity 1: "bytes arrived", never blocks
 	done     chan<- struct{} // buffered to the number of pumps
+	clock    quartz.Clock    // Options.Clock, for followerGrace
+	grace    *quartz.Timer   // made by the first wait for a follower
 	stopping atomic.Bool
+	// stopc is closed by stop, so that a pump waiting for a follower's
+	// read stops waiting; made once by stopped.
+	stopOnce sync.Once
+	stopc    chan struct{}
 	// raw is r's SyscallConn, for read's non-blocking tries; nil where
 	// there is none.
 	raw syscall.RawConn
@@ -87,14 +94,7 @@ func (pu *pump) run() {
 	for {
 		n, err := pu.read(buf[:pu.dst.readSize(len(buf))])
 		if n > 0 {
-			woke := pu.write(buf[:n])
-			select {
-			case pu.activity <- struct{}{}:
-			default:
-			}
-			if woke {
-				pu.yieldToReaders()
-			}
+			pu.writeFollowed(buf[:n])
 		}
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) && pu.stopping.Load() {
@@ -141,38 +141,84 @@ func (pu *pump) read(buf []byte) (int, error) {
 // readSpins bounds the yields of read before it parks.
 const readSpins = 4
 
-// yieldToReaders lets a reader woken by the last write copy it before the
-// next read can overwrite it (design section 10: a follower with default
-// buffers keeps up). Closing the wait channel put the woken reader next in
-// line on this P, so one yield usually runs it at once; if another P took
-// it, a few more yields give it time to take the buffer's lock. The number
-// of yields is bounded (yieldsPerWake): a waiter that went away without
-// reading never holds the pump for longer than that.
-func (pu *pump) yieldToReaders() {
-	for range yieldsPerWake {
-		runtime.Gosched()
-		if pu.dst.readSinceWrite() {
-			return
+// writeFollowed stores b as write does, but never drops bytes a follower
+// has not read (design section 10): while a follower woken by an earlier
+// write holds a lease (HeadTailBuffer.room), the pump writes what fits and
+// waits for the rest, as a pipe's writer waits for its reader; meanwhile
+// the child fills the pipe and then waits too. The wait ends when the
+// follower reads or waits again, when the drain stops the pump, or after
+// followerGrace without room on Options.Clock: the follower then counts as
+// gone, its lease is dropped, and a reader that comes back later learns
+// what it missed from Chunk.Lost.
+func (pu *pump) writeFollowed(b []byte) {
+	waiting := false // the grace timer runs
+	for len(b) > 0 {
+		k, roomc := pu.dst.room(len(b))
+		if k > 0 {
+			pu.write(b[:k])
+			b = b[k:]
+			select {
+			case pu.activity <- struct{}{}:
+			default:
+			}
+			if waiting {
+				pu.grace.Stop("pump", "follower")
+				waiting = false
+			}
+			continue
 		}
+		if !waiting {
+			// One timer per pump, made at its first wait: waits come
+			// every tail's worth of bytes while a follower keeps up.
+			if pu.grace == nil {
+				pu.grace = pu.clock.NewTimer(followerGrace, "pump", "follower")
+			} else {
+				pu.grace.Reset(followerGrace, "pump", "follower")
+			}
+			waiting = true
+		}
+		select {
+		case <-roomc:
+		case <-pu.stopped():
+			pu.dst.dropLeases()
+		case <-pu.grace.C:
+			waiting = false
+			pu.dst.dropLeases()
+		}
+	}
+	if waiting {
+		pu.grace.Stop("pump", "follower")
 	}
 }
 
-// yieldsPerWake bounds yieldToReaders.
-const yieldsPerWake = 16
+// followerGrace bounds how long the pump waits for a follower to read,
+// without a byte written, before it counts the follower as gone. It is
+// long next to a scheduling delay (a follower on a loaded machine reads
+// within microseconds to a few milliseconds), and short enough that a
+// follower that vanished between WaitOutput and its read holds the child
+// once, briefly.
+const followerGrace = 250 * time.Millisecond
 
 // write stores b: in the log first, so that what a reader of the buffer
-// has seen is already in the file. It reports whether the write woke a
-// reader blocked in WaitOutput.
-func (pu *pump) write(b []byte) bool {
+// has seen is already in the file.
+func (pu *pump) write(b []byte) {
 	pu.log.write(b)
 	pu.tee.write(b)
-	_, woke, _ := pu.dst.write(b)
-	return woke
+	_, _ = pu.dst.Write(b)
+}
+
+// stopped returns a channel that stop closes.
+func (pu *pump) stopped() <-chan struct{} {
+	pu.stopOnce.Do(func() { pu.stopc = make(chan struct{}) })
+	return pu.stopc
 }
 
 // stop makes a blocked Read return; run then makes its final pass.
 func (pu *pump) stop() {
-	pu.stopping.Store(true)
+	if !pu.stopping.Swap(true) {
+		pu.stopped()
+		close(pu.stopc)
+	}
 	stopReading(pu.r)
 }
 

@@ -62,6 +62,21 @@ type HeadTailBuffer struct {
 	// taken as no longer followed (see readSize).
 	read     bool
 	followed int
+	// Flow control for followers (design section 10), used by the pump
+	// only (Write never waits). caughtUp is the Next of the last cursor
+	// read that reached the end (-1: none yet): a WaitOutput at that cursor
+	// is a follower's. waiting holds the cursors of followers blocked in
+	// WaitOutput; the Write that wakes them turns them into leases. A
+	// lease is held from that wake until the follower waits again: each
+	// cursor read from a lease's cursor moves it to the read's Next. The
+	// pump does not drop a byte at or after a lease's cursor (room) until
+	// the lease moves, the pump is stopped, or it has waited
+	// followerGrace, after which the leases are dropped (dropLeases).
+	// roomc is closed whenever a lease moves or goes.
+	caughtUp int64
+	waiting  []int64
+	leases   []int64
+	roomc    chan struct{}
 
 	// size is total, stored after every Write, so that Len and a hit of
 	// rendered need no lock: a tight poller then never holds up the pump.
@@ -101,7 +116,7 @@ func NewHeadTailBuffer(headBytes, tailBytes, maxLineLength int) *HeadTailBuffer 
 	if maxLineLength <= 0 {
 		maxLineLength = DefaultMaxLineLength
 	}
-	return &HeadTailBuffer{headMax: headBytes, tailMax: tailBytes, lineMax: maxLineLength}
+	return &HeadTailBuffer{headMax: headBytes, tailMax: tailBytes, lineMax: maxLineLength, caughtUp: -1}
 }
 
 // Write appends p to the stream, keeping what fits in the head and the
@@ -109,22 +124,15 @@ func NewHeadTailBuffer(headBytes, tailBytes, maxLineLength int) *HeadTailBuffer 
 // returns len(p), nil; afterwards it stores nothing and returns 0 and an
 // error wrapping [ErrClosed].
 func (b *HeadTailBuffer) Write(p []byte) (int, error) {
-	n, _, err := b.write(p)
-	return n, err
-}
-
-// write is Write that also reports whether it woke a reader blocked in
-// WaitOutput (the pump then lets that reader run before reading more).
-func (b *HeadTailBuffer) write(p []byte) (n int, woke bool, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.finished {
-		return 0, false, xerrors.Errorf("write output: buffer finished: %w", ErrClosed)
+		return 0, xerrors.Errorf("write output: buffer finished: %w", ErrClosed)
 	}
 	if len(p) == 0 {
-		return 0, false, nil
+		return 0, nil
 	}
-	n = len(p)
+	n := len(p)
 	b.total += int64(n)
 	defer b.size.Store(b.total)
 	if room := b.headMax - len(b.head); room > 0 {
@@ -142,17 +150,8 @@ func (b *HeadTailBuffer) write(p []byte) (n int, woke bool, err error) {
 		b.followed--
 	}
 	b.read = false
-	woke = b.waitc != nil
 	b.wakeLocked()
-	return n, woke, nil
-}
-
-// readSinceWrite reports whether a cursor read or wait happened since the
-// last Write.
-func (b *HeadTailBuffer) readSinceWrite() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.read
+	return n, nil
 }
 
 // readSize returns how many bytes the pump should read at once, given a
@@ -283,6 +282,71 @@ func (b *HeadTailBuffer) wakeLocked() {
 		close(b.waitc)
 		b.waitc = nil
 	}
+	// The followers woken hold leases until they read (see caughtUp).
+	b.leases = append(b.leases, b.waiting...)
+	b.waiting = b.waiting[:0]
+}
+
+// room returns how many of the next n bytes the pump can write without
+// dropping a byte at or after a lease's cursor, and, when that is none,
+// a channel that is closed when a lease moves or goes.
+func (b *HeadTailBuffer) room(n int) (int, <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := int64(n)
+	for _, c := range b.leases {
+		// Once the head is full, a write of k bytes drops what is left of
+		// [headMax, total+k-tailMax).
+		k = min(k, max(c, int64(b.headMax))+int64(b.tailMax)-b.total)
+	}
+	if k > 0 || b.finished {
+		return int(max(k, 0)), nil
+	}
+	if b.roomc == nil {
+		b.roomc = make(chan struct{})
+	}
+	return 0, b.roomc
+}
+
+// dropLeases ends every lease: their followers did not read in time, or
+// the pump is stopped. A follower that comes back reads what is left, and
+// counts Lost, as without flow control.
+func (b *HeadTailBuffer) dropLeases() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.leases = b.leases[:0]
+	b.signalRoomLocked()
+}
+
+// signalRoomLocked wakes a pump waiting for room.
+func (b *HeadTailBuffer) signalRoomLocked() {
+	if b.roomc != nil {
+		close(b.roomc)
+		b.roomc = nil
+	}
+}
+
+// takeLeaseLocked removes one lease at cursor and reports whether there
+// was one.
+func (b *HeadTailBuffer) takeLeaseLocked(cursor int64) bool {
+	for i, c := range b.leases {
+		if c == cursor {
+			b.leases = append(b.leases[:i], b.leases[i+1:]...)
+			b.signalRoomLocked()
+			return true
+		}
+	}
+	return false
+}
+
+// takeWaitingLocked removes one waiting follower at cursor.
+func (b *HeadTailBuffer) takeWaitingLocked(cursor int64) {
+	for i, c := range b.waiting {
+		if c == cursor {
+			b.waiting = append(b.waiting[:i], b.waiting[i+1:]...)
+			return
+		}
+	}
 }
 
 // growCapped returns buf with room for n more bytes, doubling its capacity
@@ -313,6 +377,8 @@ func (b *HeadTailBuffer) Finish() {
 	}
 	b.finished = true
 	b.rendered.Store(nil)
+	b.leases, b.waiting = nil, nil
+	b.signalRoomLocked()
 	if cap(b.head) > len(b.head) {
 		// Not append or bytes.Clone: they round the capacity up.
 		head := make([]byte, len(b.head))
@@ -340,11 +406,23 @@ func (b *HeadTailBuffer) Finished() bool {
 // finished, or ctx ends. It returns nil at once if either of the first two
 // already holds, and otherwise an error wrapping ctx.Err() when ctx ends
 // first. It starts no goroutine.
+//
+// A WaitOutput at the cursor a read just reached the end with (a
+// follower's loop) also holds back the pump of a Process: from the Write
+// that wakes it until it waits again, the pump does not overwrite bytes
+// the follower has not read, for at most a bounded time (design section
+// 10). Write itself never waits.
 func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
+	b.mu.Lock()
+	// A follower that read to the end, or holds a lease here, waits.
+	follower := b.takeLeaseLocked(cursor) || cursor == b.caughtUp
 	for {
-		b.mu.Lock()
 		b.read = true
 		if b.total > cursor || b.finished {
+			if follower && !b.finished {
+				// It reads next: hold the bytes from cursor on.
+				b.leases = append(b.leases, cursor)
+			}
 			b.mu.Unlock()
 			return nil
 		}
@@ -354,11 +432,30 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 			b.waitc = make(chan struct{})
 		}
 		waitc := b.waitc
+		if follower {
+			b.waiting = append(b.waiting, cursor)
+		}
 		b.mu.Unlock()
 
 		select {
 		case <-waitc:
+			b.mu.Lock()
+			// The wake made our waiting entry a lease; the check above
+			// keeps it or waits again.
+			if follower {
+				b.takeLeaseLocked(cursor)
+			}
 		case <-ctx.Done():
+			b.mu.Lock()
+			if follower {
+				// A wake at the same moment made it a lease: give it up.
+				if tryRecv(waitc) {
+					b.takeLeaseLocked(cursor)
+				} else {
+					b.takeWaitingLocked(cursor)
+				}
+			}
+			b.mu.Unlock()
 			return xerrors.Errorf("wait output: %w", ctx.Err())
 		}
 	}
@@ -447,6 +544,17 @@ func (b *HeadTailBuffer) readIntoLocked(cursor int64, buf []byte) Chunk {
 		c.Next = from + int64(n)
 	}
 	c.EOF = b.finished && c.Next >= c.End
+	for i, l := range b.leases {
+		if l == cursor {
+			// A follower reads: its lease moves on with it.
+			b.leases[i] = c.Next
+			b.signalRoomLocked()
+			break
+		}
+	}
+	if c.Next >= c.End {
+		b.caughtUp = c.Next
+	}
 	return c
 }
 
