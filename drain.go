@@ -64,6 +64,9 @@ type pump struct {
 	done     chan<- struct{} // buffered to the number of pumps
 	clock    quartz.Clock    // Options.Clock, for followerGrace
 	grace    *quartz.Timer   // made by the first wait for a follower
+	// holding is set while the pump waits for a follower to read; the
+	// drain's quiet window does not end then.
+	holding  atomic.Bool
 	stopping atomic.Bool
 	// stopc is closed by stop, so that a pump waiting for a follower's
 	// read stops waiting; made once by stopped.
@@ -167,6 +170,7 @@ func (pu *pump) writeFollowed(b []byte) {
 			}
 			continue
 		}
+		pu.holding.Store(true)
 		if !waiting {
 			// One timer per pump, made at its first wait: waits come
 			// every tail's worth of bytes while a follower keeps up.
@@ -185,6 +189,7 @@ func (pu *pump) writeFollowed(b []byte) {
 			waiting = false
 			pu.dst.dropLeases()
 		}
+		pu.holding.Store(false)
 	}
 	if waiting {
 		pu.grace.Stop("pump", "follower")
@@ -274,6 +279,12 @@ wait:
 		case <-p.activity:
 			quiet.Reset(p.drainQuiet, "drain", "quiet")
 		case <-quiet.C:
+			if p.pumpsHolding() {
+				// Bytes are waiting for a follower to read them, not
+				// missing: a quiet window starts when it has.
+				quiet.Reset(p.drainQuiet, "drain", "quiet")
+				continue
+			}
 			break wait
 		case <-hardCap.C:
 			capped = true
@@ -302,6 +313,17 @@ wait:
 			capped = true
 		}
 	}
+}
+
+// pumpsHolding reports whether a pump is waiting for a follower to read
+// (pump.writeFollowed), which followerGrace bounds.
+func (p *Process) pumpsHolding() bool {
+	for _, pu := range p.pumps {
+		if pu.holding.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 // cutOffTees stops the tee of every pump that has not ended: none of them
