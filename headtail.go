@@ -86,6 +86,15 @@ type HeadTailBuffer struct {
 	// without the lock, a copy or an allocation. Finish drops it, so that
 	// a retained final record keeps only its bytes.
 	rendered atomic.Pointer[rendering]
+	// polled is set by Output when it returns a rendering again, and
+	// cleared by the pump (takePolled).
+	polled atomic.Bool
+}
+
+// takePolled reports whether Output returned an unchanged rendering since
+// the last call.
+func (b *HeadTailBuffer) takePolled() bool {
+	return b.polled.Load() && b.polled.Swap(false)
 }
 
 // rendering is a rendering of the stream when it was at bytes long, with
@@ -628,7 +637,13 @@ func (b *HeadTailBuffer) Output() Output {
 		// run: a pump whose read returned after the runtime handed its
 		// P to a poller waits in the global run queue, which a poller
 		// that never yields leaves unvisited for a whole time slice
-		// (measured: 20 ms median per read; issue 16).
+		// (measured: 20 ms median per read; issue 16). polled tells the
+		// pump that such pollers are about (pump.read); it is only
+		// written when it changes, so pollers and pump do not fight over
+		// its cache line.
+		if !b.polled.Load() {
+			b.polled.Store(true)
+		}
 		runtime.Gosched()
 		return r.out
 	}
