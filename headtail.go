@@ -348,6 +348,15 @@ func (b *HeadTailBuffer) takeLeaseLocked(cursor int64) bool {
 	return false
 }
 
+// unfollow ends the lease of a follower that read up to next and stops
+// following (Process.WaitFor once it matched), so that the pump does not
+// wait for it.
+func (b *HeadTailBuffer) unfollow(next int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.takeLeaseLocked(next)
+}
+
 // takeWaitingLocked removes one waiting follower at cursor.
 func (b *HeadTailBuffer) takeWaitingLocked(cursor int64) {
 	for i, c := range b.waiting {

@@ -419,6 +419,14 @@ func (p *Process) finalEOF(c Chunk) Chunk {
 // WaitOutput blocks until the Output stream holds bytes past cursor, the
 // record is final (nil), or ctx ends (an error wrapping ctx.Err()). It
 // starts no goroutine.
+//
+// A follower, a loop that reads with ReadSince or ReadSinceInto until
+// Next reaches End and then waits at Next, loses nothing however small
+// the tail: from the output that wakes it until it waits again, the
+// output pump does not overwrite bytes it has not read, and the child
+// waits on its full pipe meanwhile. A follower that stops reading for
+// 250 ms is taken as gone and holds the pump no longer; it learns what it
+// missed from Chunk.Lost if it comes back.
 func (p *Process) WaitOutput(ctx context.Context, cursor int64) error {
 	return p.waitStream(ctx, p.out, cursor, "wait output")
 }
