@@ -114,10 +114,11 @@ func (pu *pump) run() {
 // goroutines that never block (tight Snapshot pollers) left it parked for
 // milliseconds with the pipe already full again (issue 16: 2.7 to 8 ms
 // median per wait, measured with the execution tracer). A yielded pump
-// waits in the global run queue, which busy Ps do visit. It tries
-// readSpins times, and then for as long as such pollers keep returning
-// unchanged renderings (HeadTailBuffer.takePolled): they hold the Ps
-// anyway, and stop when they do.
+// waits in the global run queue, which busy Ps do visit. It tries again
+// only while such pollers keep returning unchanged renderings
+// (HeadTailBuffer.takePolled): they hold the Ps anyway. Without them it
+// parks at once: tries without pollers caught the pipe with a few KiB in
+// it and tripled the CPU of a plain capture (more, smaller reads).
 func (pu *pump) read(buf []byte) (int, error) {
 	if pu.raw == nil {
 		pu.raw, _ = pu.r.SyscallConn()
@@ -130,22 +131,19 @@ func (pu *pump) read(buf []byte) (int, error) {
 	}
 	pu.tryBuf = buf
 	defer func() { pu.tryBuf = nil }()
-	for i := 0; pu.raw != nil; i++ {
+	for pu.raw != nil && pu.dst.takePolled() {
 		pu.tryN, pu.tryAgain = 0, false
 		err := pu.raw.Read(pu.tryRead)
 		if pu.tryN > 0 {
 			return pu.tryN, nil
 		}
-		if err != nil || !pu.tryAgain || (i >= readSpins && !pu.dst.takePolled()) {
-			break // EOF, an error, a stopped pump (Read says which), or no pollers
+		if err != nil || !pu.tryAgain {
+			break // EOF, an error or a stopped pump: Read says which
 		}
 		runtime.Gosched()
 	}
 	return pu.r.Read(buf)
 }
-
-// readSpins bounds the yields of read before it parks.
-const readSpins = 4
 
 // writeFollowed stores b as write does, but never drops bytes a follower
 // has not read (design section 10): while a follower woken by an earlier

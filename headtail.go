@@ -62,21 +62,9 @@ type HeadTailBuffer struct {
 	// taken as no longer followed (see readSize).
 	read     bool
 	followed int
-	// Flow control for followers (design section 10), used by the pump
-	// only (Write never waits). caughtUp is the Next of the last cursor
-	// read that reached the end (-1: none yet): a WaitOutput at that cursor
-	// is a follower's. waiting holds the cursors of followers blocked in
-	// WaitOutput; the Write that wakes them turns them into leases. A
-	// lease is held from that wake until the follower waits again: each
-	// cursor read from a lease's cursor moves it to the read's Next. The
-	// pump does not drop a byte at or after a lease's cursor (room) until
-	// the lease moves, the pump is stopped, or it has waited
-	// followerGrace, after which the leases are dropped (dropLeases).
-	// roomc is closed whenever a lease moves or goes.
-	caughtUp int64
-	waiting  []int64
-	leases   []int64
-	roomc    chan struct{}
+	// flow is the followers' flow control (see followState), made by the
+	// first cursor read that reaches the end and dropped by Finish.
+	flow *followState
 
 	// size is total, stored after every Write, so that Len and a hit of
 	// rendered need no lock: a tight poller then never holds up the pump.
@@ -95,6 +83,26 @@ type HeadTailBuffer struct {
 // the last call.
 func (b *HeadTailBuffer) takePolled() bool {
 	return b.polled.Load() && b.polled.Swap(false)
+}
+
+// followState is a buffer's flow control for followers (design section
+// 10), which only the pump obeys (Write never waits). caughtUp is the Next
+// of the last cursor read that reached the end: a WaitOutput at that
+// cursor is a follower's. waiting holds the cursors of followers blocked
+// in WaitOutput; the Write that wakes them turns them into leases (room
+// counts them as leases already: that Write must not drop their bytes
+// either, however much the pump read before they came). A lease
+// is held from that wake until the follower waits again: each cursor read
+// from a lease's cursor moves it to the read's Next. The pump does not
+// drop a byte at or after a lease's cursor (room) until the lease moves,
+// the pump is stopped, or it has waited followerGrace, after which the
+// leases are dropped (dropLeases). roomc is closed whenever a lease moves
+// or goes. A buffer's mu guards it.
+type followState struct {
+	caughtUp int64
+	waiting  []int64
+	leases   []int64
+	roomc    chan struct{}
 }
 
 // rendering is a rendering of the stream when it was at bytes long, with
@@ -125,7 +133,7 @@ func NewHeadTailBuffer(headBytes, tailBytes, maxLineLength int) *HeadTailBuffer 
 	if maxLineLength <= 0 {
 		maxLineLength = DefaultMaxLineLength
 	}
-	return &HeadTailBuffer{headMax: headBytes, tailMax: tailBytes, lineMax: maxLineLength, caughtUp: -1}
+	return &HeadTailBuffer{headMax: headBytes, tailMax: tailBytes, lineMax: maxLineLength}
 }
 
 // Write appends p to the stream, keeping what fits in the head and the
@@ -291,9 +299,11 @@ func (b *HeadTailBuffer) wakeLocked() {
 		close(b.waitc)
 		b.waitc = nil
 	}
-	// The followers woken hold leases until they read (see caughtUp).
-	b.leases = append(b.leases, b.waiting...)
-	b.waiting = b.waiting[:0]
+	// The followers woken hold leases until they read (followState).
+	if f := b.flow; f != nil {
+		f.leases = append(f.leases, f.waiting...)
+		f.waiting = f.waiting[:0]
+	}
 }
 
 // room returns how many of the next n bytes the pump can write without
@@ -302,19 +312,26 @@ func (b *HeadTailBuffer) wakeLocked() {
 func (b *HeadTailBuffer) room(n int) (int, <-chan struct{}) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	f := b.flow
+	if f == nil {
+		return n, nil
+	}
 	k := int64(n)
-	for _, c := range b.leases {
-		// Once the head is full, a write of k bytes drops what is left of
-		// [headMax, total+k-tailMax).
-		k = min(k, max(c, int64(b.headMax))+int64(b.tailMax)-b.total)
+	// A waiting follower counts too: this write wakes it, with a lease.
+	for _, cursors := range [2][]int64{f.leases, f.waiting} {
+		for _, c := range cursors {
+			// Once the head is full, a write of k bytes drops what is
+			// left of [headMax, total+k-tailMax).
+			k = min(k, max(c, int64(b.headMax))+int64(b.tailMax)-b.total)
+		}
 	}
 	if k > 0 || b.finished {
 		return int(max(k, 0)), nil
 	}
-	if b.roomc == nil {
-		b.roomc = make(chan struct{})
+	if f.roomc == nil {
+		f.roomc = make(chan struct{})
 	}
-	return 0, b.roomc
+	return 0, f.roomc
 }
 
 // dropLeases ends every lease: their followers did not read in time, or
@@ -323,24 +340,29 @@ func (b *HeadTailBuffer) room(n int) (int, <-chan struct{}) {
 func (b *HeadTailBuffer) dropLeases() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.leases = b.leases[:0]
-	b.signalRoomLocked()
+	if b.flow != nil {
+		b.flow.leases = b.flow.leases[:0]
+		b.signalRoomLocked()
+	}
 }
 
 // signalRoomLocked wakes a pump waiting for room.
 func (b *HeadTailBuffer) signalRoomLocked() {
-	if b.roomc != nil {
-		close(b.roomc)
-		b.roomc = nil
+	if f := b.flow; f != nil && f.roomc != nil {
+		close(f.roomc)
+		f.roomc = nil
 	}
 }
 
 // takeLeaseLocked removes one lease at cursor and reports whether there
 // was one.
 func (b *HeadTailBuffer) takeLeaseLocked(cursor int64) bool {
-	for i, c := range b.leases {
+	if b.flow == nil {
+		return false
+	}
+	for i, c := range b.flow.leases {
 		if c == cursor {
-			b.leases = append(b.leases[:i], b.leases[i+1:]...)
+			b.flow.leases = append(b.flow.leases[:i], b.flow.leases[i+1:]...)
 			b.signalRoomLocked()
 			return true
 		}
@@ -359,9 +381,12 @@ func (b *HeadTailBuffer) unfollow(next int64) {
 
 // takeWaitingLocked removes one waiting follower at cursor.
 func (b *HeadTailBuffer) takeWaitingLocked(cursor int64) {
-	for i, c := range b.waiting {
+	if b.flow == nil {
+		return
+	}
+	for i, c := range b.flow.waiting {
 		if c == cursor {
-			b.waiting = append(b.waiting[:i], b.waiting[i+1:]...)
+			b.flow.waiting = append(b.flow.waiting[:i], b.flow.waiting[i+1:]...)
 			return
 		}
 	}
@@ -395,8 +420,8 @@ func (b *HeadTailBuffer) Finish() {
 	}
 	b.finished = true
 	b.rendered.Store(nil)
-	b.leases, b.waiting = nil, nil
 	b.signalRoomLocked()
+	b.flow = nil
 	if cap(b.head) > len(b.head) {
 		// Not append or bytes.Clone: they round the capacity up.
 		head := make([]byte, len(b.head))
@@ -433,13 +458,13 @@ func (b *HeadTailBuffer) Finished() bool {
 func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 	b.mu.Lock()
 	// A follower that read to the end, or holds a lease here, waits.
-	follower := b.takeLeaseLocked(cursor) || cursor == b.caughtUp
+	follower := b.takeLeaseLocked(cursor) || (b.flow != nil && cursor == b.flow.caughtUp)
 	for {
 		b.read = true
 		if b.total > cursor || b.finished {
 			if follower && !b.finished {
 				// It reads next: hold the bytes from cursor on.
-				b.leases = append(b.leases, cursor)
+				b.flow.leases = append(b.flow.leases, cursor)
 			}
 			b.mu.Unlock()
 			return nil
@@ -451,7 +476,7 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 		}
 		waitc := b.waitc
 		if follower {
-			b.waiting = append(b.waiting, cursor)
+			b.flow.waiting = append(b.flow.waiting, cursor)
 		}
 		b.mu.Unlock()
 
@@ -562,16 +587,25 @@ func (b *HeadTailBuffer) readIntoLocked(cursor int64, buf []byte) Chunk {
 		c.Next = from + int64(n)
 	}
 	c.EOF = b.finished && c.Next >= c.End
-	for i, l := range b.leases {
+	if b.finished {
+		return c
+	}
+	if b.flow == nil {
+		if c.Next < c.End {
+			return c
+		}
+		b.flow = new(followState)
+	}
+	for i, l := range b.flow.leases {
 		if l == cursor {
 			// A follower reads: its lease moves on with it.
-			b.leases[i] = c.Next
+			b.flow.leases[i] = c.Next
 			b.signalRoomLocked()
 			break
 		}
 	}
 	if c.Next >= c.End {
-		b.caughtUp = c.Next
+		b.flow.caughtUp = c.Next
 	}
 	return c
 }

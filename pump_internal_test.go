@@ -55,7 +55,9 @@ func TestPumpFollowerFlowControl(t *testing.T) {
 			}
 			errc := make(chan error, 1)
 			go func() { errc <- b.WaitOutput(ctx, 0) }()
-			spinUntil(ctx, t, "follower waiting", func() bool { return pumpTestLocked(b, func() bool { return len(b.waiting) == 1 }) })
+			spinUntil(ctx, t, "follower waiting", func() bool {
+				return pumpTestLocked(b, func() bool { return b.flow != nil && len(b.flow.waiting) == 1 })
+			})
 			if _, err := w.Write(stream); err != nil {
 				t.Fatalf("write to the pipe: %v", err)
 			}

@@ -33,7 +33,7 @@ func TestWaitForLeavesNoLease(t *testing.T) {
 		errc <- err
 	}()
 	spinUntil(ctx, t, "WaitFor waiting", func() bool {
-		return pumpTestLocked(p.out, func() bool { return len(p.out.waiting) == 1 })
+		return pumpTestLocked(p.out, func() bool { return p.out.flow != nil && len(p.out.flow.waiting) == 1 })
 	})
 	if _, err := p.Write([]byte("\n")); err != nil {
 		t.Fatalf("Write() = %v", err)
@@ -42,8 +42,8 @@ func TestWaitForLeavesNoLease(t *testing.T) {
 		t.Fatalf("WaitFor(ready) = %v; want nil", err)
 	}
 	pumpTestLocked(p.out, func() bool {
-		if len(p.out.leases) != 0 || len(p.out.waiting) != 0 {
-			t.Errorf("after WaitFor matched: leases %v, waiting %v; want none", p.out.leases, p.out.waiting)
+		if f := p.out.flow; f != nil && (len(f.leases) != 0 || len(f.waiting) != 0) {
+			t.Errorf("after WaitFor matched: leases %v, waiting %v; want none", f.leases, f.waiting)
 		}
 		return true
 	})
