@@ -455,14 +455,18 @@ func (b *HeadTailBuffer) Finished() bool {
 // 10). Write itself never waits.
 func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 	b.mu.Lock()
-	// A follower that read to the end, or holds a lease here, waits.
-	follower := b.takeLeaseLocked(cursor) || (b.flow != nil && cursor == b.flow.caughtUp)
+	// A follower read to the end here, or holds a lease here. Turning its
+	// lease into a waiting entry and back changes no room (room counts
+	// both), so neither wakes the pump.
+	f := b.flow
+	leased := f != nil && f.indexLease(cursor) >= 0
+	follower := leased || (f != nil && cursor == f.caughtUp)
 	for {
 		b.read = true
 		if b.total > cursor || b.finished {
-			if follower && !b.finished {
+			if follower && !leased && !b.finished {
 				// It reads next: hold the bytes from cursor on.
-				b.flow.leases = append(b.flow.leases, cursor)
+				f.leases = append(f.leases, cursor)
 			}
 			b.mu.Unlock()
 			return nil
@@ -474,18 +478,21 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 		}
 		waitc := b.waitc
 		if follower {
-			b.flow.waiting = append(b.flow.waiting, cursor)
+			if leased {
+				i := f.indexLease(cursor)
+				f.leases = append(f.leases[:i], f.leases[i+1:]...)
+				leased = false
+			}
+			f.waiting = append(f.waiting, cursor)
 		}
 		b.mu.Unlock()
 
 		select {
 		case <-waitc:
 			b.mu.Lock()
-			// The wake made our waiting entry a lease; the check above
-			// keeps it or waits again.
-			if follower {
-				b.takeLeaseLocked(cursor)
-			}
+			// A Write's wake made the waiting entry a lease (Finish
+			// dropped it; the check above returns then).
+			leased = follower
 		case <-ctx.Done():
 			b.mu.Lock()
 			if follower {
@@ -500,6 +507,16 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 			return xerrors.Errorf("wait output: %w", ctx.Err())
 		}
 	}
+}
+
+// indexLease returns the index of a lease at cursor, or -1.
+func (f *followState) indexLease(cursor int64) int {
+	for i, c := range f.leases {
+		if c == cursor {
+			return i
+		}
+	}
+	return -1
 }
 
 // ReadSince returns a copy of the stored bytes at and after the absolute
