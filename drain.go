@@ -81,6 +81,8 @@ type pump struct {
 	tryBuf   []byte
 	tryN     int
 	tryAgain bool
+	// polledReads counts down the reads that try first (read).
+	polledReads int
 	// ended is set just before the pump sends on done, so that the drain
 	// knows which pump it is still waiting for.
 	ended atomic.Bool
@@ -109,17 +111,17 @@ func (pu *pump) run() {
 }
 
 // read reads into buf. Before a Read that would park the pump in the
-// network poller, it yields and tries again: a parked pump is noticed
+// network poller, it may yield and try again: a parked pump is noticed
 // only when a P finds nothing else to run or by sysmon every 10 ms, so
 // goroutines that never block (tight Snapshot pollers) left it parked for
 // milliseconds with the pipe already full again (issue 16: 2.7 to 8 ms
 // median per wait, measured with the execution tracer). A yielded pump
 // waits in the global run queue, which busy Ps do visit. It tries only
-// when Output was called since it last looked, readSpins times and then
-// for as long as Output keeps being called (HeadTailBuffer.takePolled):
-// tight pollers hold the Ps anyway. Without them it
-// parks at once: tries without pollers caught the pipe with a few KiB in
-// it and tripled the CPU of a plain capture (more, smaller reads).
+// within polledReads reads of seeing Output return an unchanged rendering
+// (HeadTailBuffer.polled), readSpins times and then for as long as that
+// goes on: tight pollers hold the Ps anyway. Without them it parks at
+// once: tries without pollers caught the pipe with a few KiB in it and
+// tripled the CPU of a plain capture (more, smaller reads).
 func (pu *pump) read(buf []byte) (int, error) {
 	if pu.raw == nil {
 		pu.raw, _ = pu.r.SyscallConn()
@@ -132,7 +134,16 @@ func (pu *pump) read(buf []byte) (int, error) {
 	}
 	pu.tryBuf = buf
 	defer func() { pu.tryBuf = nil }()
-	for i := 0; pu.raw != nil && pu.dst.polled.Load(); i++ {
+	// Pollers seen lately keep the tries on for polledReads more reads:
+	// right after a write they are busy rendering it, not calling.
+	if pu.dst.polled.Load() {
+		pu.polledReads = polledReads
+	}
+	spin := pu.polledReads > 0
+	if spin {
+		pu.polledReads--
+	}
+	for i := 0; spin && pu.raw != nil; i++ {
 		pu.tryN, pu.tryAgain = 0, false
 		err := pu.raw.Read(pu.tryRead)
 		if pu.tryN > 0 {
@@ -141,8 +152,11 @@ func (pu *pump) read(buf []byte) (int, error) {
 		if err != nil || !pu.tryAgain {
 			break // EOF, an error or a stopped pump: Read says which
 		}
-		if i >= readSpins && !pu.dst.takePolled() {
-			break // the pollers have stopped
+		if i >= readSpins {
+			if !pu.dst.takePolled() {
+				break // the pollers have stopped
+			}
+			pu.polledReads = polledReads
 		}
 		runtime.Gosched()
 	}
@@ -205,6 +219,10 @@ func (pu *pump) writeFollowed(b []byte) {
 // is still being called: measured, tries that stop as soon as no Output
 // came during one yield leave the pump parked 2.5 to 8 times as long.
 const readSpins = 4
+
+// polledReads is how many reads the pump keeps trying after it last saw
+// an Output call.
+const polledReads = 64
 
 // followerGrace bounds how long the pump waits for a follower to read,
 // without a byte written, before it counts the follower as gone. It is

@@ -74,11 +74,13 @@ type HeadTailBuffer struct {
 	// without the lock, a copy or an allocation. Finish drops it, so that
 	// a retained final record keeps only its bytes.
 	rendered atomic.Pointer[rendering]
-	// polled is set by every Output and cleared by the pump (takePolled).
+	// polled is set by Output when it returns a rendering again, and
+	// cleared by the pump (takePolled).
 	polled atomic.Bool
 }
 
-// takePolled reports whether Output was called since the last call.
+// takePolled reports whether Output returned an unchanged rendering since
+// the last call.
 func (b *HeadTailBuffer) takePolled() bool {
 	return b.polled.Load() && b.polled.Swap(false)
 }
@@ -689,13 +691,13 @@ func (b *HeadTailBuffer) copyLocked(dst []byte, from int64) {
 // or an allocation, as long as nothing was written since: callers share
 // its Truncation, which they must not modify.
 func (b *HeadTailBuffer) Output() Output {
-	// polled tells the pump that someone polls (pump.read); it is only
-	// written when it changes, so pollers and pump do not fight over its
-	// cache line.
-	if !b.polled.Load() {
-		b.polled.Store(true)
-	}
 	if r := b.rendered.Load(); r != nil && r.at == b.size.Load() {
+		// polled tells the pump that someone polls faster than the
+		// stream changes (pump.read); it is only written when it
+		// changes, so pollers and pump do not fight over its cache line.
+		if !b.polled.Load() {
+			b.polled.Store(true)
+		}
 		// Nothing was written since: the caller polls faster than the
 		// stream changes. Yield, so that a tight poller lets the writer
 		// run: a pump whose read returned after the runtime handed its
