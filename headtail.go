@@ -96,8 +96,8 @@ func (b *HeadTailBuffer) takePolled() bool {
 // from a lease's cursor moves it to the read's Next. The pump does not
 // drop a byte at or after a lease's cursor (room) until the lease moves,
 // the pump is stopped, or it has waited followerGrace, after which the
-// leases are dropped (dropLeases). roomc is closed whenever a lease moves
-// or goes. A buffer's mu guards it.
+// leases are dropped (dropLeases). roomc gets a token whenever a lease
+// moves or goes. A buffer's mu guards it.
 type followState struct {
 	caughtUp int64
 	waiting  []int64
@@ -308,7 +308,7 @@ func (b *HeadTailBuffer) wakeLocked() {
 
 // room returns how many of the next n bytes the pump can write without
 // dropping a byte at or after a lease's cursor, and, when that is none,
-// a channel that is closed when a lease moves or goes.
+// a channel that receives when a lease moves or goes.
 func (b *HeadTailBuffer) room(n int) (int, <-chan struct{}) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -329,7 +329,7 @@ func (b *HeadTailBuffer) room(n int) (int, <-chan struct{}) {
 		return int(max(k, 0)), nil
 	}
 	if f.roomc == nil {
-		f.roomc = make(chan struct{})
+		f.roomc = make(chan struct{}, 1)
 	}
 	return 0, f.roomc
 }
@@ -349,8 +349,13 @@ func (b *HeadTailBuffer) dropLeases() {
 // signalRoomLocked wakes a pump waiting for room.
 func (b *HeadTailBuffer) signalRoomLocked() {
 	if f := b.flow; f != nil && f.roomc != nil {
-		close(f.roomc)
-		f.roomc = nil
+		// One token at most: a pump that finds one left over looks at
+		// the room again and waits anew. One channel for all waits: a
+		// follower makes the pump wait once per tail's worth of bytes.
+		select {
+		case f.roomc <- struct{}{}:
+		default:
+		}
 	}
 }
 
