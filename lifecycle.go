@@ -50,6 +50,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 		pu.activity = p.activity
 		pu.done = p.pumpDone
 		pu.log = p.log
+		pu.clock = p.m.clock
 	}
 	return p, nil
 }
