@@ -599,11 +599,14 @@ func TestTTYCloseStdinBlockedWrite(t *testing.T) {
 	m := newManager(t, proc.Options{})
 	// Non-canonical, so that one byte makes the terminal readable.
 	req := helperReq("interactive-input-then-wait")
-	req.Command = "stty -icanon -echo && exec " + iaShellQuote(req.Args[0])
+	// "set" once the terminal no longer echoes: a write before that would
+	// echo megabytes of x's into the output the test waits on.
+	req.Command = "stty -icanon -echo && echo set && exec " + iaShellQuote(req.Args[0])
 	req.Args = nil
 	req.TTY = true
 	req.Stdin = true
 	p := mustStart(t, m, req)
+	waitText(ctx, t, p, "set\r\n")
 
 	const size = 4 << 20
 	res := make(chan iaWriteResult, 1)
