@@ -349,15 +349,20 @@ func (h *cgroupHost) create() (*recordCgroup, error) {
 // spareTarget is how many ready record cgroups the worker keeps.
 const spareTarget = 2
 
-// take returns a ready record cgroup, open: a spare if there is one (and
-// the worker makes the next), else a new one.
+// take returns a ready record cgroup, open: a spare if there is one, else
+// a new one. The worker refills the spares when they run out, or when a
+// record's cgroup is done (done kicks it), whichever comes first.
 func (h *cgroupHost) take() (*recordCgroup, error) {
 	h.mu.Lock()
-	h.kickLocked()
 	var rc *recordCgroup
 	if n := len(h.spare); n > 0 {
 		rc = h.spare[n-1]
 		h.spare = h.spare[:n-1]
+	}
+	if len(h.spare) == 0 {
+		// Otherwise the worker refills when this record's cgroup is done:
+		// one wake-up per start, not two.
+		h.kickLocked()
 	}
 	h.mu.Unlock()
 	if rc == nil {

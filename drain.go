@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coder/quartz"
 	"golang.org/x/xerrors"
 )
 
@@ -61,7 +62,27 @@ type pump struct {
 	tee      *tee            // nil without a tee for this stream
 	activity chan<- struct{} // capacity 1: "bytes arrived", never blocks
 	done     chan<- struct{} // buffered to the number of pumps
+	clock    quartz.Clock    // Options.Clock, for followerGrace
+	grace    *quartz.Timer   // made by the first wait for a follower
+	// holding is set while the pump waits for a follower to read; the
+	// drain's quiet window does not end then.
+	holding  atomic.Bool
 	stopping atomic.Bool
+	// stopc is closed by stop, so that a pump waiting for a follower's
+	// read stops waiting; made once by stopped.
+	stopOnce sync.Once
+	stopc    chan struct{}
+	// raw is r's SyscallConn, for read's non-blocking tries; nil where
+	// there is none.
+	raw syscall.RawConn
+	// tryRead reads into tryBuf once, setting tryN and tryAgain; only the
+	// pump's goroutine uses them.
+	tryRead  func(fd uintptr) bool
+	tryBuf   []byte
+	tryN     int
+	tryAgain bool
+	// polledReads counts down the reads that try first (read).
+	polledReads int
 	// ended is set just before the pump sends on done, so that the drain
 	// knows which pump it is still waiting for.
 	ended atomic.Bool
@@ -76,16 +97,9 @@ func (pu *pump) run() {
 	defer pumpBufs.Put(bp)
 	buf := *bp
 	for {
-		n, err := pu.r.Read(buf[:pu.dst.readSize(len(buf))])
+		n, err := pu.read(buf[:pu.dst.readSize(len(buf))])
 		if n > 0 {
-			woke := pu.write(buf[:n])
-			select {
-			case pu.activity <- struct{}{}:
-			default:
-			}
-			if woke {
-				pu.yieldToReaders()
-			}
+			pu.writeFollowed(buf[:n])
 		}
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) && pu.stopping.Load() {
@@ -96,38 +110,148 @@ func (pu *pump) run() {
 	}
 }
 
-// yieldToReaders lets a reader woken by the last write copy it before the
-// next read can overwrite it (design section 10: a follower with default
-// buffers keeps up). Closing the wait channel put the woken reader next in
-// line on this P, so one yield usually runs it at once; if another P took
-// it, a few more yields give it time to take the buffer's lock. The number
-// of yields is bounded (yieldsPerWake): a waiter that went away without
-// reading never holds the pump for longer than that.
-func (pu *pump) yieldToReaders() {
-	for range yieldsPerWake {
-		runtime.Gosched()
-		if pu.dst.readSinceWrite() {
-			return
+// read reads into buf. Before a Read that would park the pump in the
+// network poller, it may yield and try again: a parked pump is noticed
+// only when a P finds nothing else to run or by sysmon every 10 ms, so
+// goroutines that never block (tight Snapshot pollers) left it parked for
+// milliseconds with the pipe already full again (issue 16: 2.7 to 8 ms
+// median per wait, measured with the execution tracer). A yielded pump
+// waits in the global run queue, which busy Ps do visit. It tries only
+// within polledReads reads of seeing Output return an unchanged rendering
+// (HeadTailBuffer.polled), readSpins times and then for as long as that
+// goes on: tight pollers hold the Ps anyway. Without them it parks at
+// once: tries without pollers caught the pipe with a few KiB in it and
+// tripled the CPU of a plain capture (more, smaller reads).
+func (pu *pump) read(buf []byte) (int, error) {
+	if pu.raw == nil {
+		pu.raw, _ = pu.r.SyscallConn()
+		// Made once: a closure passed to RawConn.Read escapes, and a new
+		// one per read would allocate on every chunk.
+		pu.tryRead = func(fd uintptr) bool {
+			pu.tryN, pu.tryAgain, _ = tryRead(fd, pu.tryBuf)
+			return true // never wait for readiness here
 		}
+	}
+	pu.tryBuf = buf
+	defer func() { pu.tryBuf = nil }()
+	// Pollers seen lately keep the tries on for polledReads more reads:
+	// right after a write they are busy rendering it, not calling.
+	if pu.dst.polled.Load() {
+		pu.polledReads = polledReads
+	}
+	spin := pu.polledReads > 0
+	if spin {
+		pu.polledReads--
+	}
+	for i := 0; spin && pu.raw != nil; i++ {
+		pu.tryN, pu.tryAgain = 0, false
+		err := pu.raw.Read(pu.tryRead)
+		if pu.tryN > 0 {
+			return pu.tryN, nil
+		}
+		if err != nil || !pu.tryAgain {
+			break // EOF, an error or a stopped pump: Read says which
+		}
+		if i >= readSpins {
+			if !pu.dst.takePolled() {
+				break // the pollers have stopped
+			}
+			pu.polledReads = polledReads
+		}
+		runtime.Gosched()
+	}
+	return pu.r.Read(buf)
+}
+
+// writeFollowed stores b as write does, but never drops bytes a follower
+// has not read (design section 10): while a follower woken by an earlier
+// write holds a lease (HeadTailBuffer.room), the pump writes what fits and
+// waits for the rest, as a pipe's writer waits for its reader; meanwhile
+// the child fills the pipe and then waits too. The wait ends when the
+// follower reads or waits again, when the drain stops the pump, or after
+// followerGrace without room on Options.Clock: the follower then counts as
+// gone, its lease is dropped, and a reader that comes back later learns
+// what it missed from Chunk.Lost.
+func (pu *pump) writeFollowed(b []byte) {
+	waiting := false // the grace timer runs
+	for len(b) > 0 {
+		k, roomc := pu.dst.room(len(b))
+		if k > 0 {
+			pu.write(b[:k])
+			b = b[k:]
+			select {
+			case pu.activity <- struct{}{}:
+			default:
+			}
+			if waiting {
+				pu.grace.Stop("pump", "follower")
+				waiting = false
+			}
+			continue
+		}
+		pu.holding.Store(true)
+		if !waiting {
+			// One timer per pump, made at its first wait: waits come
+			// every tail's worth of bytes while a follower keeps up.
+			if pu.grace == nil {
+				pu.grace = pu.clock.NewTimer(followerGrace, "pump", "follower")
+			} else {
+				pu.grace.Reset(followerGrace, "pump", "follower")
+			}
+			waiting = true
+		}
+		select {
+		case <-roomc:
+		case <-pu.stopped():
+			pu.dst.dropLeases()
+		case <-pu.grace.C:
+			waiting = false
+			pu.dst.dropLeases()
+		}
+		pu.holding.Store(false)
+	}
+	if waiting {
+		pu.grace.Stop("pump", "follower")
 	}
 }
 
-// yieldsPerWake bounds yieldToReaders.
-const yieldsPerWake = 16
+// readSpins is how many times read tries before it looks whether Output
+// is still being called: measured, tries that stop as soon as no Output
+// came during one yield leave the pump parked 2.5 to 8 times as long.
+const readSpins = 4
+
+// polledReads is how many reads the pump keeps trying after it last saw
+// an Output call.
+const polledReads = 64
+
+// followerGrace bounds how long the pump waits for a follower to read,
+// without a byte written, before it counts the follower as gone. It is
+// long next to a scheduling delay (a follower on a loaded machine reads
+// within microseconds to a few milliseconds), and short enough that a
+// follower that vanished between WaitOutput and its read holds the child
+// once, briefly.
+const followerGrace = 250 * time.Millisecond
 
 // write stores b: in the log first, so that what a reader of the buffer
-// has seen is already in the file. It reports whether the write woke a
-// reader blocked in WaitOutput.
-func (pu *pump) write(b []byte) bool {
+// has seen is already in the file.
+func (pu *pump) write(b []byte) {
 	pu.log.write(b)
 	pu.tee.write(b)
-	_, woke, _ := pu.dst.write(b)
-	return woke
+	_, _ = pu.dst.Write(b)
+}
+
+// stopped returns a channel that stop closes.
+func (pu *pump) stopped() <-chan struct{} {
+	pu.stopOnce.Do(func() { pu.stopc = make(chan struct{}) })
+	return pu.stopc
 }
 
 // stop makes a blocked Read return; run then makes its final pass.
 func (pu *pump) stop() {
-	pu.stopping.Store(true)
+	if !pu.stopping.Swap(true) {
+		pu.stopped()
+		close(pu.stopc)
+	}
 	stopReading(pu.r)
 }
 
@@ -183,6 +307,12 @@ wait:
 		case <-p.activity:
 			quiet.Reset(p.drainQuiet, "drain", "quiet")
 		case <-quiet.C:
+			if p.pumpsHolding() {
+				// Bytes are waiting for a follower to read them, not
+				// missing: a quiet window starts when it has.
+				quiet.Reset(p.drainQuiet, "drain", "quiet")
+				continue
+			}
 			break wait
 		case <-hardCap.C:
 			capped = true
@@ -211,6 +341,17 @@ wait:
 			capped = true
 		}
 	}
+}
+
+// pumpsHolding reports whether a pump is waiting for a follower to read
+// (pump.writeFollowed), which followerGrace bounds.
+func (p *Process) pumpsHolding() bool {
+	for _, pu := range p.pumps {
+		if pu.holding.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 // cutOffTees stops the tee of every pump that has not ended: none of them

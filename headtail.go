@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"golang.org/x/xerrors"
@@ -60,6 +62,55 @@ type HeadTailBuffer struct {
 	// taken as no longer followed (see readSize).
 	read     bool
 	followed int
+	// flow is the followers' flow control (see followState), made by the
+	// first cursor read that reaches the end and dropped by Finish.
+	flow *followState
+
+	// size is total, stored after every Write, so that Len and a hit of
+	// rendered need no lock: a tight poller then never holds up the pump.
+	size atomic.Int64
+	// rendered is the last rendering Output made, replaced under mu. While
+	// nothing is written (its at equals size), Output returns it again
+	// without the lock, a copy or an allocation. Finish drops it, so that
+	// a retained final record keeps only its bytes.
+	rendered atomic.Pointer[rendering]
+	// polled is set by Output when it returns a rendering again, and
+	// cleared by the pump (takePolled).
+	polled atomic.Bool
+}
+
+// takePolled reports whether Output returned an unchanged rendering since
+// the last call.
+func (b *HeadTailBuffer) takePolled() bool {
+	return b.polled.Load() && b.polled.Swap(false)
+}
+
+// followState is a buffer's flow control for followers (design section
+// 10), which only the pump obeys (Write never waits). caughtUp is the Next
+// of the last cursor read that reached the end: a WaitOutput at that
+// cursor is a follower's. waiting holds the cursors of followers blocked
+// in WaitOutput; the Write that wakes them turns them into leases (room
+// counts them as leases already: that Write must not drop their bytes
+// either, however much the pump read before they came). A lease
+// is held from that wake until the follower waits again: each cursor read
+// from a lease's cursor moves it to the read's Next. The pump does not
+// drop a byte at or after a lease's cursor (room) until the lease moves,
+// the pump is stopped, or it has waited followerGrace, after which the
+// leases are dropped (dropLeases). roomc gets a token whenever a lease
+// moves or goes. A buffer's mu guards it.
+type followState struct {
+	caughtUp int64
+	waiting  []int64
+	leases   []int64
+	roomc    chan struct{}
+}
+
+// rendering is a rendering of the stream when it was at bytes long, with
+// its Truncation in the same allocation.
+type rendering struct {
+	at    int64
+	out   Output
+	trunc Truncation
 }
 
 // followHold is how many writes in a row without a cursor read or wait
@@ -90,23 +141,17 @@ func NewHeadTailBuffer(headBytes, tailBytes, maxLineLength int) *HeadTailBuffer 
 // returns len(p), nil; afterwards it stores nothing and returns 0 and an
 // error wrapping [ErrClosed].
 func (b *HeadTailBuffer) Write(p []byte) (int, error) {
-	n, _, err := b.write(p)
-	return n, err
-}
-
-// write is Write that also reports whether it woke a reader blocked in
-// WaitOutput (the pump then lets that reader run before reading more).
-func (b *HeadTailBuffer) write(p []byte) (n int, woke bool, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.finished {
-		return 0, false, xerrors.Errorf("write output: buffer finished: %w", ErrClosed)
+		return 0, xerrors.Errorf("write output: buffer finished: %w", ErrClosed)
 	}
 	if len(p) == 0 {
-		return 0, false, nil
+		return 0, nil
 	}
-	n = len(p)
+	n := len(p)
 	b.total += int64(n)
+	defer b.size.Store(b.total)
 	if room := b.headMax - len(b.head); room > 0 {
 		k := min(room, len(p))
 		b.head = growCapped(b.head, k, b.headMax)
@@ -122,17 +167,8 @@ func (b *HeadTailBuffer) write(p []byte) (n int, woke bool, err error) {
 		b.followed--
 	}
 	b.read = false
-	woke = b.waitc != nil
 	b.wakeLocked()
-	return n, woke, nil
-}
-
-// readSinceWrite reports whether a cursor read or wait happened since the
-// last Write.
-func (b *HeadTailBuffer) readSinceWrite() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.read
+	return n, nil
 }
 
 // readSize returns how many bytes the pump should read at once, given a
@@ -263,6 +299,102 @@ func (b *HeadTailBuffer) wakeLocked() {
 		close(b.waitc)
 		b.waitc = nil
 	}
+	// The followers woken hold leases until they read (followState).
+	if f := b.flow; f != nil {
+		f.leases = append(f.leases, f.waiting...)
+		f.waiting = f.waiting[:0]
+	}
+}
+
+// room returns how many of the next n bytes the pump can write without
+// dropping a byte at or after a lease's cursor, and, when that is none,
+// a channel that receives when a lease moves or goes.
+func (b *HeadTailBuffer) room(n int) (int, <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f := b.flow
+	if f == nil {
+		return n, nil
+	}
+	k := int64(n)
+	// A waiting follower counts too: this write wakes it, with a lease.
+	for _, cursors := range [2][]int64{f.leases, f.waiting} {
+		for _, c := range cursors {
+			// Once the head is full, a write of k bytes drops what is
+			// left of [headMax, total+k-tailMax).
+			k = min(k, max(c, int64(b.headMax))+int64(b.tailMax)-b.total)
+		}
+	}
+	if k > 0 || b.finished {
+		return int(max(k, 0)), nil
+	}
+	if f.roomc == nil {
+		f.roomc = make(chan struct{}, 1)
+	}
+	return 0, f.roomc
+}
+
+// dropLeases ends every lease: their followers did not read in time, or
+// the pump is stopped. A follower that comes back reads what is left, and
+// counts Lost, as without flow control.
+func (b *HeadTailBuffer) dropLeases() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.flow != nil {
+		b.flow.leases = b.flow.leases[:0]
+		b.signalRoomLocked()
+	}
+}
+
+// signalRoomLocked wakes a pump waiting for room.
+func (b *HeadTailBuffer) signalRoomLocked() {
+	if f := b.flow; f != nil && f.roomc != nil {
+		// One token at most: a pump that finds one left over looks at
+		// the room again and waits anew. One channel for all waits: a
+		// follower makes the pump wait once per tail's worth of bytes.
+		select {
+		case f.roomc <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// takeLeaseLocked removes one lease at cursor and reports whether there
+// was one.
+func (b *HeadTailBuffer) takeLeaseLocked(cursor int64) bool {
+	if b.flow == nil {
+		return false
+	}
+	for i, c := range b.flow.leases {
+		if c == cursor {
+			b.flow.leases = append(b.flow.leases[:i], b.flow.leases[i+1:]...)
+			b.signalRoomLocked()
+			return true
+		}
+	}
+	return false
+}
+
+// unfollow ends the lease of a follower that read up to next and stops
+// following (Process.WaitFor once it matched), so that the pump does not
+// wait for it.
+func (b *HeadTailBuffer) unfollow(next int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.takeLeaseLocked(next)
+}
+
+// takeWaitingLocked removes one waiting follower at cursor.
+func (b *HeadTailBuffer) takeWaitingLocked(cursor int64) {
+	if b.flow == nil {
+		return
+	}
+	for i, c := range b.flow.waiting {
+		if c == cursor {
+			b.flow.waiting = append(b.flow.waiting[:i], b.flow.waiting[i+1:]...)
+			return
+		}
+	}
 }
 
 // growCapped returns buf with room for n more bytes, doubling its capacity
@@ -279,9 +411,7 @@ func growCapped(buf []byte, n, limit int) []byte {
 
 // Len returns the number of bytes ever written, retained or not.
 func (b *HeadTailBuffer) Len() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.total
+	return b.size.Load()
 }
 
 // Finish marks the buffer final: later Writes fail with [ErrClosed], the
@@ -294,6 +424,9 @@ func (b *HeadTailBuffer) Finish() {
 		return
 	}
 	b.finished = true
+	b.rendered.Store(nil)
+	b.signalRoomLocked()
+	b.flow = nil
 	if cap(b.head) > len(b.head) {
 		// Not append or bytes.Clone: they round the capacity up.
 		head := make([]byte, len(b.head))
@@ -321,11 +454,27 @@ func (b *HeadTailBuffer) Finished() bool {
 // finished, or ctx ends. It returns nil at once if either of the first two
 // already holds, and otherwise an error wrapping ctx.Err() when ctx ends
 // first. It starts no goroutine.
+//
+// A WaitOutput at the cursor a read just reached the end with (a
+// follower's loop) also holds back the pump of a Process: from the Write
+// that wakes it until it waits again, the pump does not overwrite bytes
+// the follower has not read, for at most a bounded time (design section
+// 10). Write itself never waits.
 func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
+	b.mu.Lock()
+	// A follower read to the end here, or holds a lease here. Turning its
+	// lease into a waiting entry and back changes no room (room counts
+	// both), so neither wakes the pump.
+	f := b.flow
+	leased := f != nil && f.indexLease(cursor) >= 0
+	follower := leased || (f != nil && cursor == f.caughtUp)
 	for {
-		b.mu.Lock()
 		b.read = true
 		if b.total > cursor || b.finished {
+			if follower && !leased && !b.finished {
+				// It reads next: hold the bytes from cursor on.
+				f.leases = append(f.leases, cursor)
+			}
 			b.mu.Unlock()
 			return nil
 		}
@@ -335,14 +484,46 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 			b.waitc = make(chan struct{})
 		}
 		waitc := b.waitc
+		if follower {
+			if leased {
+				i := f.indexLease(cursor)
+				f.leases = append(f.leases[:i], f.leases[i+1:]...)
+				leased = false
+			}
+			f.waiting = append(f.waiting, cursor)
+		}
 		b.mu.Unlock()
 
 		select {
 		case <-waitc:
+			b.mu.Lock()
+			// A Write's wake made the waiting entry a lease (Finish
+			// dropped it; the check above returns then).
+			leased = follower
 		case <-ctx.Done():
+			b.mu.Lock()
+			if follower {
+				// A wake at the same moment made it a lease: give it up.
+				if tryRecv(waitc) {
+					b.takeLeaseLocked(cursor)
+				} else {
+					b.takeWaitingLocked(cursor)
+				}
+			}
+			b.mu.Unlock()
 			return xerrors.Errorf("wait output: %w", ctx.Err())
 		}
 	}
+}
+
+// indexLease returns the index of a lease at cursor, or -1.
+func (f *followState) indexLease(cursor int64) int {
+	for i, c := range f.leases {
+		if c == cursor {
+			return i
+		}
+	}
+	return -1
 }
 
 // ReadSince returns a copy of the stored bytes at and after the absolute
@@ -428,6 +609,28 @@ func (b *HeadTailBuffer) readIntoLocked(cursor int64, buf []byte) Chunk {
 		c.Next = from + int64(n)
 	}
 	c.EOF = b.finished && c.Next >= c.End
+	if b.finished {
+		return c
+	}
+	if b.flow == nil {
+		if c.Next < c.End {
+			return c
+		}
+		b.flow = new(followState)
+	}
+	for i, l := range b.flow.leases {
+		// A follower reads: its lease moves on with it. A read from before
+		// the lease that reached past it (a reader that reads everything
+		// from the start each time) has seen the leased bytes as well.
+		if l == cursor || cursor < l && l < c.Next {
+			b.flow.leases[i] = c.Next
+			b.signalRoomLocked()
+			break
+		}
+	}
+	if c.Next >= c.End {
+		b.flow.caughtUp = c.Next
+	}
 	return c
 }
 
@@ -490,8 +693,27 @@ func (b *HeadTailBuffer) copyLocked(dst []byte, from int64) {
 // Output holds the buffer's lock only to copy the stored bytes into a
 // pooled scratch buffer (a finished buffer, which never changes, not even
 // that): the rendering and its allocations happen outside it, so a reader
-// never holds up a Write for longer than a copy.
+// never holds up a Write for longer than a copy. Until the buffer is
+// finished, the last rendering is kept and returned again, without a copy
+// or an allocation, as long as nothing was written since: callers share
+// its Truncation, which they must not modify.
 func (b *HeadTailBuffer) Output() Output {
+	if r := b.rendered.Load(); r != nil && r.at == b.size.Load() {
+		// polled tells the pump that someone polls faster than the
+		// stream changes (pump.read); it is only written when it
+		// changes, so pollers and pump do not fight over its cache line.
+		if !b.polled.Load() {
+			b.polled.Store(true)
+		}
+		// Nothing was written since: the caller polls faster than the
+		// stream changes. Yield, so that a tight poller lets the writer
+		// run: a pump whose read returned after the runtime handed its
+		// P to a poller waits in the global run queue, which a poller
+		// that never yields leaves unvisited for a whole time slice
+		// (measured: 20 ms median per read; issue 16).
+		runtime.Gosched()
+		return r.out
+	}
 	b.mu.Lock()
 	if b.total == 0 {
 		b.mu.Unlock()
@@ -502,7 +724,8 @@ func (b *HeadTailBuffer) Output() Output {
 	head := b.head
 	first, second := b.tailSegmentsLocked()
 	var scratch *[]byte
-	if !b.finished {
+	finished := b.finished
+	if !finished {
 		// The storage changes with the next Write: copy it out. A
 		// finished buffer's slices never change again (Finish replaced
 		// them once, under the lock we hold), so they are read in place.
@@ -517,6 +740,23 @@ func (b *HeadTailBuffer) Output() Output {
 	if scratch != nil {
 		defer renderScratch.Put(scratch)
 	}
+	r := b.render(head, first, second, total, retained)
+	if !finished {
+		b.mu.Lock()
+		// Keep the newest rendering, unless the buffer was finished
+		// meanwhile (Finish dropped it for good).
+		if old := b.rendered.Load(); !b.finished && (old == nil || old.at < total) {
+			b.rendered.Store(r)
+		}
+		b.mu.Unlock()
+	}
+	return r.out
+}
+
+// render renders the stored bytes head, first and second (the tail's two
+// segments) of a stream of total bytes of which retained are stored: two
+// allocations, the text and the rendering.
+func (b *HeadTailBuffer) render(head, first, second []byte, total, retained int64) *rendering {
 	omitted := total - retained
 
 	// Measure first so the text is a single exact allocation.
@@ -527,17 +767,18 @@ func (b *HeadTailBuffer) Output() Output {
 	out := renderState{lineMax: b.lineMax, out: &sb}
 	out.render(head, first, second, omitted)
 
-	o := Output{Text: sb.String()}
+	r := &rendering{at: total, out: Output{Text: sb.String()}}
 	if omitted > 0 || out.cuts > 0 {
-		o.Truncation = &Truncation{
+		r.trunc = Truncation{
 			OriginalBytes: total,
 			RetainedBytes: retained,
 			OmittedBytes:  omitted,
 			LinesCut:      out.cuts,
 			Strategy:      "head_tail",
 		}
+		r.out.Truncation = &r.trunc
 	}
-	return o
+	return r
 }
 
 // renderScratch holds the buffers Output copies a running buffer's bytes

@@ -744,9 +744,11 @@ func TestHeadTailBufferConcurrent(t *testing.T) {
 }
 
 // TestHeadTailBufferReaderAllocs pins what a poller costs: Output of a
-// running full buffer allocates its text and Truncation only (the copy it
-// renders from is pooled), and a follower passing its own buffer to
-// ReadSinceInto allocates nothing.
+// running full buffer that nothing was written to since the last Output
+// allocates nothing (the rendering is reused), after a Write it allocates
+// its text and its rendering only (the copy it renders from is pooled),
+// and a follower passing its own buffer to ReadSinceInto allocates
+// nothing.
 //
 // Not parallel: testing.AllocsPerRun refuses to run in a parallel test.
 func TestHeadTailBufferReaderAllocs(t *testing.T) {
@@ -758,8 +760,14 @@ func TestHeadTailBufferReaderAllocs(t *testing.T) {
 	for range 1000 {
 		_, _ = b.Write(line)
 	}
-	if n := testing.AllocsPerRun(100, func() { _ = b.Output() }); n > 2 {
-		t.Errorf("Output() of a running buffer: %v allocations; want <= 2", n)
+	if n := testing.AllocsPerRun(100, func() { _ = b.Output() }); n != 0 {
+		t.Errorf("Output() of an unchanged running buffer: %v allocations; want 0", n)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		_, _ = b.Write(line)
+		_ = b.Output()
+	}); n > 2 {
+		t.Errorf("Write + Output() of a running buffer: %v allocations; want <= 2", n)
 	}
 	buf := make([]byte, 4096)
 	cursor := int64(0)
@@ -799,4 +807,46 @@ func TestHeadTailBufferReadSinceInto(t *testing.T) {
 			t.Errorf("ReadSinceInto(%d) returned Data outside the caller's buffer", tt.cursor)
 		}
 	}
+}
+
+// TestHeadTailBufferOutputReused pins the reuse of a rendering: Output of a
+// buffer nothing was written to since returns the same rendering (the
+// same Truncation), a Write makes the next Output render anew, and every
+// rendering equals that of a fresh buffer holding the same stream, before
+// and after Finish.
+func TestHeadTailBufferOutputReused(t *testing.T) {
+	t.Parallel()
+	const head, tail, lineMax = 8, 8, 6
+	b := proc.NewHeadTailBuffer(head, tail, lineMax)
+	var stream []byte
+	fresh := func() proc.Output {
+		f := proc.NewHeadTailBuffer(head, tail, lineMax)
+		_, _ = f.Write(stream)
+		return f.Output()
+	}
+	check := func(when string, got proc.Output) {
+		t.Helper()
+		want := fresh()
+		if got.Text != want.Text || headTailTruncString(got.Truncation) != headTailTruncString(want.Truncation) {
+			t.Errorf("%s: Output() = %q %s; want %q %s", when, got.Text, headTailTruncString(got.Truncation), want.Text, headTailTruncString(want.Truncation))
+		}
+	}
+	var last proc.Output
+	for i, w := range []string{"abcdefghij\n", "klmnopqrstuvwxyz", "0123\n", "é€😀\n"} {
+		_, _ = b.Write([]byte(w))
+		stream = append(stream, w...)
+		first := b.Output()
+		check(fmt.Sprintf("after write %d", i), first)
+		if last.Truncation != nil && first.Truncation == last.Truncation {
+			t.Errorf("after write %d: Output() returned the rendering of before the write", i)
+		}
+		again := b.Output()
+		check(fmt.Sprintf("again after write %d", i), again)
+		if first.Truncation == nil || again.Truncation != first.Truncation {
+			t.Errorf("after write %d: a second Output() rendered again; want the first rendering reused", i)
+		}
+		last = again
+	}
+	b.Finish()
+	check("after Finish", b.Output())
 }

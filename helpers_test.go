@@ -238,15 +238,20 @@ func waitLen(ctx context.Context, t testing.TB, p *proc.Process, n int64) {
 func waitOutput(ctx context.Context, t testing.TB, p *proc.Process, what string, ok func(string) bool) string {
 	t.Helper()
 	for {
+		// Everything retained, head and tail (a read stops at a gap).
+		var data []byte
 		c := p.ReadSince(0, 0)
-		if ok(string(c.Data)) {
-			return string(c.Data)
+		for data = c.Data; c.Next < c.End; data = append(data, c.Data...) {
+			c = p.ReadSince(c.Next, 0)
+		}
+		if ok(string(data)) {
+			return string(data)
 		}
 		if c.EOF {
-			t.Fatalf("%s became final without %s in its output %q (stderr %q)", p.ID(), what, c.Data, p.Stderr().Text)
+			t.Fatalf("%s became final without %s in its output %q (stderr %q)", p.ID(), what, data, p.Stderr().Text)
 		}
 		if err := p.WaitOutput(ctx, c.End); err != nil {
-			t.Fatalf("WaitOutput(%d) = %v waiting for %s; output %q", c.End, err, what, c.Data)
+			t.Fatalf("WaitOutput(%d) = %v waiting for %s; output %q", c.End, err, what, data)
 		}
 	}
 }

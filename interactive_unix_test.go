@@ -207,7 +207,7 @@ func TestWriteBlockedReleasedByClose(t *testing.T) {
 	t.Parallel()
 	ctx, m := testManager(t, proc.Options{})
 	const size = 10 << 20
-	p, res := iaBlockedWrite(ctx, t, m, helperReq("interactive-input-then-wait"), size, true)
+	p, res := iaBlockedWrite(ctx, t, m, helperReq("interactive-input-then-wait"), "", size, true)
 	if err := m.Close(); err != nil {
 		t.Fatalf("Close() = %v", err)
 	}
@@ -428,7 +428,7 @@ func TestCloseStdinReleasesBlockedWrite(t *testing.T) {
 	t.Parallel()
 	ctx, m := testManager(t, proc.Options{})
 	const size = 10 << 20
-	p, res := iaBlockedWrite(ctx, t, m, helperReq("interactive-input-then-wait"), size, false)
+	p, res := iaBlockedWrite(ctx, t, m, helperReq("interactive-input-then-wait"), "", size, false)
 
 	err, ok := iaBounded(ctx, t, m, "CloseStdin() during a blocked Write", p.CloseStdin)
 	if !ok {
@@ -447,14 +447,18 @@ func TestCloseStdinReleasesBlockedWrite(t *testing.T) {
 }
 
 // iaBlockedWrite starts req (a child that prints "input" once bytes reach
-// its stdin, and reads nothing) with Stdin, and writes size bytes to it on
-// a goroutine of its own (WriteContext(ctx) if withCtx, else Write), which
-// sends the result. It returns once the write is in progress: bytes reach
-// stdin only from that write, which cannot finish.
-func iaBlockedWrite(ctx context.Context, t *testing.T, m *proc.Manager, req proc.StartRequest, size int, withCtx bool) (*proc.Process, <-chan iaWriteResult) {
+// its stdin, and reads nothing) with Stdin, waits for the text first (if
+// any), and writes size bytes to it on a goroutine of its own
+// (WriteContext(ctx) if withCtx, else Write), which sends the result. It
+// returns once the write is in progress: bytes reach stdin only from that
+// write, which cannot finish.
+func iaBlockedWrite(ctx context.Context, t *testing.T, m *proc.Manager, req proc.StartRequest, first string, size int, withCtx bool) (*proc.Process, <-chan iaWriteResult) {
 	t.Helper()
 	req.Stdin = true
 	p := mustStart(t, m, req)
+	if first != "" {
+		waitText(ctx, t, p, first)
+	}
 	res := make(chan iaWriteResult, 1)
 	go func() {
 		data := []byte(strings.Repeat("x", size))
@@ -502,7 +506,7 @@ func TestWriteContextQueuedBehindBlockedWrite(t *testing.T) {
 	t.Parallel()
 	ctx, m := testManager(t, proc.Options{})
 	// A write with no deadline: it never ends by itself.
-	p, res := iaBlockedWrite(ctx, t, m, helperReq("interactive-input-then-wait"), 10<<20, false)
+	p, res := iaBlockedWrite(ctx, t, m, helperReq("interactive-input-then-wait"), "", 10<<20, false)
 
 	err, ok := iaBounded(ctx, t, m, "WriteContext(100ms) behind a blocked Write", func() error {
 		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
@@ -534,11 +538,13 @@ func TestTTYCloseStdinBlockedWrite(t *testing.T) {
 	ctx, m := testManager(t, proc.Options{})
 	// Non-canonical, so that one byte makes the terminal readable.
 	req := helperReq("interactive-input-then-wait")
-	req.Command = "stty -icanon -echo && exec " + iaShellQuote(req.Args[0])
+	// "set" once the terminal no longer echoes: a write before that would
+	// echo megabytes of x's into the output the test waits on.
+	req.Command = "stty -icanon -echo && echo set && exec " + iaShellQuote(req.Args[0])
 	req.Args = nil
 	req.TTY = true
 	const size = 4 << 20
-	p, res := iaBlockedWrite(ctx, t, m, req, size, false) // nobody reads it
+	p, res := iaBlockedWrite(ctx, t, m, req, "set\r\n", size, false) // nobody reads it
 
 	err, ok := iaBounded(ctx, t, m, "CloseStdin() behind a blocked Write on a terminal", p.CloseStdin)
 	if !ok {

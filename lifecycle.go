@@ -3,6 +3,7 @@ package proc
 import (
 	"context"
 	"os"
+	"os/exec"
 	"time"
 
 	"golang.org/x/xerrors"
@@ -13,19 +14,14 @@ import (
 // supervise collects the exit and drains the output, finish publishes the
 // final state in one step. The timeout lives here too.
 
-// launch starts the child described by sp. On error nothing is left: no
-// descriptor, no goroutine, no process.
+// launch starts the child described by sp, along os/exec's seams: make
+// the command, connect its I/O, start it inside its tree, hand it over. On
+// error nothing is left: no descriptor, no goroutine, no process.
 func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
-	cmd := m.opts.CommandContext(context.Background(), sp.name, sp.args...)
-	if cmd == nil {
-		return nil, xerrors.Errorf("start %s: Options.CommandContext returned nil: %w", quotePath(sp.name), ErrInvalid)
+	cmd, err := m.command(sp)
+	if err != nil {
+		return nil, err
 	}
-	if cmd.Err != nil {
-		// The program was not found: say so before touching the log file.
-		return nil, xerrors.Errorf("start %s: %w", quotePath(sp.name), cmd.Err)
-	}
-	cmd.Dir = sp.dir
-	cmd.Env = sp.env
 	// The log is opened only now, with the ID reserved and the program
 	// found, so that a start refused for those reasons never creates (or
 	// removes) a file another start is using.
@@ -40,7 +36,44 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 			}
 		}()
 	}
-	p := &Process{
+	p := m.newProcess(sp, seq, log)
+	var ends ioEnds
+	defer func() { ends.close(err != nil) }()
+	if err := p.connect(cmd, sp, &ends); err != nil {
+		return nil, err
+	}
+	if err := m.startInTree(p, cmd, sp); err != nil {
+		return nil, err
+	}
+	p.pumpDone = make(chan struct{}, len(p.pumps))
+	for _, pu := range p.pumps {
+		pu.activity = p.activity
+		pu.done = p.pumpDone
+		pu.log = p.log
+		pu.clock = p.m.clock
+	}
+	return p, nil
+}
+
+// command makes the child's command: the program, its work dir and
+// environment.
+func (m *Manager) command(sp *spec) (*exec.Cmd, error) {
+	cmd := m.opts.CommandContext(context.Background(), sp.name, sp.args...)
+	if cmd == nil {
+		return nil, xerrors.Errorf("start %s: Options.CommandContext returned nil: %w", quotePath(sp.name), ErrInvalid)
+	}
+	if cmd.Err != nil {
+		// The program was not found: say so before touching the log file.
+		return nil, xerrors.Errorf("start %s: %w", quotePath(sp.name), cmd.Err)
+	}
+	cmd.Dir = sp.dir
+	cmd.Env = sp.env
+	return cmd, nil
+}
+
+// newProcess makes the record of sp, not yet started.
+func (m *Manager) newProcess(sp *spec, seq uint64, log *logFile) *Process {
+	return &Process{
 		m:            m,
 		seq:          seq,
 		timeout:      sp.req.Timeout,
@@ -64,102 +97,107 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 			LogPath:    sp.req.LogPath,
 		},
 	}
+}
 
-	// parentEnds are ours (closed on failure, else by the exit goroutine);
-	// childEnds belong to the child and are closed here once it started.
-	var parentEnds, childEnds []*os.File
-	defer func() {
-		for _, f := range childEnds {
+// ioEnds are the descriptors connect opened: the parent's ends are ours
+// (closed on failure, else by the exit goroutine); the child's belong to
+// the child and are closed once it started.
+type ioEnds struct{ parent, child []*os.File }
+
+func (e *ioEnds) close(failed bool) {
+	for _, f := range e.child {
+		_ = f.Close()
+	}
+	if failed {
+		for _, f := range e.parent {
 			_ = f.Close()
 		}
-		if err != nil {
-			for _, f := range parentEnds {
-				_ = f.Close()
-			}
-		}
-	}()
+	}
+}
+
+// connect gives cmd its standard streams: a pseudo-terminal with TTY, else
+// pipes the pumps read (stdout, stderr with SeparateStderr) and, with
+// Stdin, a pipe the record writes.
+func (p *Process) connect(cmd *exec.Cmd, sp *spec, ends *ioEnds) error {
 	pipe := func(parentReads bool) (parent, child *os.File, err error) {
 		parent, child, err = newPipe(parentReads)
 		if err != nil {
 			return nil, nil, xerrors.Errorf("start %s: %w", quotePath(sp.name), err)
 		}
-		parentEnds = append(parentEnds, parent)
-		childEnds = append(childEnds, child)
+		ends.parent = append(ends.parent, parent)
+		ends.child = append(ends.child, child)
 		return parent, child, nil
 	}
-
 	if sp.req.TTY {
 		master, slave, err := openTTY(sp.size)
 		if err != nil {
-			return nil, xerrors.Errorf("start %s: open terminal: %w", quotePath(sp.name), err)
+			return xerrors.Errorf("start %s: open terminal: %w", quotePath(sp.name), err)
 		}
-		parentEnds = append(parentEnds, master)
-		childEnds = append(childEnds, slave)
+		ends.parent = append(ends.parent, master)
+		ends.child = append(ends.child, slave)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 		p.tty = master
 		p.input = inputOf(slave)
 		p.in = newStdinPipe(master, true, sp.req.Stdin)
 		p.pumps = append(p.pumps, &pump{r: master, dst: p.out, tee: newTee(sp.req.OutputTee, "output tee", &p.tees)})
-	} else {
-		r, w, err := pipe(true)
-		if err != nil {
-			return nil, err
-		}
-		cmd.Stdout, cmd.Stderr = w, w
-		p.pumps = append(p.pumps, &pump{r: r, dst: p.out, tee: newTee(sp.req.OutputTee, "output tee", &p.tees)})
-		if sp.req.SeparateStderr {
-			er, ew, err := pipe(true)
-			if err != nil {
-				return nil, err
-			}
-			cmd.Stderr = ew
-			p.errOut = NewHeadTailBuffer(sp.headBytes, sp.tailBytes, sp.maxLine)
-			p.pumps = append(p.pumps, &pump{r: er, dst: p.errOut, tee: newTee(sp.req.StderrTee, "stderr tee", &p.tees)})
-		}
-		if sp.req.Stdin {
-			iw, ir, err := pipe(false)
-			if err != nil {
-				return nil, err
-			}
-			cmd.Stdin = ir
-			p.input = inputOf(ir)
-			p.in = newStdinPipe(iw, false, true)
-		}
+		return nil
 	}
-	// The child starts inside its tree: a cgroup, or a session of its own.
+	r, w, err := pipe(true)
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = w, w
+	p.pumps = append(p.pumps, &pump{r: r, dst: p.out, tee: newTee(sp.req.OutputTee, "output tee", &p.tees)})
+	if sp.req.SeparateStderr {
+		er, ew, err := pipe(true)
+		if err != nil {
+			return err
+		}
+		cmd.Stderr = ew
+		p.errOut = NewHeadTailBuffer(sp.headBytes, sp.tailBytes, sp.maxLine)
+		p.pumps = append(p.pumps, &pump{r: er, dst: p.errOut, tee: newTee(sp.req.StderrTee, "stderr tee", &p.tees)})
+	}
+	if sp.req.Stdin {
+		iw, ir, err := pipe(false)
+		if err != nil {
+			return err
+		}
+		cmd.Stdin = ir
+		p.input = inputOf(ir)
+		p.in = newStdinPipe(iw, false, true)
+	}
+	return nil
+}
+
+// startInTree starts cmd inside its tree (a cgroup, or a session of its
+// own) and hands the child to p.
+func (m *Manager) startInTree(p *Process, cmd *exec.Cmd, sp *spec) error {
 	setup, err := m.setupTree(cmd, sp.req.TTY, sp.limits)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if sp.req.Command != "" {
 		setCommandLine(cmd, m.opts.Shell, sp.req.Command)
 	}
-
 	p.info.StartedAt = m.clock.Now("process", "start")
 	startErr := setup.start(cmd)
 	t, err := setup.started(cmd, sp.req.Owner)
 	switch {
 	case startErr != nil:
-		return nil, xerrors.Errorf("start %s: %w", quotePath(sp.name), startErr)
+		return xerrors.Errorf("start %s: %w", quotePath(sp.name), startErr)
 	case err != nil:
 		// The child runs but cannot be supervised: stop it, and whatever
 		// it started already, and collect it.
 		killStarted(cmd)
 		_ = cmd.Wait()
-		return nil, xerrors.Errorf("start %s: %w", quotePath(sp.name), err)
+		return xerrors.Errorf("start %s: %w", quotePath(sp.name), err)
 	}
 	p.cmd = cmd
 	p.tree = t
 	p.info.PID = cmd.Process.Pid
 	p.info.Containment = t.kind
 	p.info.Limits = sp.limits
-	p.pumpDone = make(chan struct{}, len(p.pumps))
-	for _, pu := range p.pumps {
-		pu.activity = p.activity
-		pu.done = p.pumpDone
-		pu.log = p.log
-	}
-	return p, nil
+	return nil
 }
 
 // begin starts the pumps, the exit goroutine and the timeout. It runs once,

@@ -300,16 +300,19 @@ func (p *Process) ID() string { return p.info.ID }
 // final; then ExitCode, ExitedAt and Usage are set and never change.
 func (p *Process) Info() Info {
 	info := p.info
-	p.mu.Lock()
-	info.Running = !p.final
-	if p.final {
+	// Running is derived from Done, so that it turns false exactly when
+	// Done closes (section 2), and a running record's Info takes no lock:
+	// tight pollers do not queue on p.mu.
+	info.Running = !p.isFinal()
+	if !info.Running {
+		p.mu.Lock()
 		info.TimedOut = p.timedOut
 		info.ExitCode = p.exitCode
 		info.Signal = p.sigName
 		info.ExitedAt = p.exitedAt
 		info.Usage = p.usage
+		p.mu.Unlock()
 	}
-	p.mu.Unlock()
 	// Read after the status, so that a final status carries the final count.
 	info.OutputBytes = p.out.Len()
 	if p.errOut != nil {
@@ -452,6 +455,14 @@ func (p *Process) finalEOF(c Chunk) Chunk {
 // WaitOutput blocks until the Output stream holds bytes past cursor, the
 // record is final (nil), or ctx ends (an error wrapping ctx.Err()). It
 // starts no goroutine.
+//
+// A follower, a loop that reads with ReadSince or ReadSinceInto until
+// Next reaches End and then waits at Next, loses nothing however small
+// the tail: from the output that wakes it until it waits again, the
+// output pump does not overwrite bytes it has not read, and the child
+// waits on its full pipe meanwhile. A follower that stops reading for
+// 250 ms is taken as gone and holds the pump no longer; it learns what it
+// missed from Chunk.Lost if it comes back.
 func (p *Process) WaitOutput(ctx context.Context, cursor int64) error {
 	return p.waitStream(ctx, p.out, cursor, "wait output")
 }

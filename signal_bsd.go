@@ -2,6 +2,8 @@
 
 package proc
 
+import "os"
+
 // waitExited: without pidfds, cmd.Wait does all the waiting.
 func waitExited(int) {}
 
@@ -22,5 +24,8 @@ func resumeHalted(int) {}
 // termPending cannot be read here.
 func termPending(int) bool { return false }
 
-// processExited: no pidfds here.
-func processExited(int) (exited, ok bool) { return false, false }
+// openPidfd: no pidfds here.
+func openPidfd(int) *os.File { return nil }
+
+// pidfdExited is not reached where openPidfd returns nil.
+func pidfdExited(*os.File) bool { return false }

@@ -179,15 +179,27 @@ func termPending(pid int) bool {
 	return false
 }
 
-// processExited reports whether the process pid (a child not yet reaped)
-// has exited, through a pidfd; ok is false where pidfds are missing.
-func processExited(pid int) (exited, ok bool) {
+// openPidfd opens a pidfd of the process pid (a child not yet reaped), or
+// returns nil where pidfds are missing.
+func openPidfd(pid int) *os.File {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
-		return false, false
+		return nil
 	}
-	defer unix.Close(fd)
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	n, err := unix.Poll(fds, 0)
-	return err == nil && n > 0, err == nil
+	return os.NewFile(uintptr(fd), "pidfd")
+}
+
+// pidfdExited reports whether the process of the pidfd f has exited: one
+// poll, without waiting.
+func pidfdExited(f *os.File) bool {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	exited := false
+	_ = rc.Control(func(fd uintptr) {
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
+		exited = err == nil && n > 0
+	})
+	return exited
 }

@@ -47,6 +47,9 @@ for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
 // concurrent use.
 type watchdog struct {
 	cmd *exec.Cmd
+	// pidfd tells whether the watchdog exited without waking it; nil
+	// where pidfds are missing.
+	pidfd *os.File
 
 	// mu guards w; a leaf lock, held for one small write.
 	mu sync.Mutex
@@ -68,7 +71,7 @@ func startWatchdog(cgroupDir string) (*watchdog, error) {
 		_ = w.Close()
 		return nil, xerrors.Errorf("host-death watchdog: %w", err)
 	}
-	return &watchdog{cmd: cmd, w: w}, nil
+	return &watchdog{cmd: cmd, w: w, pidfd: openPidfd(cmd.Process.Pid)}, nil
 }
 
 // send writes one line, at once or not at all: a watchdog that is gone
@@ -93,8 +96,8 @@ func (d *watchdog) send(line string) error {
 // stuck (its pipe full). On Linux a pidfd answers without waking the
 // watchdog; elsewhere a line it ignores is written.
 func (d *watchdog) lost() bool {
-	if exited, ok := processExited(d.cmd.Process.Pid); ok {
-		return exited
+	if d.pidfd != nil {
+		return pidfdExited(d.pidfd)
 	}
 	return d.send(".") != nil
 }
@@ -114,6 +117,13 @@ func (d *watchdog) abandon() {
 	d.mu.Unlock()
 	_ = d.cmd.Process.Kill()
 	_ = d.cmd.Wait()
+	d.closePidfd()
+}
+
+func (d *watchdog) closePidfd() {
+	if d.pidfd != nil {
+		_ = d.pidfd.Close()
+	}
 }
 
 // close tells the watchdog to exit without killing anything, and reaps it.
@@ -127,4 +137,5 @@ func (d *watchdog) close() {
 	d.w = nil
 	d.mu.Unlock()
 	_ = d.cmd.Wait()
+	d.closePidfd()
 }

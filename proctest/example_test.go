@@ -20,7 +20,9 @@ import (
 func ExampleCloseOnMock() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	mClock := quartz.NewMock(exampleT{}) // in a test: quartz.NewMock(t)
+	tb := &exampleT{}
+	defer tb.cleanup()
+	mClock := quartz.NewMock(tb) // in a test: quartz.NewMock(t)
 	start := mClock.Now()
 	m := proc.NewManager(proc.Options{Clock: mClock, KillGrace: time.Minute})
 	p, err := m.Start(proc.StartRequest{Command: `trap "" TERM; echo ready; sleep 60`})
@@ -39,14 +41,22 @@ func ExampleCloseOnMock() {
 	// Output: Close: <nil>; exit 137, SIGKILL; the grace passed: true
 }
 
-// exampleT stands in for the *testing.T a test gives quartz.NewMock.
-type exampleT struct{}
+// exampleT stands in for the *testing.T a test gives quartz.NewMock. It
+// runs the mock's cleanups, as a test does when it ends: a fired mock
+// timer whose channel nobody read holds a goroutine until then.
+type exampleT struct{ cleanups []func() }
 
-func (exampleT) Helper()                      {}
-func (exampleT) Log(...any)                   {}
-func (exampleT) Logf(string, ...any)          {}
-func (exampleT) Error(args ...any)            { fmt.Println(args...) }
-func (exampleT) Errorf(f string, args ...any) { fmt.Printf(f+"\n", args...) }
-func (exampleT) Fatal(args ...any)            { panic(fmt.Sprint(args...)) }
-func (exampleT) Fatalf(f string, args ...any) { panic(fmt.Sprintf(f, args...)) }
-func (exampleT) Cleanup(func())               {}
+func (*exampleT) Helper()                      {}
+func (*exampleT) Log(...any)                   {}
+func (*exampleT) Logf(string, ...any)          {}
+func (*exampleT) Error(args ...any)            { fmt.Println(args...) }
+func (*exampleT) Errorf(f string, args ...any) { fmt.Printf(f+"\n", args...) }
+func (*exampleT) Fatal(args ...any)            { panic(fmt.Sprint(args...)) }
+func (*exampleT) Fatalf(f string, args ...any) { panic(fmt.Sprintf(f, args...)) }
+func (e *exampleT) Cleanup(f func())           { e.cleanups = append(e.cleanups, f) }
+
+func (e *exampleT) cleanup() {
+	for i := len(e.cleanups) - 1; i >= 0; i-- {
+		e.cleanups[i]()
+	}
+}

@@ -1,0 +1,164 @@
+package proc
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/coder/quartz"
+)
+
+// TestPumpFollowerFlowControl pins the pump's flow control (design section
+// 10): a pump does not overwrite bytes a follower woken by its write has
+// not read, so a follower reading 3 bytes at a time through an 8-byte
+// tail loses nothing of 64 bytes that sit in the pipe at once; and the
+// pump stops holding back when the follower is gone (followerGrace on the
+// clock) or when the drain stops it.
+func TestPumpFollowerFlowControl(t *testing.T) {
+	t.Parallel()
+	stream := []byte("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!?")
+
+	for _, release := range []string{"follower-reads", "follower-gone", "drain-stops"} {
+		t.Run(release, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			mClock := quartz.NewMock(t)
+			trap := mClock.Trap().NewTimer("pump", "follower")
+			defer trap.Close()
+
+			b := NewHeadTailBuffer(4, 8, 0)
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatalf("os.Pipe() = %v", err)
+			}
+			done := make(chan struct{}, 1)
+			pu := &pump{r: r, dst: b, clock: mClock, activity: make(chan struct{}, 1), done: done}
+			go pu.run() // ends at EOF (w closed) or when stopped; joined below
+			defer func() {
+				_ = w.Close()
+				select {
+				case <-done:
+				case <-ctx.Done():
+					t.Errorf("pump did not end: %v", ctx.Err())
+				}
+				_ = r.Close()
+			}()
+
+			// A follower: it read to the end (0), then waits there.
+			buf := make([]byte, 3)
+			if c := b.ReadSinceInto(0, buf); c.Next != 0 || c.End != 0 {
+				t.Fatalf("ReadSinceInto(0) of an empty buffer = %+v", c)
+			}
+			errc := make(chan error, 1)
+			go func() { errc <- b.WaitOutput(ctx, 0) }()
+			spinUntil(ctx, t, "follower waiting", func() bool {
+				return pumpTestLocked(b, func() bool { return b.flow != nil && len(b.flow.waiting) == 1 })
+			})
+			if _, err := w.Write(stream); err != nil {
+				t.Fatalf("write to the pipe: %v", err)
+			}
+			if err := <-errc; err != nil {
+				t.Fatalf("WaitOutput(ctx, 0) = %v; want nil", err)
+			}
+			// The pump writes what head and tail hold of the follower's
+			// unread bytes (4 + 8), then waits for room, with a timer.
+			call := trap.MustWait(ctx)
+			call.MustRelease(ctx)
+			if call.Duration != followerGrace {
+				t.Errorf("follower timer set for %v; want %v", call.Duration, followerGrace)
+			}
+			if got := b.Len(); got != 12 {
+				t.Fatalf("pump wrote %d bytes past an unread follower; want 12 (head 4 + tail 8)", got)
+			}
+
+			switch release {
+			case "follower-reads":
+				var got []byte
+				var lost int64
+				for cursor := int64(0); cursor < int64(len(stream)); {
+					c := b.ReadSinceInto(cursor, buf)
+					got = append(got, c.Data...)
+					lost += c.Lost
+					cursor = c.Next
+					if c.Next >= c.End && cursor < int64(len(stream)) {
+						if err := b.WaitOutput(ctx, cursor); err != nil {
+							t.Fatalf("WaitOutput(ctx, %d) = %v; want nil", cursor, err)
+						}
+					}
+				}
+				if lost != 0 || !bytes.Equal(got, stream) {
+					t.Errorf("follower read %q, lost %d; want %q, lost 0", got, lost, stream)
+				}
+			case "follower-gone":
+				mClock.Advance(followerGrace - time.Nanosecond).MustWait(ctx)
+				if got := b.Len(); got != 12 {
+					t.Errorf("before followerGrace: pump wrote %d bytes; want 12", got)
+				}
+				mClock.Advance(time.Nanosecond).MustWait(ctx)
+				spinUntil(ctx, t, "pump writing all", func() bool { return b.Len() == int64(len(stream)) })
+				if c := b.ReadSinceInto(4, make([]byte, 64)); c.Lost == 0 {
+					t.Errorf("gone follower: ReadSinceInto(4) = %+v; want bytes lost", c)
+				}
+			case "drain-stops":
+				pu.stop()
+				if !stopTakesPipe {
+					// Windows: stop closes the pipe (no final pass); the
+					// pump writes what it holds and ends (joined above).
+					return
+				}
+				spinUntil(ctx, t, "pump writing all", func() bool { return b.Len() == int64(len(stream)) })
+			}
+		})
+	}
+}
+
+// spinUntil yields until cond holds, failing t when ctx ends first.
+func spinUntil(ctx context.Context, t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		if ctx.Err() != nil {
+			t.Fatalf("%s: %v", what, ctx.Err())
+		}
+		runtime.Gosched()
+	}
+}
+
+// pumpTestLocked runs f under b.mu.
+func pumpTestLocked(b *HeadTailBuffer, f func() bool) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return f()
+}
+
+// TestLeaseMovesWithReadFromStart pins that a follower which reads
+// everything from the start each time (ReadSince(0), then WaitOutput at
+// the end: the simplest follower loop) releases its lease as it reads
+// past it, so the pump does not wait a follower grace for every tail's
+// worth of output.
+func TestLeaseMovesWithReadFromStart(t *testing.T) {
+	t.Parallel()
+	b := NewHeadTailBuffer(4, 8, 0)
+	_, _ = b.Write([]byte("0123"))
+	if c := b.ReadSince(0, 0); c.Next != 4 || c.End != 4 {
+		t.Fatalf("ReadSince(0) = %+v; want to the end, 4", c)
+	}
+	// The follower waits at the end; the write that wakes it leases 4.
+	b.mu.Lock()
+	b.flow.waiting = append(b.flow.waiting, 4)
+	b.mu.Unlock()
+	_, _ = b.Write([]byte("456789ab")) // all the tail holds of it
+	if n, _ := b.room(1); n != 0 {
+		t.Fatalf("room(1) with the follower's bytes unread = %d; want 0", n)
+	}
+	c := b.ReadSince(0, 0) // from the start, not from the lease's cursor
+	if c.Next != 12 {
+		t.Fatalf("ReadSince(0) = %+v; want it to reach 12", c)
+	}
+	if n, _ := b.room(1); n != 1 {
+		t.Errorf("room(1) after the follower read past its lease from the start = %d; want 1", n)
+	}
+}
