@@ -775,3 +775,32 @@ func treeRootMount(t testing.TB) string {
 	}
 	return strings.TrimSuffix(dir, filepath.Clean(treeCgroupLine(self)))
 }
+
+// TestTreeCloseRacingExit pins that Close is not held for KillGrace when
+// the child exits by itself as Close begins (cat ends at the end-of-file
+// Close gives its stdin): the exit goroutine releases the record's cgroup
+// while Close waits on its cgroup.events, and a removed cgroup's file is
+// never notified again, so the release must end that wait. Without it,
+// about one Close in twenty waited out the whole grace.
+func TestTreeCloseRacingExit(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	parent := treeCgroupParent(t)
+	for round := range 40 {
+		m := proc.NewManager(proc.Options{Containment: proc.ContainCgroup, CgroupParent: parent, KillGrace: time.Hour})
+		mustStart(t, m, proc.StartRequest{Args: []string{"cat"}, Stdin: true})
+		closed := make(chan error, 1)
+		go func() { closed <- m.Close() }()
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		select {
+		case err := <-closed:
+			if err != nil {
+				t.Errorf("round %d: Close() = %v", round, err)
+			}
+		case <-wctx.Done():
+			cancel()
+			t.Fatalf("round %d: Close() not done 20s after cat's exit (KillGrace 1h): %v", round, wctx.Err())
+		}
+		cancel()
+	}
+}
