@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -114,6 +115,15 @@ func openCgroupHost(parent string, keep bool) (*cgroupHost, error) {
 		return nil, err
 	}
 	return h, nil
+}
+
+// cpuPeriod is the period of cpu.max, and the CPU rate's unit of account.
+const cpuPeriod = 100 * time.Millisecond
+
+// cpuQuota is the share of cpuPeriod, in microseconds, that cpus cores
+// may use in each period: at least the kernel's minimum of 1 ms.
+func cpuQuota(cpus float64) int64 {
+	return max(int64(math.Round(cpus*float64(cpuPeriod.Microseconds()))), 1000)
 }
 
 // limitControllers are the controllers behind Limits.

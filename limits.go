@@ -51,15 +51,6 @@ func (l Limits) validate(where string) error {
 	return nil
 }
 
-// cpuPeriod is the period of cpu.max, and the CPU rate's unit of account.
-const cpuPeriod = 100 * time.Millisecond
-
-// cpuQuota is the share of cpuPeriod, in microseconds, that cpus cores
-// may use in each period: at least the kernel's minimum of 1 ms.
-func cpuQuota(cpus float64) int64 {
-	return max(int64(math.Round(cpus*float64(cpuPeriod.Microseconds()))), 1000)
-}
-
 // TreeUsage is what a whole process tree consumed, every member living and
 // dead, at the moment the record became final (cgroup and job only).
 type TreeUsage struct {

@@ -7,11 +7,7 @@ import "os"
 // waitExited: without pidfds, cmd.Wait does all the waiting.
 func waitExited(int) {}
 
-// leaderExited cannot tell here without reaping (no waitid in x/sys for
-// these systems) and says no: the exit goroutine decides.
-func leaderExited(int) bool { return false }
-
-// exitsSoon: see leaderExited.
+// exitsSoon cannot tell here without reaping; the exit goroutine decides.
 func exitsSoon(int) bool { return false }
 
 // haltChild cannot stop and look without reaping here: the child counts as

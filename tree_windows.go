@@ -278,9 +278,6 @@ func (g *jobTree) release() {
 // waitExited: cmd.Wait does all the waiting on Windows.
 func waitExited(int) {}
 
-// leaderExited has no cheap answer on Windows; the exit goroutine decides.
-func leaderExited(int) bool { return false }
-
 // haltChild: Windows has no stop signal; the child counts as alive, and
 // the exit goroutine's ordering decides.
 func haltChild(int) bool { return false }
@@ -290,5 +287,5 @@ func resumeHalted(int) {}
 // termPending: Windows has no pending signals.
 func termPending(int) bool { return false }
 
-// exitsSoon: see leaderExited.
+// exitsSoon cannot tell here without reaping; the exit goroutine decides.
 func exitsSoon(int) bool { return false }
