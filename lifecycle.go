@@ -2,6 +2,7 @@ package proc
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"time"
@@ -142,20 +143,25 @@ func (p *Process) connect(cmd *exec.Cmd, sp *spec, ends *ioEnds) error {
 		p.pumps = append(p.pumps, &pump{r: master, dst: p.out, tee: newTee(sp.req.OutputTee, "output tee", &p.tees)})
 		return nil
 	}
-	r, w, err := pipe(true)
+	// output is the child's end of a pipe a pump reads into dst.
+	output := func(dst *HeadTailBuffer, w io.Writer, name string) (*os.File, error) {
+		r, child, err := pipe(true)
+		if err != nil {
+			return nil, err
+		}
+		p.pumps = append(p.pumps, &pump{r: r, dst: dst, tee: newTee(w, name, &p.tees)})
+		return child, nil
+	}
+	w, err := output(p.out, sp.req.OutputTee, "output tee")
 	if err != nil {
 		return err
 	}
 	cmd.Stdout, cmd.Stderr = w, w
-	p.pumps = append(p.pumps, &pump{r: r, dst: p.out, tee: newTee(sp.req.OutputTee, "output tee", &p.tees)})
 	if sp.req.SeparateStderr {
-		er, ew, err := pipe(true)
-		if err != nil {
+		p.errOut = NewHeadTailBuffer(sp.headBytes, sp.tailBytes, sp.maxLine)
+		if cmd.Stderr, err = output(p.errOut, sp.req.StderrTee, "stderr tee"); err != nil {
 			return err
 		}
-		cmd.Stderr = ew
-		p.errOut = NewHeadTailBuffer(sp.headBytes, sp.tailBytes, sp.maxLine)
-		p.pumps = append(p.pumps, &pump{r: er, dst: p.errOut, tee: newTee(sp.req.StderrTee, "stderr tee", &p.tees)})
 	}
 	if sp.req.Stdin {
 		iw, ir, err := pipe(false)
@@ -292,13 +298,9 @@ func (p *Process) finish(exitedAt time.Time, timedOut bool) {
 	// A final record keeps only what it reports.
 	p.cmd = nil
 	p.pumps = nil
-	timeout := p.timeoutTimer
-	p.timeoutTimer = nil
 	p.mu.Unlock()
 
-	if timeout != nil {
-		timeout.Stop("process", "timeout")
-	}
+	p.stopTimeout()
 	p.tree.final.Store(true)
 	// The common case: the tree died with the child. It leaves the
 	// registry now, so that nothing of it (a cgroup's open files) outlives
@@ -355,13 +357,21 @@ func (p *Process) onTimeout() {
 func (p *Process) stopping() {
 	p.mu.Lock()
 	p.stopped = true
+	p.mu.Unlock()
+	p.stopTimeout()
+	if p.in != nil {
+		p.in.closeByManager()
+	}
+}
+
+// stopTimeout stops p's timeout timer, if it has one: the record is final
+// or being stopped, and onTimeout, should it run anyway, sees that.
+func (p *Process) stopTimeout() {
+	p.mu.Lock()
 	t := p.timeoutTimer
 	p.timeoutTimer = nil
 	p.mu.Unlock()
 	if t != nil {
 		t.Stop("process", "timeout")
-	}
-	if p.in != nil {
-		p.in.closeByManager()
 	}
 }
