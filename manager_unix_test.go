@@ -187,6 +187,22 @@ func TestMaxRunningCountsDraining(t *testing.T) {
 	waitFinal(ctx, t, q)
 }
 
+// TestClearEnvEmpty pins that ClearEnv with no Env gives the child an empty
+// environment, not the parent's (a nil exec.Cmd.Env inherits).
+func TestClearEnvEmpty(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	ecoSetSecret(t)
+	m := newManager(t, proc.Options{})
+	snap, err := m.Run(ctx, proc.StartRequest{Args: []string{"env"}, ClearEnv: true})
+	if err != nil {
+		t.Fatalf("Run(env) = %v", err)
+	}
+	if code := exitCode(t, snap.Info); code != 0 || snap.Output.Text != "" {
+		t.Errorf("env with ClearEnv exited %d and printed %q; want an empty environment", code, snap.Output.Text)
+	}
+}
+
 // TestResizeZero pins that Resize to zero rows or columns is ErrInvalid on
 // a TTY process, which a valid size then still resizes.
 func TestResizeZero(t *testing.T) {

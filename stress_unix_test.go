@@ -214,16 +214,14 @@ feed:
 	closeTook := time.Since(closeBegin)
 
 	// I4: nothing is left.
-	groups := make(map[int]bool)
+	var groups []int
 	for _, sp := range r.procs {
-		select {
-		case <-sp.p.Done():
-		default:
+		if !isDone(sp.p) {
 			t.Errorf("%s (%s): not final after Close", sp.p.ID(), sp.kind)
 		}
-		groups[sp.p.Info().PID] = true
+		groups = append(groups, sp.p.Info().PID)
 	}
-	if live := faultLiveMembers(t, groups); len(live) != 0 {
+	if live := liveMembers(t, groups...); len(live) != 0 {
 		t.Errorf("after Close, %d live members of the processes' groups: %v; want none", len(live), live)
 	}
 	checkLeaks("after Close")
@@ -274,15 +272,6 @@ func (r *stressRun) tick() {
 		case tick <- struct{}{}:
 		default:
 		}
-	}
-}
-
-func isDone(p *proc.Process) bool {
-	select {
-	case <-p.Done():
-		return true
-	default:
-		return false
 	}
 }
 
