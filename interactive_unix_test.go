@@ -26,70 +26,63 @@ import (
 func init() {
 	// interactive-leave-holder starts a grandchild that holds stdin and
 	// stdout open without reading (sleep 30), then exits at once.
-	helpers["interactive-leave-holder"] = func([]string) int {
-		if err := iaStartHolder(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		return 0
-	}
+	helpers["interactive-leave-holder"] = iaSteps(iaStartHolder)
 	// interactive-exit-on-input starts a holder like
 	// interactive-leave-holder, reads nothing, and exits once bytes arrive
 	// on its stdin: a write larger than the pipe is then in progress, and
 	// nobody will ever read it.
-	helpers["interactive-exit-on-input"] = func([]string) int {
-		if err := iaStartHolder(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		if err := iaWaitStdinInput(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		return 0
-	}
+	helpers["interactive-exit-on-input"] = iaSteps(iaStartHolder, iaWaitStdinInput)
 	// interactive-input-then-wait reads nothing, prints "input" once bytes
 	// arrive on its stdin, and lives on.
-	helpers["interactive-input-then-wait"] = func([]string) int {
-		if err := iaWaitStdinInput(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		fmt.Println("input")
-		time.Sleep(30 * time.Second)
-		return 0
-	}
+	helpers["interactive-input-then-wait"] = iaSteps(iaWaitStdinInput, iaSayAndLive("input"))
 	// interactive-close-stdin closes its stdin, prints "closed" and lives
 	// on.
-	helpers["interactive-close-stdin"] = func([]string) int {
-		if err := os.Stdin.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+	helpers["interactive-close-stdin"] = iaSteps(os.Stdin.Close, iaSayAndLive("closed"))
+	helpers["interactive-winch"] = iaHelperWinch
+}
+
+// iaSteps returns a helper that runs steps in turn and exits 0, or 1 at
+// the first that fails, saying why on stderr.
+func iaSteps(steps ...func() error) func([]string) int {
+	return func([]string) int {
+		for _, step := range steps {
+			if err := step(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
 		}
-		fmt.Println("closed")
+		return 0
+	}
+}
+
+// iaSayAndLive returns a step that prints text and lives on for 30 s.
+func iaSayAndLive(text string) func() error {
+	return func() error {
+		fmt.Println(text)
 		time.Sleep(30 * time.Second)
-		return 0
+		return nil
 	}
-	// interactive-winch prints "ready", waits for SIGWINCH and prints the
-	// terminal size it then has.
-	helpers["interactive-winch"] = func([]string) int {
-		winch := make(chan os.Signal, 1)
-		signal.Notify(winch, syscall.SIGWINCH)
-		fmt.Println("ready")
-		select {
-		case <-winch:
-		case <-time.After(30 * time.Second):
-			fmt.Println("no SIGWINCH")
-			return 1
-		}
-		ws, err := unix.IoctlGetWinsize(0, unix.TIOCGWINSZ)
-		if err != nil {
-			fmt.Println("TIOCGWINSZ:", err)
-			return 1
-		}
-		fmt.Printf("winch %d %d\n", ws.Row, ws.Col)
-		return 0
+}
+
+// iaHelperWinch (interactive-winch) prints "ready", waits for SIGWINCH and
+// prints the terminal size it then has.
+func iaHelperWinch([]string) int {
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	fmt.Println("ready")
+	select {
+	case <-winch:
+	case <-time.After(30 * time.Second):
+		fmt.Println("no SIGWINCH")
+		return 1
 	}
+	ws, err := unix.IoctlGetWinsize(0, unix.TIOCGWINSZ)
+	if err != nil {
+		fmt.Println("TIOCGWINSZ:", err)
+		return 1
+	}
+	fmt.Printf("winch %d %d\n", ws.Row, ws.Col)
+	return 0
 }
 
 // iaStartHolder starts sleep 30 with this process's stdin and stdout, and
@@ -149,9 +142,7 @@ func TestStdinAfterExitWhileDraining(t *testing.T) {
 	quiet := mClock.Trap().NewTimer("drain", "quiet")
 	defer quiet.Close()
 
-	req := helperReq("interactive-leave-holder")
-	req.Stdin = true
-	p := mustStart(t, m, req)
+	p := startStdin(t, m, "interactive-leave-holder")
 	// The drain arms its quiet window once the child was reaped.
 	quiet.MustWait(ctx).MustRelease(ctx)
 
@@ -180,9 +171,7 @@ func TestWriteBlockedWhenChildExits(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	m := mockManager(t, quartz.NewMock(t).WithLogger(quartz.NoOpLogger), proc.Options{})
-	req := helperReq("interactive-exit-on-input")
-	req.Stdin = true
-	p := mustStart(t, m, req)
+	p := startStdin(t, m, "interactive-exit-on-input")
 
 	const size = 10 << 20
 	n, err := p.WriteContext(ctx, make([]byte, size))
@@ -225,9 +214,7 @@ func TestWriteBlockedReleasedByClose(t *testing.T) {
 func TestWriteToClosedStdin(t *testing.T) {
 	t.Parallel()
 	ctx, m := testManager(t, proc.Options{})
-	req := helperReq("interactive-close-stdin")
-	req.Stdin = true
-	p := mustStart(t, m, req)
+	p := startStdin(t, m, "interactive-close-stdin")
 	waitText(ctx, t, p, "closed\n")
 
 	n, err := p.Write([]byte("x"))
@@ -361,9 +348,10 @@ func TestTTY(t *testing.T) {
 		p := iaTTY(t, m, "echo ready; read line", proc.TermSize{})
 		waitText(ctx, t, p, "ready\r\n")
 		for _, size := range []proc.TermSize{{Rows: 0, Cols: 80}, {Rows: 24, Cols: 0}, {}} {
-			if err := p.Resize(size); !errors.Is(err, proc.ErrInvalid) {
-				t.Errorf("Resize(%+v) = %v; want ErrInvalid", size, err)
-			}
+			mgrCheckErr(t, fmt.Sprintf("Resize(%+v)", size), p.Resize(size), proc.ErrInvalid)
+		}
+		if err := p.Resize(proc.TermSize{Rows: 30, Cols: 100}); err != nil {
+			t.Errorf("Resize(30x100) after refused sizes = %v; want nil", err)
 		}
 		if err := p.CloseStdin(); err != nil {
 			t.Fatalf("CloseStdin() = %v", err)
