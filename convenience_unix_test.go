@@ -240,9 +240,7 @@ func TestLogPathOutOfDescriptors(t *testing.T) {
 // ends by its quiet window because a background child holds the pipe.
 func TestLogPathClosedBeforeDone(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat("/proc/self/fd"); err != nil {
-		t.Skipf("no /proc/self/fd: %v", err)
-	}
+	needProcFS(t)
 	ctx, m := testManager(t, proc.Options{})
 	for _, tc := range []struct{ name, command, want string }{
 		{"exit", "echo one; echo two >&2", "one\ntwo\n"},

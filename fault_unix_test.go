@@ -122,16 +122,12 @@ func faultBytes(args []string) int {
 // faultFloodLine is the length of each line of the flood: "%09d\n".
 const faultFloodLine = 10
 
-func faultFloodLineBytes(dst []byte, k int64) []byte {
-	return fmt.Appendf(dst, "%09d\n", k)
-}
-
 // faultFloodBytes returns bytes [off, off+n) of the flood stream, line k
 // being "%09d\n" of k.
 func faultFloodBytes(off, n int64) []byte {
 	out := make([]byte, 0, n+faultFloodLine)
 	for k := off / faultFloodLine; int64(len(out)) < n+off%faultFloodLine; k++ {
-		out = faultFloodLineBytes(out, k)
+		out = fmt.Appendf(out, "%09d\n", k)
 	}
 	return out[off%faultFloodLine:][:n]
 }

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/quartz"
 	"go.uber.org/goleak"
 
 	"github.com/procvisor/proc"
@@ -299,4 +300,13 @@ func readPipe(ctx context.Context, t testing.TB, f *os.File, n int) string {
 		t.Fatalf("read %d bytes from %s: %v (got %q)", n, f.Name(), err, buf[:got])
 	}
 	return string(buf[:got])
+}
+
+// testMockManager is testCtx and mockManager on a new mock clock, the
+// start of most mock-clock tests. (Portable: it belongs in
+// helpers_test.go.)
+func testMockManager(t *testing.T, opts proc.Options) (context.Context, *quartz.Mock, *proc.Manager) {
+	t.Helper()
+	mClock := quartz.NewMock(t)
+	return testCtx(t), mClock, mockManager(t, mClock, opts)
 }

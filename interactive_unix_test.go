@@ -136,9 +136,8 @@ func iaKillAndWait(ctx context.Context, t *testing.T, p *proc.Process) {
 // that a grandchild holding stdin and stdout keeps open.
 func TestStdinAfterExitWhileDraining(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	mClock := quartz.NewMock(t).WithLogger(quartz.NoOpLogger)
-	m := mockManager(t, mClock, proc.Options{})
+	ctx, mClock, m := testMockManager(t, proc.Options{})
+	mClock.WithLogger(quartz.NoOpLogger)
 	quiet := mClock.Trap().NewTimer("drain", "quiet")
 	defer quiet.Close()
 
@@ -169,8 +168,8 @@ func TestStdinAfterExitWhileDraining(t *testing.T) {
 // exits, not when the drain ends and not a raw EPIPE.
 func TestWriteBlockedWhenChildExits(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := mockManager(t, quartz.NewMock(t).WithLogger(quartz.NoOpLogger), proc.Options{})
+	ctx, mClock, m := testMockManager(t, proc.Options{})
+	mClock.WithLogger(quartz.NoOpLogger)
 	p := startStdin(t, m, "interactive-exit-on-input")
 
 	const size = 10 << 20
@@ -391,9 +390,8 @@ func TestTTY(t *testing.T) {
 // it after, the write would meet the bare broken pipe).
 func TestWriteInExitWindow(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	mClock := quartz.NewMock(t).WithLogger(quartz.NoOpLogger)
-	m := mockManager(t, mClock, proc.Options{})
+	ctx, mClock, m := testMockManager(t, proc.Options{})
+	mClock.WithLogger(quartz.NoOpLogger)
 	exit := mClock.Trap().Now("process", "exit")
 	defer exit.Close()
 

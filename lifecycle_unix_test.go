@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -98,12 +99,12 @@ func lcHelperTail([]string) int {
 // ready once the FIFO is open.
 func lcHelperCat(args []string) int {
 	f, err := os.Open(args[0])
+	lcReady()
+	if err == nil {
+		_, err = io.Copy(os.Stdout, f)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	lcReady()
-	if _, err := io.Copy(os.Stdout, f); err != nil {
 		return 1
 	}
 	return 0
@@ -412,9 +413,7 @@ func TestDrainChunks(t *testing.T) {
 	t.Run("chunk-restarts-quiet-window", func(t *testing.T) {
 		t.Parallel()
 		const quiet = 100 * time.Millisecond
-		ctx := testCtx(t, 10*time.Second)
-		mClock := quartz.NewMock(t)
-		m := mockManager(t, mClock, proc.Options{DrainQuiet: quiet})
+		ctx, mClock, m := testMockManager(t, proc.Options{DrainQuiet: quiet})
 		path, f := lcFIFO(t)
 		quietTrap := mClock.Trap().NewTimer("drain", "quiet")
 		defer quietTrap.Close()
@@ -461,9 +460,7 @@ func TestDrainChunks(t *testing.T) {
 
 	t.Run("EOF-mid-drain", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t, 10*time.Second)
-		mClock := quartz.NewMock(t)
-		m := mockManager(t, mClock, proc.Options{})
+		ctx, mClock, m := testMockManager(t, proc.Options{})
 		path, f := lcFIFO(t)
 		quietTrap := mClock.Trap().NewTimer("drain", "quiet")
 		defer quietTrap.Close()
@@ -486,11 +483,10 @@ func TestDrainChunks(t *testing.T) {
 	// window; DrainTimeout ends the drain all the same.
 	t.Run("cap-ends-endless-output", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t, 10*time.Second)
-		mClock := quartz.NewMock(t).WithLogger(quartz.NoOpLogger)
 		const drainCap = 2 * time.Second
 		// A quiet window longer than the cap: only the cap can end it.
-		m := mockManager(t, mClock, proc.Options{DrainQuiet: time.Hour, DrainTimeout: drainCap})
+		ctx, mClock, m := testMockManager(t, proc.Options{DrainQuiet: time.Hour, DrainTimeout: drainCap})
+		mClock.WithLogger(quartz.NoOpLogger)
 		quietTrap := mClock.Trap().NewTimer("drain", "quiet")
 		defer quietTrap.Close()
 		capTrap := mClock.Trap().NewTimer("drain", "cap")
@@ -525,9 +521,7 @@ func TestDrainChunks(t *testing.T) {
 // drain open).
 func TestExitedRefusesStdin(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, 10*time.Second)
-	mClock := quartz.NewMock(t)
-	m := mockManager(t, mClock, proc.Options{})
+	ctx, mClock, m := testMockManager(t, proc.Options{})
 	quietTrap := mClock.Trap().NewTimer("drain", "quiet")
 	defer quietTrap.Close()
 
@@ -598,9 +592,7 @@ func TestTimeoutMockClock(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := testCtx(t, 10*time.Second)
-			mClock := quartz.NewMock(t)
-			m := mockManager(t, mClock, proc.Options{KillGrace: grace})
+			ctx, mClock, m := testMockManager(t, proc.Options{KillGrace: grace})
 			timeoutTrap := mClock.Trap().AfterFunc("process", "timeout")
 			defer timeoutTrap.Close()
 			graceTrap := mClock.Trap().NewTimer("process", "kill-grace")
@@ -653,9 +645,7 @@ func TestCloseStopsEverything(t *testing.T) {
 		grace = 200 * time.Millisecond
 		quiet = 50 * time.Millisecond
 	)
-	ctx := testCtx(t)
-	mClock := quartz.NewMock(t)
-	m := mockManager(t, mClock, proc.Options{KillGrace: grace, DrainQuiet: quiet})
+	ctx, mClock, m := testMockManager(t, proc.Options{KillGrace: grace, DrainQuiet: quiet})
 
 	// The spawner exits once its grandchild is ready; its record is final
 	// one quiet window later, while the grandchild lives on. The trap is
@@ -824,14 +814,12 @@ func TestCloseConcurrentCallsWait(t *testing.T) {
 func TestStartHookPanicLeavesNoReservation(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	var panicking sync.Mutex
-	shouldPanic := true
+	var shouldPanic atomic.Bool
+	shouldPanic.Store(true)
 	m := newManager(t, proc.Options{
 		MaxRunning: 1,
 		CommandContext: func(ctx context.Context, name string, args ...string) *exec.Cmd {
-			panicking.Lock()
-			defer panicking.Unlock()
-			if shouldPanic {
+			if shouldPanic.Load() {
 				panic("hook failed")
 			}
 			return exec.CommandContext(ctx, name, args...)
@@ -845,9 +833,7 @@ func TestStartHookPanicLeavesNoReservation(t *testing.T) {
 		}()
 		_, _ = m.Start(proc.StartRequest{ID: "x", Args: []string{"true"}})
 	}()
-	panicking.Lock()
-	shouldPanic = false
-	panicking.Unlock()
+	shouldPanic.Store(false)
 
 	// The slot (MaxRunning 1) and the ID are free again.
 	p := mustStart(t, m, proc.StartRequest{ID: "x", Args: []string{"true"}})

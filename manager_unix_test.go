@@ -209,9 +209,7 @@ func TestClearEnvEmpty(t *testing.T) {
 // Not parallel: a parallel test's descriptors are none of this test's
 // business.
 func TestChildInheritsNoDescriptor(t *testing.T) {
-	if _, err := os.Stat("/proc/self/fd"); err != nil {
-		t.Skipf("no /proc/self/fd: %v", err)
-	}
+	needProcFS(t)
 	if _, err := exec.LookPath("ls"); err != nil {
 		t.Skipf("no ls: %v", err)
 	}
@@ -219,21 +217,10 @@ func TestChildInheritsNoDescriptor(t *testing.T) {
 	// whatever started it) reach every child of it, os/exec's too; they
 	// are the host's to mark, not the library's.
 	hostInheritable := map[string]string{}
-	entries, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		fd, err := strconv.Atoi(e.Name())
-		if err != nil || fd <= 2 {
-			continue
-		}
-		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
-		if err != nil {
-			continue // the directory ReadDir read, closed by now
-		}
-		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
-			hostInheritable[e.Name()] = target
+	for fd, target := range openFDs(t) {
+		n, _ := strconv.Atoi(fd)
+		if flags, err := unix.FcntlInt(uintptr(n), unix.F_GETFD, 0); n > 2 && err == nil && flags&unix.FD_CLOEXEC == 0 {
+			hostInheritable[fd] = target
 		}
 	}
 
