@@ -70,14 +70,12 @@ func TestLogPathNotAFile(t *testing.T) {
 	m := newManager(t, proc.Options{})
 	dir := t.TempDir()
 
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatalf("Mkfifo = %v", err)
-	}
 	// A FIFO with a reader opens for writing; it must be refused all the same.
-	readFifo := filepath.Join(dir, "fifo-with-reader")
-	if err := syscall.Mkfifo(readFifo, 0o600); err != nil {
-		t.Fatalf("Mkfifo = %v", err)
+	fifo, readFifo := filepath.Join(dir, "fifo"), filepath.Join(dir, "fifo-with-reader")
+	for _, path := range []string{fifo, readFifo} {
+		if err := syscall.Mkfifo(path, 0o600); err != nil {
+			t.Fatalf("Mkfifo(%s) = %v", path, err)
+		}
 	}
 	reader, err := os.OpenFile(readFifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {

@@ -21,8 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/quartz"
-
 	"github.com/procvisor/proc"
 )
 
@@ -214,11 +212,7 @@ func TestFaultStdoutClosedEarly(t *testing.T) {
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("WaitOutput(past the end) while the child lives without stdout = %v; want context.DeadlineExceeded", err)
 			}
-			info := p.Info()
-			if !info.Running || info.ExitCode != nil || !info.ExitedAt.IsZero() {
-				t.Errorf("Info() after the child closed its output = running %v, exit code %v, exited at %v; want running, no exit code, no exit time",
-					info.Running, info.ExitCode, info.ExitedAt)
-			}
+			lcCheckRunning(t, p.Info())
 			if c := p.ReadSince(0, 0); string(c.Data) != tc.wantOutput || c.EOF {
 				t.Errorf("ReadSince(0) while running = %q, EOF %v; want %q, EOF false", c.Data, c.EOF, tc.wantOutput)
 			}
@@ -267,9 +261,7 @@ func TestFaultKilledFromOutside(t *testing.T) {
 	if snap.Output.Text != "ready\n" {
 		t.Errorf("Output = %q; want %q", snap.Output.Text, "ready\n")
 	}
-	if snap.Info.Usage == nil {
-		t.Errorf("Usage of a final record = nil; want the child's usage")
-	}
+	lcCheckFinal(t, snap.Info)
 	if err := p.Signal(proc.Terminate); !errors.Is(err, proc.ErrNotRunning) {
 		t.Errorf("Signal(Terminate) after the group died = %v; want ErrNotRunning", err)
 	}
@@ -316,9 +308,7 @@ func TestFaultCloseIgnoresTerm(t *testing.T) {
 	t.Run("mock-clock", func(t *testing.T) {
 		t.Parallel()
 		needProcFS(t)
-		ctx := testCtx(t)
-		mClock := quartz.NewMock(t)
-		m := newManager(t, proc.Options{Clock: mClock, KillGrace: killGrace, DrainTimeout: drainTimeout})
+		ctx, mClock, m := testMockManager(t, proc.Options{KillGrace: killGrace, DrainTimeout: drainTimeout})
 		p, group, bgPID := start(ctx, t, m)
 
 		trap := mClock.Trap().NewTimer("manager", "kill-grace")
@@ -739,10 +729,8 @@ func TestFaultCloseEscapedFlood(t *testing.T) {
 // have been reused by then.
 func TestFaultCloseLeavesNoTimer(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
 	const grace = time.Second
-	mClock := quartz.NewMock(t)
-	m := newManager(t, proc.Options{Clock: mClock, KillGrace: grace})
+	ctx, mClock, m := testMockManager(t, proc.Options{KillGrace: grace})
 	p := mustStart(t, m, proc.StartRequest{Command: "exec sleep 30", Timeout: time.Second})
 
 	trap := mClock.Trap().NewTimer("process", "kill-grace")

@@ -146,9 +146,7 @@ func TestStdinAfterExitWhileDraining(t *testing.T) {
 	quiet.MustWait(ctx).MustRelease(ctx)
 
 	iaRefused(ctx, t, p, "after exit", proc.ErrNotRunning, iaStdinCalls...)
-	if info := p.Info(); !info.Running || info.ExitCode != nil {
-		t.Errorf("Info() while draining = running %v, exit code %v; want running, nil", info.Running, info.ExitCode)
-	}
+	lcCheckRunning(t, p.Info())
 	// Not final: no EOF, and WaitOutput does not return nil for the exit.
 	if c := p.ReadSince(0, 0); c.EOF {
 		t.Errorf("ReadSince(0, 0).EOF = true while draining")

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/quartz"
 	"golang.org/x/sys/unix"
 
 	"github.com/procvisor/proc"
@@ -155,12 +154,10 @@ func TestShellOption(t *testing.T) {
 // final: it counts against MaxRunning and cannot be removed.
 func TestMaxRunningCountsDraining(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	mClock := quartz.NewMock(t)
+	ctx, mClock, m := testMockManager(t, proc.Options{MaxRunning: 1})
 	trap := mClock.Trap().NewTimer("drain", "quiet")
 	var closeTrap sync.Once
 	defer closeTrap.Do(trap.Close)
-	m := newManager(t, proc.Options{Clock: mClock, MaxRunning: 1})
 
 	p := mustStart(t, m, proc.StartRequest{Command: "sleep 60 & echo started"})
 	// The drain opens its quiet window once the shell was reaped; under the
