@@ -27,8 +27,6 @@ import (
 // Fault injection (reliability): children that misbehave — close their
 // output early, die from outside, ignore SIGTERM, flood at exit, write
 // bytes that are not text — and starts that fail late or race with Close.
-// The shared machinery here (isolated runs, /proc scans, descriptor
-// counts) is also used by stress_unix_test.go.
 
 func init() {
 	// fault-close-stdout writes "before\n" on stdout, closes its stdout

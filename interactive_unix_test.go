@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -68,7 +67,7 @@ func iaSayAndLive(text string) func() error {
 // prints the terminal size it then has.
 func iaHelperWinch([]string) int {
 	winch := make(chan os.Signal, 1)
-	signal.Notify(winch, syscall.SIGWINCH)
+	signal.Notify(winch, unix.SIGWINCH)
 	fmt.Println("ready")
 	select {
 	case <-winch:
@@ -215,7 +214,7 @@ func TestWriteToClosedStdin(t *testing.T) {
 	waitText(ctx, t, p, "closed\n")
 
 	n, err := p.Write([]byte("x"))
-	if n != 0 || !errors.Is(err, syscall.EPIPE) {
+	if n != 0 || !errors.Is(err, unix.EPIPE) {
 		t.Errorf("Write to a closed stdin = %d, %v; want 0, EPIPE", n, err)
 	}
 	if errors.Is(err, proc.ErrNotRunning) {

@@ -3,7 +3,6 @@
 package proc_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -28,6 +27,10 @@ import (
 
 	"github.com/procvisor/proc"
 )
+
+// The Unix lifecycle: exit statuses, the drain after the child exits
+// (background children and grandchildren holding stdout), signals to the
+// group, timeouts and Close; at the end, races with Close found in review.
 
 func init() {
 	helpers["lc-ignore-term"] = lcHelperIgnoreTerm
@@ -164,8 +167,9 @@ func lcHelperBgLeader(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	// The member must join this group while the leader is alive.
-	line, err := bufio.NewReader(out).ReadString('\n')
+	// The member must join this group while the leader is alive: the
+	// watcher closes its stdout once the member runs.
+	line, err := io.ReadAll(out)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "watcher:", err)
 		return 1

@@ -20,6 +20,10 @@ import (
 	"github.com/procvisor/proc"
 )
 
+// Unix-only Manager tests: starts the OS refuses, Options.Shell, a
+// draining record under MaxRunning, ClearEnv with nothing added, and the
+// descriptors a child inherits.
+
 // TestStartRefusedNoLeaks pins that starts the OS refuses leave no
 // descriptor, goroutine or record behind (section 8). It runs isolated, so
 // that the counts are its own.
