@@ -4,6 +4,7 @@ package proc_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,11 +12,18 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/creack/pty"
+
 	"github.com/procvisor/proc"
 )
 
-// Unix-only tests of design section 11: log file modes, paths that are not
-// regular files, a failing disk, descriptors, and WaitFor on a terminal.
+// Unix-only tests of design sections 8 and 11: log file modes, paths that
+// are not regular files (a terminal among them), a failing disk, running
+// out of descriptors while opening the log, and WaitFor on a terminal.
+
+func init() {
+	helpers["eco-log-emfile"] = ecoLogEMFILE
+}
 
 // cvMode returns the permission bits of path.
 func cvMode(t *testing.T, path string) os.FileMode {
@@ -62,14 +70,12 @@ func TestLogPathNotAFile(t *testing.T) {
 	m := newManager(t, proc.Options{})
 	dir := t.TempDir()
 
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatalf("Mkfifo = %v", err)
-	}
 	// A FIFO with a reader opens for writing; it must be refused all the same.
-	readFifo := filepath.Join(dir, "fifo-with-reader")
-	if err := syscall.Mkfifo(readFifo, 0o600); err != nil {
-		t.Fatalf("Mkfifo = %v", err)
+	fifo, readFifo := filepath.Join(dir, "fifo"), filepath.Join(dir, "fifo-with-reader")
+	for _, path := range []string{fifo, readFifo} {
+		if err := syscall.Mkfifo(path, 0o600); err != nil {
+			t.Fatalf("Mkfifo(%s) = %v", path, err)
+		}
 	}
 	reader, err := os.OpenFile(readFifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -108,6 +114,27 @@ func TestLogPathNotAFile(t *testing.T) {
 	}
 }
 
+// TestLogPathTerminalRefused pins that a terminal is not accepted as a log
+// file: a write to it can block for ever (a stopped terminal), and the log
+// is written before the buffer.
+func TestLogPathTerminalRefused(t *testing.T) {
+	t.Parallel()
+	master, slave, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	defer master.Close()
+	defer slave.Close()
+	m := newManager(t, proc.Options{})
+	_, err = m.Start(proc.StartRequest{Args: []string{"true"}, LogPath: slave.Name()})
+	if !errors.Is(err, proc.ErrInvalid) {
+		t.Fatalf("Start(LogPath: %s) = %v; want ErrInvalid", slave.Name(), err)
+	}
+	if got := m.List(); len(got) != 0 {
+		t.Errorf("List() after a refused start = %d records; want none", len(got))
+	}
+}
+
 // A log that cannot be written (ENOSPC) costs nothing but the log.
 func TestLogPathWriteError(t *testing.T) {
 	t.Parallel()
@@ -134,13 +161,84 @@ func TestLogPathWriteError(t *testing.T) {
 	}
 }
 
+// ecoLogEMFILE runs in a child of the test, so that the test process keeps
+// its own descriptor limit: it lowers RLIMIT_NOFILE, opens descriptors
+// until none is left, and starts a process whose LogPath (in args[0]) then
+// cannot be opened. It prints "ok" and exits 0 when the start failed as
+// design section 8 says; otherwise it prints what was wrong and exits 1.
+func ecoLogEMFILE(args []string) int {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		fmt.Println("getrlimit:", err)
+		return 1
+	}
+	lim.Cur = min(lim.Cur, 128)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		fmt.Println("setrlimit:", err)
+		return 1
+	}
+	m := proc.NewManager(proc.Options{})
+	defer m.Close()
+	logPath := filepath.Join(args[0], "out.log")
+	req := proc.StartRequest{ID: "emfile", Args: []string{os.Args[0]}, LogPath: logPath}
+
+	var fillers []*os.File
+	for len(fillers) < 1000 {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			break
+		}
+		fillers = append(fillers, f)
+	}
+	p, err := m.Start(req)
+	for _, f := range fillers {
+		_ = f.Close()
+	}
+
+	var problems []string
+	if p != nil {
+		problems = append(problems, "the start succeeded")
+	}
+	if !errors.Is(err, syscall.EMFILE) {
+		problems = append(problems, "the error does not wrap EMFILE")
+	}
+	if in := mgrSentinelsIn(err); len(in) != 0 {
+		problems = append(problems, fmt.Sprintf("the error wraps sentinels %v", in))
+	}
+	if err != nil && !strings.Contains(err.Error(), logPath) {
+		problems = append(problems, "the error does not name the log file")
+	}
+	if _, statErr := os.Lstat(logPath); !errors.Is(statErr, os.ErrNotExist) {
+		problems = append(problems, fmt.Sprintf("the log file is there (%v)", statErr))
+	}
+	if n := len(m.List()); n != 0 {
+		problems = append(problems, fmt.Sprintf("%d records", n))
+	}
+	if len(problems) > 0 {
+		fmt.Printf("Start with no descriptor left = %v: %s\n", err, strings.Join(problems, "; "))
+		return 1
+	}
+	fmt.Println("ok")
+	return 0
+}
+
+// TestLogPathOutOfDescriptors pins design section 8: running out of
+// descriptors while opening the log file is an OS refusal (EMFILE wrapped,
+// no sentinel), not bad input, and leaves nothing behind.
+func TestLogPathOutOfDescriptors(t *testing.T) {
+	t.Parallel()
+	ctx, m := testManager(t, proc.Options{})
+	snap := waitFinal(ctx, t, mustStart(t, m, helperReq("eco-log-emfile", t.TempDir())))
+	if code := exitCode(t, snap.Info); code != 0 || snap.Output.Text != "ok\n" {
+		t.Errorf("helper exited %d: %q", code, snap.Output.Text)
+	}
+}
+
 // The log is complete and closed before Done closes, also when the drain
 // ends by its quiet window because a background child holds the pipe.
 func TestLogPathClosedBeforeDone(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat("/proc/self/fd"); err != nil {
-		t.Skipf("no /proc/self/fd: %v", err)
-	}
+	needProcFS(t)
 	ctx, m := testManager(t, proc.Options{})
 	for _, tc := range []struct{ name, command, want string }{
 		{"exit", "echo one; echo two >&2", "one\ntwo\n"},

@@ -9,12 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,16 +21,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/quartz"
-
 	"github.com/procvisor/proc"
 )
 
 // Fault injection (reliability): children that misbehave — close their
 // output early, die from outside, ignore SIGTERM, flood at exit, write
 // bytes that are not text — and starts that fail late or race with Close.
-// The shared machinery here (isolated runs, /proc scans, descriptor
-// counts) is also used by stress_unix_test.go.
 
 func init() {
 	// fault-close-stdout writes "before\n" on stdout, closes its stdout
@@ -48,7 +42,7 @@ func init() {
 }
 
 func faultCloseStdout(args []string) int {
-	keepStderr := len(args) > 0 && args[0] == "keep-stderr"
+	keepStderr := args[0] == "keep-stderr"
 	if _, err := os.Stdout.WriteString("before\n"); err != nil {
 		return 10
 	}
@@ -124,16 +118,12 @@ func faultBytes(args []string) int {
 // faultFloodLine is the length of each line of the flood: "%09d\n".
 const faultFloodLine = 10
 
-func faultFloodLineBytes(dst []byte, k int64) []byte {
-	return fmt.Appendf(dst, "%09d\n", k)
-}
-
 // faultFloodBytes returns bytes [off, off+n) of the flood stream, line k
 // being "%09d\n" of k.
 func faultFloodBytes(off, n int64) []byte {
 	out := make([]byte, 0, n+faultFloodLine)
 	for k := off / faultFloodLine; int64(len(out)) < n+off%faultFloodLine; k++ {
-		out = faultFloodLineBytes(out, k)
+		out = fmt.Appendf(out, "%09d\n", k)
 	}
 	return out[off%faultFloodLine:][:n]
 }
@@ -154,30 +144,22 @@ func faultJunk(seed uint64, n int) []byte {
 	return append(b, "\xe2\x82"...)[:n]
 }
 
-// faultLiveMembers returns the processes that belong to one of the groups
-// and are not zombies (a zombie is dead; reaping orphans is PID 1's job).
-func faultLiveMembers(t *testing.T, groups map[int]bool) []procStat {
+// faultReadAll reads p's Output stream with cursor reads of at most max
+// bytes from 0 to EOF, and returns the bytes, the bytes reported lost and
+// the last cursor. It fails t if EOF takes more than reads reads.
+func faultReadAll(t *testing.T, p *proc.Process, max, reads int) (data []byte, lost, next int64) {
 	t.Helper()
-	var live []procStat
-	for _, k := range tasks(t) {
-		if groups[k.pgrp] && !k.dead() {
-			live = append(live, k)
+	for range reads {
+		c := p.ReadSince(next, max)
+		data = append(data, c.Data...)
+		lost += c.Lost
+		next = c.Next
+		if c.EOF {
+			return data, lost, next
 		}
 	}
-	return live
-}
-
-// faultReadFull reads len(buf) bytes from f (a pipe) before ctx ends.
-func faultReadFull(ctx context.Context, t *testing.T, f *os.File, buf []byte) {
-	t.Helper()
-	if deadline, ok := ctx.Deadline(); ok {
-		if err := f.SetReadDeadline(deadline); err != nil {
-			t.Fatalf("set read deadline: %v", err)
-		}
-	}
-	if _, err := io.ReadFull(f, buf); err != nil {
-		t.Fatalf("read %d bytes from %s: %v (got %q)", len(buf), f.Name(), err, buf)
-	}
+	t.Fatalf("ReadSince loop: no EOF after %d reads (cursor %d)", reads, next)
+	return nil, 0, 0
 }
 
 // TestFaultStdoutClosedEarly pins that the end of the output pipes is not
@@ -187,13 +169,13 @@ func faultReadFull(ctx context.Context, t *testing.T, f *os.File, buf []byte) {
 func TestFaultStdoutClosedEarly(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name       string
+		name, arg  string
 		separate   bool
 		wantOutput string
 		wantStderr string
 	}{
-		{name: "combined", wantOutput: "before\n"},
-		{name: "separate-stderr", separate: true, wantOutput: "before\n", wantStderr: "stderr-after\n"},
+		{name: "combined", arg: "close-both", wantOutput: "before\n"},
+		{name: "separate-stderr", arg: "keep-stderr", separate: true, wantOutput: "before\n", wantStderr: "stderr-after\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -205,27 +187,13 @@ func TestFaultStdoutClosedEarly(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = ackR.Close() })
-			m := newManager(t, proc.Options{
-				CommandContext: func(ctx context.Context, name string, args ...string) *exec.Cmd {
-					cmd := exec.CommandContext(ctx, name, args...)
-					cmd.ExtraFiles = []*os.File{ackW}
-					return cmd
-				},
-			})
-			var req proc.StartRequest
-			if tc.separate {
-				req = helperReq("fault-close-stdout", "keep-stderr")
-				req.SeparateStderr = true
-			} else {
-				req = helperReq("fault-close-stdout")
-			}
-			req.Stdin = true
+			m := newManager(t, proc.Options{CommandContext: withExtraFiles(ackW)})
+			req := helperReq("fault-close-stdout", tc.arg)
+			req.SeparateStderr, req.Stdin = tc.separate, true
 			p := mustStart(t, m, req)
 			_ = ackW.Close() // the child holds its own copy
 
-			ack := make([]byte, len("closed\n"))
-			faultReadFull(ctx, t, ackR, ack)
-			if string(ack) != "closed\n" {
+			if ack := readPipe(ctx, t, ackR, len("closed\n")); ack != "closed\n" {
 				t.Fatalf("child confirmation = %q; want %q", ack, "closed\n")
 			}
 			// The ack proves the child wrote its output, not that the
@@ -242,18 +210,12 @@ func TestFaultStdoutClosedEarly(t *testing.T) {
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("WaitOutput(past the end) while the child lives without stdout = %v; want context.DeadlineExceeded", err)
 			}
-			info := p.Info()
-			if !info.Running || info.ExitCode != nil || !info.ExitedAt.IsZero() {
-				t.Errorf("Info() after the child closed its output = running %v, exit code %v, exited at %v; want running, no exit code, no exit time",
-					info.Running, info.ExitCode, info.ExitedAt)
-			}
+			lcCheckRunning(t, p.Info())
 			if c := p.ReadSince(0, 0); string(c.Data) != tc.wantOutput || c.EOF {
 				t.Errorf("ReadSince(0) while running = %q, EOF %v; want %q, EOF false", c.Data, c.EOF, tc.wantOutput)
 			}
-			select {
-			case <-p.Done():
+			if isDone(p) {
 				t.Errorf("Done() closed while the child lives")
-			default:
 			}
 			// The child still reads its stdin: it is alive and supervised.
 			if n, err := p.WriteContext(ctx, []byte("payload\n")); err != nil || n != len("payload\n") {
@@ -284,9 +246,7 @@ func TestFaultKilledFromOutside(t *testing.T) {
 	t.Parallel()
 	ctx, m := testManager(t, proc.Options{})
 	p := mustStart(t, m, proc.StartRequest{Command: "echo ready; exec sleep 30"})
-	if _, err := p.WaitFor(ctx, regexp.MustCompile(`^ready$`), true); err != nil {
-		t.Fatalf("WaitFor(ready) = %v", err)
-	}
+	waitText(ctx, t, p, "ready\n")
 	pid := p.Info().PID
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill(%d, SIGKILL) = %v", pid, err)
@@ -299,9 +259,7 @@ func TestFaultKilledFromOutside(t *testing.T) {
 	if snap.Output.Text != "ready\n" {
 		t.Errorf("Output = %q; want %q", snap.Output.Text, "ready\n")
 	}
-	if snap.Info.Usage == nil {
-		t.Errorf("Usage of a final record = nil; want the child's usage")
-	}
+	lcCheckFinal(t, snap.Info)
 	if err := p.Signal(proc.Terminate); !errors.Is(err, proc.ErrNotRunning) {
 		t.Errorf("Signal(Terminate) after the group died = %v; want ErrNotRunning", err)
 	}
@@ -321,34 +279,24 @@ func TestFaultCloseIgnoresTerm(t *testing.T) {
 		// signal stays ignored across fork and exec). The sleep holds the
 		// output pipe, so the record is final only once it has closed its
 		// files: then it is in its exit (PF_EXITING) at least.
-		command = `trap '' TERM; sleep 30 & echo "ready $!"; wait`
+		command = `trap '' TERM; sleep 30 & echo "background $!"; wait`
 	)
-	ready := regexp.MustCompile(`^ready \d+$`)
-	start := func(ctx context.Context, t *testing.T, m *proc.Manager) (p *proc.Process, group map[int]bool, bgPID int) {
+	start := func(ctx context.Context, t *testing.T, m *proc.Manager) (p *proc.Process, group, bgPID int) {
 		t.Helper()
 		p = mustStart(t, m, proc.StartRequest{Command: command})
-		line, err := p.WaitFor(ctx, ready, true)
-		if err != nil {
-			t.Fatalf("WaitFor(ready) = %v", err)
-		}
-		bgPID, err = strconv.Atoi(strings.TrimPrefix(line, "ready "))
-		if err != nil {
-			t.Fatalf("background PID in %q: %v", line, err)
-		}
-		return p, map[int]bool{p.Info().PID: true}, bgPID
+		text := waitOutput(ctx, t, p, "the background PID", func(s string) bool { return len(lcParsePIDs(t, s)) == 1 })
+		return p, p.Info().PID, lcParsePIDs(t, text)[0]
 	}
-	checkDead := func(t *testing.T, p *proc.Process, group map[int]bool, bgPID int) {
+	checkDead := func(t *testing.T, p *proc.Process, group, bgPID int) {
 		t.Helper()
-		select {
-		case <-p.Done():
-		default:
+		if !isDone(p) {
 			t.Fatalf("record not final after Close returned")
 		}
 		info := p.Info()
 		if code := exitCode(t, info); code != 137 || info.Signal != "SIGKILL" {
 			t.Errorf("exit of a TERM-ignoring child stopped by Close = %d %q; want 137 SIGKILL", code, info.Signal)
 		}
-		for _, k := range faultLiveMembers(t, group) {
+		for _, k := range liveMembers(t, group) {
 			if k.pid != bgPID || k.flags&pfExiting == 0 {
 				t.Errorf("after Close, a member of the child's group (background child %d) is alive: %v; want the child reaped and the background child dead or exiting", bgPID, k)
 			}
@@ -358,19 +306,16 @@ func TestFaultCloseIgnoresTerm(t *testing.T) {
 	t.Run("mock-clock", func(t *testing.T) {
 		t.Parallel()
 		needProcFS(t)
-		ctx := testCtx(t)
-		mClock := quartz.NewMock(t)
-		m := newManager(t, proc.Options{Clock: mClock, KillGrace: killGrace, DrainTimeout: drainTimeout})
+		ctx, mClock, m := testMockManager(t, proc.Options{KillGrace: killGrace, DrainTimeout: drainTimeout})
 		p, group, bgPID := start(ctx, t, m)
 
 		trap := mClock.Trap().NewTimer("manager", "kill-grace")
 		defer trap.Close()
-		closed := make(chan error, 1)
-		go func() { closed <- m.Close() }()
+		closed := goClose(m)
 		releaseTrapped(ctx, t, trap, killGrace, "Close kill-grace timer")
 		// SIGTERM was sent before the grace timer was made, and ignored:
 		// everything still runs, and Close waits.
-		if live := faultLiveMembers(t, group); len(live) != 2 {
+		if live := liveMembers(t, group); len(live) != 2 {
 			t.Errorf("during the grace, live members of the group = %v; want the shell and its background sleep %d", live, bgPID)
 		}
 		if info := p.Info(); !info.Running {
@@ -382,13 +327,8 @@ func TestFaultCloseIgnoresTerm(t *testing.T) {
 		default:
 		}
 		mClock.Advance(killGrace).MustWait(ctx)
-		select {
-		case err := <-closed:
-			if err != nil {
-				t.Errorf("Close() = %v; want nil", err)
-			}
-		case <-ctx.Done():
-			t.Fatalf("Close() did not return after the kill grace: %v", ctx.Err())
+		if err := recv(ctx, t, closed, "Close after the kill grace"); err != nil {
+			t.Errorf("Close() = %v; want nil", err)
 		}
 		checkDead(t, p, group, bgPID)
 	})
@@ -440,21 +380,7 @@ func TestFaultFloodAtExit(t *testing.T) {
 			len(snap.Output.Text), snap.Output.Text[max(0, len(snap.Output.Text)-40):], len(want), want[len(want)-40:])
 	}
 	// The cursor stream: the head, the omitted middle as Lost, the tail.
-	var data []byte
-	var lost int64
-	var cursor int64
-	for reads := 0; ; reads++ {
-		c := p.ReadSince(cursor, 0)
-		data = append(data, c.Data...)
-		lost += c.Lost
-		cursor = c.Next
-		if c.EOF {
-			break
-		}
-		if reads > 10 {
-			t.Fatalf("ReadSince loop: no EOF after %d reads (cursor %d, end %d)", reads, cursor, c.End)
-		}
-	}
+	data, lost, cursor := faultReadAll(t, p, 0, 10)
 	if lost != total-head-tail || cursor != total || !bytes.Equal(data, append(wantHead, wantTail...)) {
 		t.Errorf("ReadSince from 0 to EOF: %d bytes, lost %d, next %d; want head+tail %d bytes exact, lost %d, next %d (bytes equal: %v)",
 			len(data), lost, cursor, head+tail, total-head-tail, total, bytes.Equal(data, append(wantHead, wantTail...)))
@@ -501,20 +427,8 @@ func TestFaultBinaryOutput(t *testing.T) {
 				wantData = append(append([]byte(nil), junk[:head]...), junk[tc.n-tail:]...)
 				wantLost = int64(tc.n - tc.wantRetains)
 			}
-			var data []byte
-			var lost, cursor int64
-			for reads := 0; ; reads++ {
-				c := p.ReadSince(cursor, 7) // small reads: chunk edges inside characters
-				data = append(data, c.Data...)
-				lost += c.Lost
-				cursor = c.Next
-				if c.EOF {
-					break
-				}
-				if reads > tc.n {
-					t.Fatalf("ReadSince loop: no EOF after %d reads", reads)
-				}
-			}
+			// Small reads: chunk edges inside characters.
+			data, lost, cursor := faultReadAll(t, p, 7, tc.n)
 			if !bytes.Equal(data, wantData) || lost != wantLost || cursor != int64(tc.n) {
 				t.Errorf("ReadSince from 0 to EOF = %d bytes (equal: %v), lost %d, next %d; want %d bytes, lost %d, next %d",
 					len(data), bytes.Equal(data, wantData), lost, cursor, len(wantData), wantLost, tc.n)
@@ -638,8 +552,8 @@ func TestFaultWorkDirRemoved(t *testing.T) {
 		req.WorkDir = dir
 		p, err := m.Start(req)
 		remove.Store(nil)
-		if p != nil || !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("#%d: Start with a work dir removed before the start = %v, %v; want nil, an error wrapping fs.ErrNotExist", i, p, err)
+		if p != nil || !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("#%d: Start with a work dir removed before the start = %v, %v; want nil, an error wrapping os.ErrNotExist", i, p, err)
 		}
 		if in := mgrSentinelsIn(err); len(in) != 0 {
 			t.Errorf("#%d: Start with a work dir removed before the start = %v; wraps our sentinels %v, want none (an OS refusal)", i, err, in)
@@ -719,30 +633,25 @@ func TestFaultCloseRacesStart(t *testing.T) {
 	returned := append([]*proc.Process(nil), procs...)
 	mu.Unlock()
 	for _, p := range returned {
-		select {
-		case <-p.Done():
-		default:
+		if !isDone(p) {
 			t.Errorf("process %s (pid %d) not final after Close returned", p.ID(), p.Info().PID)
 		}
 	}
 	wg.Wait()
-	groups := make(map[int]bool)
+	var groups []int
 	for _, p := range procs {
-		select {
-		case <-p.Done():
-		default:
+		if !isDone(p) {
 			t.Errorf("process %s (pid %d) returned by a start that raced Close is not final", p.ID(), p.Info().PID)
 		}
-		groups[p.Info().PID] = true
+		groups = append(groups, p.Info().PID)
 	}
-	if live := faultLiveMembers(t, groups); len(live) != 0 {
+	if live := liveMembers(t, groups...); len(live) != 0 {
 		t.Errorf("after Close, live members of the started groups: %v; want none", live)
 	}
 	// Also processes that a start launched without returning them.
-	for _, k := range tasks(t) {
-		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", k.pid))
-		if err == nil && bytes.Contains(cmdline, []byte("\x00"+marker+"\x00")) && k.state != 'Z' && k.state != 'X' {
-			t.Errorf("after Close, a process launched by a racing start is alive: %v, %q", k, cmdline)
+	for _, k := range tasksWith(t, marker) {
+		if !k.dead() {
+			t.Errorf("after Close, a process launched by a racing start is alive: %v", k)
 		}
 	}
 	if got := refused.Load(); got != starters {
@@ -774,19 +683,14 @@ func TestFaultCloseEscapedFlood(t *testing.T) {
 	// so that it is in the head, never in the omitted middle.
 	marker := fmt.Sprintf("proc-fault-flooder-%d", rand.Uint64())
 	t.Cleanup(func() {
-		for _, k := range tasks(t) {
-			cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", k.pid))
-			if err == nil && bytes.Contains(cmdline, []byte(marker)) {
-				_ = syscall.Kill(k.pid, syscall.SIGKILL)
-			}
+		for _, k := range tasksWith(t, marker) {
+			_ = syscall.Kill(k.pid, syscall.SIGKILL)
 		}
 	})
 	p := mustStart(t, m, proc.StartRequest{
 		Command: fmt.Sprintf(`echo ready; setsid sh -c 'while :; do echo spam; done' %s & exec sleep 30`, marker),
 	})
-	if _, err := p.WaitFor(ctx, regexp.MustCompile(`^ready$`), true); err != nil {
-		t.Fatalf("WaitFor(ready) = %v", err)
-	}
+	waitText(ctx, t, p, "ready\n")
 	if err := p.WaitOutput(ctx, int64(len("ready\n")+len("spam\n"))); err != nil {
 		t.Fatalf("WaitOutput(flood) = %v", err)
 	}
@@ -823,17 +727,14 @@ func TestFaultCloseEscapedFlood(t *testing.T) {
 // have been reused by then.
 func TestFaultCloseLeavesNoTimer(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
 	const grace = time.Second
-	mClock := quartz.NewMock(t)
-	m := newManager(t, proc.Options{Clock: mClock, KillGrace: grace})
+	ctx, mClock, m := testMockManager(t, proc.Options{KillGrace: grace})
 	p := mustStart(t, m, proc.StartRequest{Command: "exec sleep 30", Timeout: time.Second})
 
 	trap := mClock.Trap().NewTimer("process", "kill-grace")
 	defer trap.Close()
 	w := mClock.Advance(time.Second) // the timeout: terminate, arm the kill grace
-	call := trap.MustWait(ctx)
-	call.MustRelease(ctx)
+	trap.MustWait(ctx).MustRelease(ctx)
 	w.MustWait(ctx)
 	snap := waitFinal(ctx, t, p)
 	if code := exitCode(t, snap.Info); code != proc.ExitTimedOut || !snap.Info.TimedOut {
@@ -868,13 +769,11 @@ func TestFaultCloseWaitsForGroupDeath(t *testing.T) {
 	for round := range rounds {
 		m := newManager(t, proc.Options{KillGrace: 100 * time.Millisecond})
 		p := mustStart(t, m, proc.StartRequest{Command: command})
-		if _, err := p.WaitFor(ctx, regexp.MustCompile(`^ready$`), true); err != nil {
-			t.Fatalf("round %d: WaitFor(ready) = %v", round, err)
-		}
+		waitText(ctx, t, p, "ready\n")
 		if err := m.Close(); err != nil {
 			t.Errorf("round %d: Close() = %v; want nil", round, err)
 		}
-		if live := faultLiveMembers(t, map[int]bool{p.Info().PID: true}); len(live) != 0 {
+		if live := liveMembers(t, p.Info().PID); len(live) != 0 {
 			t.Fatalf("round %d: right after Close returned, %d members of the group are alive: %v; want none (I4)", round, len(live), live)
 		}
 	}

@@ -7,22 +7,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/coder/quartz"
 	"go.uber.org/goleak"
+
+	"github.com/procvisor/proc"
 )
 
 // The Unix part of the shared test helpers: runs isolated from other
-// tests, descriptor and goroutine counts, and /proc reading.
+// tests, descriptor and goroutine counts, /proc reading, and a few
+// shorthands for starting and closing.
 
 // isolatedEnv names the test that a child test binary runs alone.
 const isolatedEnv = "PROC_TEST_ISOLATED"
@@ -165,7 +170,7 @@ func (k procStat) memberDead(pgid int) bool { return k.dead() || k.pgrp != pgid 
 func readStat(t testing.TB, pid int) procStat {
 	t.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
 		return procStat{pid: pid}
 	}
 	if err != nil {
@@ -214,4 +219,94 @@ func tasks(t testing.TB) []procStat {
 		}
 	}
 	return all
+}
+
+// liveMembers returns the processes that belong to one of the groups and
+// are not zombies (a zombie is dead; reaping orphans is PID 1's job).
+func liveMembers(t testing.TB, groups ...int) []procStat {
+	t.Helper()
+	var live []procStat
+	for _, k := range tasks(t) {
+		if slices.Contains(groups, k.pgrp) && !k.dead() {
+			live = append(live, k)
+		}
+	}
+	return live
+}
+
+// tasksWith returns the processes of the system whose command line holds
+// marker as one whole argument.
+func tasksWith(t testing.TB, marker string) []procStat {
+	t.Helper()
+	var found []procStat
+	for _, k := range tasks(t) {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", k.pid))
+		if err == nil && bytes.Contains(cmdline, []byte("\x00"+marker+"\x00")) {
+			found = append(found, k)
+		}
+	}
+	return found
+}
+
+// isDone reports whether p is final.
+func isDone(p *proc.Process) bool {
+	select {
+	case <-p.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// goClose runs m.Close on a goroutine of its own and returns its result's
+// channel. (Portable: it belongs in helpers_test.go.)
+func goClose(m interface{ Close() error }) <-chan error {
+	closed := make(chan error, 1)
+	go func() { closed <- m.Close() }()
+	return closed
+}
+
+// startStdin starts helper mode with args and Stdin on m. (Portable: it
+// belongs in helpers_test.go.)
+func startStdin(t testing.TB, m *proc.Manager, mode string, args ...string) *proc.Process {
+	t.Helper()
+	req := helperReq(mode, args...)
+	req.Stdin = true
+	return mustStart(t, m, req)
+}
+
+// withExtraFiles is a CommandContext hook that passes files to the child
+// as its descriptors 3 and up.
+func withExtraFiles(files ...*os.File) func(context.Context, string, ...string) *exec.Cmd {
+	return func(ctx context.Context, name string, args ...string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.ExtraFiles = files
+		return cmd
+	}
+}
+
+// readPipe reads n bytes from f (a pipe), fewer only at end-of-file, and
+// fails t if ctx ends first.
+func readPipe(ctx context.Context, t testing.TB, f *os.File, n int) string {
+	t.Helper()
+	if deadline, ok := ctx.Deadline(); ok {
+		if err := f.SetReadDeadline(deadline); err != nil {
+			t.Fatalf("set read deadline: %v", err)
+		}
+	}
+	buf := make([]byte, n)
+	got, err := io.ReadFull(f, buf)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("read %d bytes from %s: %v (got %q)", n, f.Name(), err, buf[:got])
+	}
+	return string(buf[:got])
+}
+
+// testMockManager is testCtx and mockManager on a new mock clock, the
+// start of most mock-clock tests. (Portable: it belongs in
+// helpers_test.go.)
+func testMockManager(t *testing.T, opts proc.Options) (context.Context, *quartz.Mock, *proc.Manager) {
+	t.Helper()
+	mClock := quartz.NewMock(t)
+	return testCtx(t), mClock, mockManager(t, mClock, opts)
 }

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,70 +25,63 @@ import (
 func init() {
 	// interactive-leave-holder starts a grandchild that holds stdin and
 	// stdout open without reading (sleep 30), then exits at once.
-	helpers["interactive-leave-holder"] = func([]string) int {
-		if err := iaStartHolder(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		return 0
-	}
+	helpers["interactive-leave-holder"] = iaSteps(iaStartHolder)
 	// interactive-exit-on-input starts a holder like
 	// interactive-leave-holder, reads nothing, and exits once bytes arrive
 	// on its stdin: a write larger than the pipe is then in progress, and
 	// nobody will ever read it.
-	helpers["interactive-exit-on-input"] = func([]string) int {
-		if err := iaStartHolder(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		if err := iaWaitStdinInput(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		return 0
-	}
+	helpers["interactive-exit-on-input"] = iaSteps(iaStartHolder, iaWaitStdinInput)
 	// interactive-input-then-wait reads nothing, prints "input" once bytes
 	// arrive on its stdin, and lives on.
-	helpers["interactive-input-then-wait"] = func([]string) int {
-		if err := iaWaitStdinInput(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		fmt.Println("input")
-		time.Sleep(30 * time.Second)
-		return 0
-	}
+	helpers["interactive-input-then-wait"] = iaSteps(iaWaitStdinInput, iaSayAndLive("input"))
 	// interactive-close-stdin closes its stdin, prints "closed" and lives
 	// on.
-	helpers["interactive-close-stdin"] = func([]string) int {
-		if err := os.Stdin.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+	helpers["interactive-close-stdin"] = iaSteps(os.Stdin.Close, iaSayAndLive("closed"))
+	helpers["interactive-winch"] = iaHelperWinch
+}
+
+// iaSteps returns a helper that runs steps in turn and exits 0, or 1 at
+// the first that fails, saying why on stderr.
+func iaSteps(steps ...func() error) func([]string) int {
+	return func([]string) int {
+		for _, step := range steps {
+			if err := step(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
 		}
-		fmt.Println("closed")
+		return 0
+	}
+}
+
+// iaSayAndLive returns a step that prints text and lives on for 30 s.
+func iaSayAndLive(text string) func() error {
+	return func() error {
+		fmt.Println(text)
 		time.Sleep(30 * time.Second)
-		return 0
+		return nil
 	}
-	// interactive-winch prints "ready", waits for SIGWINCH and prints the
-	// terminal size it then has.
-	helpers["interactive-winch"] = func([]string) int {
-		winch := make(chan os.Signal, 1)
-		signal.Notify(winch, syscall.SIGWINCH)
-		fmt.Println("ready")
-		select {
-		case <-winch:
-		case <-time.After(30 * time.Second):
-			fmt.Println("no SIGWINCH")
-			return 1
-		}
-		ws, err := unix.IoctlGetWinsize(0, unix.TIOCGWINSZ)
-		if err != nil {
-			fmt.Println("TIOCGWINSZ:", err)
-			return 1
-		}
-		fmt.Printf("winch %d %d\n", ws.Row, ws.Col)
-		return 0
+}
+
+// iaHelperWinch (interactive-winch) prints "ready", waits for SIGWINCH and
+// prints the terminal size it then has.
+func iaHelperWinch([]string) int {
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, unix.SIGWINCH)
+	fmt.Println("ready")
+	select {
+	case <-winch:
+	case <-time.After(30 * time.Second):
+		fmt.Println("no SIGWINCH")
+		return 1
 	}
+	ws, err := unix.IoctlGetWinsize(0, unix.TIOCGWINSZ)
+	if err != nil {
+		fmt.Println("TIOCGWINSZ:", err)
+		return 1
+	}
+	fmt.Printf("winch %d %d\n", ws.Row, ws.Col)
+	return 0
 }
 
 // iaStartHolder starts sleep 30 with this process's stdin and stdout, and
@@ -143,22 +135,17 @@ func iaKillAndWait(ctx context.Context, t *testing.T, p *proc.Process) {
 // that a grandchild holding stdin and stdout keeps open.
 func TestStdinAfterExitWhileDraining(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	mClock := quartz.NewMock(t).WithLogger(quartz.NoOpLogger)
-	m := mockManager(t, mClock, proc.Options{})
+	ctx, mClock, m := testMockManager(t, proc.Options{})
+	mClock.WithLogger(quartz.NoOpLogger)
 	quiet := mClock.Trap().NewTimer("drain", "quiet")
 	defer quiet.Close()
 
-	req := helperReq("interactive-leave-holder")
-	req.Stdin = true
-	p := mustStart(t, m, req)
+	p := startStdin(t, m, "interactive-leave-holder")
 	// The drain arms its quiet window once the child was reaped.
 	quiet.MustWait(ctx).MustRelease(ctx)
 
 	iaRefused(ctx, t, p, "after exit", proc.ErrNotRunning, iaStdinCalls...)
-	if info := p.Info(); !info.Running || info.ExitCode != nil {
-		t.Errorf("Info() while draining = running %v, exit code %v; want running, nil", info.Running, info.ExitCode)
-	}
+	lcCheckRunning(t, p.Info())
 	// Not final: no EOF, and WaitOutput does not return nil for the exit.
 	if c := p.ReadSince(0, 0); c.EOF {
 		t.Errorf("ReadSince(0, 0).EOF = true while draining")
@@ -178,11 +165,9 @@ func TestStdinAfterExitWhileDraining(t *testing.T) {
 // exits, not when the drain ends and not a raw EPIPE.
 func TestWriteBlockedWhenChildExits(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	m := mockManager(t, quartz.NewMock(t).WithLogger(quartz.NoOpLogger), proc.Options{})
-	req := helperReq("interactive-exit-on-input")
-	req.Stdin = true
-	p := mustStart(t, m, req)
+	ctx, mClock, m := testMockManager(t, proc.Options{})
+	mClock.WithLogger(quartz.NoOpLogger)
+	p := startStdin(t, m, "interactive-exit-on-input")
 
 	const size = 10 << 20
 	n, err := p.WriteContext(ctx, make([]byte, size))
@@ -225,13 +210,11 @@ func TestWriteBlockedReleasedByClose(t *testing.T) {
 func TestWriteToClosedStdin(t *testing.T) {
 	t.Parallel()
 	ctx, m := testManager(t, proc.Options{})
-	req := helperReq("interactive-close-stdin")
-	req.Stdin = true
-	p := mustStart(t, m, req)
+	p := startStdin(t, m, "interactive-close-stdin")
 	waitText(ctx, t, p, "closed\n")
 
 	n, err := p.Write([]byte("x"))
-	if n != 0 || !errors.Is(err, syscall.EPIPE) {
+	if n != 0 || !errors.Is(err, unix.EPIPE) {
 		t.Errorf("Write to a closed stdin = %d, %v; want 0, EPIPE", n, err)
 	}
 	if errors.Is(err, proc.ErrNotRunning) {
@@ -361,9 +344,10 @@ func TestTTY(t *testing.T) {
 		p := iaTTY(t, m, "echo ready; read line", proc.TermSize{})
 		waitText(ctx, t, p, "ready\r\n")
 		for _, size := range []proc.TermSize{{Rows: 0, Cols: 80}, {Rows: 24, Cols: 0}, {}} {
-			if err := p.Resize(size); !errors.Is(err, proc.ErrInvalid) {
-				t.Errorf("Resize(%+v) = %v; want ErrInvalid", size, err)
-			}
+			mgrCheckErr(t, fmt.Sprintf("Resize(%+v)", size), p.Resize(size), proc.ErrInvalid)
+		}
+		if err := p.Resize(proc.TermSize{Rows: 30, Cols: 100}); err != nil {
+			t.Errorf("Resize(30x100) after refused sizes = %v; want nil", err)
 		}
 		if err := p.CloseStdin(); err != nil {
 			t.Fatalf("CloseStdin() = %v", err)
@@ -403,9 +387,8 @@ func TestTTY(t *testing.T) {
 // it after, the write would meet the bare broken pipe).
 func TestWriteInExitWindow(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	mClock := quartz.NewMock(t).WithLogger(quartz.NoOpLogger)
-	m := mockManager(t, mClock, proc.Options{})
+	ctx, mClock, m := testMockManager(t, proc.Options{})
+	mClock.WithLogger(quartz.NoOpLogger)
 	exit := mClock.Trap().Now("process", "exit")
 	defer exit.Close()
 

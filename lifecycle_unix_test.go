@@ -3,7 +3,6 @@
 package proc_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -18,6 +17,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +27,10 @@ import (
 
 	"github.com/procvisor/proc"
 )
+
+// The Unix lifecycle: exit statuses, the drain after the child exits
+// (background children and grandchildren holding stdout), signals to the
+// group, timeouts and Close; at the end, races with Close found in review.
 
 func init() {
 	helpers["lc-ignore-term"] = lcHelperIgnoreTerm
@@ -92,28 +97,20 @@ func lcHelperTail([]string) int {
 	return 0
 }
 
-// lcHelperCat copies the file (a FIFO) args[0] to stdout, one write per
-// read, until end-of-file; so the test decides what it writes and when.
-// It is ready once the FIFO is open.
+// lcHelperCat copies the file (a FIFO) args[0] to stdout as it comes,
+// until end-of-file; so the test decides what it writes and when. It is
+// ready once the FIFO is open.
 func lcHelperCat(args []string) int {
 	f, err := os.Open(args[0])
+	lcReady()
+	if err == nil {
+		_, err = io.Copy(os.Stdout, f)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	lcReady()
-	buf := make([]byte, 4096)
-	for {
-		n, err := f.Read(buf)
-		if n > 0 {
-			if _, werr := os.Stdout.Write(buf[:n]); werr != nil {
-				return 1
-			}
-		}
-		if err != nil {
-			return 0
-		}
-	}
+	return 0
 }
 
 // lcHelperFlood writes to stdout without pause until a write fails.
@@ -142,16 +139,7 @@ func lcHelperIgnoreTerm([]string) int {
 	signal.Ignore(syscall.SIGTERM)
 	fmt.Println("ready")
 	lcReady()
-	buf := make([]byte, 4096)
-	for {
-		n, err := os.Stdin.Read(buf)
-		if n > 0 {
-			_, _ = os.Stdout.Write(buf[:n])
-		}
-		if err != nil {
-			break
-		}
-	}
+	_, _ = io.Copy(os.Stdout, os.Stdin)
 	time.Sleep(30 * time.Second)
 	return 0
 }
@@ -179,8 +167,9 @@ func lcHelperBgLeader(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	// The member must join this group while the leader is alive.
-	line, err := bufio.NewReader(out).ReadString('\n')
+	// The member must join this group while the leader is alive: the
+	// watcher closes its stdout once the member runs.
+	line, err := io.ReadAll(out)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "watcher:", err)
 		return 1
@@ -333,14 +322,7 @@ func TestSignalUntilGroupDead(t *testing.T) {
 	defer w.Close()
 	// Group mode: the watcher lives outside the child's process group. A
 	// cgroup would hold it too (the tree could not empty while it waits).
-	m := newManager(t, proc.Options{
-		Containment: proc.ContainGroup,
-		CommandContext: func(ctx context.Context, name string, args ...string) *exec.Cmd {
-			cmd := exec.CommandContext(ctx, name, args...)
-			cmd.ExtraFiles = []*os.File{w}
-			return cmd
-		},
-	})
+	m := newManager(t, proc.Options{Containment: proc.ContainGroup, CommandContext: withExtraFiles(w)})
 	req := helperReq("lc-bg-leader", "hi\n")
 	req.SeparateStderr = true
 	start := time.Now()
@@ -361,11 +343,8 @@ func TestSignalUntilGroupDead(t *testing.T) {
 		t.Fatalf("Signal(Kill) after final, background member alive = %v; want nil", err)
 	}
 	// EOF on the report pipe: the watcher reaped the member and exited.
-	if d, ok := ctx.Deadline(); ok {
-		_ = r.SetReadDeadline(d)
-	}
-	if rest, err := io.ReadAll(r); err != nil || len(rest) != 0 {
-		t.Fatalf("read the report pipe to EOF = %q, %v", rest, err)
+	if rest := readPipe(ctx, t, r, 1); rest != "" {
+		t.Fatalf("read the report pipe to EOF: got %q", rest)
 	}
 	for _, sig := range []proc.Signal{proc.Kill, proc.Terminate} {
 		if err := p.Signal(sig); !errors.Is(err, proc.ErrNotRunning) {
@@ -389,6 +368,14 @@ func lcFIFO(t *testing.T) (string, *os.File) {
 	}
 	t.Cleanup(func() { _ = f.Close() })
 	return path, f
+}
+
+// lcWrite writes s to the FIFO f.
+func lcWrite(t *testing.T, f *os.File, s string) {
+	t.Helper()
+	if _, err := f.WriteString(s); err != nil {
+		t.Fatalf("write %q to the FIFO: %v", s, err)
+	}
 }
 
 // lcCheckPeek checks that the next timer of mClock fires in want.
@@ -430,9 +417,7 @@ func TestDrainChunks(t *testing.T) {
 	t.Run("chunk-restarts-quiet-window", func(t *testing.T) {
 		t.Parallel()
 		const quiet = 100 * time.Millisecond
-		ctx := testCtx(t, 10*time.Second)
-		mClock := quartz.NewMock(t)
-		m := mockManager(t, mClock, proc.Options{DrainQuiet: quiet})
+		ctx, mClock, m := testMockManager(t, proc.Options{DrainQuiet: quiet})
 		path, f := lcFIFO(t)
 		quietTrap := mClock.Trap().NewTimer("drain", "quiet")
 		defer quietTrap.Close()
@@ -445,9 +430,7 @@ func TestDrainChunks(t *testing.T) {
 		releaseTrapped(ctx, t, quietTrap, quiet, "quiet timer")
 		lcCheckRunning(t, p.Info())
 
-		if _, err := f.WriteString("ta"); err != nil {
-			t.Fatal(err)
-		}
+		lcWrite(t, f, "ta")
 		call := resetTrap.MustWait(ctx)
 		if call.Duration != quiet {
 			t.Errorf("quiet timer reset to %v; want DrainQuiet %v", call.Duration, quiet)
@@ -459,9 +442,7 @@ func TestDrainChunks(t *testing.T) {
 		mClock.Advance(quiet / 2).MustWait(ctx)
 		lcCheckPeek(t, mClock, quiet/2, "half a window after the first chunk")
 
-		if _, err := f.WriteString("il"); err != nil {
-			t.Fatal(err)
-		}
+		lcWrite(t, f, "il")
 		resetTrap.MustWait(ctx).MustRelease(ctx)
 		lcCheckPeek(t, mClock, quiet, "at the second chunk")
 		mClock.Advance(quiet / 2).MustWait(ctx)
@@ -483,9 +464,7 @@ func TestDrainChunks(t *testing.T) {
 
 	t.Run("EOF-mid-drain", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t, 10*time.Second)
-		mClock := quartz.NewMock(t)
-		m := mockManager(t, mClock, proc.Options{})
+		ctx, mClock, m := testMockManager(t, proc.Options{})
 		path, f := lcFIFO(t)
 		quietTrap := mClock.Trap().NewTimer("drain", "quiet")
 		defer quietTrap.Close()
@@ -495,9 +474,7 @@ func TestDrainChunks(t *testing.T) {
 		lcCheckRunning(t, p.Info())
 		// The grandchild writes its last words and exits: EOF, with the
 		// mock clock standing still.
-		if _, err := f.WriteString("last words\n"); err != nil {
-			t.Fatal(err)
-		}
+		lcWrite(t, f, "last words\n")
 		_ = f.Close()
 		s := waitFinal(ctx, t, p)
 		if s.Output.Text != "last words\n" {
@@ -510,11 +487,10 @@ func TestDrainChunks(t *testing.T) {
 	// window; DrainTimeout ends the drain all the same.
 	t.Run("cap-ends-endless-output", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t, 10*time.Second)
-		mClock := quartz.NewMock(t).WithLogger(quartz.NoOpLogger)
 		const drainCap = 2 * time.Second
 		// A quiet window longer than the cap: only the cap can end it.
-		m := mockManager(t, mClock, proc.Options{DrainQuiet: time.Hour, DrainTimeout: drainCap})
+		ctx, mClock, m := testMockManager(t, proc.Options{DrainQuiet: time.Hour, DrainTimeout: drainCap})
+		mClock.WithLogger(quartz.NoOpLogger)
 		quietTrap := mClock.Trap().NewTimer("drain", "quiet")
 		defer quietTrap.Close()
 		capTrap := mClock.Trap().NewTimer("drain", "cap")
@@ -549,9 +525,7 @@ func TestDrainChunks(t *testing.T) {
 // drain open).
 func TestExitedRefusesStdin(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, 10*time.Second)
-	mClock := quartz.NewMock(t)
-	m := mockManager(t, mClock, proc.Options{})
+	ctx, mClock, m := testMockManager(t, proc.Options{})
 	quietTrap := mClock.Trap().NewTimer("drain", "quiet")
 	defer quietTrap.Close()
 
@@ -622,9 +596,7 @@ func TestTimeoutMockClock(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := testCtx(t, 10*time.Second)
-			mClock := quartz.NewMock(t)
-			m := mockManager(t, mClock, proc.Options{KillGrace: grace})
+			ctx, mClock, m := testMockManager(t, proc.Options{KillGrace: grace})
 			timeoutTrap := mClock.Trap().AfterFunc("process", "timeout")
 			defer timeoutTrap.Close()
 			graceTrap := mClock.Trap().NewTimer("process", "kill-grace")
@@ -677,9 +649,7 @@ func TestCloseStopsEverything(t *testing.T) {
 		grace = 200 * time.Millisecond
 		quiet = 50 * time.Millisecond
 	)
-	ctx := testCtx(t)
-	mClock := quartz.NewMock(t)
-	m := mockManager(t, mClock, proc.Options{KillGrace: grace, DrainQuiet: quiet})
+	ctx, mClock, m := testMockManager(t, proc.Options{KillGrace: grace, DrainQuiet: quiet})
 
 	// The spawner exits once its grandchild is ready; its record is final
 	// one quiet window later, while the grandchild lives on. The trap is
@@ -703,8 +673,7 @@ func TestCloseStopsEverything(t *testing.T) {
 
 	graceTrap := mClock.Trap().NewTimer("manager", "kill-grace")
 	defer graceTrap.Close()
-	closed := make(chan error, 1)
-	go func() { closed <- m.Close() }()
+	closed := goClose(m)
 	releaseTrapped(ctx, t, graceTrap, grace, "Close's kill-grace timer")
 	// SIGTERM went out before the grace timer was made: the obeying child
 	// dies of it, the others ignore it, and Close waits for the grace.
@@ -730,13 +699,9 @@ func TestCloseStopsEverything(t *testing.T) {
 	}
 
 	for _, p := range procs {
-		select {
-		case <-p.Done():
-		default:
+		if !isDone(p) {
 			t.Errorf("after Close: %s (%v) is not final", p.ID(), p.Info().Args)
-			continue
-		}
-		if p.Info().Running {
+		} else if p.Info().Running {
 			t.Errorf("after Close: Info(%s).Running = true", p.ID())
 		}
 	}
@@ -750,9 +715,7 @@ func TestCloseStopsEverything(t *testing.T) {
 		t.Errorf("Start() after Close = %v; want an error wrapping ErrClosed", err)
 	}
 	// The second Close has nothing to wait for, not even the clock.
-	again := make(chan error, 1)
-	go func() { again <- m.Close() }()
-	if err := recv(ctx, t, again, "the second Close"); err != nil {
+	if err := recv(ctx, t, goClose(m), "the second Close"); err != nil {
 		t.Errorf("second Close() = %v; want nil", err)
 	}
 }
@@ -804,6 +767,138 @@ func TestCloseKillsEveryMember(t *testing.T) {
 	for pid, pgid := range members {
 		if st := readStat(t, pid); !st.memberDead(pgid) {
 			t.Errorf("after Close: PID %d of group %d is alive: state %c, flags %#x; want gone or zombie (I4)", pid, pgid, st.state, st.flags)
+		}
+	}
+}
+
+// The tests below pin fixes found in review of Close and of the paths
+// that race it: each would fail (some only with a probability per run)
+// without its fix.
+
+// TestCloseConcurrentCallsWait pins that a second Close, running while the
+// first is still in KillGrace, returns only once everything is stopped.
+func TestCloseConcurrentCallsWait(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	m := proc.NewManager(proc.Options{KillGrace: 300 * time.Millisecond})
+	p := mustStart(t, m, proc.StartRequest{Command: "trap '' TERM; echo ready; sleep 30"})
+	waitText(ctx, t, p, "ready\n")
+
+	var wg sync.WaitGroup
+	running := make(chan bool, 2)
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := m.Close(); err != nil {
+				t.Errorf("Close() = %v; want nil", err)
+			}
+			running <- p.Info().Running
+		}()
+	}
+	wg.Wait()
+	for range 2 {
+		if recv(ctx, t, running, "a Close result") {
+			t.Errorf("a Close returned while the SIGTERM-ignoring process was still running")
+		}
+	}
+	if err := p.Signal(proc.Kill); !errors.Is(err, proc.ErrClosed) {
+		t.Errorf("Signal(kill) after Close = %v; want ErrClosed", err)
+	}
+	// The child led its own session and process group: no live member is
+	// left (zombies are dead; PID 1 reaps them when it gets to it).
+	if live := liveMembers(t, p.Info().PID); len(live) != 0 {
+		t.Errorf("after Close, live members of the child's group: %v; want none", live)
+	}
+}
+
+// TestStartHookPanicLeavesNoReservation pins that a CommandContext hook
+// that panics gives the ID and the running slot back: Close does not hang
+// on a start that never registered, and the ID can be used again.
+func TestStartHookPanicLeavesNoReservation(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	var shouldPanic atomic.Bool
+	shouldPanic.Store(true)
+	m := newManager(t, proc.Options{
+		MaxRunning: 1,
+		CommandContext: func(ctx context.Context, name string, args ...string) *exec.Cmd {
+			if shouldPanic.Load() {
+				panic("hook failed")
+			}
+			return exec.CommandContext(ctx, name, args...)
+		},
+	})
+	func() {
+		defer func() {
+			if r := recover(); r != "hook failed" {
+				t.Fatalf("Start with a panicking hook: recovered %v; want the hook's panic", r)
+			}
+		}()
+		_, _ = m.Start(proc.StartRequest{ID: "x", Args: []string{"true"}})
+	}()
+	shouldPanic.Store(false)
+
+	// The slot (MaxRunning 1) and the ID are free again.
+	p := mustStart(t, m, proc.StartRequest{ID: "x", Args: []string{"true"}})
+	waitFinal(ctx, t, p)
+
+	if err := recv(ctx, t, goClose(m), "Close after a panicking hook"); err != nil {
+		t.Errorf("Close() = %v; want nil", err)
+	}
+}
+
+// TestScopeCloseStopsRemovedRecords pins that Scope.Close also stops what
+// is left of the owner's records that were already removed: a background
+// child whose group lives on.
+func TestScopeCloseStopsRemovedRecords(t *testing.T) {
+	t.Parallel()
+	ctx, m := testManager(t, proc.Options{KillGrace: 200 * time.Millisecond})
+	s := m.Scope("alice")
+	p := mustStart(t, s, proc.StartRequest{Command: "sleep 60 & echo started"})
+	waitFinal(ctx, t, p) // final after the quiet window; the sleep lives on
+	if err := m.Remove(p.ID()); err != nil {
+		t.Fatalf("Remove(%s) = %v; want nil", p.ID(), err)
+	}
+	other := mustStart(t, m.Scope("bob"), proc.StartRequest{Command: "sleep 60"})
+
+	if err := s.Close(); err != nil {
+		t.Fatalf("Scope.Close() = %v; want nil", err)
+	}
+	if err := p.Signal(proc.Kill); !errors.Is(err, proc.ErrNotRunning) {
+		t.Errorf("Signal(kill) to the removed record's group after Scope.Close = %v; want ErrNotRunning", err)
+	}
+	if !other.Info().Running {
+		t.Errorf("another owner's process was stopped by alice's Scope.Close")
+	}
+}
+
+// TestRemoveRacingClose pins that a record removed while Close runs cannot
+// leave its process group behind: the group is handed over in the same
+// critical section as the drop. The race is narrow, so it runs many rounds.
+func TestRemoveRacingClose(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	rounds := 30
+	if testing.Short() {
+		rounds = 5
+	}
+	for range rounds {
+		m := proc.NewManager(proc.Options{KillGrace: 100 * time.Millisecond})
+		p := mustStart(t, m, proc.StartRequest{Command: "sleep 60 & echo started"})
+		waitFinal(ctx, t, p)
+		removed := make(chan error, 1)
+		go func() { removed <- m.Remove(p.ID()) }()
+		if err := m.Close(); err != nil {
+			t.Fatalf("Close() = %v; want nil", err)
+		}
+		if err := recv(ctx, t, removed, "Remove"); err != nil {
+			t.Fatalf("Remove racing Close = %v; want nil (Remove works after Close too)", err)
+		}
+		// Close stopped the removed record's tree: its background sleep
+		// (the child's process group) is gone.
+		if live := liveMembers(t, p.Info().PID); len(live) != 0 {
+			t.Fatalf("after Close, live members of the removed record's group: %v; want none", live)
 		}
 	}
 }

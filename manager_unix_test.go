@@ -5,8 +5,6 @@ package proc_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,11 +15,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/quartz"
 	"golang.org/x/sys/unix"
 
 	"github.com/procvisor/proc"
 )
+
+// Unix-only Manager tests: starts the OS refuses, Options.Shell, a
+// draining record under MaxRunning, ClearEnv with nothing added, and the
+// descriptors a child inherits.
 
 // TestStartRefusedNoLeaks pins that starts the OS refuses leave no
 // descriptor, goroutine or record behind (section 8). It runs isolated, so
@@ -91,8 +92,8 @@ func TestStartNoPermission(t *testing.T) {
 			if p != nil {
 				t.Errorf("Start(%q) returned a process with its error", prog)
 			}
-			if !errors.Is(err, fs.ErrPermission) {
-				t.Errorf("Start(%q) = %v; want an error wrapping fs.ErrPermission", prog, err)
+			if !errors.Is(err, os.ErrPermission) {
+				t.Errorf("Start(%q) = %v; want an error wrapping os.ErrPermission", prog, err)
 			}
 			if in := mgrSentinelsIn(err); len(in) != 0 {
 				t.Errorf("Start(%q) = %v; wraps our sentinels %v, want none (an OS refusal)", prog, err, in)
@@ -157,12 +158,10 @@ func TestShellOption(t *testing.T) {
 // final: it counts against MaxRunning and cannot be removed.
 func TestMaxRunningCountsDraining(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	mClock := quartz.NewMock(t)
+	ctx, mClock, m := testMockManager(t, proc.Options{MaxRunning: 1})
 	trap := mClock.Trap().NewTimer("drain", "quiet")
 	var closeTrap sync.Once
 	defer closeTrap.Do(trap.Close)
-	m := newManager(t, proc.Options{Clock: mClock, MaxRunning: 1})
 
 	p := mustStart(t, m, proc.StartRequest{Command: "sleep 60 & echo started"})
 	// The drain opens its quiet window once the shell was reaped; under the
@@ -187,21 +186,20 @@ func TestMaxRunningCountsDraining(t *testing.T) {
 	waitFinal(ctx, t, q)
 }
 
-// TestResizeZero pins that Resize to zero rows or columns is ErrInvalid on
-// a TTY process, which a valid size then still resizes.
-func TestResizeZero(t *testing.T) {
+// TestClearEnvEmpty pins that ClearEnv with no Env gives the child an empty
+// environment, not the parent's (a nil exec.Cmd.Env inherits).
+func TestClearEnvEmpty(t *testing.T) {
 	t.Parallel()
-	ctx, m := testManager(t, proc.Options{})
-	req := mgrBlockReq()
-	req.TTY = true
-	p := mustStart(t, m, req)
-	for _, size := range []proc.TermSize{{Rows: 0, Cols: 80}, {Rows: 24, Cols: 0}, {}} {
-		mgrCheckErr(t, fmt.Sprintf("Resize(%+v)", size), p.Resize(size), proc.ErrInvalid)
+	ctx := testCtx(t)
+	ecoSetSecret(t)
+	m := newManager(t, proc.Options{})
+	snap, err := m.Run(ctx, proc.StartRequest{Args: []string{"env"}, ClearEnv: true})
+	if err != nil {
+		t.Fatalf("Run(env) = %v", err)
 	}
-	if err := p.Resize(proc.TermSize{Rows: 30, Cols: 100}); err != nil {
-		t.Errorf("Resize(30x100) of a running TTY process = %v", err)
+	if code := exitCode(t, snap.Info); code != 0 || snap.Output.Text != "" {
+		t.Errorf("env with ClearEnv exited %d and printed %q; want an empty environment", code, snap.Output.Text)
 	}
-	mgrKill(ctx, t, p)
 }
 
 // TestChildInheritsNoDescriptor pins that a child sees only its own three
@@ -212,9 +210,7 @@ func TestResizeZero(t *testing.T) {
 // Not parallel: a parallel test's descriptors are none of this test's
 // business.
 func TestChildInheritsNoDescriptor(t *testing.T) {
-	if _, err := os.Stat("/proc/self/fd"); err != nil {
-		t.Skipf("no /proc/self/fd: %v", err)
-	}
+	needProcFS(t)
 	if _, err := exec.LookPath("ls"); err != nil {
 		t.Skipf("no ls: %v", err)
 	}
@@ -222,21 +218,10 @@ func TestChildInheritsNoDescriptor(t *testing.T) {
 	// whatever started it) reach every child of it, os/exec's too; they
 	// are the host's to mark, not the library's.
 	hostInheritable := map[string]string{}
-	entries, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		fd, err := strconv.Atoi(e.Name())
-		if err != nil || fd <= 2 {
-			continue
-		}
-		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
-		if err != nil {
-			continue // the directory ReadDir read, closed by now
-		}
-		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
-			hostInheritable[e.Name()] = target
+	for fd, target := range openFDs(t) {
+		n, _ := strconv.Atoi(fd)
+		if flags, err := unix.FcntlInt(uintptr(n), unix.F_GETFD, 0); n > 2 && err == nil && flags&unix.FD_CLOEXEC == 0 {
+			hostInheritable[fd] = target
 		}
 	}
 

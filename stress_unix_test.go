@@ -177,29 +177,23 @@ func stress(t *testing.T, mode treeMode) {
 		}
 	}()
 
-	// The main mix: stressParallel workers take the indices in turn.
-	indices := make(chan int)
+	// The main mix: stressParallel workers take the indices in turn, until
+	// the deadline.
+	var next atomic.Int64
 	var workers sync.WaitGroup
 	for range stressParallel {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
-			for i := range indices {
+			for i := int(next.Add(1) - 1); i < stressProcs && ctx.Err() == nil; i = int(next.Add(1) - 1) {
 				r.one(i)
 			}
 		}()
 	}
-feed:
-	for i := range stressProcs {
-		select {
-		case indices <- i:
-		case <-ctx.Done():
-			t.Errorf("stress: deadline after %d of %d processes: %v", i, stressProcs, ctx.Err())
-			break feed
-		}
-	}
-	close(indices)
 	workers.Wait()
+	if ctx.Err() != nil {
+		t.Errorf("stress: deadline after %d processes of %d: %v", r.started.Load()-r.victims.Load(), stressProcs, ctx.Err())
+	}
 	r.killers.Wait()
 	<-victimDone // bounded by ctx: every wait in a round is
 	close(stop)
@@ -214,16 +208,14 @@ feed:
 	closeTook := time.Since(closeBegin)
 
 	// I4: nothing is left.
-	groups := make(map[int]bool)
+	var groups []int
 	for _, sp := range r.procs {
-		select {
-		case <-sp.p.Done():
-		default:
+		if !isDone(sp.p) {
 			t.Errorf("%s (%s): not final after Close", sp.p.ID(), sp.kind)
 		}
-		groups[sp.p.Info().PID] = true
+		groups = append(groups, sp.p.Info().PID)
 	}
-	if live := faultLiveMembers(t, groups); len(live) != 0 {
+	if live := liveMembers(t, groups...); len(live) != 0 {
 		t.Errorf("after Close, %d live members of the processes' groups: %v; want none", len(live), live)
 	}
 	checkLeaks("after Close")
@@ -274,15 +266,6 @@ func (r *stressRun) tick() {
 		case tick <- struct{}{}:
 		default:
 		}
-	}
-}
-
-func isDone(p *proc.Process) bool {
-	select {
-	case <-p.Done():
-		return true
-	default:
-		return false
 	}
 }
 
