@@ -13,47 +13,11 @@ import (
 	"github.com/procvisor/proc"
 )
 
-// The Windows forms of the examples in example_test.go. Commands run
-// through cmd.exe /C, lines end in "\r\n", and each process runs in a Job
-// Object: Kill ends the job, so everything the command started ends with
-// it; Windows has no signals, so no signal name is reported.
-
-// The common path: start a command, wait until its record is final, read
-// its status and output.
-func Example() {
-	m := proc.NewManager(proc.Options{})
-	defer m.Close()
-
-	p, err := m.Start(proc.StartRequest{Args: []string{"cmd.exe", "/C", "echo", "hello"}})
-	if err != nil {
-		fmt.Println("start:", err)
-		return
-	}
-	if err := p.Wait(context.Background()); err != nil {
-		fmt.Println("wait:", err)
-		return
-	}
-	snap := p.Snapshot()
-	fmt.Printf("exit %d: %q\n", *snap.Info.ExitCode, snap.Output.Text)
-	// Output: exit 0: "hello\r\n"
-}
-
-// Commands run through Options.Shell (cmd.exe /C) as written; stdout and
-// stderr share one buffer in the order written unless SeparateStderr is
-// set.
-func ExampleManager_Start() {
-	m := proc.NewManager(proc.Options{})
-	defer m.Close()
-
-	p, err := m.Start(proc.StartRequest{Command: "echo out& echo err>&2& exit 3"})
-	if err != nil {
-		fmt.Println("start:", err)
-		return
-	}
-	_ = p.Wait(context.Background())
-	fmt.Printf("exit %d: %q\n", *p.Info().ExitCode, p.Output().Text)
-	// Output: exit 3: "out\r\nerr\r\n"
-}
+// The Windows forms of the examples in example_unix_test.go, and one of
+// Kill. Commands run through cmd.exe /C, lines end in "\r\n", and each
+// process runs in a Job Object: Kill ends the job, so everything the
+// command started ends with it; Windows has no signals, so no signal name
+// is reported.
 
 // A long output keeps its head and its tail, with exact accounting of what
 // was left out.
@@ -126,79 +90,6 @@ func ExampleProcess_Signal() {
 	// Output:
 	// running false, exit 1
 	// true
-}
-
-// A Scope is one owner's view: another owner's process does not exist for
-// it.
-func ExampleManager_Scope() {
-	m := proc.NewManager(proc.Options{})
-	defer m.Close()
-
-	alice, bob := m.Scope("alice"), m.Scope("bob")
-	p, err := alice.Start(proc.StartRequest{Command: "rem"})
-	if err != nil {
-		fmt.Println("start:", err)
-		return
-	}
-	_, err = bob.Get(p.ID())
-	fmt.Println("bob sees alice's process:", !errors.Is(err, proc.ErrNotFound))
-	_, err = alice.Get(p.ID())
-	fmt.Println("alice sees it:", err == nil)
-	// Output:
-	// bob sees alice's process: false
-	// alice sees it: true
-}
-
-// A follower streams the output with cursor reads while the command runs.
-func ExampleProcess_ReadSince() {
-	m := proc.NewManager(proc.Options{})
-	defer m.Close()
-
-	p, err := m.Start(proc.StartRequest{Command: "for %i in (1 2 3) do @echo line %i"})
-	if err != nil {
-		fmt.Println("start:", err)
-		return
-	}
-	ctx := context.Background()
-	var got strings.Builder
-	var cursor int64
-	for {
-		if err := p.WaitOutput(ctx, cursor); err != nil {
-			fmt.Println("wait:", err)
-			return
-		}
-		c := p.ReadSince(cursor, 0)
-		got.Write(c.Data)
-		if c.Lost > 0 {
-			fmt.Printf("[lost %d bytes]\n", c.Lost)
-		}
-		cursor = c.Next
-		if c.EOF {
-			break
-		}
-	}
-	fmt.Print(got.String())
-	// Output:
-	// line 1
-	// line 2
-	// line 3
-}
-
-// Run is the one-line way to run a command to its end, as a unit test
-// does.
-func ExampleManager_Run() {
-	m := proc.NewManager(proc.Options{})
-	defer m.Close()
-
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	snap, err := m.Run(ctx, proc.StartRequest{Command: "echo built& exit 2"})
-	if err != nil {
-		fmt.Println("run:", err)
-		return
-	}
-	fmt.Printf("exit %d: %q\n", *snap.Info.ExitCode, snap.Output.Text)
-	// Output: exit 2: "built\r\n"
 }
 
 // Start a server, wait until it says it is ready, and let Close stop it.

@@ -23,27 +23,20 @@ func headTailBenchLongLines(n, length int) []byte {
 	return bytes.Repeat(line, n/len(line)+1)[:n]
 }
 
-// BenchmarkHeadTailWrite measures capture throughput: 64 KiB writes, as a
-// pipe delivers them, into a buffer of the default sizes.
+// BenchmarkHeadTailWrite measures capture throughput into a buffer of the
+// default sizes: 64 KiB writes, as a pipe delivers them, and the ring path
+// of writes smaller than the tail, which wrap around it.
 func BenchmarkHeadTailWrite(b *testing.B) {
-	p := headTailBenchLines(64 << 10)
-	buf := proc.NewHeadTailBuffer(0, 0, 0)
-	b.SetBytes(int64(len(p)))
-	b.ReportAllocs()
-	for b.Loop() {
-		_, _ = buf.Write(p)
-	}
-}
-
-// BenchmarkHeadTailWriteSmall measures the ring path: writes smaller than
-// the tail, which wrap around it.
-func BenchmarkHeadTailWriteSmall(b *testing.B) {
-	p := headTailBenchLines(1000)
-	buf := proc.NewHeadTailBuffer(0, 0, 0)
-	b.SetBytes(int64(len(p)))
-	b.ReportAllocs()
-	for b.Loop() {
-		_, _ = buf.Write(p)
+	for _, size := range []int{64 << 10, 1000} {
+		b.Run(fmt.Sprintf("bytes-%d", size), func(b *testing.B) {
+			p := headTailBenchLines(size)
+			buf := proc.NewHeadTailBuffer(0, 0, 0)
+			b.SetBytes(int64(len(p)))
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _ = buf.Write(p)
+			}
+		})
 	}
 }
 

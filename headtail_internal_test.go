@@ -2,7 +2,7 @@ package proc
 
 import (
 	"context"
-	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -83,13 +83,8 @@ func TestHeadTailBufferTailGrowth(t *testing.T) {
 		}
 	}
 	want := []int{0, 1, 2, 4, 8, 16, 32, 64, 100}
-	if len(caps) != len(want) {
+	if !slices.Equal(caps, want) {
 		t.Fatalf("tail capacities = %v; want %v", caps, want)
-	}
-	for i := range want {
-		if caps[i] != want[i] {
-			t.Fatalf("tail capacities = %v; want %v", caps, want)
-		}
 	}
 }
 
@@ -112,20 +107,10 @@ func TestHeadTailBufferWaitOutputBlocked(t *testing.T) {
 			errc := make(chan error, 1)
 			go func() { errc <- b.WaitOutput(ctx, 0) }()
 
-			for !headTailHasWaiter(b) {
-				if ctx.Err() != nil {
-					t.Fatalf("WaitOutput never blocked: %v", ctx.Err())
-				}
-				runtime.Gosched()
-			}
+			spinUntil(ctx, t, "WaitOutput blocking", func() bool { return headTailHasWaiter(b) })
 			fn(b)
-			select {
-			case err := <-errc:
-				if err != nil {
-					t.Errorf("WaitOutput(ctx, 0) = %v; want nil", err)
-				}
-			case <-ctx.Done():
-				t.Fatalf("WaitOutput did not return: %v", ctx.Err())
+			if err := <-errc; err != nil { // by ctx's end at the latest
+				t.Errorf("WaitOutput(ctx, 0) = %v; want nil", err)
 			}
 			if headTailHasWaiter(b) {
 				t.Errorf("waiter channel still set after wake-up")
@@ -135,9 +120,7 @@ func TestHeadTailBufferWaitOutputBlocked(t *testing.T) {
 }
 
 func headTailHasWaiter(b *HeadTailBuffer) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.waitc != nil
+	return pumpTestLocked(b, func() bool { return b.waitc != nil })
 }
 
 // TestHeadTailBufferPolled pins the signal the pump tries its pipe on:

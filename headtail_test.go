@@ -12,9 +12,6 @@ import (
 	"github.com/procvisor/proc"
 )
 
-// headTailTestTimeout bounds every test that blocks.
-const headTailTestTimeout = 10 * time.Second
-
 func headTailMarker(n int) string {
 	return fmt.Sprintf("\n... [omitted %d bytes] ...\n", n)
 }
@@ -43,201 +40,42 @@ func TestHeadTailBufferOutput(t *testing.T) {
 		want                string
 		wantTrunc           *proc.Truncation
 	}{
-		{
-			name: "empty",
-		},
-		{
-			name:   "under-head",
-			head:   16,
-			tail:   16,
-			writes: []string{"hello\n"},
-			want:   "hello\n",
-		},
-		{
-			name:   "under-head-plus-tail",
-			head:   4,
-			tail:   16,
-			writes: []string{"hello\n", "world\n"},
-			want:   "hello\nworld\n",
-		},
-		{
-			name:   "exact-head+tail",
-			head:   4,
-			tail:   4,
-			writes: []string{"abcdefgh"},
-			want:   "abcdefgh",
-		},
-		{
-			name:      "omitted-middle",
-			head:      4,
-			tail:      4,
-			writes:    []string{"abcd", "0123456789", "wxyz"},
-			want:      "abcd" + headTailMarker(10) + "wxyz",
-			wantTrunc: headTailTrunc(18, 8, 0),
-		},
-		{
-			name:      "omitted-one-byte",
-			head:      4,
-			tail:      4,
-			writes:    []string{"abcd.wxyz"},
-			want:      "abcd" + headTailMarker(1) + "wxyz",
-			wantTrunc: headTailTrunc(9, 8, 0),
-		},
-		{
-			// The head ends with the first byte of "€" (e2 82 ac).
-			name:      "utf8-seam-head",
-			head:      5,
-			tail:      4,
-			writes:    []string{"abcd€", "0123456789", "wxyz"},
-			want:      "abcd" + headTailMarker(12) + "wxyz",
-			wantTrunc: headTailTrunc(21, 9, 0),
-		},
-		{
-			// The head ends with two bytes of "😀" (f0 9f 98 80).
-			name:      "utf8-seam-head-4-byte",
-			head:      6,
-			tail:      3,
-			writes:    []string{"abcd😀", "0123456789", "xyz"},
-			want:      "abcd" + headTailMarker(12) + "xyz",
-			wantTrunc: headTailTrunc(21, 9, 0),
-		},
-		{
-			// The tail starts with the last two bytes of "€".
-			name:      "utf8-seam-tail",
-			head:      4,
-			tail:      5,
-			writes:    []string{"abcd", "0123456789", "€xyz"},
-			want:      "abcd" + headTailMarker(11) + "xyz",
-			wantTrunc: headTailTrunc(20, 9, 0),
-		},
-		{
-			// Complete characters at both ends of the seam stay.
-			name:      "utf8-seam-complete",
-			head:      5,
-			tail:      5,
-			writes:    []string{"abcé", "0123456789", "éxyz"},
-			want:      "abcé" + headTailMarker(10) + "éxyz",
-			wantTrunc: headTailTrunc(20, 10, 0),
-		},
-		{
-			// Invalid bytes are not characters: nothing to trim.
-			name:      "invalid-utf8-seam",
-			head:      4,
-			tail:      4,
-			writes:    []string{"abc\xff", "0123456789", "\xfexyz"},
-			want:      "abc\xff" + headTailMarker(10) + "\xfexyz",
-			wantTrunc: headTailTrunc(18, 8, 0),
-		},
-		{
-			name:      "long-line-cut",
-			head:      64,
-			tail:      64,
-			lineMax:   24,
-			writes:    []string{"short\n0123456789abcdef0123456789\nend"},
-			want:      "short\n01234567 ... [truncated]\nend",
-			wantTrunc: headTailTrunc(36, 36, 1),
-		},
-		{
-			name:      "long-line-exactly-max",
-			head:      64,
-			tail:      64,
-			lineMax:   8,
-			writes:    []string{"01234567\n01234567"},
-			want:      "01234567\n01234567",
-			wantTrunc: nil,
-		},
-		{
-			name:      "long-last-line",
-			head:      64,
-			tail:      64,
-			lineMax:   20,
-			writes:    []string{"ab\n0123456789abcdefghij!"},
-			want:      "ab\n0123 ... [truncated]",
-			wantTrunc: headTailTrunc(24, 24, 1),
-		},
-		{
-			// The cut at 8 bytes (24 less the suffix) lands inside "é"
-			// (bytes 7-8).
-			name:      "long-line-utf8",
-			head:      64,
-			tail:      64,
-			lineMax:   24,
-			writes:    []string{"abcdefgéhij0123456789abcdef\n", "abcdefghé0123456789abcdef\n"},
-			want:      "abcdefg ... [truncated]\nabcdefgh ... [truncated]\n",
-			wantTrunc: headTailTrunc(56, 56, 2),
-		},
-		{
-			// Invalid bytes are cut wherever the limit falls.
-			name:      "long-line-invalid-utf8",
-			head:      64,
-			tail:      64,
-			lineMax:   20,
-			writes:    []string{"abc\xe2\x82x0123456789abcdef\n"},
-			want:      "abc\xe2 ... [truncated]\n",
-			wantTrunc: headTailTrunc(23, 23, 1),
-		},
-		{
-			// Nothing omitted: the line "abcdefghij..." starts in the
-			// head and ends in the tail, and is cut as one line.
-			name:      "line-spanning-seam",
-			head:      4,
-			tail:      40,
-			lineMax:   22,
-			writes:    []string{"ab", "cdefghij0123456789abcdef\nxy"},
-			want:      "abcdef ... [truncated]\nxy",
-			wantTrunc: headTailTrunc(29, 29, 1),
-		},
-		{
-			// "€" spans head and tail, and the cut at 4 falls inside it.
-			name:      "line-spanning-seam-utf8",
-			head:      4,
-			tail:      32,
-			lineMax:   20,
-			writes:    []string{"abc€def0123456789abcdef"},
-			want:      "abc ... [truncated]",
-			wantTrunc: headTailTrunc(25, 25, 1),
-		},
-		{
-			name:    "no-invented-newline",
-			head:    4,
-			tail:    8,
-			lineMax: 64,
-			writes:  []string{"abc€def"},
-			want:    "abc€def",
-		},
-		{
-			// The marker ends the head's last line; each side is cut
-			// on its own and the marker never is.
-			name:      "long-lines-around-marker",
-			head:      24,
-			tail:      24,
-			lineMax:   20,
-			writes:    []string{"abcd" + strings.Repeat("x", 20), "XXXX", "ijkl" + strings.Repeat("y", 20)},
-			want:      "abcd ... [truncated]" + headTailMarker(4) + "ijkl ... [truncated]",
-			wantTrunc: headTailTrunc(52, 48, 2),
-		},
-		{
-			name:      "huge-single-write",
-			writes:    []string{huge},
-			want:      huge[:16384] + headTailMarker(len(huge)-32768) + huge[len(huge)-16384:],
-			wantTrunc: headTailTrunc(int64(len(huge)), 32768, 0),
-		},
-		{
-			name:      "huge-write-after-tail-filled",
-			head:      4,
-			tail:      4,
-			writes:    []string{"abcd12345", strings.Repeat("-", 100) + "wxyz"},
-			want:      "abcd" + headTailMarker(105) + "wxyz",
-			wantTrunc: headTailTrunc(113, 8, 0),
-		},
-		{
-			name:      "many-small-writes",
-			head:      8,
-			tail:      8,
-			writes:    strings.Split(smalls, ""),
-			want:      smalls[:8] + headTailMarker(84) + smalls[92:],
-			wantTrunc: headTailTrunc(100, 16, 0),
-		},
+		{"empty", 0, 0, 0, nil, "", nil},
+		{"under-head", 16, 16, 0, []string{"hello\n"}, "hello\n", nil},
+		{"under-head-plus-tail", 4, 16, 0, []string{"hello\n", "world\n"}, "hello\nworld\n", nil},
+		{"exact-head+tail", 4, 4, 0, []string{"abcdefgh"}, "abcdefgh", nil},
+		{"omitted-middle", 4, 4, 0, []string{"abcd", "0123456789", "wxyz"}, "abcd" + headTailMarker(10) + "wxyz", headTailTrunc(18, 8, 0)},
+		{"omitted-one-byte", 4, 4, 0, []string{"abcd.wxyz"}, "abcd" + headTailMarker(1) + "wxyz", headTailTrunc(9, 8, 0)},
+		// The head ends with the first byte of "€" (e2 82 ac).
+		{"utf8-seam-head", 5, 4, 0, []string{"abcd€", "0123456789", "wxyz"}, "abcd" + headTailMarker(12) + "wxyz", headTailTrunc(21, 9, 0)},
+		// The head ends with two bytes of "😀" (f0 9f 98 80).
+		{"utf8-seam-head-4-byte", 6, 3, 0, []string{"abcd😀", "0123456789", "xyz"}, "abcd" + headTailMarker(12) + "xyz", headTailTrunc(21, 9, 0)},
+		// The tail starts with the last two bytes of "€".
+		{"utf8-seam-tail", 4, 5, 0, []string{"abcd", "0123456789", "€xyz"}, "abcd" + headTailMarker(11) + "xyz", headTailTrunc(20, 9, 0)},
+		// Complete characters at both ends of the seam stay.
+		{"utf8-seam-complete", 5, 5, 0, []string{"abcé", "0123456789", "éxyz"}, "abcé" + headTailMarker(10) + "éxyz", headTailTrunc(20, 10, 0)},
+		// Invalid bytes are not characters: nothing to trim.
+		{"invalid-utf8-seam", 4, 4, 0, []string{"abc\xff", "0123456789", "\xfexyz"}, "abc\xff" + headTailMarker(10) + "\xfexyz", headTailTrunc(18, 8, 0)},
+		{"long-line-cut", 64, 64, 24, []string{"short\n0123456789abcdef0123456789\nend"}, "short\n01234567 ... [truncated]\nend", headTailTrunc(36, 36, 1)},
+		{"long-line-exactly-max", 64, 64, 8, []string{"01234567\n01234567"}, "01234567\n01234567", nil},
+		{"long-last-line", 64, 64, 20, []string{"ab\n0123456789abcdefghij!"}, "ab\n0123 ... [truncated]", headTailTrunc(24, 24, 1)},
+		// The cut at 8 bytes (24 less the suffix) lands inside "é"
+		// (bytes 7-8).
+		{"long-line-utf8", 64, 64, 24, []string{"abcdefgéhij0123456789abcdef\n", "abcdefghé0123456789abcdef\n"}, "abcdefg ... [truncated]\nabcdefgh ... [truncated]\n", headTailTrunc(56, 56, 2)},
+		// Invalid bytes are cut wherever the limit falls.
+		{"long-line-invalid-utf8", 64, 64, 20, []string{"abc\xe2\x82x0123456789abcdef\n"}, "abc\xe2 ... [truncated]\n", headTailTrunc(23, 23, 1)},
+		// Nothing omitted: the line "abcdefghij..." starts in the
+		// head and ends in the tail, and is cut as one line.
+		{"line-spanning-seam", 4, 40, 22, []string{"ab", "cdefghij0123456789abcdef\nxy"}, "abcdef ... [truncated]\nxy", headTailTrunc(29, 29, 1)},
+		// "€" spans head and tail, and the cut at 4 falls inside it.
+		{"line-spanning-seam-utf8", 4, 32, 20, []string{"abc€def0123456789abcdef"}, "abc ... [truncated]", headTailTrunc(25, 25, 1)},
+		{"no-invented-newline", 4, 8, 64, []string{"abc€def"}, "abc€def", nil},
+		// The marker ends the head's last line; each side is cut
+		// on its own and the marker never is.
+		{"long-lines-around-marker", 24, 24, 20, []string{"abcd" + strings.Repeat("x", 20), "XXXX", "ijkl" + strings.Repeat("y", 20)}, "abcd ... [truncated]" + headTailMarker(4) + "ijkl ... [truncated]", headTailTrunc(52, 48, 2)},
+		{"huge-single-write", 0, 0, 0, []string{huge}, huge[:16384] + headTailMarker(len(huge)-32768) + huge[len(huge)-16384:], headTailTrunc(int64(len(huge)), 32768, 0)},
+		{"huge-write-after-tail-filled", 4, 4, 0, []string{"abcd12345", strings.Repeat("-", 100) + "wxyz"}, "abcd" + headTailMarker(105) + "wxyz", headTailTrunc(113, 8, 0)},
+		{"many-small-writes", 8, 8, 0, strings.Split(smalls, ""), smalls[:8] + headTailMarker(84) + smalls[92:], headTailTrunc(100, 16, 0)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -327,131 +165,49 @@ func TestHeadTailBufferReadSince(t *testing.T) {
 		finish     bool
 		reads      []read
 	}{
-		{
-			name:   "empty",
-			head:   4,
-			tail:   4,
-			reads:  []read{{0, 0, proc.Chunk{}}, {5, 0, proc.Chunk{Next: 5}}},
-			finish: false,
-		},
-		{
-			name:   "empty-finished",
-			head:   4,
-			tail:   4,
-			finish: true,
-			reads:  []read{{0, 0, proc.Chunk{EOF: true}}},
-		},
-		{
-			name:   "spanning-head-and-tail",
-			head:   4,
-			tail:   8,
-			writes: []string{"abcdefghij"},
-			reads: []read{
-				{0, 0, proc.Chunk{Data: []byte("abcdefghij"), Next: 10, End: 10}},
-				{2, 0, proc.Chunk{Data: []byte("cdefghij"), Next: 10, End: 10}},
-				{6, 0, proc.Chunk{Data: []byte("ghij"), Next: 10, End: 10}},
-				{10, 0, proc.Chunk{Next: 10, End: 10}},
-			},
-		},
-		{
-			name:   "cursor-in-gap",
-			head:   4,
-			tail:   4,
-			writes: []string{"abcd", "0123456789", "wxyz"},
-			reads: []read{
-				// The head ends the read; the next one reports the gap.
-				{0, 0, proc.Chunk{Data: []byte("abcd"), Next: 4, End: 18}},
-				{4, 0, proc.Chunk{Data: []byte("wxyz"), Next: 18, Lost: 10, End: 18}},
-				{7, 0, proc.Chunk{Data: []byte("wxyz"), Next: 18, Lost: 7, End: 18}},
-				{13, 0, proc.Chunk{Data: []byte("wxyz"), Next: 18, Lost: 1, End: 18}},
-				{14, 0, proc.Chunk{Data: []byte("wxyz"), Next: 18, End: 18}},
-				{16, 0, proc.Chunk{Data: []byte("yz"), Next: 18, End: 18}},
-			},
-		},
-		{
-			name:   "max-limits",
-			head:   4,
-			tail:   4,
-			writes: []string{"abcd", "0123456789", "wxyz"},
-			reads: []read{
-				{0, 3, proc.Chunk{Data: []byte("abc"), Next: 3, End: 18}},
-				{3, 3, proc.Chunk{Data: []byte("d"), Next: 4, End: 18}},
-				{4, 3, proc.Chunk{Data: []byte("wxy"), Next: 17, Lost: 10, End: 18}},
-				{17, 3, proc.Chunk{Data: []byte("z"), Next: 18, End: 18}},
-				{0, -1, proc.Chunk{Data: []byte("abcd"), Next: 4, End: 18}},
-			},
-		},
-		{
-			name:   "max-across-seam",
-			head:   4,
-			tail:   8,
-			writes: []string{"abcdefghij"},
-			reads: []read{
-				{2, 4, proc.Chunk{Data: []byte("cdef"), Next: 6, End: 10}},
-			},
-		},
-		{
-			name:   "wrapped-ring",
-			head:   2,
-			tail:   4,
-			writes: []string{"ab", "cde", "fgh"},
-			reads: []read{
-				{0, 0, proc.Chunk{Data: []byte("ab"), Next: 2, End: 8}},
-				{2, 0, proc.Chunk{Data: []byte("efgh"), Next: 8, Lost: 2, End: 8}},
-				{5, 2, proc.Chunk{Data: []byte("fg"), Next: 7, End: 8}},
-			},
-		},
-		{
-			name:   "negative-cursor",
-			head:   4,
-			tail:   4,
-			writes: []string{"ab"},
-			reads: []read{
-				{-5, 0, proc.Chunk{Data: []byte("ab"), Next: 2, End: 2}},
-			},
-		},
-		{
-			name:   "cursor-beyond-end",
-			head:   4,
-			tail:   4,
-			writes: []string{"abcdef"},
-			reads: []read{
-				{100, 0, proc.Chunk{Next: 100, End: 6}},
-			},
-		},
-		{
-			name:   "cursor-beyond-end-finished",
-			head:   4,
-			tail:   4,
-			writes: []string{"abcdef"},
-			finish: true,
-			reads: []read{
-				{100, 0, proc.Chunk{Next: 100, End: 6, EOF: true}},
-			},
-		},
-		{
-			name:   "eof-after-finish",
-			head:   4,
-			tail:   4,
-			writes: []string{"abcd", "0123456789", "wxyz"},
-			finish: true,
-			reads: []read{
-				{0, 0, proc.Chunk{Data: []byte("abcd"), Next: 4, End: 18}},
-				{4, 0, proc.Chunk{Data: []byte("wxyz"), Next: 18, Lost: 10, End: 18, EOF: true}},
-				{4, 2, proc.Chunk{Data: []byte("wx"), Next: 16, Lost: 10, End: 18}},
-				{18, 0, proc.Chunk{Next: 18, End: 18, EOF: true}},
-			},
-		},
-		{
-			name:   "no-eof-before-finish",
-			head:   4,
-			tail:   4,
-			writes: []string{"abcdef"},
-			reads: []read{
-				{0, 0, proc.Chunk{Data: []byte("abcdef"), Next: 6, End: 6}},
-				{6, 0, proc.Chunk{Next: 6, End: 6}},
-			},
-		},
+		{"empty", 4, 4, nil, false, []read{{0, 0, proc.Chunk{}}, {5, 0, proc.Chunk{Next: 5}}}},
+		{"empty-finished", 4, 4, nil, true, []read{{0, 0, proc.Chunk{EOF: true}}}},
+		{"spanning-head-and-tail", 4, 8, []string{"abcdefghij"}, false, []read{
+			{0, 0, proc.Chunk{Data: []byte("abcdefghij"), Next: 10, End: 10}},
+			{2, 0, proc.Chunk{Data: []byte("cdefghij"), Next: 10, End: 10}},
+			{6, 0, proc.Chunk{Data: []byte("ghij"), Next: 10, End: 10}},
+			{10, 0, proc.Chunk{Next: 10, End: 10}},
+		}},
+		{"cursor-in-gap", 4, 4, []string{"abcd", "0123456789", "wxyz"}, false, []read{
+			// The head ends the read; the next one reports the gap.
+			{0, 0, proc.Chunk{Data: []byte("abcd"), Next: 4, End: 18}},
+			{4, 0, proc.Chunk{Data: []byte("wxyz"), Next: 18, Lost: 10, End: 18}},
+			{7, 0, proc.Chunk{Data: []byte("wxyz"), Next: 18, Lost: 7, End: 18}},
+			{13, 0, proc.Chunk{Data: []byte("wxyz"), Next: 18, Lost: 1, End: 18}},
+			{14, 0, proc.Chunk{Data: []byte("wxyz"), Next: 18, End: 18}},
+			{16, 0, proc.Chunk{Data: []byte("yz"), Next: 18, End: 18}},
+		}},
+		{"max-limits", 4, 4, []string{"abcd", "0123456789", "wxyz"}, false, []read{
+			{0, 3, proc.Chunk{Data: []byte("abc"), Next: 3, End: 18}},
+			{3, 3, proc.Chunk{Data: []byte("d"), Next: 4, End: 18}},
+			{4, 3, proc.Chunk{Data: []byte("wxy"), Next: 17, Lost: 10, End: 18}},
+			{17, 3, proc.Chunk{Data: []byte("z"), Next: 18, End: 18}},
+			{0, -1, proc.Chunk{Data: []byte("abcd"), Next: 4, End: 18}},
+		}},
+		{"max-across-seam", 4, 8, []string{"abcdefghij"}, false, []read{{2, 4, proc.Chunk{Data: []byte("cdef"), Next: 6, End: 10}}}},
+		{"wrapped-ring", 2, 4, []string{"ab", "cde", "fgh"}, false, []read{
+			{0, 0, proc.Chunk{Data: []byte("ab"), Next: 2, End: 8}},
+			{2, 0, proc.Chunk{Data: []byte("efgh"), Next: 8, Lost: 2, End: 8}},
+			{5, 2, proc.Chunk{Data: []byte("fg"), Next: 7, End: 8}},
+		}},
+		{"negative-cursor", 4, 4, []string{"ab"}, false, []read{{-5, 0, proc.Chunk{Data: []byte("ab"), Next: 2, End: 2}}}},
+		{"cursor-beyond-end", 4, 4, []string{"abcdef"}, false, []read{{100, 0, proc.Chunk{Next: 100, End: 6}}}},
+		{"cursor-beyond-end-finished", 4, 4, []string{"abcdef"}, true, []read{{100, 0, proc.Chunk{Next: 100, End: 6, EOF: true}}}},
+		{"eof-after-finish", 4, 4, []string{"abcd", "0123456789", "wxyz"}, true, []read{
+			{0, 0, proc.Chunk{Data: []byte("abcd"), Next: 4, End: 18}},
+			{4, 0, proc.Chunk{Data: []byte("wxyz"), Next: 18, Lost: 10, End: 18, EOF: true}},
+			{4, 2, proc.Chunk{Data: []byte("wx"), Next: 16, Lost: 10, End: 18}},
+			{18, 0, proc.Chunk{Next: 18, End: 18, EOF: true}},
+		}},
+		{"no-eof-before-finish", 4, 4, []string{"abcdef"}, false, []read{
+			{0, 0, proc.Chunk{Data: []byte("abcdef"), Next: 6, End: 6}},
+			{6, 0, proc.Chunk{Next: 6, End: 6}},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -593,69 +349,44 @@ func TestHeadTailBufferWaitOutput(t *testing.T) {
 		}
 	})
 
-	t.Run("write-from-goroutine", func(t *testing.T) {
-		t.Parallel()
-		ctx, cancel := context.WithTimeout(t.Context(), headTailTestTimeout)
-		defer cancel()
-		b := proc.NewHeadTailBuffer(4, 4, 0)
-		if _, err := b.Write([]byte("ab")); err != nil {
-			t.Fatalf("Write: %v", err)
-		}
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, _ = b.Write([]byte("c"))
-		}()
-		defer wg.Wait()
-		if err := b.WaitOutput(ctx, 2); err != nil {
-			t.Fatalf("WaitOutput(ctx, 2) = %v; want nil", err)
-		}
-		if got := b.Len(); got != 3 {
-			t.Errorf("Len() after WaitOutput = %d; want 3", got)
-		}
-	})
-
-	t.Run("finish", func(t *testing.T) {
-		t.Parallel()
-		ctx, cancel := context.WithTimeout(t.Context(), headTailTestTimeout)
-		defer cancel()
-		b := proc.NewHeadTailBuffer(4, 4, 0)
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			b.Finish()
-		}()
-		defer wg.Wait()
-		if err := b.WaitOutput(ctx, 0); err != nil {
-			t.Fatalf("WaitOutput(ctx, 0) = %v; want nil", err)
-		}
-		if !b.Finished() {
-			t.Errorf("Finished() after WaitOutput = false; want true")
-		}
-		// A finished buffer never blocks, whatever the cursor.
-		if err := b.WaitOutput(ctx, 100); err != nil {
-			t.Errorf("WaitOutput(ctx, 100) after Finish = %v; want nil", err)
-		}
-	})
-
-	t.Run("cancel", func(t *testing.T) {
-		t.Parallel()
-		ctx, cancel := context.WithCancel(t.Context())
-		b := proc.NewHeadTailBuffer(4, 4, 0)
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cancel()
-		}()
-		defer wg.Wait()
-		err := b.WaitOutput(ctx, 0)
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("WaitOutput(ctx, 0) = %v; want an error wrapping context.Canceled", err)
-		}
-	})
+	// A blocked WaitOutput returns when a write passes its cursor, when the
+	// buffer is finished (which then never blocks, whatever the cursor), or
+	// with its context's error.
+	for _, tt := range []struct {
+		name string
+		wake func(b *proc.HeadTailBuffer, cancel context.CancelFunc)
+		want error
+	}{
+		{"write-from-goroutine", func(b *proc.HeadTailBuffer, _ context.CancelFunc) { _, _ = b.Write([]byte("c")) }, nil},
+		{"finish", func(b *proc.HeadTailBuffer, _ context.CancelFunc) { b.Finish() }, nil},
+		{"cancel", func(_ *proc.HeadTailBuffer, cancel context.CancelFunc) { cancel() }, context.Canceled},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancel(testCtx(t))
+			b := proc.NewHeadTailBuffer(4, 4, 0)
+			_, _ = b.Write([]byte("ab"))
+			woken := make(chan struct{})
+			go func() { defer close(woken); tt.wake(b, cancel) }()
+			defer func() { <-woken }()
+			if err := b.WaitOutput(ctx, 2); !errors.Is(err, tt.want) {
+				t.Fatalf("WaitOutput(ctx, 2) = %v; want %v", err, tt.want)
+			}
+			switch tt.name {
+			case "write-from-goroutine":
+				if got := b.Len(); got != 3 {
+					t.Errorf("Len() after WaitOutput = %d; want 3", got)
+				}
+			case "finish":
+				if !b.Finished() {
+					t.Errorf("Finished() after WaitOutput = false; want true")
+				}
+				if err := b.WaitOutput(ctx, 100); err != nil {
+					t.Errorf("WaitOutput(ctx, 100) after Finish = %v; want nil", err)
+				}
+			}
+		})
+	}
 
 	t.Run("deadline", func(t *testing.T) {
 		t.Parallel()
@@ -670,8 +401,7 @@ func TestHeadTailBufferWaitOutput(t *testing.T) {
 
 	t.Run("many-waiters", func(t *testing.T) {
 		t.Parallel()
-		ctx, cancel := context.WithTimeout(t.Context(), headTailTestTimeout)
-		defer cancel()
+		ctx := testCtx(t)
 		b := proc.NewHeadTailBuffer(4, 4, 0)
 		const waiters = 8
 		errc := make(chan error, waiters) // one slot per sender
@@ -681,14 +411,9 @@ func TestHeadTailBufferWaitOutput(t *testing.T) {
 		if _, err := b.Write([]byte("x")); err != nil {
 			t.Fatalf("Write: %v", err)
 		}
-		for range waiters {
-			select {
-			case err := <-errc:
-				if err != nil {
-					t.Errorf("WaitOutput(ctx, 0) = %v; want nil", err)
-				}
-			case <-ctx.Done():
-				t.Fatalf("waiting for WaitOutput: %v", ctx.Err())
+		for range waiters { // each returns by ctx's end at the latest
+			if err := <-errc; err != nil {
+				t.Errorf("WaitOutput(ctx, 0) = %v; want nil", err)
 			}
 		}
 	})
@@ -698,8 +423,7 @@ func TestHeadTailBufferWaitOutput(t *testing.T) {
 // with -race.
 func TestHeadTailBufferConcurrent(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(t.Context(), headTailTestTimeout)
-	defer cancel()
+	ctx := testCtx(t)
 	b := proc.NewHeadTailBuffer(64, 64, 16)
 	const writers, writes = 4, 200
 	var wg sync.WaitGroup
@@ -730,11 +454,7 @@ func TestHeadTailBufferConcurrent(t *testing.T) {
 	}()
 	wg.Wait()
 	b.Finish()
-	select {
-	case <-readerDone:
-	case <-ctx.Done():
-		t.Fatalf("waiting for the reader: %v", ctx.Err())
-	}
+	<-readerDone // its WaitOutput returns by ctx's end at the latest
 	if got, want := b.Len(), int64(writers*writes*11); got != want {
 		t.Errorf("Len() = %d; want %d", got, want)
 	}

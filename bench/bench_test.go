@@ -103,6 +103,19 @@ func finish(b *testing.B, baseline string) {
 // tells the supervisor's own cost from the children's.
 type cpuUse struct{ self, children time.Duration }
 
+// measured runs op in the benchmark's loop and reports its allocations,
+// its CPU use (readCPU) and its ratio to baseline (finish).
+func measured(b *testing.B, baseline string, op func()) {
+	b.Helper()
+	b.ReportAllocs()
+	cpu := readCPU(b)
+	for b.Loop() {
+		op()
+	}
+	cpu.report(b)
+	finish(b, baseline)
+}
+
 func readCPU(b *testing.B) cpuUse {
 	b.Helper()
 	var self, children syscall.Rusage
@@ -313,24 +326,16 @@ func BenchmarkCapture(b *testing.B) {
 	b.Run("proc", func(b *testing.B) {
 		m := newManager(b, proc.Options{})
 		b.SetBytes(size)
-		b.ReportAllocs()
-		cpu := readCPU(b)
-		for b.Loop() {
+		measured(b, "raw", func() {
 			p := procRun(b, m, proc.StartRequest{Args: args})
 			checkFinal(b, p, size)
-		}
-		cpu.report(b)
-		finish(b, "raw")
+		})
 	})
 	b.Run("gocmd", func(b *testing.B) {
 		b.SetBytes(size)
-		b.ReportAllocs()
-		cpu := readCPU(b)
-		for b.Loop() {
+		measured(b, "raw", func() {
 			gocmdRun(b, args)
-		}
-		cpu.report(b)
-		finish(b, "raw")
+		})
 	})
 }
 
@@ -463,70 +468,46 @@ func BenchmarkCaptureMemory(b *testing.B) {
 // while a grandchild holds the pipe.
 func BenchmarkTrue(b *testing.B) {
 	b.Run("raw", func(b *testing.B) {
-		b.ReportAllocs()
-		cpu := readCPU(b)
-		for b.Loop() {
+		measured(b, "", func() {
 			if err := exec.Command("true").Run(); err != nil {
 				b.Fatalf("exec.Command(true).Run() = %v; want nil", err)
 			}
-		}
-		cpu.report(b)
-		finish(b, "")
+		})
 	})
 	b.Run("raw-pipe", func(b *testing.B) {
 		// os/exec capturing output the way any supervisor must: a pipe and
 		// a reader. This is the floor for a library that keeps output.
-		b.ReportAllocs()
-		cpu := readCPU(b)
 		buf := make([]byte, 64<<10)
-		for b.Loop() {
+		measured(b, "raw", func() {
 			if _, err := rawCapture([]string{"true"}, buf); err != nil {
 				b.Fatalf("rawCapture(true) = %v; want nil", err)
 			}
-		}
-		cpu.report(b)
-		finish(b, "raw")
+		})
 	})
 	b.Run("raw-async", func(b *testing.B) {
-		b.ReportAllocs()
-		cpu := readCPU(b)
 		buf := make([]byte, 64<<10)
-		for b.Loop() {
+		measured(b, "raw", func() {
 			if err := <-rawCaptureAsync([]string{"true"}, buf); err != nil {
 				b.Fatalf("rawCaptureAsync(true) = %v; want nil", err)
 			}
-		}
-		cpu.report(b)
-		finish(b, "raw")
+		})
 	})
 	b.Run("proc", func(b *testing.B) {
 		m := steadyManager(b)
-		b.ReportAllocs()
-		cpu := readCPU(b)
-		for b.Loop() {
+		measured(b, "raw", func() {
 			checkFinal(b, procRun(b, m, proc.StartRequest{Args: []string{"true"}}), 0)
-		}
-		cpu.report(b)
-		finish(b, "raw")
+		})
 	})
 	b.Run("proc-fresh", func(b *testing.B) {
 		f := &freshManager{b: b}
-		b.ReportAllocs()
-		cpu := readCPU(b)
-		for b.Loop() {
+		measured(b, "raw", func() {
 			checkFinal(b, procRun(b, f.get(1), proc.StartRequest{Args: []string{"true"}}), 0)
-		}
-		cpu.report(b)
-		finish(b, "raw")
+		})
 	})
 	b.Run("gocmd", func(b *testing.B) {
-		b.ReportAllocs()
-		cpu := readCPU(b)
-		for b.Loop() {
+		measured(b, "raw", func() {
 			gocmdRun(b, []string{"true"})
-		}
-		cpu.report(b)
-		finish(b, "raw")
+		})
 	})
 }
 
@@ -856,9 +837,7 @@ func BenchmarkConcurrent(b *testing.B) {
 	total := int64(concurrentProcs * concurrentBytes)
 	b.Run("raw", func(b *testing.B) {
 		b.SetBytes(total)
-		b.ReportAllocs()
-		cpu := readCPU(b)
-		for b.Loop() {
+		measured(b, "", func() {
 			// Started one after another from this goroutine, as the
 			// manager's are; each is read by its own goroutine, as the
 			// manager's pumps do.
@@ -890,9 +869,7 @@ func BenchmarkConcurrent(b *testing.B) {
 					b.Fatalf("raw %q: %v", args, err)
 				}
 			}
-		}
-		cpu.report(b)
-		finish(b, "")
+		})
 	})
 	run := func(b *testing.B, m *proc.Manager, procs []*proc.Process) {
 		for i := range procs {
@@ -933,9 +910,7 @@ func BenchmarkConcurrent(b *testing.B) {
 	})
 	b.Run("gocmd", func(b *testing.B) {
 		b.SetBytes(total)
-		b.ReportAllocs()
-		cpu := readCPU(b)
-		for b.Loop() {
+		measured(b, "raw", func() {
 			cmds := make([]<-chan gocmd.Status, concurrentProcs)
 			for i := range cmds {
 				cmds[i] = gocmd.NewCmd(args[0], args[1:]...).Start()
@@ -945,8 +920,6 @@ func BenchmarkConcurrent(b *testing.B) {
 					b.Fatalf("go-cmd %q: error %v, exit %d; want nil, 0", args, st.Error, st.Exit)
 				}
 			}
-		}
-		cpu.report(b)
-		finish(b, "raw")
+		})
 	})
 }

@@ -209,17 +209,13 @@ func BenchmarkTee(b *testing.B) {
 				req.OutputTee = struct{ io.Writer }{io.Discard}
 			}
 			b.SetBytes(teeBytes)
-			b.ReportAllocs()
-			cpu := readCPU(b)
-			for b.Loop() {
+			measured(b, "alone", func() {
 				p := procRun(b, m, req)
 				checkFinal(b, p, teeBytes)
 				if info := p.Info(); info.TeeError != "" {
 					b.Fatalf("TeeError = %q; want none", info.TeeError)
 				}
-			}
-			cpu.report(b)
-			finish(b, "alone")
+			})
 		})
 	}
 }

@@ -4,26 +4,18 @@ package main_test
 
 import (
 	"bufio"
-	"context"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // TestProcrunFollowActivity: with -follow, procrun says on stderr when the
 // command starts to wait for input, and which ports it listens on.
 func TestProcrunFollowActivity(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	bin := filepath.Join(t.TempDir(), "procrun")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	ctx, bin := prBuild(t)
 
 	// follow runs procrun with args, and returns its stderr lines as they
 	// come; the caller ends the run.

@@ -60,6 +60,20 @@ func prSnapshot(t *testing.T, r prResult) proc.Snapshot {
 	return snap
 }
 
+// prBuild builds procrun into a temporary directory and returns the path,
+// with a context that ends with the test (Cleanup, not defer: parallel
+// subtests run after the test function returns), within two minutes.
+func prBuild(t *testing.T) (context.Context, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	bin := filepath.Join(t.TempDir(), "procrun")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return ctx, bin
+}
+
 // prRealDir resolves symbolic links in dir (a temporary directory may sit
 // behind one, as on macOS).
 func prRealDir(t *testing.T, dir string) string {
@@ -73,14 +87,7 @@ func prRealDir(t *testing.T, dir string) string {
 
 func TestProcrun(t *testing.T) {
 	t.Parallel()
-	// Cleanup, not defer: the parallel subtests run after this function
-	// returns.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	bin := filepath.Join(t.TempDir(), "procrun")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	ctx, bin := prBuild(t)
 
 	for _, tc := range []struct {
 		name string
