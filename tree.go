@@ -3,6 +3,7 @@ package proc
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -240,7 +241,7 @@ type containState struct {
 
 // containment returns the Manager's cgroup host, or nil when its children
 // lead sessions instead: with ContainGroup, and with ContainAuto where
-// cgroups cannot be used (logged once). With ContainCgroup a missing
+// cgroups cannot be used (logged once on Linux). With ContainCgroup a missing
 // cgroup is an error wrapping ErrUnsupported, and a CgroupParent that is
 // not a cgroup v2 directory one wrapping ErrInvalid in either mode. It
 // also returns the watchdog that kills the trees if the host dies, started
@@ -282,7 +283,9 @@ func (m *Manager) containment() (*cgroupHost, *watchdog, error) {
 		lost.abandon()
 		m.logger.Warn(context.Background(), "the host-death watchdog was gone; started a new one")
 	}
-	if first && err != nil {
+	// Only Linux has cgroups to miss; elsewhere sessions (or jobs) are
+	// simply how trees are held.
+	if first && err != nil && runtime.GOOS == "linux" {
 		m.logger.Info(context.Background(), "cgroups cannot be used; children lead sessions instead",
 			slog.Error(err))
 	}
