@@ -44,16 +44,19 @@ func ExampleCloseOnMock() {
 // exampleT stands in for the *testing.T a test gives quartz.NewMock. It
 // runs the mock's cleanups, as a test does when it ends: a fired mock
 // timer whose channel nobody read holds a goroutine until then.
-type exampleT struct{ cleanups []func() }
+type exampleT struct {
+	cleanups []func()
+	failed   bool // Error or Errorf was called
+}
 
-func (*exampleT) Helper()                      {}
-func (*exampleT) Log(...any)                   {}
-func (*exampleT) Logf(string, ...any)          {}
-func (*exampleT) Error(args ...any)            { fmt.Println(args...) }
-func (*exampleT) Errorf(f string, args ...any) { fmt.Printf(f+"\n", args...) }
-func (*exampleT) Fatal(args ...any)            { panic(fmt.Sprint(args...)) }
-func (*exampleT) Fatalf(f string, args ...any) { panic(fmt.Sprintf(f, args...)) }
-func (e *exampleT) Cleanup(f func())           { e.cleanups = append(e.cleanups, f) }
+func (*exampleT) Helper()                        {}
+func (*exampleT) Log(...any)                     {}
+func (*exampleT) Logf(string, ...any)            {}
+func (e *exampleT) Error(args ...any)            { e.failed = true; fmt.Println(args...) }
+func (e *exampleT) Errorf(f string, args ...any) { e.failed = true; fmt.Printf(f+"\n", args...) }
+func (*exampleT) Fatal(args ...any)              { panic(fmt.Sprint(args...)) }
+func (*exampleT) Fatalf(f string, args ...any)   { panic(fmt.Sprintf(f, args...)) }
+func (e *exampleT) Cleanup(f func())             { e.cleanups = append(e.cleanups, f) }
 
 func (e *exampleT) cleanup() {
 	for i := len(e.cleanups) - 1; i >= 0; i-- {

@@ -8,6 +8,8 @@
 // which timers the library sets: Close may wait on a kill-grace timer, and
 // a process still draining waits on its drain timers. [CloseOnMock] does
 // that step, so a test need not know the library's timer tags.
+// [NewManager] returns a Manager that is closed, that way or plainly, when
+// the test ends.
 package proctest
 
 import (
@@ -19,6 +21,35 @@ import (
 
 	"github.com/procvisor/proc"
 )
+
+// TB is the part of testing.TB that NewManager uses.
+type TB interface {
+	Helper()
+	Cleanup(func())
+	Errorf(format string, args ...any)
+}
+
+// NewManager returns proc.NewManager(opts), closed when tb's test ends; a
+// Close error fails the test. When opts.Clock is a *quartz.Mock the
+// Manager is closed with CloseOnMock, so that a test on a mock clock need
+// not advance it through Close itself. NewManager is safe to call from
+// parallel tests.
+func NewManager(tb TB, opts proc.Options) *proc.Manager {
+	tb.Helper()
+	m := proc.NewManager(opts)
+	tb.Cleanup(func() {
+		var err error
+		if mClock, ok := opts.Clock.(*quartz.Mock); ok {
+			err = CloseOnMock(context.Background(), mClock, m)
+		} else {
+			err = m.Close()
+		}
+		if err != nil {
+			tb.Errorf("close the Manager: %v", err)
+		}
+	})
+	return m
+}
 
 // CloseOnMock closes m, whose Options.Clock is mClock, and advances mClock
 // whenever Close (or a drain it waits for) waits on a timer, until Close
