@@ -162,40 +162,37 @@ func TestLimitsEnforced(t *testing.T) {
 func TestTreeUsage(t *testing.T) {
 	t.Parallel()
 	const busy = `mkfifo f; ( (i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; times >f) & ); read user sys <f; echo $user $sys`
-	for _, mode := range treeModes {
-		t.Run(mode.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, m := testManager(t, treeOptions(t, mode))
-			snap, err := m.Run(ctx, proc.StartRequest{Command: busy, WorkDir: t.TempDir()})
+	treeEachMode(t, func(t *testing.T, mode treeMode) {
+		ctx, m := testManager(t, treeOptions(t, mode))
+		snap, err := m.Run(ctx, proc.StartRequest{Command: busy, WorkDir: t.TempDir()})
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+		// "0m0.190000s 0m0.000000s": the grandchild's user and system time.
+		var spent time.Duration
+		for _, f := range strings.Fields(snap.Output.Text) {
+			d, err := time.ParseDuration(f)
 			if err != nil {
-				t.Fatalf("Run = %v", err)
+				t.Fatalf("grandchild's times %q: %v", snap.Output.Text, err)
 			}
-			// "0m0.190000s 0m0.000000s": the grandchild's user and system time.
-			var spent time.Duration
-			for _, f := range strings.Fields(snap.Output.Text) {
-				d, err := time.ParseDuration(f)
-				if err != nil {
-					t.Fatalf("grandchild's times %q: %v", snap.Output.Text, err)
-				}
-				spent += d
+			spent += d
+		}
+		u := snap.Info.Usage
+		if mode.containment == proc.ContainGroup {
+			if u.Tree != nil {
+				t.Errorf("group mode: Usage.Tree = %+v; want nil (no OS accounts for a process group)", u.Tree)
 			}
-			u := snap.Info.Usage
-			if mode.containment == proc.ContainGroup {
-				if u.Tree != nil {
-					t.Errorf("group mode: Usage.Tree = %+v; want nil (no OS accounts for a process group)", u.Tree)
-				}
-				return
-			}
-			if u.Tree == nil {
-				t.Fatalf("cgroup mode: Usage.Tree is nil")
-			}
-			// The kernel's tick (10 ms) rounds each figure.
-			direct, tree := u.User+u.System, u.Tree.User+u.Tree.System
-			if spent < 20*time.Millisecond || tree < direct+spent-20*time.Millisecond {
-				t.Errorf("tree CPU %v; want at least the direct child's %v plus the dead grandchild's %v", tree, direct, spent)
-			}
-		})
-	}
+			return
+		}
+		if u.Tree == nil {
+			t.Fatalf("cgroup mode: Usage.Tree is nil")
+		}
+		// The kernel's tick (10 ms) rounds each figure.
+		direct, tree := u.User+u.System, u.Tree.User+u.Tree.System
+		if spent < 20*time.Millisecond || tree < direct+spent-20*time.Millisecond {
+			t.Errorf("tree CPU %v; want at least the direct child's %v plus the dead grandchild's %v", tree, direct, spent)
+		}
+	})
 }
 
 // TestLeftovers pins what a Manager does with cgroups it finds in its
@@ -569,42 +566,39 @@ func reviewRecycleHost([]string) int {
 // and is then SIGKILLed; the child must die with it.
 func TestReviewWatchdogKilledFromOutside(t *testing.T) {
 	t.Parallel()
-	for _, mode := range treeModes {
-		t.Run(mode.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := testCtx(t)
-			parent := treeOptions(t, mode).CgroupParent
-			host := startHost(t, helperCmd("review-watchdog-killed-host", string(mode.containment), parent))
-			var child int
-			for _, line := range host.linesUntil("ready") {
-				if rest, ok := strings.CutPrefix(line, "start error: "); ok {
-					t.Errorf("Start after the watchdog was killed from outside = %s; want the Manager to keep working (start a new watchdog)", rest)
-					continue
-				}
-				child, _ = strconv.Atoi(strings.TrimPrefix(line, "child "))
+	treeEachMode(t, func(t *testing.T, mode treeMode) {
+		ctx := testCtx(t)
+		parent := treeOptions(t, mode).CgroupParent
+		host := startHost(t, helperCmd("review-watchdog-killed-host", string(mode.containment), parent))
+		var child int
+		for _, line := range host.linesUntil("ready") {
+			if rest, ok := strings.CutPrefix(line, "start error: "); ok {
+				t.Errorf("Start after the watchdog was killed from outside = %s; want the Manager to keep working (start a new watchdog)", rest)
+				continue
 			}
-			_ = host.kill(ctx, t)
-			if child == 0 {
-				return
+			child, _ = strconv.Atoi(strings.TrimPrefix(line, "child "))
+		}
+		_ = host.kill(ctx, t)
+		if child == 0 {
+			return
+		}
+		fd := treePidfd(t, child)
+		defer func() {
+			if dir, ok := treeCgroupOf(t, child); ok && parent != "" {
+				_ = os.WriteFile(dir+"/cgroup.kill", []byte("1"), 0)
 			}
-			fd := treePidfd(t, child)
-			defer func() {
-				if dir, ok := treeCgroupOf(t, child); ok && parent != "" {
-					_ = os.WriteFile(dir+"/cgroup.kill", []byte("1"), 0)
-				}
-				_ = syscall.Kill(-child, syscall.SIGKILL)
-				if parent != "" {
-					// The dead host's cgroups are the next Manager's to remove.
-					next := proc.NewManager(proc.Options{Containment: proc.ContainCgroup, CgroupParent: parent})
-					_, _ = next.Run(ctx, proc.StartRequest{Args: []string{"true"}})
-					_ = next.Close()
-				}
-			}()
-			if !diesWithin(fd, 10*hostDeathWithin) {
-				t.Errorf("child %d started after the watchdog was killed outlived its host by %v: nothing guards the trees any more (design section 14)", child, 10*hostDeathWithin)
+			_ = syscall.Kill(-child, syscall.SIGKILL)
+			if parent != "" {
+				// The dead host's cgroups are the next Manager's to remove.
+				next := proc.NewManager(proc.Options{Containment: proc.ContainCgroup, CgroupParent: parent})
+				_, _ = next.Run(ctx, proc.StartRequest{Args: []string{"true"}})
+				_ = next.Close()
 			}
-		})
-	}
+		}()
+		if !diesWithin(fd, 10*hostDeathWithin) {
+			t.Errorf("child %d started after the watchdog was killed outlived its host by %v: nothing guards the trees any more (design section 14)", child, 10*hostDeathWithin)
+		}
+	})
 }
 
 // reviewWatchdogKilledHost: args are the containment and cgroup parent.
