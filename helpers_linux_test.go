@@ -461,6 +461,20 @@ func (h *testHost) wait(ctx context.Context, t testing.TB) error {
 	return h.err
 }
 
+// hostFail ends a host that failed: it says err on stderr, which is the
+// test's, and returns the exit code 1.
+func hostFail(err error) int {
+	fmt.Fprintln(os.Stderr, "host:", err)
+	return 1
+}
+
+// hostWait holds a host until its stdin ends (the test closes it) or the
+// test kills it.
+func hostWait() int {
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
 // fatalf kills the host and fails the test, saying how the host ended.
 func (h *testHost) fatalf(t testing.TB, format string, args ...any) {
 	t.Helper()

@@ -963,11 +963,14 @@ func recycledPGID([]string) int {
 	return 0
 }
 
+// recycleTries is how many times recycle tries for a PID.
+const recycleTries = 200
+
 // recycle starts sh -c script as the leader of a new process group whose
 // ID is pid, by setting the kernel's last PID to pid-1 first. Another
 // process may take the PID first; it tries again a few times.
 func recycle(pid int, script string) (*exec.Cmd, error) {
-	for range 50 {
+	for range recycleTries {
 		if err := os.WriteFile(nsLastPID, []byte(strconv.Itoa(pid-1)), 0); err != nil {
 			return nil, err
 		}
