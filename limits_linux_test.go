@@ -240,9 +240,7 @@ func TestLeftovers(t *testing.T) {
 	}
 	// Clean up what the test made (the parent's check wants nothing left).
 	for _, dir := range []string{keep, live, other, foreign} {
-		_ = os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
-		treeRemoveCgroup(t, filepath.Join(dir, "t1"))
-		treeRemoveCgroup(t, dir)
+		treeClear(t, dir, []string{filepath.Join(dir, "t1")})
 	}
 }
 
@@ -384,10 +382,7 @@ func TestHostDeath(t *testing.T) {
 				// (a kept one, the test's).
 				for dir := range cgroups {
 					if keep {
-						for _, rec := range treeCgroupsBelow(t, dir) {
-							treeRemoveCgroup(t, rec)
-						}
-						treeRemoveCgroup(t, dir)
+						treeClear(t, dir, treeCgroupsBelow(t, dir))
 					}
 				}
 				if parent != "" && !keep {
@@ -426,7 +421,7 @@ func limitsHost(args []string) int {
 			return hostFail(fmt.Errorf("the watchdog (PID %d): %w", wd, err))
 		}
 		_ = unix.Kill(wd, unix.SIGKILL)
-		_, _ = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, -1)
+		treePollIn(fd, -1)
 	}
 	script := `sleep 600 & echo $!; (sleep 600 & echo $!) ; echo ready`
 	if args[0] == string(proc.ContainCgroup) {

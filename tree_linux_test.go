@@ -722,43 +722,13 @@ func treeModeName(c proc.Containment) string {
 	return string(c)
 }
 
-// treeWaitGone waits until dir has no entry name, woken by inotify on dir.
-func treeWaitGone(ctx context.Context, dir, name string) error {
-	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_DELETE|unix.IN_DELETE_SELF); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return nil // the Manager's cgroup went too
-		}
-		return err
-	}
-	buf := make([]byte, 4096)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, name)); errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		ms := 1000
-		if deadline, ok := ctx.Deadline(); ok {
-			ms = min(ms, int(time.Until(deadline).Milliseconds()))
-		}
-		if ms <= 0 {
-			return fmt.Errorf("still there: %w", context.DeadlineExceeded)
-		}
-		_, _ = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
-		_, _ = unix.Read(fd, buf)
-	}
-}
-
 // TestTreeSubCgroupsRemoved pins that a tree which makes cgroups of its
 // own below its record's cgroup leaves nothing behind once it is empty:
 // the Manager removes them with the record's (treeCgroupParent checks).
 func TestTreeSubCgroupsRemoved(t *testing.T) {
 	t.Parallel()
 	ctx, m := testManager(t, treeOptions(t, treeModes[1]))
-	mount := strings.TrimSuffix(treeRootMount(t), "/")
+	mount, _ := treeCgroupMount() // treeOptions made a cgroup below it
 	snap, err := m.Run(ctx, proc.StartRequest{
 		Command: `d="$CG$(sed -n 's/^0:://p' /proc/self/cgroup)"; mkdir -p "$d/inner/deeper" && echo made`,
 		Env:     map[string]string{"CG": mount},
@@ -766,17 +736,6 @@ func TestTreeSubCgroupsRemoved(t *testing.T) {
 	if err != nil || !strings.Contains(snap.Output.Text, "made") {
 		t.Fatalf("Run = %v, output %q", err, snap.Output.Text)
 	}
-}
-
-// treeRootMount is where cgroup v2 is mounted.
-func treeRootMount(t testing.TB) string {
-	t.Helper()
-	dir, ok := treeCgroupOf(t, os.Getpid())
-	self, err := os.ReadFile("/proc/self/cgroup")
-	if !ok || err != nil {
-		t.Fatalf("this process's cgroup: %v", err)
-	}
-	return strings.TrimSuffix(dir, filepath.Clean(treeCgroupLine(self)))
 }
 
 // TestTreeCloseRacingExit pins that Close is not held for KillGrace when
