@@ -355,15 +355,22 @@ func sleepInCgroup(t testing.TB, dir string) int {
 	return cmd.Process.Pid
 }
 
+// procPIDs lists the processes in /proc.
+func procPIDs() []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
 // findWatchdog finds this process's watchdog child in /proc.
 func findWatchdog() int {
 	self := strconv.Itoa(os.Getpid())
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, pid := range procPIDs() {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
 			continue

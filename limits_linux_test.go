@@ -589,12 +589,7 @@ func TestReviewHostDeathDuringStarts(t *testing.T) {
 // reviewMarked lists the live processes whose environment holds mark.
 func reviewMarked(mark string) []int {
 	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, pid := range procPIDs() {
 		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 		if err != nil || !bytes.Contains(env, []byte("REVIEW_MARK="+mark)) {
 			continue

@@ -802,6 +802,14 @@ func recycledPGID([]string) int {
 		fmt.Printf(format+"\n", args...)
 		return 1
 	}
+	// A PID another process took every time is exit code 3 (a skip).
+	noRecycle := func(err error) int {
+		fmt.Println("recycle:", err)
+		if errors.Is(err, errNoRecycle) {
+			return 3
+		}
+		return 1
+	}
 	// Opening ns_last_pid works for anyone; writing needs a capability
 	// (CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE). Write back what it holds.
 	cur, err := os.ReadFile(nsLastPID)
@@ -845,12 +853,8 @@ func recycledPGID([]string) int {
 	}
 	pgidA := empty.Info().PID
 	strangerA, err := recycle(pgidA, "sleep 30 & exit 0")
-	if errors.Is(err, errNoRecycle) {
-		fmt.Println(err)
-		return 3
-	}
 	if err != nil {
-		return fail("recycle %d: %v", pgidA, err)
+		return noRecycle(err)
 	}
 	defer killGroup(pgidA)
 	if err := strangerA.Wait(); err != nil {
@@ -877,13 +881,8 @@ func recycledPGID([]string) int {
 	if err := unix.Kill(-pgidB, 0); !errors.Is(err, unix.ESRCH) {
 		return fail("group %d still has members after its last died: kill = %v", pgidB, err)
 	}
-	_, err = recycle(pgidB, "sleep 30")
-	if errors.Is(err, errNoRecycle) {
-		fmt.Println(err)
-		return 3
-	}
-	if err != nil {
-		return fail("recycle %d: %v", pgidB, err)
+	if _, err := recycle(pgidB, "sleep 30"); err != nil {
+		return noRecycle(err)
 	}
 	defer killGroup(pgidB)
 
