@@ -3,7 +3,6 @@
 package proc_test
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/procvisor/proc"
@@ -14,9 +13,9 @@ import (
 // call is looked at, in each process-tree mode. With "-listener" one member
 // also listens on a TCP port, so the socket tables are read too.
 func BenchmarkActivity(b *testing.B) {
-	for _, mode := range activityModes {
+	for _, mode := range treeModes {
 		for _, listener := range []bool{false, true} {
-			name := string(mode)
+			name := mode.name
 			command := "for i in 1 2 3 4 5 6 7 8 9; do sleep 60 & done; wait"
 			if listener {
 				name += "-listener"
@@ -24,29 +23,14 @@ func BenchmarkActivity(b *testing.B) {
 			}
 			b.Run(name, func(b *testing.B) {
 				ctx := testCtx(b)
-				m := newManager(b, proc.Options{Containment: mode})
+				m := newManager(b, treeOptions(b, mode))
 				req := helperReq("activity-listen")
 				req.Args = []string{"sh", "-c", command, req.Args[0]}
 				req.Stdin = true
-				p, err := m.Start(req)
-				if mode == proc.ContainCgroup && errors.Is(err, proc.ErrUnsupported) {
-					b.Skipf("cgroup v2 is not usable here: %v", err)
-				}
-				if err != nil {
-					b.Fatalf("Start() = %v", err)
-				}
-				for {
-					a, err := p.Activity()
-					if err != nil {
-						b.Fatalf("Activity() = %v", err)
-					}
-					if a.Members == 10 && (len(a.Listeners) == 1) == listener {
-						break
-					}
-					if ctx.Err() != nil {
-						b.Fatalf("Activity() = %+v; want 10 members: %v", a, ctx.Err())
-					}
-				}
+				p := mustStart(b, m, req)
+				waitActivity(ctx, b, p, "10 members", func(a proc.Activity) bool {
+					return a.Members == 10 && (len(a.Listeners) == 1) == listener
+				})
 				b.ReportAllocs()
 				b.ResetTimer()
 				for b.Loop() {

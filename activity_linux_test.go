@@ -63,22 +63,29 @@ func loopbackOf(port uint16, network string) string {
 	return fmt.Sprintf("127.0.0.1:%d", port)
 }
 
-// activityModes are the process-tree modes Activity is tested in.
-var activityModes = []proc.Containment{proc.ContainGroup, proc.ContainCgroup}
-
-// startIn starts req in a Manager of the given mode, skipping the test
-// where cgroup mode cannot be used.
-func startIn(t *testing.T, mode proc.Containment, req proc.StartRequest) *proc.Process {
+// startIn starts req in a Manager of mode (treeOptions: cgroup mode skips
+// where cgroup v2 cannot be written).
+func startIn(t *testing.T, mode treeMode, req proc.StartRequest) *proc.Process {
 	t.Helper()
-	m := newManager(t, proc.Options{Containment: mode})
-	p, err := m.Start(req)
-	if mode == proc.ContainCgroup && errors.Is(err, proc.ErrUnsupported) {
-		t.Skipf("cgroup v2 is not usable here (%v); CI and the development machines have it", err)
+	return mustStart(t, newManager(t, treeOptions(t, mode)), req)
+}
+
+// waitActivity polls p's Activity until ok(it) and returns it; it fails
+// the test when ctx ends first.
+func waitActivity(ctx context.Context, t testing.TB, p *proc.Process, what string, ok func(proc.Activity) bool) proc.Activity {
+	t.Helper()
+	for {
+		a, err := p.Activity()
+		if err != nil {
+			t.Fatalf("Activity() = %v", err)
+		}
+		if ok(a) {
+			return a
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("waiting for %s: Activity() = %+v: %v; output %q", what, a, ctx.Err(), p.Output().Text)
+		}
 	}
-	if err != nil {
-		t.Fatalf("Start(%+v) = %v", req, err)
-	}
-	return p
 }
 
 // needTool skips the test where a program it runs is not installed.
@@ -110,43 +117,70 @@ func mustNotWait(ctx context.Context, t *testing.T, p *proc.Process, what string
 
 // TestActivityWaitingForInput: a member blocked reading the stdin pipe or
 // the terminal proc gave the record is waiting for input, whichever way it
-// reads: read, poll or select, epoll, from the terminal as /dev/tty.
+// reads: read, poll or select, epoll, from the terminal as /dev/tty. A
+// member that sleeps, spins, waits for a child, serves sockets, or reads a
+// pipe proc did not give it (or stdin, where proc gave none) is not
+// waiting for input.
 func TestActivityWaitingForInput(t *testing.T) {
 	t.Parallel()
 	long := filepath.Join(t.TempDir(), "long.txt")
 	if err := os.WriteFile(long, []byte(strings.Repeat("a line for the pager\n", 500)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cases := []struct {
-		name string
-		tool string
-		req  proc.StartRequest
-	}{
-		{"sh-read", "", proc.StartRequest{Command: "read x", Stdin: true}},
-		{"sh-read-tty", "", proc.StartRequest{Command: "read x", TTY: true}},
-		{"grandchild-cat", "", proc.StartRequest{Command: "cat; echo done", Stdin: true}},
-		{"rm-i", "", proc.StartRequest{Command: `: >file && rm -i file`, Stdin: true}},
-		{"cat", "", proc.StartRequest{Args: []string{"cat"}, Stdin: true}},
-		{"python-input", "python3", proc.StartRequest{Args: []string{"python3", "-c", "input()"}, Stdin: true}},
-		{"python-input-tty", "python3", proc.StartRequest{Args: []string{"python3", "-c", "input()"}, TTY: true}},
-		{"python-select", "python3", proc.StartRequest{Args: []string{"python3", "-c", "import select, sys; select.select([sys.stdin], [], [])"}, Stdin: true}},
-		{"python-poll", "python3", proc.StartRequest{Args: []string{"python3", "-c", "import select; p = select.poll(); p.register(0, select.POLLIN); p.poll()"}, Stdin: true}},
-		{"python-poll-tty", "python3", proc.StartRequest{Args: []string{"python3", "-c", "import select; p = select.poll(); p.register(0, select.POLLIN); p.poll()"}, TTY: true}},
-		{"node-stdin", "node", proc.StartRequest{Args: []string{"node", "-e", `process.stdin.on("data", () => {})`}, Stdin: true}},
-		{"node-stdin-tty", "node", proc.StartRequest{Args: []string{"node", "-e", `process.stdin.on("data", () => {})`}, TTY: true}},
-		{"getpass-tty", "python3", proc.StartRequest{Args: []string{"python3", "-c", "import getpass; getpass.getpass()"}, TTY: true}},
-		{"bash-read-s-tty", "bash", proc.StartRequest{Args: []string{"bash", "-c", `read -s -p "Password: " x`}, TTY: true}},
-		{"less-tty", "less", proc.StartRequest{Args: []string{"less", long}, TTY: true}},
+	// ready waits until a member that is not waiting for input is set up.
+	type ready func(ctx context.Context, t *testing.T, p *proc.Process)
+	readyLine := func(ctx context.Context, t *testing.T, p *proc.Process) {
+		waitLine(ctx, t, p, regexp.MustCompile("^ready"))
 	}
-	for _, mode := range activityModes {
+	listening := func(ctx context.Context, t *testing.T, p *proc.Process) {
+		waitActivity(ctx, t, p, "a listener", func(a proc.Activity) bool { return len(a.Listeners) > 0 })
+	}
+	cases := []struct {
+		name  string
+		tool  string
+		req   proc.StartRequest
+		ready ready // nil: it waits for input
+	}{
+		{"sh-read", "", proc.StartRequest{Command: "read x", Stdin: true}, nil},
+		{"sh-read-tty", "", proc.StartRequest{Command: "read x", TTY: true}, nil},
+		{"grandchild-cat", "", proc.StartRequest{Command: "cat; echo done", Stdin: true}, nil},
+		{"rm-i", "", proc.StartRequest{Command: `: >file && rm -i file`, Stdin: true}, nil},
+		{"cat", "", proc.StartRequest{Args: []string{"cat"}, Stdin: true}, nil},
+		{"python-input", "python3", proc.StartRequest{Args: []string{"python3", "-c", "input()"}, Stdin: true}, nil},
+		{"python-input-tty", "python3", proc.StartRequest{Args: []string{"python3", "-c", "input()"}, TTY: true}, nil},
+		{"python-select", "python3", proc.StartRequest{Args: []string{"python3", "-c", "import select, sys; select.select([sys.stdin], [], [])"}, Stdin: true}, nil},
+		{"python-poll", "python3", proc.StartRequest{Args: []string{"python3", "-c", "import select; p = select.poll(); p.register(0, select.POLLIN); p.poll()"}, Stdin: true}, nil},
+		{"python-poll-tty", "python3", proc.StartRequest{Args: []string{"python3", "-c", "import select; p = select.poll(); p.register(0, select.POLLIN); p.poll()"}, TTY: true}, nil},
+		{"node-stdin", "node", proc.StartRequest{Args: []string{"node", "-e", `process.stdin.on("data", () => {})`}, Stdin: true}, nil},
+		{"node-stdin-tty", "node", proc.StartRequest{Args: []string{"node", "-e", `process.stdin.on("data", () => {})`}, TTY: true}, nil},
+		{"getpass-tty", "python3", proc.StartRequest{Args: []string{"python3", "-c", "import getpass; getpass.getpass()"}, TTY: true}, nil},
+		{"bash-read-s-tty", "bash", proc.StartRequest{Args: []string{"bash", "-c", `read -s -p "Password: " x`}, TTY: true}, nil},
+		{"less-tty", "less", proc.StartRequest{Args: []string{"less", long}, TTY: true}, nil},
+
+		{"sleep", "", proc.StartRequest{Command: "echo ready; exec sleep 30", Stdin: true}, readyLine},
+		{"sleep-tty", "", proc.StartRequest{Command: "echo ready; exec sleep 30", TTY: true}, readyLine},
+		{"busy-loop", "", proc.StartRequest{Command: "echo ready; while :; do :; done", Stdin: true}, readyLine},
+		{"shell-waits-child", "", proc.StartRequest{Command: "echo ready; sleep 30; echo done", Stdin: true}, readyLine},
+		{"reads-another-pipe", "", proc.StartRequest{Command: "echo ready; sleep 30 | cat", Stdin: true}, readyLine},
+		{"without-stdin", "", proc.StartRequest{Command: "echo ready; sleep 30 | cat"}, readyLine},
+		{"python-http-server", "python3", proc.StartRequest{Args: []string{"python3", "-m", "http.server", "0", "--bind", "127.0.0.1"}, Stdin: true}, listening},
+		{"node-server", "node", proc.StartRequest{Args: []string{"node", "-e", `require("net").createServer().listen(0, "127.0.0.1")`}, Stdin: true}, listening},
+		{"node-server-tty", "node", proc.StartRequest{Args: []string{"node", "-e", `require("net").createServer().listen(0, "127.0.0.1")`}, TTY: true}, listening},
+	}
+	for _, mode := range treeModes {
 		for _, tc := range cases {
-			t.Run(string(mode)+"/"+tc.name, func(t *testing.T) {
+			t.Run(mode.name+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
 				needTool(t, tc.tool)
 				ctx := testCtx(t)
 				req := tc.req
 				req.WorkDir = t.TempDir()
 				p := startIn(t, mode, req)
+				if tc.ready != nil {
+					tc.ready(ctx, t, p)
+					mustNotWait(ctx, t, p, tc.name)
+					return
+				}
 				if err := p.WaitInput(ctx); err != nil {
 					t.Fatalf("WaitInput() = %v; output %q", err, p.Output().Text)
 				}
@@ -159,86 +193,31 @@ func TestActivityWaitingForInput(t *testing.T) {
 	}
 }
 
-// TestActivityNotWaiting: a member that sleeps, spins, waits for a child,
-// serves sockets, reads a pipe proc did not give it, or is blocked writing
-// to the terminal is not waiting for input, though the record has stdin.
-func TestActivityNotWaiting(t *testing.T) {
-	t.Parallel()
-	type check func(ctx context.Context, t *testing.T, p *proc.Process)
-	ready := func(ctx context.Context, t *testing.T, p *proc.Process) {
-		waitLine(ctx, t, p, regexp.MustCompile("^ready"))
-	}
-	listening := func(ctx context.Context, t *testing.T, p *proc.Process) {
-		for {
-			a, err := p.Activity()
-			if err != nil {
-				t.Fatalf("Activity() = %v", err)
-			}
-			if len(a.Listeners) > 0 {
-				return
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("no listener: %v; output %q", ctx.Err(), p.Output().Text)
-			}
-		}
-	}
-	cases := []struct {
-		name  string
-		tool  string
-		req   proc.StartRequest
-		ready check
-	}{
-		{"sleep", "", proc.StartRequest{Command: "echo ready; exec sleep 30", Stdin: true}, ready},
-		{"sleep-tty", "", proc.StartRequest{Command: "echo ready; exec sleep 30", TTY: true}, ready},
-		{"busy-loop", "", proc.StartRequest{Command: "echo ready; while :; do :; done", Stdin: true}, ready},
-		{"shell-waits-child", "", proc.StartRequest{Command: "echo ready; sleep 30; echo done", Stdin: true}, ready},
-		{"reads-another-pipe", "", proc.StartRequest{Command: "echo ready; sleep 30 | cat", Stdin: true}, ready},
-		{"python-http-server", "python3", proc.StartRequest{Args: []string{"python3", "-m", "http.server", "0", "--bind", "127.0.0.1"}, Stdin: true}, listening},
-		{"node-server", "node", proc.StartRequest{Args: []string{"node", "-e", `require("net").createServer().listen(0, "127.0.0.1")`}, Stdin: true}, listening},
-		{"node-server-tty", "node", proc.StartRequest{Args: []string{"node", "-e", `require("net").createServer().listen(0, "127.0.0.1")`}, TTY: true}, listening},
-	}
-	for _, mode := range activityModes {
-		for _, tc := range cases {
-			t.Run(string(mode)+"/"+tc.name, func(t *testing.T) {
-				t.Parallel()
-				needTool(t, tc.tool)
-				ctx := testCtx(t)
-				p := startIn(t, mode, tc.req)
-				tc.ready(ctx, t, p)
-				mustNotWait(ctx, t, p, tc.name)
-			})
-		}
-	}
-}
-
 // TestActivityBlockedWriting: a shell blocked writing to its terminal
 // (output stopped with ^S) is not waiting for input, though the terminal
 // it is blocked on is the record's; a moment before, reading it, it was.
 func TestActivityBlockedWriting(t *testing.T) {
 	t.Parallel()
-	for _, mode := range activityModes {
-		t.Run(string(mode), func(t *testing.T) {
-			t.Parallel()
-			ctx := testCtx(t)
-			p := startIn(t, mode, proc.StartRequest{Command: "read x; while :; do echo output; done", TTY: true, Stdin: true})
-			if err := p.WaitInput(ctx); err != nil {
-				t.Fatalf("WaitInput() = %v", err)
+	treeEachMode(t, func(t *testing.T, mode treeMode) {
+		ctx := testCtx(t)
+		p := startIn(t, mode, proc.StartRequest{Command: "read x; while :; do echo output; done", TTY: true, Stdin: true})
+		if err := p.WaitInput(ctx); err != nil {
+			t.Fatalf("WaitInput() = %v", err)
+		}
+		// ^S stops the terminal's output, then the line ends the read.
+		if _, err := p.Write([]byte("\x13go\n")); err != nil {
+			t.Fatalf("Write() = %v", err)
+		}
+		// The shell itself writes (echo is built in): wait until the
+		// kernel shows it blocked in write(2) on its stdout.
+		pid := p.Info().PID
+		for blockedIn(pid) != unix.SYS_WRITE {
+			if ctx.Err() != nil {
+				t.Fatalf("the shell never blocked writing: %v", ctx.Err())
 			}
-			// ^S stops the terminal's output, then the line ends the read.
-			if _, err := p.Write([]byte("\x13go\n")); err != nil {
-				t.Fatalf("Write() = %v", err)
-			}
-			// The shell itself writes (echo is built in): wait until the
-			// kernel shows it blocked in write(2) on its stdout.
-			pid := p.Info().PID
-			for blockedIn(pid) != unix.SYS_WRITE {
-				if ctx.Err() != nil {
-					t.Fatalf("the shell never blocked writing: %v", ctx.Err())
-				}
-			}
-			mustNotWait(ctx, t, p, "blocked writing")
-		})
-	}
+		}
+		mustNotWait(ctx, t, p, "blocked writing")
+	})
 }
 
 // blockedIn returns the number of the system call pid is blocked in, or -1.
@@ -257,35 +236,23 @@ func blockedIn(pid int) int {
 // TestActivityMembers counts the tree's members as its owner lists them.
 func TestActivityMembers(t *testing.T) {
 	t.Parallel()
-	for _, mode := range activityModes {
-		t.Run(string(mode), func(t *testing.T) {
-			t.Parallel()
-			ctx := testCtx(t)
-			p := startIn(t, mode, proc.StartRequest{Command: "sleep 9 & sleep 9 & wait"})
-			for {
-				a, err := p.Activity()
-				if err != nil {
-					t.Fatalf("Activity() = %v", err)
-				}
-				if a.Members == 3 {
-					break
-				}
-				if a.Members > 3 || ctx.Err() != nil {
-					t.Fatalf("Activity().Members = %d; want 3 (%v)", a.Members, ctx.Err())
-				}
-			}
-			if err := p.Signal(proc.Kill); err != nil {
-				t.Fatalf("Signal(Kill) = %v", err)
-			}
-			waitFinal(ctx, t, p)
-			if a, err := p.Activity(); !errors.Is(err, proc.ErrNotRunning) {
-				t.Errorf("Activity() of the final record = %+v, %v; want ErrNotRunning", a, err)
-			}
-			if err := p.WaitInput(ctx); !errors.Is(err, proc.ErrNotRunning) {
-				t.Errorf("WaitInput() of the final record = %v; want ErrNotRunning", err)
-			}
-		})
-	}
+	treeEachMode(t, func(t *testing.T, mode treeMode) {
+		ctx := testCtx(t)
+		p := startIn(t, mode, proc.StartRequest{Command: "sleep 9 & sleep 9 & wait"})
+		if a := waitActivity(ctx, t, p, "3 members", func(a proc.Activity) bool { return a.Members >= 3 }); a.Members != 3 {
+			t.Fatalf("Activity().Members = %d; want 3", a.Members)
+		}
+		if err := p.Signal(proc.Kill); err != nil {
+			t.Fatalf("Signal(Kill) = %v", err)
+		}
+		waitFinal(ctx, t, p)
+		if a, err := p.Activity(); !errors.Is(err, proc.ErrNotRunning) {
+			t.Errorf("Activity() of the final record = %+v, %v; want ErrNotRunning", a, err)
+		}
+		if err := p.WaitInput(ctx); !errors.Is(err, proc.ErrNotRunning) {
+			t.Errorf("WaitInput() of the final record = %v; want ErrNotRunning", err)
+		}
+	})
 }
 
 // TestActivityListeners: a socket a member listens on is reported as soon
@@ -306,10 +273,10 @@ func TestActivityListeners(t *testing.T) {
 		{"udp-loopback", "udp4", "127.0.0.1:0", "udp", "127.0.0.1"},
 		{"udp6-wildcard", "udp6", "[::]:0", "udp6", "[::]"},
 	}
-	for _, mode := range activityModes {
+	for _, mode := range treeModes {
 		for _, tc := range cases {
 			for _, grandchild := range []bool{false, true} {
-				name := string(mode) + "/" + tc.name
+				name := mode.name + "/" + tc.name
 				if grandchild {
 					name += "/grandchild"
 				}
@@ -364,7 +331,7 @@ func btoi(b bool) int {
 func TestActivityNoListeners(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	p := startIn(t, proc.ContainGroup, proc.StartRequest{Command: "echo ready; exec sleep 30"})
+	p := startIn(t, treeModes[0], proc.StartRequest{Command: "echo ready; exec sleep 30"})
 	waitLine(ctx, t, p, regexp.MustCompile("^ready"))
 	a, err := p.Activity()
 	if err != nil || a.Listeners != nil || a.WaitingForInput || a.Members != 1 {
@@ -425,18 +392,7 @@ func TestWaitInputMock(t *testing.T) {
 		waitLine(ctx, t, p, regexp.MustCompile("^got"))
 		// Wait until the shell reads its stdin; WaitInput cannot have
 		// noticed, for it has not looked again.
-		for {
-			a, err := p.Activity()
-			if err != nil {
-				t.Fatalf("Activity() = %v", err)
-			}
-			if a.WaitingForInput {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("the shell never read its stdin: %v", ctx.Err())
-			}
-		}
+		waitActivity(ctx, t, p, "the shell to read its stdin", func(a proc.Activity) bool { return a.WaitingForInput })
 		select {
 		case err := <-errc:
 			t.Fatalf("WaitInput() = %v before a tick", err)
@@ -473,15 +429,4 @@ func TestWaitInputMock(t *testing.T) {
 			t.Fatalf("WaitInput() = %v; want context.Canceled", err)
 		}
 	})
-}
-
-// TestActivityWithoutInput: without Stdin or TTY nothing proc gave the
-// record can be read, so a member reading its stdin (/dev/null, or a pipe
-// of its own) is not waiting for input.
-func TestActivityWithoutInput(t *testing.T) {
-	t.Parallel()
-	ctx := testCtx(t)
-	p := startIn(t, proc.ContainGroup, proc.StartRequest{Command: "echo ready; sleep 30 | cat"})
-	waitLine(ctx, t, p, regexp.MustCompile("^ready"))
-	mustNotWait(ctx, t, p, "without stdin")
 }

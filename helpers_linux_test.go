@@ -9,12 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,46 +29,43 @@ import (
 
 // --- cgroups ---------------------------------------------------------------
 
-var treeCgroupRoot = sync.OnceValues(func() (string, error) {
-	// The cgroup2 mount, as the library finds it.
+// treeCgroupMount is the cgroup2 mount, as the library finds it.
+var treeCgroupMount = sync.OnceValues(func() (string, error) {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return "", err
 	}
-	mount := ""
 	for _, line := range strings.Split(string(data), "\n") {
 		pre, post, ok := strings.Cut(line, " - ")
 		fields, postFields := strings.Fields(pre), strings.Fields(post)
 		if ok && len(fields) >= 5 && len(postFields) >= 1 && postFields[0] == "cgroup2" {
-			mount = fields[4]
-			break
+			return fields[4], nil
 		}
 	}
-	if mount == "" {
-		return "", errors.New("no cgroup2 mount in /proc/self/mountinfo")
-	}
-	// This process's own cgroup below it.
-	data, err = os.ReadFile("/proc/self/cgroup")
+	return "", errors.New("no cgroup2 mount in /proc/self/mountinfo")
+})
+
+// treeCgroupRoot is this process's own cgroup, if it can be written.
+var treeCgroupRoot = sync.OnceValues(func() (string, error) {
+	mount, err := treeCgroupMount()
 	if err != nil {
 		return "", err
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "0::"); ok {
-			dir := filepath.Join(mount, rest)
-			probe := filepath.Join(dir, fmt.Sprintf("proc-test-probe-%d-%d", os.Getpid(), rand.Uint64()))
-			if err := os.Mkdir(probe, 0o755); err != nil {
-				return "", fmt.Errorf("cgroup v2 at %s is not writable: %w", dir, err)
-			}
-			if err := os.Remove(probe); err != nil {
-				return "", err
-			}
-			return dir, nil
-		}
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
 	}
-	return "", errors.New("no cgroup v2 line (0::) in /proc/self/cgroup")
+	line := treeCgroupLine(data)
+	if line == "" {
+		return "", errors.New("no cgroup v2 line (0::) in /proc/self/cgroup")
+	}
+	dir := filepath.Join(mount, line)
+	probe := filepath.Join(dir, fmt.Sprintf("proc-test-probe-%d-%d", os.Getpid(), rand.Uint64()))
+	if err := os.Mkdir(probe, 0o755); err != nil {
+		return "", fmt.Errorf("cgroup v2 at %s is not writable: %w", dir, err)
+	}
+	return dir, os.Remove(probe)
 })
-
-var treeCgroupName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 
 // treeCgroupParent makes a cgroup of this test's own below the test
 // process's cgroup, to serve as a Manager's CgroupParent, or skips the test
@@ -85,7 +80,7 @@ func treeCgroupParent(t testing.TB) string {
 		t.Skipf("no writable cgroup v2 (%v): the cgroup tests run on the development machines and in CI, where it is writable", err)
 	}
 	treeSweepOnce.Do(func() { treeSweep(t, root) })
-	name := fmt.Sprintf("proc-test-%d-%s-%d", os.Getpid(), treeCgroupName.ReplaceAllString(t.Name(), "_"), rand.Uint32())
+	name := fmt.Sprintf("proc-test-%d-%s-%d", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "_"), rand.Uint32())
 	dir := filepath.Join(root, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatalf("make test cgroup: %v", err)
@@ -95,24 +90,12 @@ func treeCgroupParent(t testing.TB) string {
 		if len(left) != 0 {
 			t.Errorf("cgroups left below %s after the test: %q; want none (Close removes the Manager's cgroup and every record's)", dir, left)
 		}
-		// Leave the machine clean all the same: deepest first.
-		for i := len(left) - 1; i >= 0; i-- {
-			_ = os.WriteFile(filepath.Join(left[i], "cgroup.kill"), []byte("1"), 0)
-		}
-		for i := len(left) - 1; i >= 0; i-- {
-			treeRemoveCgroup(t, left[i])
-		}
-		treeRemoveCgroup(t, dir)
+		treeClear(t, dir, left) // leave the machine clean all the same
 	})
 	return dir
 }
 
-var (
-	treeSweepOnce sync.Once
-	// treeTestCgroup is the name treeCgroupParent gives, with the PID of
-	// the test process that made it.
-	treeTestCgroup = regexp.MustCompile(`^proc-test-(\d+)-`)
-)
+var treeSweepOnce sync.Once
 
 // treeSweep removes the test cgroups below root that a test process which
 // is gone left behind (it crashed, or a test timeout ended it before its
@@ -125,32 +108,37 @@ func treeSweep(t testing.TB, root string) {
 		return
 	}
 	for _, e := range entries {
-		m := treeTestCgroup.FindStringSubmatch(e.Name())
-		if m == nil || !e.IsDir() {
-			continue
-		}
-		pid, _ := strconv.Atoi(m[1])
-		if pid == os.Getpid() || !errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+		// "proc-test-<PID>-…", as treeCgroupParent names them.
+		rest, ok := strings.CutPrefix(e.Name(), "proc-test-")
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || !e.IsDir() || pid == os.Getpid() || !errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
 			continue
 		}
 		dir := filepath.Join(root, e.Name())
 		left := treeCgroupsBelow(t, dir)
 		t.Logf("removing test cgroup %s of gone test process %d (%d cgroups below)", dir, pid, len(left))
-		for _, d := range append([]string{dir}, left...) {
-			_ = os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0)
-		}
-		for i := len(left) - 1; i >= 0; i-- {
-			treeRemoveCgroup(t, left[i])
-		}
-		treeRemoveCgroup(t, dir)
+		treeClear(t, dir, left)
 	}
+}
+
+// treeClear kills what runs in cgroup dir and removes the cgroups left
+// below it (parents before children, as treeCgroupsBelow lists them), then
+// dir, deepest first.
+func treeClear(t testing.TB, dir string, left []string) {
+	t.Helper()
+	_ = os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
+	for i := len(left) - 1; i >= 0; i-- {
+		treeRemoveCgroup(t, left[i])
+	}
+	treeRemoveCgroup(t, dir)
 }
 
 // treeCgroupsBelow lists the cgroups below dir, parents before children.
 func treeCgroupsBelow(t testing.TB, dir string) []string {
 	t.Helper()
 	var below []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -172,10 +160,10 @@ func treeRemoveCgroup(t testing.TB, dir string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := treeWaitUnpopulated(ctx, dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := treeWaitUnpopulated(ctx, dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("wait for %s to empty: %v", dir, err)
 	}
-	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("remove test cgroup %s: %v", dir, err)
 	}
 }
@@ -184,64 +172,91 @@ func treeRemoveCgroup(t testing.TB, dir string) {
 // woken by inotify (the kernel signals a change of the file as IN_MODIFY).
 func treeWaitUnpopulated(ctx context.Context, dir string) error {
 	events := filepath.Join(dir, "cgroup.events")
+	var data []byte
+	err := treeInotifyUntil(ctx, events, unix.IN_MODIFY, func() (done bool, err error) {
+		data, err = os.ReadFile(events)
+		return bytes.Contains(data, []byte("populated 0")), err
+	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s still says %q: %w", events, data, err)
+	}
+	return err
+}
+
+// treeWaitGone waits until dir has no entry name, woken by inotify on dir.
+func treeWaitGone(ctx context.Context, dir, name string) error {
+	err := treeInotifyUntil(ctx, dir, unix.IN_DELETE|unix.IN_DELETE_SELF, func() (bool, error) {
+		_, err := os.Stat(filepath.Join(dir, name))
+		return errors.Is(err, os.ErrNotExist), nil
+	})
+	if errors.Is(err, unix.ENOENT) {
+		return nil // dir went too
+	}
+	return err
+}
+
+// treeInotifyUntil returns once done says so (or fails), asking it first
+// and again whenever inotify reports an event of mask on path; it returns
+// context.DeadlineExceeded when ctx's deadline passes first.
+func treeInotifyUntil(ctx context.Context, path string, mask uint32, done func() (bool, error)) error {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	if _, err := unix.InotifyAddWatch(fd, events, unix.IN_MODIFY); err != nil {
+	if _, err := unix.InotifyAddWatch(fd, path, mask); err != nil {
 		return err
 	}
 	buf := make([]byte, 4096)
 	for {
-		data, err := os.ReadFile(events)
-		if err != nil {
+		if ok, err := done(); ok || err != nil {
 			return err
 		}
-		if bytes.Contains(data, []byte("populated 0")) {
-			return nil
-		}
-		ms := 1000
-		if deadline, ok := ctx.Deadline(); ok {
-			ms = int(time.Until(deadline).Milliseconds())
-		}
+		ms := treeMillisLeft(ctx)
 		if ms <= 0 {
-			return fmt.Errorf("%s still says %q: %w", events, data, context.DeadlineExceeded)
+			return context.DeadlineExceeded
 		}
-		_, _ = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
+		treePollIn(fd, ms)
 		_, _ = unix.Read(fd, buf)
 	}
+}
+
+// treeMillisLeft is how long to poll before looking at ctx again: a
+// second at most, nothing once its deadline passed.
+func treeMillisLeft(ctx context.Context) int {
+	if deadline, ok := ctx.Deadline(); ok {
+		return min(1000, int(time.Until(deadline).Milliseconds()))
+	}
+	return 1000
+}
+
+// treePollIn reports whether fd is readable within ms milliseconds (-1:
+// no bound).
+func treePollIn(fd, ms int) bool {
+	n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
+	return err == nil && n > 0
 }
 
 // treeCgroupOf returns the cgroup v2 directory of pid, and false if pid
 // is gone.
 func treeCgroupOf(t testing.TB, pid int) (string, bool) {
 	t.Helper()
-	root, err := treeCgroupRoot()
+	mount, err := treeCgroupMount()
 	if err != nil {
-		t.Fatalf("cgroup root: %v", err)
+		t.Fatalf("cgroup mount: %v", err)
 	}
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
 		return "", false
 	}
 	if err != nil {
 		t.Fatalf("read cgroup of %d: %v", pid, err)
 	}
-	// The mount of treeCgroupRoot: the test process's cgroup path is a
-	// suffix of root.
-	self, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		t.Fatal(err)
-	}
-	selfPath := treeCgroupLine(self)
-	mount := strings.TrimSuffix(root, filepath.Clean(selfPath))
-	if selfPath == "/" {
-		mount = root
-	}
 	return filepath.Join(mount, treeCgroupLine(data)), true
 }
 
+// treeCgroupLine is the path of the cgroup v2 line (0::) of a
+// /proc/<pid>/cgroup.
 func treeCgroupLine(data []byte) string {
 	for _, line := range strings.Split(string(data), "\n") {
 		if rest, ok := strings.CutPrefix(line, "0::"); ok {
@@ -267,32 +282,28 @@ func treePidfd(t testing.TB, pid int) int {
 
 // treeExited reports whether the process of pidfd exited (zombie or
 // reaped).
-func treeExited(fd int) bool {
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	n, err := unix.Poll(fds, 0)
-	return err == nil && n > 0
+func treeExited(fd int) bool { return treePollIn(fd, 0) }
+
+// treeExitsBy reports whether the process of pidfd exits before ctx's
+// deadline.
+func treeExitsBy(ctx context.Context, fd int) bool {
+	for {
+		ms := treeMillisLeft(ctx)
+		if treePollIn(fd, max(ms, 0)) {
+			return true
+		}
+		if ms <= 0 {
+			return false
+		}
+	}
 }
 
 // treeWaitPidfd waits until the process of pidfd exited, or fails the test
-// when ctx ends.
+// when ctx's deadline passes.
 func treeWaitPidfd(ctx context.Context, t testing.TB, fd int, what string) {
 	t.Helper()
-	for {
-		ms := 1000
-		if deadline, ok := ctx.Deadline(); ok {
-			ms = min(ms, int(time.Until(deadline).Milliseconds()))
-		}
-		if ms <= 0 {
-			t.Fatalf("waiting for %s: %v", what, context.DeadlineExceeded)
-		}
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, ms)
-		if err != nil && err != unix.EINTR {
-			t.Fatalf("poll pidfd for %s: %v", what, err)
-		}
-		if n > 0 {
-			return
-		}
+	if !treeExitsBy(ctx, fd) {
+		t.Fatalf("waiting for %s: %v", what, context.DeadlineExceeded)
 	}
 }
 
@@ -344,15 +355,22 @@ func sleepInCgroup(t testing.TB, dir string) int {
 	return cmd.Process.Pid
 }
 
+// procPIDs lists the processes in /proc.
+func procPIDs() []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
 // findWatchdog finds this process's watchdog child in /proc.
 func findWatchdog() int {
 	self := strconv.Itoa(os.Getpid())
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, pid := range procPIDs() {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
 			continue
@@ -371,17 +389,9 @@ func findWatchdog() int {
 
 // diesWithin reports whether the process of pidfd fd exits within d.
 func diesWithin(fd int, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for {
-		ms := int(time.Until(deadline).Milliseconds())
-		if ms <= 0 {
-			return treeExited(fd)
-		}
-		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
-		if err == nil && n > 0 {
-			return true
-		}
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return treeExitsBy(ctx, fd)
 }
 
 // --- hosts -----------------------------------------------------------------
@@ -459,6 +469,20 @@ func (h *testHost) wait(ctx context.Context, t testing.TB) error {
 	t.Helper()
 	recv(ctx, t, h.done, "the host's end")
 	return h.err
+}
+
+// hostFail ends a host that failed: it says err on stderr, which is the
+// test's, and returns the exit code 1.
+func hostFail(err error) int {
+	fmt.Fprintln(os.Stderr, "host:", err)
+	return 1
+}
+
+// hostWait holds a host until its stdin ends (the test closes it) or the
+// test kills it.
+func hostWait() int {
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
 }
 
 // fatalf kills the host and fails the test, saying how the host ended.

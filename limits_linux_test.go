@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -34,7 +33,6 @@ func init() {
 	helpers["limits-host"] = limitsHost
 	helpers["review-ns-host"] = reviewNSHost
 	helpers["review-recycle-host"] = reviewRecycleHost
-	helpers["review-watchdog-killed-host"] = reviewWatchdogKilledHost
 	helpers["review-inflight-host"] = reviewInflightHost
 }
 
@@ -162,40 +160,37 @@ func TestLimitsEnforced(t *testing.T) {
 func TestTreeUsage(t *testing.T) {
 	t.Parallel()
 	const busy = `mkfifo f; ( (i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; times >f) & ); read user sys <f; echo $user $sys`
-	for _, mode := range treeModes {
-		t.Run(mode.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, m := testManager(t, treeOptions(t, mode))
-			snap, err := m.Run(ctx, proc.StartRequest{Command: busy, WorkDir: t.TempDir()})
+	treeEachMode(t, func(t *testing.T, mode treeMode) {
+		ctx, m := testManager(t, treeOptions(t, mode))
+		snap, err := m.Run(ctx, proc.StartRequest{Command: busy, WorkDir: t.TempDir()})
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+		// "0m0.190000s 0m0.000000s": the grandchild's user and system time.
+		var spent time.Duration
+		for _, f := range strings.Fields(snap.Output.Text) {
+			d, err := time.ParseDuration(f)
 			if err != nil {
-				t.Fatalf("Run = %v", err)
+				t.Fatalf("grandchild's times %q: %v", snap.Output.Text, err)
 			}
-			// "0m0.190000s 0m0.000000s": the grandchild's user and system time.
-			var spent time.Duration
-			for _, f := range strings.Fields(snap.Output.Text) {
-				d, err := time.ParseDuration(f)
-				if err != nil {
-					t.Fatalf("grandchild's times %q: %v", snap.Output.Text, err)
-				}
-				spent += d
+			spent += d
+		}
+		u := snap.Info.Usage
+		if mode.containment == proc.ContainGroup {
+			if u.Tree != nil {
+				t.Errorf("group mode: Usage.Tree = %+v; want nil (no OS accounts for a process group)", u.Tree)
 			}
-			u := snap.Info.Usage
-			if mode.containment == proc.ContainGroup {
-				if u.Tree != nil {
-					t.Errorf("group mode: Usage.Tree = %+v; want nil (no OS accounts for a process group)", u.Tree)
-				}
-				return
-			}
-			if u.Tree == nil {
-				t.Fatalf("cgroup mode: Usage.Tree is nil")
-			}
-			// The kernel's tick (10 ms) rounds each figure.
-			direct, tree := u.User+u.System, u.Tree.User+u.Tree.System
-			if spent < 20*time.Millisecond || tree < direct+spent-20*time.Millisecond {
-				t.Errorf("tree CPU %v; want at least the direct child's %v plus the dead grandchild's %v", tree, direct, spent)
-			}
-		})
-	}
+			return
+		}
+		if u.Tree == nil {
+			t.Fatalf("cgroup mode: Usage.Tree is nil")
+		}
+		// The kernel's tick (10 ms) rounds each figure.
+		direct, tree := u.User+u.System, u.Tree.User+u.Tree.System
+		if spent < 20*time.Millisecond || tree < direct+spent-20*time.Millisecond {
+			t.Errorf("tree CPU %v; want at least the direct child's %v plus the dead grandchild's %v", tree, direct, spent)
+		}
+	})
 }
 
 // TestLeftovers pins what a Manager does with cgroups it finds in its
@@ -245,9 +240,7 @@ func TestLeftovers(t *testing.T) {
 	}
 	// Clean up what the test made (the parent's check wants nothing left).
 	for _, dir := range []string{keep, live, other, foreign} {
-		_ = os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
-		treeRemoveCgroup(t, filepath.Join(dir, "t1"))
-		treeRemoveCgroup(t, dir)
+		treeClear(t, dir, []string{filepath.Join(dir, "t1")})
 	}
 }
 
@@ -305,43 +298,37 @@ func reviewNSHost(args []string) int {
 	defer m.Close()
 	p, err := m.Start(proc.StartRequest{Args: []string{"sleep", "600"}})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "host:", err)
-		return 1
+		return hostFail(err)
 	}
 	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.Info().PID))
-	line := strings.TrimSpace(string(data[bytes.Index(data, []byte("0::"))+3:]))
 	// Relative to the parent's parent: the test knows the parent's path.
-	fmt.Println("cgroup", filepath.Join(filepath.Base(args[0]), reviewAfter(line, filepath.Base(args[0]))))
+	base := filepath.Base(args[0])
+	_, rel, _ := strings.Cut(treeCgroupLine(data), base)
+	fmt.Println("cgroup", filepath.Join(base, rel))
 	fmt.Println("ready")
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	return 0
-}
-
-func reviewAfter(s, sep string) string {
-	_, after, _ := strings.Cut(s, sep)
-	return after
+	return hostWait()
 }
 
 // TestHostDeath pins section 14: when the host dies without Close
 // (SIGKILL), every tree its Manager started dies with it, escapees
 // included in cgroup mode (a setsid child and a double fork), every
 // registered group in group mode; with KeepOnHostExit they live on. The
-// host is the test binary, re-run as a helper; the bound asserted leaves
-// headroom for a loaded machine running -race (the README quotes what a
-// quiet one measures).
+// watchdog that kills them may have been killed from outside while the
+// host lived (an OOM kill, a `pkill sh`, a sweep of stray processes): the
+// next Start replaces it, and the trees die with the host all the same.
+// The host is the test binary, re-run as a helper; the bound asserted
+// leaves headroom for a loaded machine running -race (the README quotes
+// what a quiet one measures).
 func TestHostDeath(t *testing.T) {
 	t.Parallel()
 	for _, mode := range treeModes {
-		for _, keep := range []bool{false, true} {
-			name := mode.name
-			if keep {
-				name += "/keep"
-			}
-			t.Run(name, func(t *testing.T) {
+		for _, variant := range []string{"", "keep", "watchdog-killed"} {
+			t.Run(strings.TrimSuffix(mode.name+"/"+variant, "/"), func(t *testing.T) {
 				t.Parallel()
 				ctx := testCtx(t)
+				keep := variant == "keep"
 				parent := treeOptions(t, mode).CgroupParent
-				host := startHost(t, helperCmd("limits-host", string(mode.containment), parent, strconv.FormatBool(keep)))
+				host := startHost(t, helperCmd("limits-host", string(mode.containment), parent, variant))
 				var pids []int
 				for _, line := range host.linesUntil("ready") {
 					pid, err := strconv.Atoi(line)
@@ -357,6 +344,12 @@ func TestHostDeath(t *testing.T) {
 				for i, pid := range pids {
 					fds[i] = treePidfd(t, pid)
 				}
+				// Kept members, and those a failed test leaves, die with it.
+				t.Cleanup(func() {
+					for _, fd := range fds {
+						_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+					}
+				})
 				cgroups := map[string]bool{}
 				for _, pid := range pids {
 					if dir, ok := treeCgroupOf(t, pid); ok && parent != "" {
@@ -372,12 +365,7 @@ func TestHostDeath(t *testing.T) {
 						if treeExited(fd) {
 							t.Errorf("with KeepOnHostExit, member %d died with the host", pids[i])
 						}
-					}
-					for dir := range cgroups {
-						_ = os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
-					}
-					for _, pid := range pids {
-						_ = syscall.Kill(pid, syscall.SIGKILL)
+						_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 					}
 				}
 				// Design: within 100 ms. The test allows ten times that for a
@@ -394,10 +382,7 @@ func TestHostDeath(t *testing.T) {
 				// (a kept one, the test's).
 				for dir := range cgroups {
 					if keep {
-						for _, rec := range treeCgroupsBelow(t, dir) {
-							treeRemoveCgroup(t, rec)
-						}
-						treeRemoveCgroup(t, dir)
+						treeClear(t, dir, treeCgroupsBelow(t, dir))
 					}
 				}
 				if parent != "" && !keep {
@@ -419,28 +404,38 @@ func TestHostDeath(t *testing.T) {
 const hostDeathWithin = 100 * time.Millisecond
 
 // limitsHost is the host of TestHostDeath: args are the containment, the
-// cgroup parent and KeepOnHostExit. It starts a tree with members that
-// leave the child's process group in cgroup mode (setsid, a double fork),
-// prints every member's PID, then "ready", and waits to be killed.
+// cgroup parent and the variant ("keep": KeepOnHostExit; "watchdog-killed":
+// a first start brings up the watchdog, which the host then kills). It
+// starts a tree with members that leave the child's process group in
+// cgroup mode (setsid, a double fork), prints every member's PID, then
+// "ready", and waits to be killed.
 func limitsHost(args []string) int {
-	keep, _ := strconv.ParseBool(args[2])
-	m := proc.NewManager(proc.Options{Containment: proc.Containment(args[0]), CgroupParent: args[1], KeepOnHostExit: keep})
+	m := proc.NewManager(proc.Options{Containment: proc.Containment(args[0]), CgroupParent: args[1], KeepOnHostExit: args[2] == "keep"})
+	if args[2] == "watchdog-killed" {
+		if _, err := m.Run(context.Background(), proc.StartRequest{Args: []string{"true"}}); err != nil {
+			return hostFail(err)
+		}
+		wd := findWatchdog()
+		fd, err := unix.PidfdOpen(wd, 0)
+		if err != nil {
+			return hostFail(fmt.Errorf("the watchdog (PID %d): %w", wd, err))
+		}
+		_ = unix.Kill(wd, unix.SIGKILL)
+		treePollIn(fd, -1)
+	}
 	script := `sleep 600 & echo $!; (sleep 600 & echo $!) ; echo ready`
 	if args[0] == string(proc.ContainCgroup) {
 		script = `sleep 600 & echo $!; setsid sleep 600 & echo $!; (sleep 600 & echo $!) ; echo ready`
 	}
 	p, err := m.Start(proc.StartRequest{Command: script})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return hostFail(fmt.Errorf("Start (variant %q) = %w; want the Manager to keep working", args[2], err))
 	}
 	if _, err := p.WaitFor(context.Background(), regexp.MustCompile(`^ready$`), true); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return hostFail(err)
 	}
 	fmt.Print(p.Output().Text)
-	_, _ = io.Copy(io.Discard, os.Stdin) // until killed: the test holds stdin open
-	return 0
+	return hostWait()
 }
 
 // TestReviewWatchdogKillsRecycledGroup: design section 14 says the
@@ -494,147 +489,45 @@ func TestReviewWatchdogKillsRecycledGroup(t *testing.T) {
 
 // reviewRecycleHost is the host of TestReviewWatchdogKillsRecycledGroup.
 func reviewRecycleHost([]string) int {
-	fail := func(err error) int { fmt.Fprintln(os.Stderr, "host:", err); return 1 }
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return fail(err)
+		return hostFail(err)
 	}
 	m := proc.NewManager(proc.Options{Containment: proc.ContainGroup})
 	// A background member that exits at once and stays a zombie (its
 	// parent execs sleep, then dies, and the orphan comes to us).
-	p, err := m.Start(proc.StartRequest{Command: `(exec sleep 0.05) & echo "bg $!"; exec sleep 0.3`})
+	p, err := m.Start(proc.StartRequest{Command: `(exec sleep 0.05) & echo $!; exec sleep 0.3`})
 	if err != nil {
-		return fail(err)
+		return hostFail(err)
 	}
 	if err := p.Wait(context.Background()); err != nil {
-		return fail(err)
+		return hostFail(err)
 	}
 	leader := p.Info().PID
-	line := regexp.MustCompile(`(?m)^bg (\d+)$`).FindStringSubmatch(p.Output().Text)
-	if line == nil {
-		return fail(fmt.Errorf("no bg line in %q", p.Output().Text))
+	bg, err := strconv.Atoi(strings.TrimSpace(p.Output().Text))
+	if err != nil {
+		return hostFail(fmt.Errorf("the member's PID: %w", err))
 	}
-	bg, _ := strconv.Atoi(line[1])
 	// The tree is settled: the Manager considers the group gone for good.
 	if err := p.Signal(proc.Kill); !errors.Is(err, proc.ErrNotRunning) {
-		return fail(fmt.Errorf("Signal after final = %v; want ErrNotRunning", err))
+		return hostFail(fmt.Errorf("Signal after final = %v; want ErrNotRunning", err))
 	}
 	// Reap the zombie: the group ID is free.
-	var ws unix.WaitStatus
-	if _, err := unix.Wait4(bg, &ws, 0, nil); err != nil {
-		return fail(fmt.Errorf("reap %d: %w", bg, err))
+	if _, err := unix.Wait4(bg, nil, 0, nil); err != nil {
+		return hostFail(fmt.Errorf("reap %d: %w", bg, err))
 	}
 	// A stranger takes the ID and leads a group of its own.
-	var stranger *exec.Cmd
-	for try := 0; try < 200 && stranger == nil; try++ {
-		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(leader-1)), 0); err != nil {
-			return fail(err)
-		}
-		c := exec.Command("sleep", "600")
-		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		if err := c.Start(); err != nil {
-			return fail(err)
-		}
-		if c.Process.Pid == leader {
-			stranger = c
-			break
-		}
-		_ = c.Process.Kill()
-		_ = c.Wait()
-	}
-	if stranger == nil {
-		fmt.Println("skip 200")
-		fmt.Println("ready")
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		return 0
-	}
-	fmt.Println("stranger", stranger.Process.Pid)
-	fmt.Println("watchdog", findWatchdog())
-	fmt.Println("ready")
-	_, _ = io.Copy(io.Discard, os.Stdin) // until killed
-	return 0
-}
-
-// TestReviewWatchdogKilledFromOutside: nothing notices when the watchdog
-// dies while the host lives (an OOM kill, a `pkill sh`, a sweep of stray
-// processes). The Manager keeps the dead guard and never starts another:
-//
-//   - group mode: every later Start fails for good (the "+ PGID" write
-//     meets EPIPE), with an error that wraps no sentinel, and the child it
-//     had already started is killed with cmd.Process.Kill (its leader
-//     only);
-//   - cgroup mode: Start succeeds, but nothing kills the trees when the
-//     host dies, silently breaking design section 14.
-//
-// The host kills its watchdog, starts a child after that, prints its PID,
-// and is then SIGKILLed; the child must die with it.
-func TestReviewWatchdogKilledFromOutside(t *testing.T) {
-	t.Parallel()
-	for _, mode := range treeModes {
-		t.Run(mode.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := testCtx(t)
-			parent := treeOptions(t, mode).CgroupParent
-			host := startHost(t, helperCmd("review-watchdog-killed-host", string(mode.containment), parent))
-			var child int
-			for _, line := range host.linesUntil("ready") {
-				if rest, ok := strings.CutPrefix(line, "start error: "); ok {
-					t.Errorf("Start after the watchdog was killed from outside = %s; want the Manager to keep working (start a new watchdog)", rest)
-					continue
-				}
-				child, _ = strconv.Atoi(strings.TrimPrefix(line, "child "))
-			}
-			_ = host.kill(ctx, t)
-			if child == 0 {
-				return
-			}
-			fd := treePidfd(t, child)
-			defer func() {
-				if dir, ok := treeCgroupOf(t, child); ok && parent != "" {
-					_ = os.WriteFile(dir+"/cgroup.kill", []byte("1"), 0)
-				}
-				_ = syscall.Kill(-child, syscall.SIGKILL)
-				if parent != "" {
-					// The dead host's cgroups are the next Manager's to remove.
-					next := proc.NewManager(proc.Options{Containment: proc.ContainCgroup, CgroupParent: parent})
-					_, _ = next.Run(ctx, proc.StartRequest{Args: []string{"true"}})
-					_ = next.Close()
-				}
-			}()
-			if !diesWithin(fd, 10*hostDeathWithin) {
-				t.Errorf("child %d started after the watchdog was killed outlived its host by %v: nothing guards the trees any more (design section 14)", child, 10*hostDeathWithin)
-			}
-		})
-	}
-}
-
-// reviewWatchdogKilledHost: args are the containment and cgroup parent.
-func reviewWatchdogKilledHost(args []string) int {
-	fail := func(err error) int { fmt.Fprintln(os.Stderr, "host:", err); return 1 }
-	m := proc.NewManager(proc.Options{Containment: proc.Containment(args[0]), CgroupParent: args[1]})
-	p, err := m.Start(proc.StartRequest{Args: []string{"true"}})
-	if err != nil {
-		return fail(err)
-	}
-	_ = p.Wait(context.Background())
-	wd := findWatchdog()
-	if wd == 0 {
-		return fail(errors.New("no watchdog"))
-	}
-	fd, err := unix.PidfdOpen(wd, 0)
-	if err != nil {
-		return fail(err)
-	}
-	_ = unix.Kill(wd, unix.SIGKILL)
-	_, _ = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, -1)
-	p, err = m.Start(proc.StartRequest{Args: []string{"sleep", "600"}})
-	if err != nil {
-		fmt.Println("start error:", err)
-	} else {
-		fmt.Println("child", p.Info().PID)
+	stranger, err := recycle(leader, "exec sleep 600")
+	switch {
+	case errors.Is(err, errNoRecycle):
+		fmt.Println("skip", recycleTries)
+	case err != nil:
+		return hostFail(err)
+	default:
+		fmt.Println("stranger", stranger.Process.Pid)
+		fmt.Println("watchdog", findWatchdog())
 	}
 	fmt.Println("ready")
-	_, _ = io.Copy(io.Discard, os.Stdin) // until killed
-	return 0
+	return hostWait()
 }
 
 // TestReviewHostDeathDuringStarts: in group mode a child is registered
@@ -696,12 +589,7 @@ func TestReviewHostDeathDuringStarts(t *testing.T) {
 // reviewMarked lists the live processes whose environment holds mark.
 func reviewMarked(mark string) []int {
 	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, pid := range procPIDs() {
 		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 		if err != nil || !bytes.Contains(env, []byte("REVIEW_MARK="+mark)) {
 			continue
@@ -721,8 +609,7 @@ func reviewInflightHost(args []string) int {
 	m := proc.NewManager(proc.Options{Containment: proc.ContainGroup})
 	req := proc.StartRequest{Args: []string{"sleep", "600"}, Env: map[string]string{"REVIEW_MARK": args[0]}}
 	if _, err := m.Start(req); err != nil {
-		fmt.Fprintln(os.Stderr, "host:", err)
-		return 1
+		return hostFail(err)
 	}
 	fmt.Println("watchdog", findWatchdog())
 	var mu sync.Mutex
@@ -730,7 +617,7 @@ func reviewInflightHost(args []string) int {
 		go func() {
 			for {
 				if _, err := m.Start(req); err != nil {
-					fmt.Fprintln(os.Stderr, "host:", err)
+					hostFail(err)
 					return
 				}
 				mu.Lock()
@@ -739,6 +626,5 @@ func reviewInflightHost(args []string) int {
 			}
 		}()
 	}
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	return 0
+	return hostWait()
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
@@ -35,7 +36,10 @@ import (
 // seen through /proc, a /dev/tty prompt from a host under a terminal, a
 // stopped child that must be continued to run its TERM trap, and a timeout
 // that halts its child with SIGSTOP and must not be lost to a SIGCONT (the
-// halt exists on Linux only: haltChild is a no-op on the BSDs).
+// halt exists on Linux only: haltChild is a no-op on the BSDs); and, at
+// the end, what must never be signalled and what must be (a recycled
+// group, a tree watched until it is empty, a member whose main thread
+// exited).
 //
 // The cgroup tests need a writable cgroup v2 hierarchy. They run on the
 // development machines (a hybrid host: cgroup2 at /sys/fs/cgroup/unified,
@@ -45,6 +49,11 @@ import (
 func init() {
 	helpers["tree-escapee"] = treeHelperEscapee
 	helpers["tree-tty-host"] = treeHelperTTYHost
+	// recycled-pgid hands the group ID of a final record to an unrelated
+	// process group and checks that neither Signal nor Close reaches it.
+	// It runs in a process of its own: it makes itself a subreaper and
+	// reaps grandchildren, which must not touch other tests' children.
+	helpers["recycled-pgid"] = recycledPGID
 }
 
 // treeHelperEscapee is a member that tries to leave its tree. With
@@ -339,75 +348,72 @@ var treeReportRE = regexp.MustCompile(`^code=(-?\d+) timedout=(\w+) containment=
 func TestTreeDevTTYFailsAtOnce(t *testing.T) {
 	t.Parallel()
 	const timeout = 20 * time.Second
-	for _, mode := range treeModes {
-		t.Run(mode.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := testCtx(t, time.Minute)
-			parent := treeOptions(t, mode).CgroupParent
-			rr, rw, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
+	treeEachMode(t, func(t *testing.T, mode treeMode) {
+		ctx := testCtx(t, time.Minute)
+		parent := treeOptions(t, mode).CgroupParent
+		rr, rw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rr.Close()
+		host := helperCmd("tree-tty-host", string(mode.containment), parent, timeout.String())
+		host.ExtraFiles = []*os.File{rw}
+		master, err := pty.Start(host) // Setsid and Setctty: the PTY is its terminal
+		_ = rw.Close()
+		if err != nil {
+			t.Fatalf("start the host on a PTY: %v", err)
+		}
+		// What the host writes on its terminal (a race report, say),
+		// for the failure message; the copy ends when the host's
+		// session is gone or the master is closed.
+		var screen bytes.Buffer
+		copied := make(chan struct{})
+		go func() {
+			defer close(copied)
+			_, _ = io.Copy(&screen, master)
+		}()
+		exited := make(chan error, 1)
+		go func() { exited <- host.Wait() }()
+		defer func() {
+			// The host closes its Manager (removing its cgroups) after
+			// it reported: wait for that; kill only a host that hangs.
+			select {
+			case <-exited:
+			case <-ctx.Done():
+				_ = host.Process.Kill()
+				<-exited
 			}
-			defer rr.Close()
-			host := helperCmd("tree-tty-host", string(mode.containment), parent, timeout.String())
-			host.ExtraFiles = []*os.File{rw}
-			master, err := pty.Start(host) // Setsid and Setctty: the PTY is its terminal
-			_ = rw.Close()
-			if err != nil {
-				t.Fatalf("start the host on a PTY: %v", err)
-			}
-			// What the host writes on its terminal (a race report, say),
-			// for the failure message; the copy ends when the host's
-			// session is gone or the master is closed.
-			var screen bytes.Buffer
-			copied := make(chan struct{})
-			go func() {
-				defer close(copied)
-				_, _ = io.Copy(&screen, master)
-			}()
-			exited := make(chan error, 1)
-			go func() { exited <- host.Wait() }()
-			defer func() {
-				// The host closes its Manager (removing its cgroups) after
-				// it reported: wait for that; kill only a host that hangs.
-				select {
-				case <-exited:
-				case <-ctx.Done():
-					_ = host.Process.Kill()
-					<-exited
-				}
-				_ = master.Close()
-				<-copied
-			}()
+			_ = master.Close()
+			<-copied
+		}()
 
-			if deadline, ok := ctx.Deadline(); ok {
-				_ = rr.SetReadDeadline(deadline)
-			}
-			line, err := bufio.NewReader(rr).ReadString('\n')
-			if err != nil {
-				t.Fatalf("read the host's report: %v (got %q)", err, line)
-			}
-			line = strings.TrimSuffix(line, "\n")
-			r := treeReportRE.FindStringSubmatch(line)
-			if r == nil {
-				t.Fatalf("host report %q", line)
-			}
-			elapsed, err := time.ParseDuration(r[4])
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, _ := strconv.Unquote(r[5])
-			if r[1] != "0" || r[2] != "false" || !strings.Contains(out, "rc=") || strings.Contains(out, "rc=0") {
-				t.Errorf("read </dev/tty under a host with a terminal: exit %s, timed out %s, output %q; want exit 0 (of echo), not timed out, a failed read (rc≠0)", r[1], r[2], out)
-			}
-			if elapsed > timeout/4 {
-				t.Errorf("read </dev/tty took %v with a %v timeout; want it to fail at once, not be stopped by SIGTTIN", elapsed, timeout)
-			}
-			if r[3] != mode.want {
-				t.Errorf("Info().Containment in the host = %q; want %q", r[3], mode.want)
-			}
-		})
-	}
+		if deadline, ok := ctx.Deadline(); ok {
+			_ = rr.SetReadDeadline(deadline)
+		}
+		line, err := bufio.NewReader(rr).ReadString('\n')
+		if err != nil {
+			t.Fatalf("read the host's report: %v (got %q)", err, line)
+		}
+		line = strings.TrimSuffix(line, "\n")
+		r := treeReportRE.FindStringSubmatch(line)
+		if r == nil {
+			t.Fatalf("host report %q", line)
+		}
+		elapsed, err := time.ParseDuration(r[4])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := strconv.Unquote(r[5])
+		if r[1] != "0" || r[2] != "false" || !strings.Contains(out, "rc=") || strings.Contains(out, "rc=0") {
+			t.Errorf("read </dev/tty under a host with a terminal: exit %s, timed out %s, output %q; want exit 0 (of echo), not timed out, a failed read (rc≠0)", r[1], r[2], out)
+		}
+		if elapsed > timeout/4 {
+			t.Errorf("read </dev/tty took %v with a %v timeout; want it to fail at once, not be stopped by SIGTTIN", elapsed, timeout)
+		}
+		if r[3] != mode.want {
+			t.Errorf("Info().Containment in the host = %q; want %q", r[3], mode.want)
+		}
+	})
 }
 
 // TestTreeStoppedChildTermTrap pins SIGCONT after SIGTERM: a child that
@@ -493,87 +499,84 @@ func TestTreeStoppedChildTermTrap(t *testing.T) {
 // deadline.
 func TestReviewTimeoutLostToSIGCONT(t *testing.T) {
 	t.Parallel()
-	for _, mode := range treeModes {
-		t.Run(mode.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := testCtx(t, 60*time.Second)
-			opts := treeOptions(t, mode)
-			opts.KillGrace = 100 * time.Millisecond
-			m := proc.NewManager(opts)
-			var procs []*proc.Process
-			defer func() {
-				// Free a lost timeout by hand, or Close hangs (see below).
-				for _, p := range procs {
-					_ = syscall.Kill(-p.Info().PID, syscall.SIGKILL)
-				}
-				closed := make(chan error, 1)
-				go func() { closed <- m.Close() }()
-				select {
-				case <-closed:
-				case <-time.After(10 * time.Second):
-					t.Errorf("Close did not return within 10s")
-				}
-			}()
-			const rounds = 20
-			for i := 0; i < rounds; i++ {
-				p := mustStart(t, m, proc.StartRequest{
-					Command: `trap '' INT; echo ready; while :; do sleep 1; done`,
-					Timeout: 150 * time.Millisecond,
-				})
-				procs = append(procs, p)
-				if _, err := p.WaitFor(ctx, regexp.MustCompile(`^ready$`), true); err != nil {
-					t.Fatal(err)
-				}
-			}
-			// Ctrl-C forwarded until each record is final.
-			var wg sync.WaitGroup
-			for _, p := range procs {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						select {
-						case <-p.Done():
-							return
-						case <-ctx.Done():
-							return
-						default:
-						}
-						_ = p.Signal(proc.Interrupt)
-					}
-				}()
-			}
-			// Timeout + KillGrace + drain is well under a second; allow 5.
-			bound, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			lost := 0
-			for _, p := range procs {
-				if err := p.Wait(bound); err != nil {
-					lost++
-					continue
-				}
-				if info := p.Info(); !info.TimedOut || exitCode(t, info) != proc.ExitTimedOut {
-					t.Errorf("%s: TimedOut=%v code=%d; want a timeout (124)", info.ID, info.TimedOut, exitCode(t, info))
-				}
-			}
-			if lost > 0 {
-				buf := make([]byte, 1<<20)
-				stacks := string(buf[:runtime.Stack(buf, true)])
-				for _, g := range strings.Split(stacks, "\n\n") {
-					if strings.Contains(g, "haltChild") {
-						t.Logf("blocked timer callback:\n%s", g)
-						break
-					}
-				}
-				t.Errorf("%d of %d children with Timeout 150ms, KillGrace 100ms were still running 5s later: the timeout was lost (haltChild blocks in waitid once a SIGCONT beat its SIGSTOP)", lost, rounds)
-			}
-			// Stop the hammering first.
+	treeEachMode(t, func(t *testing.T, mode treeMode) {
+		ctx := testCtx(t, 60*time.Second)
+		opts := treeOptions(t, mode)
+		opts.KillGrace = 100 * time.Millisecond
+		m := proc.NewManager(opts)
+		var procs []*proc.Process
+		defer func() {
+			// Free a lost timeout by hand, or Close hangs (see below).
 			for _, p := range procs {
 				_ = syscall.Kill(-p.Info().PID, syscall.SIGKILL)
 			}
-			wg.Wait()
-		})
-	}
+			closed := make(chan error, 1)
+			go func() { closed <- m.Close() }()
+			select {
+			case <-closed:
+			case <-time.After(10 * time.Second):
+				t.Errorf("Close did not return within 10s")
+			}
+		}()
+		const rounds = 20
+		for i := 0; i < rounds; i++ {
+			p := mustStart(t, m, proc.StartRequest{
+				Command: `trap '' INT; echo ready; while :; do sleep 1; done`,
+				Timeout: 150 * time.Millisecond,
+			})
+			procs = append(procs, p)
+			if _, err := p.WaitFor(ctx, regexp.MustCompile(`^ready$`), true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Ctrl-C forwarded until each record is final.
+		var wg sync.WaitGroup
+		for _, p := range procs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-p.Done():
+						return
+					case <-ctx.Done():
+						return
+					default:
+					}
+					_ = p.Signal(proc.Interrupt)
+				}
+			}()
+		}
+		// Timeout + KillGrace + drain is well under a second; allow 5.
+		bound, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		lost := 0
+		for _, p := range procs {
+			if err := p.Wait(bound); err != nil {
+				lost++
+				continue
+			}
+			if info := p.Info(); !info.TimedOut || exitCode(t, info) != proc.ExitTimedOut {
+				t.Errorf("%s: TimedOut=%v code=%d; want a timeout (124)", info.ID, info.TimedOut, exitCode(t, info))
+			}
+		}
+		if lost > 0 {
+			buf := make([]byte, 1<<20)
+			stacks := string(buf[:runtime.Stack(buf, true)])
+			for _, g := range strings.Split(stacks, "\n\n") {
+				if strings.Contains(g, "haltChild") {
+					t.Logf("blocked timer callback:\n%s", g)
+					break
+				}
+			}
+			t.Errorf("%d of %d children with Timeout 150ms, KillGrace 100ms were still running 5s later: the timeout was lost (haltChild blocks in waitid once a SIGCONT beat its SIGSTOP)", lost, rounds)
+		}
+		// Stop the hammering first.
+		for _, p := range procs {
+			_ = syscall.Kill(-p.Info().PID, syscall.SIGKILL)
+		}
+		wg.Wait()
+	})
 }
 
 // TestTreeContainment pins Options.Containment and Info.Containment and
@@ -719,43 +722,13 @@ func treeModeName(c proc.Containment) string {
 	return string(c)
 }
 
-// treeWaitGone waits until dir has no entry name, woken by inotify on dir.
-func treeWaitGone(ctx context.Context, dir, name string) error {
-	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_DELETE|unix.IN_DELETE_SELF); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return nil // the Manager's cgroup went too
-		}
-		return err
-	}
-	buf := make([]byte, 4096)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, name)); errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		ms := 1000
-		if deadline, ok := ctx.Deadline(); ok {
-			ms = min(ms, int(time.Until(deadline).Milliseconds()))
-		}
-		if ms <= 0 {
-			return fmt.Errorf("still there: %w", context.DeadlineExceeded)
-		}
-		_, _ = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
-		_, _ = unix.Read(fd, buf)
-	}
-}
-
 // TestTreeSubCgroupsRemoved pins that a tree which makes cgroups of its
 // own below its record's cgroup leaves nothing behind once it is empty:
 // the Manager removes them with the record's (treeCgroupParent checks).
 func TestTreeSubCgroupsRemoved(t *testing.T) {
 	t.Parallel()
 	ctx, m := testManager(t, treeOptions(t, treeModes[1]))
-	mount := strings.TrimSuffix(treeRootMount(t), "/")
+	mount, _ := treeCgroupMount() // treeOptions made a cgroup below it
 	snap, err := m.Run(ctx, proc.StartRequest{
 		Command: `d="$CG$(sed -n 's/^0:://p' /proc/self/cgroup)"; mkdir -p "$d/inner/deeper" && echo made`,
 		Env:     map[string]string{"CG": mount},
@@ -763,17 +736,6 @@ func TestTreeSubCgroupsRemoved(t *testing.T) {
 	if err != nil || !strings.Contains(snap.Output.Text, "made") {
 		t.Fatalf("Run = %v, output %q", err, snap.Output.Text)
 	}
-}
-
-// treeRootMount is where cgroup v2 is mounted.
-func treeRootMount(t testing.TB) string {
-	t.Helper()
-	dir, ok := treeCgroupOf(t, os.Getpid())
-	self, err := os.ReadFile("/proc/self/cgroup")
-	if !ok || err != nil {
-		t.Fatalf("this process's cgroup: %v", err)
-	}
-	return strings.TrimSuffix(dir, filepath.Clean(treeCgroupLine(self)))
 }
 
 // TestTreeCloseRacingExit pins that Close is not held for KillGrace when
@@ -803,4 +765,332 @@ func TestTreeCloseRacingExit(t *testing.T) {
 		}
 		cancel()
 	}
+}
+
+const nsLastPID = "/proc/sys/kernel/ns_last_pid"
+
+// TestSignalNeverReachesRecycledGroup pins section 6: a final record's
+// group is signalled only while it still has live members, so that a
+// recycled ID is never hit. The helper steers the kernel's next PID
+// (ns_last_pid) to give a final record's group ID to a stranger, in two
+// ways: a group that was empty when its leader was reaped (settled at
+// once), and one that still had a member then, which died unobserved (the
+// stranger then owns the PID, which proves the old group gone).
+func TestSignalNeverReachesRecycledGroup(t *testing.T) {
+	t.Parallel()
+	f, err := os.OpenFile(nsLastPID, os.O_WRONLY, 0)
+	if err != nil {
+		t.Skipf("cannot steer PIDs: %v", err)
+	}
+	_ = f.Close()
+	ctx := testCtx(t, 60*time.Second)
+	m := newManager(t, proc.Options{})
+	snap := waitFinal(ctx, t, mustStart(t, m, helperReq("recycled-pgid")))
+	switch code := exitCode(t, snap.Info); {
+	case code == 3:
+		t.Skipf("the helper could not recycle a PID:\n%s", snap.Output.Text)
+	case code != 0 || !strings.Contains(snap.Output.Text, "ok"):
+		t.Errorf("recycled-pgid exit %d:\n%s", code, snap.Output.Text)
+	}
+}
+
+// errNoRecycle: another process took the PID every time (exit code 3).
+var errNoRecycle = errors.New("could not recycle the PID")
+
+func recycledPGID([]string) int {
+	fail := func(format string, args ...any) int {
+		fmt.Printf(format+"\n", args...)
+		return 1
+	}
+	// A PID another process took every time is exit code 3 (a skip).
+	noRecycle := func(err error) int {
+		fmt.Println("recycle:", err)
+		if errors.Is(err, errNoRecycle) {
+			return 3
+		}
+		return 1
+	}
+	// Opening ns_last_pid works for anyone; writing needs a capability
+	// (CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE). Write back what it holds.
+	cur, err := os.ReadFile(nsLastPID)
+	if err == nil {
+		err = os.WriteFile(nsLastPID, bytes.TrimSpace(cur), 0)
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		fmt.Println("cannot steer PIDs:", err)
+		return 3
+	}
+	// Orphaned grandchildren come to this process, which reaps them: the
+	// test controls when a group's last member is gone.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fail("PR_SET_CHILD_SUBREAPER: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	m := proc.NewManager(proc.Options{})
+	closed := false
+	defer func() {
+		if !closed {
+			_ = m.Close()
+		}
+	}()
+	run := func(req proc.StartRequest) (*proc.Process, error) {
+		p, err := m.Start(req)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.Wait(ctx); err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+
+	// A: the group is empty when its leader is reaped. The stranger's
+	// leader exits at once and leaves a member, so no process has the PID.
+	empty, err := run(proc.StartRequest{Args: []string{"true"}})
+	if err != nil {
+		return fail("true: %v", err)
+	}
+	pgidA := empty.Info().PID
+	strangerA, err := recycle(pgidA, "sleep 30 & exit 0")
+	if err != nil {
+		return noRecycle(err)
+	}
+	defer killGroup(pgidA)
+	if err := strangerA.Wait(); err != nil {
+		return fail("stranger A's leader: %v", err)
+	}
+
+	// B: the group still has a member when its leader is reaped; the
+	// member dies later, and nobody asks the library about it meanwhile.
+	left, err := run(proc.StartRequest{Command: "sleep 30 & echo $!"})
+	if err != nil {
+		return fail("sleep & echo: %v", err)
+	}
+	pgidB := left.Info().PID
+	member, err := strconv.Atoi(strings.TrimSpace(left.Output().Text))
+	if err != nil {
+		return fail("member PID %q: %v", left.Output().Text, err)
+	}
+	if err := unix.Kill(member, unix.SIGKILL); err != nil {
+		return fail("kill member %d: %v", member, err)
+	}
+	if _, err := unix.Wait4(member, nil, 0, nil); err != nil {
+		return fail("reap member %d: %v", member, err)
+	}
+	if err := unix.Kill(-pgidB, 0); !errors.Is(err, unix.ESRCH) {
+		return fail("group %d still has members after its last died: kill = %v", pgidB, err)
+	}
+	if _, err := recycle(pgidB, "sleep 30"); err != nil {
+		return noRecycle(err)
+	}
+	defer killGroup(pgidB)
+
+	for _, c := range []struct {
+		name string
+		p    *proc.Process
+		pgid int
+	}{{"A (empty at reap)", empty, pgidA}, {"B (member died later)", left, pgidB}} {
+		if err := c.p.Signal(proc.Kill); !errors.Is(err, proc.ErrNotRunning) {
+			return fail("%s: Signal(Kill) on the final record = %v; want ErrNotRunning", c.name, err)
+		}
+		if err := m.Signal(c.p.ID(), proc.Terminate); !errors.Is(err, proc.ErrNotRunning) {
+			return fail("%s: Manager.Signal(Terminate) = %v; want ErrNotRunning", c.name, err)
+		}
+		if !groupAlive(c.pgid) {
+			return fail("%s: the stranger's group %d was signalled", c.name, c.pgid)
+		}
+	}
+	// Remove the records, so that their groups are the Manager's orphans,
+	// which Close stops too.
+	for _, p := range []*proc.Process{empty, left} {
+		if err := m.Remove(p.ID()); err != nil {
+			return fail("Remove(%s) = %v", p.ID(), err)
+		}
+	}
+	closed = true
+	if err := m.Close(); err != nil {
+		return fail("Close() = %v", err)
+	}
+	for _, pgid := range []int{pgidA, pgidB} {
+		if !groupAlive(pgid) {
+			return fail("Close signalled the stranger's group %d", pgid)
+		}
+	}
+	fmt.Println("ok")
+	return 0
+}
+
+// recycleTries is how many times recycle tries for a PID.
+const recycleTries = 200
+
+// recycle starts sh -c script as the leader of a new process group whose
+// ID is pid, by setting the kernel's last PID to pid-1 first. Another
+// process may take the PID first; it tries again a few times.
+func recycle(pid int, script string) (*exec.Cmd, error) {
+	for range recycleTries {
+		if err := os.WriteFile(nsLastPID, []byte(strconv.Itoa(pid-1)), 0); err != nil {
+			return nil, err
+		}
+		cmd := exec.Command("sh", "-c", script)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		if cmd.Process.Pid == pid {
+			return cmd, nil
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		killGroup(cmd.Process.Pid)
+	}
+	return nil, fmt.Errorf("PID %d: %w", pid, errNoRecycle)
+}
+
+// groupAlive reports whether a process of group pgid is alive and not a
+// zombie: the stranger's members are all this process's children or
+// grandchildren, so a wait that finds none exited settles it.
+func groupAlive(pgid int) bool {
+	var status unix.WaitStatus
+	pid, err := unix.Wait4(-pgid, &status, unix.WNOHANG, nil)
+	return err == nil && pid == 0
+}
+
+// killGroup kills group pgid and reaps its members (this process is their
+// parent or their subreaper).
+func killGroup(pgid int) {
+	_ = unix.Kill(-pgid, unix.SIGKILL)
+	for {
+		if _, err := unix.Wait4(-pgid, nil, 0, nil); err != nil {
+			return
+		}
+	}
+}
+
+// treeBgMember waits until p, a shell that started a member in the
+// background and printed its PID, is final, and returns that PID and a
+// pidfd of it.
+func treeBgMember(ctx context.Context, t *testing.T, p *proc.Process) (pid, pidfd int) {
+	t.Helper()
+	out := waitFinal(ctx, t, p).Output.Text
+	pid, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		t.Fatalf("member PID %q: %v", out, err)
+	}
+	return pid, treePidfd(t, pid)
+}
+
+// TestTreeWatchedUntilEmpty pins the registry of trees: a tree that
+// outlives its record (a background child) stays with the Manager after the
+// record is dropped, so Signal still reaches it, and it is let go once it
+// is empty without any timer: no reap timer stays armed for it, and in
+// cgroup mode its cgroup directory is removed.
+func TestTreeWatchedUntilEmpty(t *testing.T) {
+	t.Parallel()
+	treeEachMode(t, func(t *testing.T, mode treeMode) {
+		const retain = time.Minute
+		ctx := testCtx(t)
+		mClock := quartz.NewMock(t)
+		opts := treeOptions(t, mode)
+		opts.RetainExited = retain
+		m := mockManager(t, mClock, opts)
+		p := mustStart(t, m, proc.StartRequest{Command: "sleep 30 >/dev/null 2>&1 & echo $!"})
+		member, pidfd := treeBgMember(ctx, t, p)
+		cgroupDir := ""
+		if mode.containment == proc.ContainCgroup {
+			cgroupDir, _ = treeCgroupOf(t, member)
+		}
+		if err := m.Remove(p.ID()); err != nil {
+			t.Fatalf("Remove() = %v", err)
+		}
+		// The dropped record's tree is still the Manager's.
+		if err := p.Signal(proc.Terminate); err != nil {
+			t.Fatalf("Signal(Terminate) on the dropped record with a live member = %v; want nil", err)
+		}
+		treeWaitPidfd(ctx, t, pidfd, "the member's death by Signal(Terminate)")
+		if cgroupDir != "" {
+			// Removed by the Manager's own watch of cgroup.events.
+			if err := treeWaitGone(ctx, filepath.Dir(cgroupDir), filepath.Base(cgroupDir)); err != nil {
+				t.Fatalf("cgroup %s of the empty tree: %v; want it removed", cgroupDir, err)
+			}
+		}
+		if err := p.Signal(proc.Kill); !errors.Is(err, proc.ErrNotRunning) {
+			t.Errorf("Signal(Kill) on the dropped record, tree empty = %v; want ErrNotRunning", err)
+		}
+		// The reap armed when the record became final fires, finds no
+		// record, and arms nothing more: nothing polls the tree.
+		mClock.Advance(retain).MustWait(ctx)
+		if d, ok := mClock.Peek(); ok {
+			t.Errorf("a timer is armed (due in %v) with no record and no live tree left", d)
+		}
+	})
+}
+
+// mainThreadExitC is a program whose main thread exits (pthread_exit)
+// while another thread runs on: /proc/<pid>/stat then says Z for a live
+// process.
+const mainThreadExitC = `#include <pthread.h>
+#include <unistd.h>
+static void *run(void *arg) { (void)arg; sleep(60); return 0; }
+int main(void) { pthread_t t; pthread_create(&t, 0, run, 0); pthread_exit(0); }
+`
+
+// TestMainThreadExitedIsAlive pins that a process is judged by the kernel's
+// view of the whole process, not by the state of its main thread: a child
+// whose main thread exited still times out (it is not taken for exited),
+// and a group member like it is still signalled (the group is not taken
+// for dead).
+func TestMainThreadExitedIsAlive(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	src, bin := filepath.Join(dir, "mte.c"), filepath.Join(dir, "mte")
+	if err := os.WriteFile(src, []byte(mainThreadExitC), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cc", "-o", bin, src, "-lpthread").CombinedOutput(); err != nil {
+		t.Skipf("cannot build the C helper (no C compiler?): %v\n%s", err, out)
+	}
+
+	t.Run("timeout", func(t *testing.T) {
+		t.Parallel()
+		const timeout = time.Minute
+		ctx := testCtx(t)
+		mClock := quartz.NewMock(t)
+		m := mockManager(t, mClock, proc.Options{})
+		trap := mClock.Trap().AfterFunc("process", "timeout")
+		defer trap.Close()
+		p := startTrapped(ctx, t, m, proc.StartRequest{Args: []string{bin}, Timeout: timeout}, trap, timeout)
+		mteWaitMainThreadExited(ctx, t, p.Info().PID)
+		mClock.Advance(timeout).MustWait(ctx)
+		snap := waitFinal(ctx, t, p)
+		if got := treeFinalOf(t, snap.Info); got != (treeFinal{proc.ExitTimedOut, "SIGTERM", true}) {
+			t.Errorf("final %+v; want 124, SIGTERM, timed out", got)
+		}
+	})
+
+	t.Run("group-member", func(t *testing.T) {
+		t.Parallel()
+		ctx, m := testManager(t, proc.Options{})
+		p := mustStart(t, m, proc.StartRequest{Command: bin + " >/dev/null 2>&1 & echo $!"})
+		member, pidfd := treeBgMember(ctx, t, p)
+		mteWaitMainThreadExited(ctx, t, member)
+		if err := p.Signal(proc.Kill); err != nil {
+			t.Fatalf("Signal(Kill) on the final record = %v; want nil: its group has a live member", err)
+		}
+		treeWaitPidfd(ctx, t, pidfd, "the member's death by Signal(Kill)")
+	})
+}
+
+// mteWaitMainThreadExited waits until /proc says Z for pid while it still
+// has two threads: the state the test is about.
+func mteWaitMainThreadExited(ctx context.Context, t *testing.T, pid int) {
+	t.Helper()
+	for ctx.Err() == nil {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err == nil && readStat(t, pid).state == 'Z' && strings.Contains(string(status), "Threads:\t2") {
+			return
+		}
+		runtime.Gosched()
+	}
+	t.Fatalf("process %d: main thread never seen exited: %v", pid, ctx.Err())
 }
