@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/procvisor/proc"
+	"github.com/procvisor/proc/proctest"
 )
 
 // captureFlag sets the bytes BenchmarkCapture's child writes. The default
@@ -142,26 +143,13 @@ func (c cpuUse) report(b *testing.B) {
 	b.ReportMetric(float64((now.children-c.children).Microseconds())/1e3/n, "child-cpu-ms/op")
 }
 
-// newManager returns a manager with default options (changed by opts) that
-// is closed when b ends.
-func newManager(b *testing.B, opts proc.Options) *proc.Manager {
-	b.Helper()
-	m := proc.NewManager(opts)
-	b.Cleanup(func() {
-		if err := m.Close(); err != nil {
-			b.Errorf("Close() = %v; want nil", err)
-		}
-	})
-	return m
-}
-
 // steadyManager returns a manager with default options that already holds
 // DefaultMaxRetained final records, as a long-running service's does after
 // its first thousand commands: from then on every record that becomes
 // final drops the oldest one. It is closed when b ends.
 func steadyManager(b *testing.B) *proc.Manager {
 	b.Helper()
-	m := newManager(b, proc.Options{})
+	m := proctest.NewManager(b, proc.Options{})
 	fillManager(b, m)
 	return m
 }
@@ -209,7 +197,7 @@ func (f *freshManager) get(n int) *proc.Manager {
 				f.b.Fatalf("Close() = %v; want nil", err)
 			}
 		}
-		f.m, f.started = newManager(f.b, proc.Options{}), 0
+		f.m, f.started = proctest.NewManager(f.b, proc.Options{}), 0
 		f.b.StartTimer()
 	}
 	f.started += n
@@ -324,7 +312,7 @@ func BenchmarkCapture(b *testing.B) {
 		finish(b, "")
 	})
 	b.Run("proc", func(b *testing.B) {
-		m := newManager(b, proc.Options{})
+		m := proctest.NewManager(b, proc.Options{})
 		b.SetBytes(size)
 		measured(b, "raw", func() {
 			p := procRun(b, m, proc.StartRequest{Args: args})
@@ -424,7 +412,7 @@ func BenchmarkCaptureMemory(b *testing.B) {
 	for _, size := range []int64{64 << 20, 1 << 30} {
 		args := []string{"head", "-c", strconv.FormatInt(size, 10), "/dev/zero"}
 		b.Run(sizeName(size)+"/proc", func(b *testing.B) {
-			m := newManager(b, proc.Options{})
+			m := proctest.NewManager(b, proc.Options{})
 			b.SetBytes(size)
 			b.ReportAllocs()
 			var uses []heapUse
@@ -639,7 +627,7 @@ func BenchmarkSilentGrandchild(b *testing.B) {
 		finish(b, "")
 	})
 	b.Run("proc", func(b *testing.B) {
-		m := newManager(b, proc.Options{})
+		m := proctest.NewManager(b, proc.Options{})
 		b.ReportAllocs()
 		var exitToFinal, worst time.Duration
 		for b.Loop() {
@@ -719,7 +707,7 @@ func BenchmarkSnapshot(b *testing.B) {
 		}
 	}
 	b.Run("final", func(b *testing.B) {
-		m := newManager(b, proc.Options{})
+		m := proctest.NewManager(b, proc.Options{})
 		p := procRun(b, m, proc.StartRequest{Args: []string{"seq", "1", strconv.Itoa(lines)}})
 		checkFinal(b, p, want)
 		check(b, p.Snapshot(), false)
@@ -732,7 +720,7 @@ func BenchmarkSnapshot(b *testing.B) {
 		finish(b, "copy-floor")
 	})
 	b.Run("running", func(b *testing.B) {
-		m := newManager(b, proc.Options{})
+		m := proctest.NewManager(b, proc.Options{})
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		p, err := m.Start(proc.StartRequest{Command: fmt.Sprintf("seq 1 %d; exec sleep 60", lines)})
@@ -777,7 +765,7 @@ func heapAfterGC() int64 {
 // all of them (ns/op).
 func BenchmarkRetained(b *testing.B) {
 	b.Run("List", func(b *testing.B) {
-		m := newManager(b, proc.Options{MaxRetained: retainedRecords})
+		m := proctest.NewManager(b, proc.Options{MaxRetained: retainedRecords})
 		before := heapAfterGC()
 		// Start them a few at a time: the machine has two cores.
 		sem := make(chan struct{}, 16)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/procvisor/proc"
+	"github.com/procvisor/proc/proctest"
 )
 
 // pollBytes is what the child writes in BenchmarkPolled.
@@ -31,7 +32,7 @@ func BenchmarkPolled(b *testing.B) {
 			name = fmt.Sprintf("snapshot-%d", pollers)
 		}
 		b.Run(name, func(b *testing.B) {
-			m := newManager(b, proc.Options{})
+			m := proctest.NewManager(b, proc.Options{})
 			b.SetBytes(pollBytes)
 			b.ReportAllocs()
 			var calls atomic.Int64
@@ -123,7 +124,7 @@ func BenchmarkFollow(b *testing.B) {
 	}
 	for _, fc := range cases {
 		b.Run(fc.name, func(b *testing.B) {
-			m := newManager(b, proc.Options{})
+			m := proctest.NewManager(b, proc.Options{})
 			req := proc.StartRequest{Args: []string{"head", "-c", strconv.FormatInt(fc.total, 10), "/dev/zero"}, TailBytes: fc.tail}
 			if fc.rate > 0 {
 				req.Args, req.Env = pacedArgs(fc.total, 64<<10, fc.rate)
@@ -165,7 +166,7 @@ func BenchmarkFollow(b *testing.B) {
 func BenchmarkFollowMemory(b *testing.B) {
 	const size = 1 << 30
 	args := []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}
-	m := newManager(b, proc.Options{})
+	m := proctest.NewManager(b, proc.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	buf := make([]byte, 64<<10)
@@ -202,7 +203,7 @@ func BenchmarkTee(b *testing.B) {
 			name = "tee-discard"
 		}
 		b.Run(name, func(b *testing.B) {
-			m := newManager(b, proc.Options{})
+			m := proctest.NewManager(b, proc.Options{})
 			req := proc.StartRequest{Args: args}
 			if tee {
 				// Hide io.Discard's own methods: the tee is any writer.
@@ -262,7 +263,7 @@ func BenchmarkStdin(b *testing.B) {
 		finish(b, "")
 	})
 	b.Run("proc", func(b *testing.B) {
-		m := newManager(b, proc.Options{})
+		m := proctest.NewManager(b, proc.Options{})
 		b.SetBytes(stdinBytes)
 		b.ReportAllocs()
 		for b.Loop() {

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/procvisor/proc"
+	"github.com/procvisor/proc/proctest"
 )
 
 // Containment benchmarks (issue 10): what a cgroup per record costs a
@@ -37,7 +38,7 @@ func containManager(b *testing.B, mode proc.Containment) *proc.Manager {
 func containManagerOpts(b *testing.B, opts proc.Options) *proc.Manager {
 	b.Helper()
 	mode := opts.Containment
-	m := newManager(b, opts)
+	m := proctest.NewManager(b, opts)
 	p, err := m.Start(proc.StartRequest{Args: []string{"true"}})
 	if errors.Is(err, proc.ErrUnsupported) {
 		b.Skipf("containment %q is unavailable here: %v", mode, err)
