@@ -604,27 +604,13 @@ func TestStartOrGet(t *testing.T) {
 			started bool
 			err     error
 		}
-		results := make(chan result, callers)
-		gate := make(chan struct{})
-		var wg sync.WaitGroup
-		for range callers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-gate
-				p, started, err := m.StartOrGet(req)
-				results <- result{p, started, err}
-			}()
-		}
-		close(gate)
-		wg.Wait()
-		close(results)
-
+		all := atOnce(ctx, t, callers, func(int) result {
+			p, started, err := m.StartOrGet(req)
+			return result{p, started, err}
+		})
 		var winner *proc.Process
 		starts := 0
-		var all []result
-		for r := range results {
-			all = append(all, r)
+		for _, r := range all {
 			if r.err != nil {
 				t.Errorf("StartOrGet() = %v; want nil", r.err)
 				continue
@@ -748,9 +734,7 @@ func TestWaitFor(t *testing.T) {
 		t.Run(fmt.Sprintf("bytewise-fromStart=%v", fromStart), func(t *testing.T) {
 			t.Parallel()
 			ctx, m := testManager(t, proc.Options{})
-			req := cvReq("out:booting\n", "wait", "bytes:listening on :8080\n", "sleep")
-			req.Stdin = true
-			p := mustStart(t, m, req)
+			p := startStdin(t, m, cvReq("out:booting\n", "wait", "bytes:listening on :8080\n", "sleep"))
 			defer cvStop(ctx, t, p)
 			re := regexp.MustCompile(`listening on :\d+`)
 			line, err := cvWaitForThen(ctx, t, p, re, fromStart, cvGo(p))
@@ -763,9 +747,7 @@ func TestWaitFor(t *testing.T) {
 	t.Run("fromStart-finds-retained", func(t *testing.T) {
 		t.Parallel()
 		ctx, m := testManager(t, proc.Options{})
-		req := cvReq("out:first\nready 1\nlast\n", "sleep")
-		req.Stdin = true
-		p := mustStart(t, m, req)
+		p := startStdin(t, m, cvReq("out:first\nready 1\nlast\n", "sleep"))
 		defer cvStop(ctx, t, p)
 		waitLen(ctx, t, p, int64(len("first\nready 1\nlast\n")))
 		line, err := p.WaitFor(ctx, regexp.MustCompile(`^ready \d$`), true)
@@ -779,9 +761,7 @@ func TestWaitFor(t *testing.T) {
 	t.Run("not-fromStart-skips-completed", func(t *testing.T) {
 		t.Parallel()
 		ctx, m := testManager(t, proc.Options{})
-		req := cvReq("out:ready 1\n", "wait", "out:ready 2\n", "sleep")
-		req.Stdin = true
-		p := mustStart(t, m, req)
+		p := startStdin(t, m, cvReq("out:ready 1\n", "wait", "out:ready 2\n", "sleep"))
 		defer cvStop(ctx, t, p)
 		re := regexp.MustCompile(`^ready \d$`)
 		if line, err := p.WaitFor(ctx, re, true); err != nil || line != "ready 1" {
@@ -808,8 +788,8 @@ func TestWaitFor(t *testing.T) {
 			t.Parallel()
 			ctx, m := testManager(t, proc.Options{})
 			req := cvReq("lines:"+strconv.Itoa(tc.lines), "out:old marker\nafter old\n", "wait", "out:new marker\n", "sleep")
-			req.Stdin, req.HeadBytes, req.TailBytes = true, tc.head, tc.tail
-			p := mustStart(t, m, req)
+			req.HeadBytes, req.TailBytes = tc.head, tc.tail
+			p := startStdin(t, m, req)
 			defer cvStop(ctx, t, p)
 			if line, err := p.WaitFor(ctx, regexp.MustCompile(`^after old$`), true); err != nil {
 				t.Fatalf("WaitFor(fromStart, after old) = %q, %v", line, err)
@@ -835,9 +815,7 @@ func TestWaitFor(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx, m := testManager(t, proc.Options{})
-			req := cvReq("out:"+tc.before, "wait", "out:"+tc.after, "sleep")
-			req.Stdin = true
-			p := mustStart(t, m, req)
+			p := startStdin(t, m, cvReq("out:"+tc.before, "wait", "out:"+tc.after, "sleep"))
 			defer cvStop(ctx, t, p)
 			waitLen(ctx, t, p, int64(len(tc.before)))
 			re := regexp.MustCompile(tc.re)
@@ -870,9 +848,7 @@ func TestWaitFor(t *testing.T) {
 			}
 		}
 
-		req := cvReq("wait", "fill:102400", "out:\nready\n", "sleep")
-		req.Stdin = true
-		p = mustStart(t, m, req)
+		p = startStdin(t, m, cvReq("wait", "fill:102400", "out:\nready\n", "sleep"))
 		defer cvStop(ctx, t, p)
 		line, err := cvWaitForThen(ctx, t, p, regexp.MustCompile(`^ready$`), false, cvGo(p))
 		if err != nil || line != "ready" {
@@ -944,9 +920,7 @@ func TestWaitFor(t *testing.T) {
 	t.Run("unterminated-last-line", func(t *testing.T) {
 		t.Parallel()
 		ctx, m := testManager(t, proc.Options{})
-		req := cvReq("out:first\nno newline", "wait")
-		req.Stdin = true
-		p := mustStart(t, m, req)
+		p := startStdin(t, m, cvReq("out:first\nno newline", "wait"))
 		waitLen(ctx, t, p, int64(len("first\nno newline")))
 		// It counts only once the process is final: the child ends only
 		// after WaitFor blocked.
@@ -972,9 +946,7 @@ func TestWaitFor(t *testing.T) {
 	t.Run("ctx-canceled", func(t *testing.T) {
 		t.Parallel()
 		ctx, m := testManager(t, proc.Options{})
-		req := cvReq("out:hello\n", "sleep")
-		req.Stdin = true
-		p := mustStart(t, m, req)
+		p := startStdin(t, m, cvReq("out:hello\n", "sleep"))
 		defer cvStop(ctx, t, p)
 		waitCtx, cancel := context.WithCancel(ctx)
 		defer cancel()

@@ -336,33 +336,6 @@ func ecoCheckStreamBytes(t *testing.T, name string, off int64, data []byte) {
 	}
 }
 
-// ecoFollowStderr follows p's stderr with WaitStderr and ReadStderrSince
-// from cursor 0 until EOF, reading at most max bytes at a time, checks
-// every chunk, and returns the bytes received and the bytes reported lost.
-func ecoFollowStderr(ctx context.Context, t *testing.T, p *proc.Process, max int) (received, lost int64) {
-	t.Helper()
-	for cursor := int64(0); ; {
-		if err := p.WaitStderr(ctx, cursor); err != nil {
-			t.Fatalf("WaitStderr(%d) = %v", cursor, err)
-		}
-		c := p.ReadStderrSince(cursor, max)
-		if c.Lost < 0 || c.Next != cursor+c.Lost+int64(len(c.Data)) || c.Next > c.End || (max > 0 && len(c.Data) > max) {
-			t.Fatalf("ReadStderrSince(%d, %d) = %d bytes, lost %d, next %d, end %d; want next = cursor+lost+len <= end, len <= max",
-				cursor, max, len(c.Data), c.Lost, c.Next, c.End)
-		}
-		ecoCheckStreamBytes(t, "err", c.Next-int64(len(c.Data)), c.Data)
-		received += int64(len(c.Data))
-		lost += c.Lost
-		cursor = c.Next
-		if c.EOF {
-			if p.Info().Running {
-				t.Fatalf("ReadStderrSince(%d) reported EOF while Info().Running is true", cursor)
-			}
-			return received, lost
-		}
-	}
-}
-
 func TestReadStderrSince(t *testing.T) {
 	t.Parallel()
 
@@ -382,7 +355,7 @@ func TestReadStderrSince(t *testing.T) {
 		// nothing), then again from 0 once final, when only 8 KiB of the
 		// stream is left and the rest must be counted as lost.
 		for pass, max := range []int{0, 1000} {
-			received, lost := ecoFollowStderr(ctx, t, p, max)
+			received, lost := iaFollow(ctx, t, p, true, max, func(off int64, data []byte) { ecoCheckStreamBytes(t, "err", off, data) })
 			if received+lost != written {
 				t.Errorf("pass %d (max %d): received %d + lost %d = %d; want the %d bytes written to stderr",
 					pass, max, received, lost, received+lost, written)
@@ -431,8 +404,8 @@ func TestReadStderrSince(t *testing.T) {
 		t.Parallel()
 		ctx, m := testManager(t, proc.Options{})
 		req := cvReq("out:first\n", "wait", "err:late\n", "sleep")
-		req.SeparateStderr, req.Stdin = true, true
-		p := mustStart(t, m, req)
+		req.SeparateStderr = true
+		p := startStdin(t, m, req)
 		if err := p.WaitOutput(ctx, 0); err != nil {
 			t.Fatalf("WaitOutput(0) = %v", err)
 		}
@@ -467,9 +440,7 @@ func TestReadStderrSince(t *testing.T) {
 	t.Run("without-separate-stderr", func(t *testing.T) {
 		t.Parallel()
 		ctx, m := testManager(t, proc.Options{})
-		req := cvReq("err:to stderr\n", "sleep")
-		req.Stdin = true
-		p := mustStart(t, m, req)
+		p := startStdin(t, m, cvReq("err:to stderr\n", "sleep"))
 		waitText(ctx, t, p, "to stderr\n")
 		if c := p.ReadStderrSince(0, 0); len(c.Data) != 0 || c.End != 0 || c.Lost != 0 || c.EOF {
 			t.Errorf("ReadStderrSince(0, 0) while running = %q end %d lost %d eof %v; want empty, not EOF", c.Data, c.End, c.Lost, c.EOF)

@@ -352,9 +352,7 @@ func TestJobClose(t *testing.T) {
 func TestJobStdin(t *testing.T) {
 	t.Parallel()
 	ctx, m := testManager(t, proc.Options{})
-	req := helperReq("interactive-cat")
-	req.Stdin = true
-	p := mustStart(t, m, req)
+	p := startStdin(t, m, helperReq("interactive-cat"))
 	for _, s := range []string{"hello\n", "world\n"} {
 		if n, err := p.WriteContext(ctx, []byte(s)); n != len(s) || err != nil {
 			t.Fatalf("WriteContext(%q) = %d, %v", s, n, err)

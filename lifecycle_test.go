@@ -242,9 +242,7 @@ func TestDrainEOFMockClock(t *testing.T) {
 func TestWaitAndDone(t *testing.T) {
 	t.Parallel()
 	ctx, m := testManager(t, proc.Options{})
-	req := helperReq("interactive-cat")
-	req.Stdin = true
-	p := mustStart(t, m, req)
+	p := startStdin(t, m, helperReq("interactive-cat"))
 
 	done := p.Done()
 	if p.Done() != done {
@@ -343,9 +341,7 @@ func TestParseSignal(t *testing.T) {
 func TestSignalInvalid(t *testing.T) {
 	t.Parallel()
 	ctx, m := testManager(t, proc.Options{})
-	req := helperReq("interactive-cat")
-	req.Stdin = true
-	p := mustStart(t, m, req)
+	p := startStdin(t, m, helperReq("interactive-cat"))
 	for _, sig := range []proc.Signal{"HUP", "", "9", "stop"} {
 		if err := p.Signal(sig); !errors.Is(err, proc.ErrInvalid) {
 			t.Errorf("Signal(%q) on a running process = %v; want an error wrapping ErrInvalid", sig, err)

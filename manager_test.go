@@ -279,11 +279,7 @@ func TestRetentionReapTimer(t *testing.T) {
 	if info := waitFinal(ctx, t, first).Info; !info.ExitedAt.Equal(mClock.Now()) {
 		t.Errorf("ExitedAt = %v; want the mock clock's %v", info.ExitedAt, mClock.Now())
 	}
-	call := trap.MustWait(ctx)
-	call.MustRelease(ctx)
-	if call.Duration != retain {
-		t.Fatalf("reap timer for the first final record: AfterFunc(%v); want %v", call.Duration, retain)
-	}
+	releaseTrapped(ctx, t, trap, retain, "reap timer for the first final record")
 	mgrWantListed(t, m, first.ID())
 
 	mClock.Advance(retain - time.Nanosecond).MustWait(ctx)
@@ -306,11 +302,7 @@ func TestRetentionReapTimer(t *testing.T) {
 	// With nothing armed, the next record to become final arms the full
 	// retention again.
 	mgrKill(ctx, t, running)
-	call = trap.MustWait(ctx)
-	call.MustRelease(ctx)
-	if call.Duration != retain {
-		t.Fatalf("reap timer after the final records were all dropped: AfterFunc(%v); want %v", call.Duration, retain)
-	}
+	releaseTrapped(ctx, t, trap, retain, "reap timer after the final records were all dropped")
 	mgrWantListed(t, m, running.ID())
 
 	// A second record becomes final 2m later. The armed timer is not
@@ -325,11 +317,7 @@ func TestRetentionReapTimer(t *testing.T) {
 	mgrWantListed(t, m, second.ID())
 
 	w := mClock.Advance(time.Nanosecond)
-	call = trap.MustWait(ctx)
-	if call.Duration != 2*time.Minute {
-		t.Errorf("reap timer re-armed with AfterFunc(%v); want %v (the second record's remaining retention)", call.Duration, 2*time.Minute)
-	}
-	call.MustRelease(ctx)
+	releaseTrapped(ctx, t, trap, 2*time.Minute, "reap timer re-armed for the second record's remaining retention")
 	w.MustWait(ctx)
 	mgrWantGone(t, m, running.ID())
 	if ids := mgrIDs(m.List()); !slices.Equal(ids, []string{second.ID()}) {
@@ -352,11 +340,7 @@ func TestRetentionCloseStopsTimer(t *testing.T) {
 	mClock, trap, m := mgrReapTrapped(t, proc.Options{})
 
 	waitFinal(ctx, t, mustStart(t, m, mgrExitReq(0)))
-	call := trap.MustWait(ctx)
-	call.MustRelease(ctx)
-	if call.Duration != proc.DefaultRetainExited {
-		t.Errorf("reap timer with the default retention: AfterFunc(%v); want %v", call.Duration, proc.DefaultRetainExited)
-	}
+	releaseTrapped(ctx, t, trap, proc.DefaultRetainExited, "reap timer with the default retention")
 	if _, ok := mClock.Peek(); !ok {
 		t.Fatalf("no timer armed after a record became final")
 	}
@@ -463,28 +447,13 @@ func TestMaxRunningConcurrent(t *testing.T) {
 	const limit, n = 3, 16
 	m := newManager(t, proc.Options{MaxRunning: limit})
 
-	errs := make(chan error, n)
-	gate := make(chan struct{})
-	for range n {
-		go func() {
-			<-gate
-			_, err := m.Start(mgrBlockReq())
-			errs <- err
-		}()
-	}
-	close(gate)
 	started := 0
-	for range n {
-		select {
-		case err := <-errs:
-			switch {
-			case err == nil:
-				started++
-			case !errors.Is(err, proc.ErrLimit):
-				t.Errorf("concurrent Start() = %v; want nil or ErrLimit", err)
-			}
-		case <-ctx.Done():
-			t.Fatalf("concurrent starts did not return: %v", ctx.Err())
+	for _, err := range atOnce(ctx, t, n, func(int) error { _, err := m.Start(mgrBlockReq()); return err }) {
+		switch {
+		case err == nil:
+			started++
+		case !errors.Is(err, proc.ErrLimit):
+			t.Errorf("concurrent Start() = %v; want nil or ErrLimit", err)
 		}
 	}
 	if started != limit {
@@ -615,26 +584,11 @@ func TestDuplicateIDConcurrent(t *testing.T) {
 		p   *proc.Process
 		err error
 	}
-	results := make(chan result, n)
-	gate := make(chan struct{})
-	for range n {
-		go func() {
-			<-gate
-			req := mgrExitReq(0)
-			req.ID = "same"
-			p, err := m.Start(req)
-			results <- result{p, err}
-		}()
-	}
-	close(gate)
 	var started []*proc.Process
-	for range n {
-		var r result
-		select {
-		case r = <-results:
-		case <-ctx.Done():
-			t.Fatalf("concurrent starts did not return: %v", ctx.Err())
-		}
+	for _, r := range atOnce(ctx, t, n, func(int) result {
+		p, err := m.Start(withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.ID = "same" }))
+		return result{p, err}
+	}) {
 		switch {
 		case r.err == nil:
 			started = append(started, r.p)
