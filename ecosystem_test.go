@@ -143,30 +143,10 @@ func TestStartRequestJSON(t *testing.T) {
 	})
 }
 
-// ecoEnv runs req (a request for helper mgr-env) on m and returns the
-// child's environment, sorted.
-func ecoEnv(ctx context.Context, t *testing.T, m *proc.Manager, req proc.StartRequest) []string {
-	t.Helper()
-	// The variables are NUL-separated: one "line" that must not be cut.
-	req.HeadBytes, req.TailBytes, req.MaxLineLength = 1<<20, 1<<20, 1<<20
-	snap, err := m.Run(ctx, req)
-	if err != nil {
-		t.Fatalf("Run(mgr-env) = %v", err)
-	}
-	if code := exitCode(t, snap.Info); code != 0 || snap.Output.Truncation != nil {
-		t.Fatalf("mgr-env exited %d, truncation %+v: %q", code, snap.Output.Truncation, snap.Output.Text)
-	}
-	env := strings.Split(strings.TrimSuffix(snap.Output.Text, "\x00"), "\x00")
-	// Not what the Manager passed: what the OS adds (SYSTEMROOT, ...).
-	env = slices.DeleteFunc(env, func(kv string) bool { k, _, _ := strings.Cut(kv, "="); return osAddsEnv(k) })
-	slices.Sort(env)
-	return env
-}
-
 // ecoSetSecret sets a variable in the test process that no child started
-// with ClearEnv may see, and removes it when the test ends. Its name is
-// the test's own, so tests running in parallel (whose children do inherit
-// it) are not affected.
+// with ClearEnv may see, and removes it when the test ends. Its children
+// inherit it: a test that calls it must not run in parallel with one that
+// compares a child's whole environment (TestStartEnv).
 func ecoSetSecret(t *testing.T) (name, value string) {
 	t.Helper()
 	name = "PROC_TEST_SECRET_" + strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -178,8 +158,9 @@ func ecoSetSecret(t *testing.T) (name, value string) {
 	return name, value
 }
 
+// TestClearEnv is not parallel: its variable would show in the children
+// of parallel tests that compare their whole environment (TestStartEnv).
 func TestClearEnv(t *testing.T) {
-	t.Parallel()
 	ctx := testCtx(t)
 	secret, value := ecoSetSecret(t)
 	var updates atomic.Int32
@@ -193,7 +174,7 @@ func TestClearEnv(t *testing.T) {
 
 	// The control: without ClearEnv the child sees the test's variable and
 	// the hook's, so their absence below means something.
-	plain := ecoEnv(ctx, t, m, helperReq("mgr-env"))
+	plain := mgrEnvOwn(ctx, t, m, helperReq("mgr-env"))
 	for _, kv := range []string{secret + "=" + value, "PROC_TEST_UPDATED=1"} {
 		if !slices.Contains(plain, kv) {
 			t.Fatalf("without ClearEnv the child's environment lacks %s", kv)
@@ -207,7 +188,7 @@ func TestClearEnv(t *testing.T) {
 	req.UnsetEnv = []string{"DROP", "HOME"}
 	req.Owner = "alice"
 	calls := updates.Load()
-	got := ecoEnv(ctx, t, m, req)
+	got := mgrEnvOwn(ctx, t, m, req)
 	want := []string{"GORACE=" + helperGorace, "KEEP=1", helperEnv + "=mgr-env", "PROC_TEST_OWNER=alice"}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {

@@ -179,9 +179,10 @@ type iaWriteResult struct {
 	err error
 }
 
-// iaEcho writes chunks, one Write each, to a cat with HeadBytes head (0:
-// the default), closes its stdin and checks that it ended at end-of-file
-// (exit 0) with every byte counted; it returns the final snapshot.
+// iaEcho writes chunks to a cat with HeadBytes head (0: the default), one
+// call each, WriteContext and Write in turn; it closes its stdin and checks
+// that the cat ended at end-of-file (exit 0) with every byte counted, and
+// returns the final snapshot.
 func iaEcho(ctx context.Context, t *testing.T, head int, chunks ...[]byte) (*proc.Process, proc.Snapshot) {
 	t.Helper()
 	m := newManager(t, proc.Options{})
@@ -189,9 +190,13 @@ func iaEcho(ctx context.Context, t *testing.T, head int, chunks ...[]byte) (*pro
 	req.HeadBytes = head
 	p := startStdin(t, m, req)
 	total := 0
-	for _, c := range chunks {
-		if n, err := p.Write(c); n != len(c) || err != nil {
-			t.Fatalf("Write(%d bytes at %d) = %d, %v; want %d, nil", len(c), total, n, err, len(c))
+	for i, c := range chunks {
+		write := p.Write
+		if i%2 == 0 {
+			write = func(b []byte) (int, error) { return p.WriteContext(ctx, b) }
+		}
+		if n, err := write(c); n != len(c) || err != nil {
+			t.Fatalf("write %d (%d bytes at %d) = %d, %v; want %d, nil", i, len(c), total, n, err, len(c))
 		}
 		total += len(c)
 	}
