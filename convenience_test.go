@@ -301,6 +301,26 @@ func cvStop(ctx context.Context, t *testing.T, p *proc.Process) proc.Snapshot {
 	return waitFinal(ctx, t, p)
 }
 
+// cvFailingStarts are requests whose start fails, on a Manager that runs a
+// process with ID "held".
+var cvFailingStarts = []struct {
+	name string
+	req  proc.StartRequest
+	want error
+}{
+	{"not-found", proc.StartRequest{Args: []string{"cv-no-such-program-7f3a"}}, exec.ErrNotFound},
+	{"invalid", proc.StartRequest{Command: "true", Args: []string{"true"}}, proc.ErrInvalid},
+	{"duplicate-id", proc.StartRequest{ID: "held", Command: "true"}, proc.ErrDuplicateID},
+}
+
+// cvWantFile fails unless the file at path holds want.
+func cvWantFile(t *testing.T, path, want string) {
+	t.Helper()
+	if got, err := os.ReadFile(path); err != nil || string(got) != want {
+		t.Errorf("log file %s = %q, %v; want %q", filepath.Base(path), got, err, want)
+	}
+}
+
 func TestRun(t *testing.T) {
 	t.Parallel()
 
@@ -387,20 +407,9 @@ func TestRun(t *testing.T) {
 	t.Run("start-errors", func(t *testing.T) {
 		t.Parallel()
 		ctx, m := testManager(t, proc.Options{})
-		held := cvReq("sleep")
-		held.ID, held.Stdin = "held", true
-		p := mustStart(t, m, held)
-		defer cvStop(ctx, t, p)
+		defer cvStop(ctx, t, startStdin(t, m, withReq(cvReq("sleep"), func(r *proc.StartRequest) { r.ID = "held" })))
 
-		for _, tc := range []struct {
-			name string
-			req  proc.StartRequest
-			want error
-		}{
-			{"not-found", proc.StartRequest{Args: []string{"cv-no-such-program-7f3a"}}, exec.ErrNotFound},
-			{"invalid", proc.StartRequest{Command: "true", Args: []string{"true"}}, proc.ErrInvalid},
-			{"duplicate-id", proc.StartRequest{ID: "held", Command: "true"}, proc.ErrDuplicateID},
-		} {
+		for _, tc := range cvFailingStarts {
 			snap, err := m.Run(ctx, tc.req)
 			if !errors.Is(err, tc.want) || errors.Is(err, proc.ErrRunning) {
 				t.Errorf("%s: Run() = %v; want the Start error wrapping %v (and not ErrRunning)", tc.name, err, tc.want)
@@ -532,21 +541,17 @@ func TestStartOrGet(t *testing.T) {
 			return p.Info().WorkDir
 		}()
 
-		with := func(req proc.StartRequest, edit func(*proc.StartRequest)) proc.StartRequest {
-			edit(&req)
-			return req
-		}
 		for _, tc := range []struct {
 			name string
 			req  proc.StartRequest
 		}{
-			{"other-command", with(byCommand, func(r *proc.StartRequest) { r.Command = "echo other" })},
-			{"args-instead-of-command", with(byCommand, func(r *proc.StartRequest) { r.Command, r.Args = "", []string{"echo", "original"} })},
-			{"other-args", with(byArgs, func(r *proc.StartRequest) { r.Args = append(append([]string(nil), r.Args...), "out:more\n") })},
-			{"other-workdir", with(byCommand, func(r *proc.StartRequest) { r.WorkDir = dir })},
+			{"other-command", withReq(byCommand, func(r *proc.StartRequest) { r.Command = "echo other" })},
+			{"args-instead-of-command", withReq(byCommand, func(r *proc.StartRequest) { r.Command, r.Args = "", []string{"echo", "original"} })},
+			{"other-args", withReq(byArgs, func(r *proc.StartRequest) { r.Args = append(append([]string(nil), r.Args...), "out:more\n") })},
+			{"other-workdir", withReq(byCommand, func(r *proc.StartRequest) { r.WorkDir = dir })},
 			// Compared as requested, not as resolved.
-			{"resolved-workdir", with(byCommand, func(r *proc.StartRequest) { r.WorkDir = resolved })},
-			{"other-owner", with(byCommand, func(r *proc.StartRequest) { r.Owner = "someone" })},
+			{"resolved-workdir", withReq(byCommand, func(r *proc.StartRequest) { r.WorkDir = resolved })},
+			{"other-owner", withReq(byCommand, func(r *proc.StartRequest) { r.Owner = "someone" })},
 		} {
 			p, started, err := m.StartOrGet(tc.req)
 			if !errors.Is(err, proc.ErrDuplicateID) || started || p != nil {
@@ -672,10 +677,7 @@ func TestStartOrGet(t *testing.T) {
 			t.Errorf("first StartOrGet() = %p, %v, %v; want the winner %p, false, nil", r.p, r.started, r.err, winner)
 		}
 		cvStop(ctx, t, winner)
-		got, err := os.ReadFile(req.LogPath)
-		if err != nil || string(got) != "once\n" {
-			t.Errorf("log file of the started process = %q, %v; want %q", got, err, "once\n")
-		}
+		cvWantFile(t, req.LogPath, "once\n")
 	})
 
 	t.Run("scope", func(t *testing.T) {
@@ -1011,11 +1013,7 @@ func TestLogPath(t *testing.T) {
 		if code := exitCode(t, snap.Info); code != 0 {
 			t.Fatalf("cv-logorder exit %d, stderr %q; want 0", code, snap.Stderr.Text)
 		}
-		got, err := os.ReadFile(path)
-		const want = "out 1\nerr 1\nerr 2\nout 2\nerr 3\n"
-		if err != nil || string(got) != want {
-			t.Errorf("log file = %q, %v; want %q", got, err, want)
-		}
+		cvWantFile(t, path, "out 1\nerr 1\nerr 2\nout 2\nerr 3\n")
 		if snap.Output.Text != "out 1\nout 2\n" || snap.Stderr.Text != "err 1\nerr 2\nerr 3\n" {
 			t.Errorf("Output %q, Stderr %q; want the streams kept apart in memory", snap.Output.Text, snap.Stderr.Text)
 		}
@@ -1033,11 +1031,7 @@ func TestLogPath(t *testing.T) {
 			req.LogPath = path
 			waitFinal(ctx, t, mustStart(t, m, req))
 		}
-		got, err := os.ReadFile(path)
-		const want = "previous run\nrun 1\nrun 2\n"
-		if err != nil || string(got) != want {
-			t.Errorf("log file = %q, %v; want %q", got, err, want)
-		}
+		cvWantFile(t, path, "previous run\nrun 1\nrun 2\n")
 	})
 
 	// A start that fails after the log was opened removes the file it
@@ -1045,20 +1039,10 @@ func TestLogPath(t *testing.T) {
 	t.Run("failed-start", func(t *testing.T) {
 		t.Parallel()
 		ctx, m := testManager(t, proc.Options{})
-		held := cvReq("sleep")
-		held.ID, held.Stdin = "held", true
-		p := mustStart(t, m, held)
-		defer cvStop(ctx, t, p)
+		defer cvStop(ctx, t, startStdin(t, m, withReq(cvReq("sleep"), func(r *proc.StartRequest) { r.ID = "held" })))
 
 		dir := t.TempDir()
-		for _, tc := range []struct {
-			name string
-			req  proc.StartRequest
-			want error
-		}{
-			{"not-found", proc.StartRequest{Args: []string{"cv-no-such-program-7f3a"}}, exec.ErrNotFound},
-			{"duplicate-id", proc.StartRequest{ID: "held", Command: "true"}, proc.ErrDuplicateID},
-		} {
+		for _, tc := range cvFailingStarts {
 			created := filepath.Join(dir, tc.name+"-new.log")
 			existing := filepath.Join(dir, tc.name+"-old.log")
 			if err := os.WriteFile(existing, []byte("keep me\n"), 0o600); err != nil {
@@ -1074,9 +1058,7 @@ func TestLogPath(t *testing.T) {
 			if _, err := os.Lstat(created); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("%s: log file created by the failed start: Lstat = %v; want it removed", tc.name, err)
 			}
-			if got, err := os.ReadFile(existing); err != nil || string(got) != "keep me\n" {
-				t.Errorf("%s: pre-existing log file = %q, %v; want it untouched", tc.name, got, err)
-			}
+			cvWantFile(t, existing, "keep me\n")
 		}
 	})
 
@@ -1102,10 +1084,7 @@ func TestLogPath(t *testing.T) {
 		if err := recv(ctx, t, failed, "the failing Start"); !errors.Is(err, exec.ErrNotFound) {
 			t.Errorf("Start(missing program) = %v; want exec.ErrNotFound", err)
 		}
-		got, err := os.ReadFile(path)
-		if err != nil || string(got) != "from the started one\n" {
-			t.Errorf("log file of the started process = %q, %v; want %q", got, err, "from the started one\n")
-		}
+		cvWantFile(t, path, "from the started one\n")
 	})
 
 	t.Run("bad-path", func(t *testing.T) {

@@ -1123,13 +1123,6 @@ func TestStartBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(dir, "missing")
-	ok := func() proc.StartRequest { return mgrExitReq(0) }
-	with := func(f func(*proc.StartRequest)) proc.StartRequest {
-		req := ok()
-		f(&req)
-		return req
-	}
-
 	for _, tc := range []struct {
 		name    string
 		req     proc.StartRequest
@@ -1139,27 +1132,27 @@ func TestStartBadInput(t *testing.T) {
 		{"empty", proc.StartRequest{}, proc.ErrInvalid, []string{"Command", "Args"}},
 		{"empty-argv", proc.StartRequest{Args: []string{}}, proc.ErrInvalid, []string{"Command", "Args"}},
 		{"empty-argv0", proc.StartRequest{Args: []string{"", "x"}}, proc.ErrInvalid, []string{"Args"}},
-		{"command-and-args", with(func(r *proc.StartRequest) { r.Command = "true" }), proc.ErrInvalid, []string{"Command", "Args"}},
+		{"command-and-args", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.Command = "true" }), proc.ErrInvalid, []string{"Command", "Args"}},
 		{"command-nul", proc.StartRequest{Command: "echo a\x00b"}, proc.ErrInvalid, []string{"NUL"}},
-		{"arg-nul", with(func(r *proc.StartRequest) { r.Args = append(r.Args, "a\x00b") }), proc.ErrInvalid, []string{"NUL"}},
-		{"env-name-empty", with(func(r *proc.StartRequest) { r.Env[""] = "v" }), proc.ErrInvalid, []string{`""`}},
-		{"env-name-equals", with(func(r *proc.StartRequest) { r.Env["A=B"] = "v" }), proc.ErrInvalid, []string{"A=B"}},
-		{"env-name-nul", with(func(r *proc.StartRequest) { r.Env["A\x00"] = "v" }), proc.ErrInvalid, []string{`A\x00`}},
-		{"env-value-nul", with(func(r *proc.StartRequest) { r.Env["PROC_T_V"] = "v\x00" }), proc.ErrInvalid, []string{"PROC_T_V", "NUL"}},
-		{"unset-name-empty", with(func(r *proc.StartRequest) { r.UnsetEnv = []string{""} }), proc.ErrInvalid, []string{`""`}},
-		{"unset-name-equals", with(func(r *proc.StartRequest) { r.UnsetEnv = []string{"A=B"} }), proc.ErrInvalid, []string{"A=B"}},
-		{"workdir-missing", with(func(r *proc.StartRequest) { r.WorkDir = missing }), proc.ErrInvalid, []string{missing}},
-		{"workdir-file", with(func(r *proc.StartRequest) { r.WorkDir = file }), proc.ErrInvalid, []string{file, "not a directory"}},
-		{"timeout-negative", with(func(r *proc.StartRequest) { r.Timeout = -time.Second }), proc.ErrInvalid, []string{"Timeout"}},
-		{"drain-quiet-negative", with(func(r *proc.StartRequest) { r.DrainQuiet = -time.Millisecond }), proc.ErrInvalid, []string{"drain"}},
-		{"drain-timeout-negative", with(func(r *proc.StartRequest) { r.DrainTimeout = -time.Millisecond }), proc.ErrInvalid, []string{"drain"}},
-		{"head-bytes-negative", with(func(r *proc.StartRequest) { r.HeadBytes = -1 }), proc.ErrInvalid, []string{"negative"}},
-		{"tail-bytes-negative", with(func(r *proc.StartRequest) { r.TailBytes = -1 }), proc.ErrInvalid, []string{"negative"}},
-		{"size-zero-rows", with(func(r *proc.StartRequest) { r.Size = proc.TermSize{Rows: 0, Cols: 80} }), proc.ErrInvalid, []string{"Size"}},
-		{"size-zero-cols", with(func(r *proc.StartRequest) { r.Size = proc.TermSize{Rows: 24, Cols: 0} }), proc.ErrInvalid, []string{"Size"}},
-		{"tty-separate-stderr", with(func(r *proc.StartRequest) { r.TTY = true; r.SeparateStderr = true }), proc.ErrInvalid, []string{"SeparateStderr"}},
-		{"id-nul", with(func(r *proc.StartRequest) { r.ID = "a\x00b" }), proc.ErrInvalid, []string{"ID"}},
-		{"owner-nul", with(func(r *proc.StartRequest) { r.Owner = "a\x00b" }), proc.ErrInvalid, []string{"Owner"}},
+		{"arg-nul", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.Args = append(r.Args, "a\x00b") }), proc.ErrInvalid, []string{"NUL"}},
+		{"env-name-empty", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.Env[""] = "v" }), proc.ErrInvalid, []string{`""`}},
+		{"env-name-equals", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.Env["A=B"] = "v" }), proc.ErrInvalid, []string{"A=B"}},
+		{"env-name-nul", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.Env["A\x00"] = "v" }), proc.ErrInvalid, []string{`A\x00`}},
+		{"env-value-nul", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.Env["PROC_T_V"] = "v\x00" }), proc.ErrInvalid, []string{"PROC_T_V", "NUL"}},
+		{"unset-name-empty", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.UnsetEnv = []string{""} }), proc.ErrInvalid, []string{`""`}},
+		{"unset-name-equals", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.UnsetEnv = []string{"A=B"} }), proc.ErrInvalid, []string{"A=B"}},
+		{"workdir-missing", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.WorkDir = missing }), proc.ErrInvalid, []string{missing}},
+		{"workdir-file", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.WorkDir = file }), proc.ErrInvalid, []string{file, "not a directory"}},
+		{"timeout-negative", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.Timeout = -time.Second }), proc.ErrInvalid, []string{"Timeout"}},
+		{"drain-quiet-negative", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.DrainQuiet = -time.Millisecond }), proc.ErrInvalid, []string{"drain"}},
+		{"drain-timeout-negative", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.DrainTimeout = -time.Millisecond }), proc.ErrInvalid, []string{"drain"}},
+		{"head-bytes-negative", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.HeadBytes = -1 }), proc.ErrInvalid, []string{"negative"}},
+		{"tail-bytes-negative", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.TailBytes = -1 }), proc.ErrInvalid, []string{"negative"}},
+		{"size-zero-rows", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.Size = proc.TermSize{Rows: 0, Cols: 80} }), proc.ErrInvalid, []string{"Size"}},
+		{"size-zero-cols", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.Size = proc.TermSize{Rows: 24, Cols: 0} }), proc.ErrInvalid, []string{"Size"}},
+		{"tty-separate-stderr", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.TTY = true; r.SeparateStderr = true }), proc.ErrInvalid, []string{"SeparateStderr"}},
+		{"id-nul", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.ID = "a\x00b" }), proc.ErrInvalid, []string{"ID"}},
+		{"owner-nul", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.Owner = "a\x00b" }), proc.ErrInvalid, []string{"Owner"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -1198,7 +1191,7 @@ func TestStartBadInput(t *testing.T) {
 				return
 			}
 			// The ID was not reserved.
-			good := ok()
+			good := mgrExitReq(0)
 			good.ID = req.ID
 			waitFinal(ctx, t, mustStart(t, m, good))
 		})
