@@ -296,11 +296,7 @@ func TestMaxLineLength(t *testing.T) {
 	t.Run("negative", func(t *testing.T) {
 		t.Parallel()
 		m := newManager(t, proc.Options{})
-		p, err := m.Start(req(-1))
-		mgrCheckErr(t, "Start(MaxLineLength -1)", err, proc.ErrInvalid, "MaxLineLength", "-1")
-		if p != nil || len(m.List()) != 0 {
-			t.Errorf("Start(MaxLineLength -1) = %v with %d records; want nothing started", p, len(m.List()))
-		}
+		mgrWantRefused(t, m, m, "Start(MaxLineLength -1)", req(-1), proc.ErrInvalid, "MaxLineLength", "-1")
 	})
 }
 

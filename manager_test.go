@@ -105,6 +105,22 @@ func mgrCheckErr(t testing.TB, call string, err, want error, mention ...string) 
 	}
 }
 
+// mgrWantRefused starts req through s (m or one of its scopes) and fails
+// unless the start is refused as mgrCheckErr(what, want, mention) says and
+// m keeps no record of it.
+func mgrWantRefused(t testing.TB, m *proc.Manager, s starter, what string, req proc.StartRequest, want error, mention ...string) {
+	t.Helper()
+	before := len(m.List())
+	p, err := s.Start(req)
+	mgrCheckErr(t, what, err, want, mention...)
+	if p != nil {
+		t.Errorf("%s returned process %s with its error", what, p.ID())
+	}
+	if after := len(m.List()); after != before {
+		t.Errorf("List() has %d records after %s; want the %d before", after, what, before)
+	}
+}
+
 func mgrBlockReq() proc.StartRequest { return helperReq("mgr-block") }
 
 func mgrExitReq(code int) proc.StartRequest { return helperReq("mgr-exit", strconv.Itoa(code)) }
@@ -428,16 +444,8 @@ func TestMaxRunning(t *testing.T) {
 
 	a := mustStart(t, m, mgrBlockReq())
 	b := mustStart(t, m, mgrBlockReq())
-	p, err := m.Start(mgrExitReq(0))
-	mgrCheckErr(t, "Start(third)", err, proc.ErrLimit, "2")
-	if p != nil {
-		t.Errorf("Start(third) returned a process %s with its error", p.ID())
-	}
-	_, err = m.Scope("alice").Start(mgrExitReq(0))
-	mgrCheckErr(t, "Scope.Start(third)", err, proc.ErrLimit)
-	if ids := mgrIDs(m.List()); len(ids) != 2 {
-		t.Errorf("List() after refused starts = %v; want the 2 running records", ids)
-	}
+	mgrWantRefused(t, m, m, "Start(third)", mgrExitReq(0), proc.ErrLimit, "2")
+	mgrWantRefused(t, m, m.Scope("alice"), "Scope.Start(third)", mgrExitReq(0), proc.ErrLimit)
 
 	mgrKill(ctx, t, a)
 	c, err := m.Start(mgrExitReq(0))
@@ -557,17 +565,10 @@ func TestDuplicateID(t *testing.T) {
 
 	dup := mgrExitReq(0)
 	dup.ID = id
-	q, err := m.Start(dup)
-	mgrCheckErr(t, "Start(running ID)", err, proc.ErrDuplicateID, id)
-	if q != nil {
-		t.Errorf("Start(running ID) returned a process with its error")
-	}
-	_, err = m.Scope("bob").Start(dup)
-	mgrCheckErr(t, "Scope(bob).Start(running ID of another owner)", err, proc.ErrDuplicateID, id)
-
+	mgrWantRefused(t, m, m, "Start(running ID)", dup, proc.ErrDuplicateID, id)
+	mgrWantRefused(t, m, m.Scope("bob"), "Scope(bob).Start(running ID of another owner)", dup, proc.ErrDuplicateID, id)
 	mgrKill(ctx, t, p)
-	_, err = m.Start(dup)
-	mgrCheckErr(t, "Start(retained ID)", err, proc.ErrDuplicateID, id)
+	mgrWantRefused(t, m, m, "Start(retained ID)", dup, proc.ErrDuplicateID, id)
 	if got, err := m.Get(id); err != nil || got != p {
 		t.Errorf("Get(%q) after refused duplicates = %v, %v; want the first record", id, got, err)
 	}
@@ -719,14 +720,7 @@ func TestScopeStartOwner(t *testing.T) {
 
 	req := mgrExitReq(0)
 	req.Owner = "mallory"
-	p, err := s.Start(req)
-	mgrCheckErr(t, "Scope(alice).Start(Owner mallory)", err, proc.ErrInvalid, "mallory")
-	if p != nil {
-		t.Errorf("Start with a foreign owner returned a process")
-	}
-	if ids := mgrIDs(m.List()); len(ids) != 0 {
-		t.Errorf("List() after a refused start = %v; want empty", ids)
-	}
+	mgrWantRefused(t, m, s, "Scope(alice).Start(Owner mallory)", req, proc.ErrInvalid, "mallory")
 
 	for _, owner := range []string{"", "alice"} {
 		req.Owner = owner
@@ -824,14 +818,7 @@ func TestOwnerEnv(t *testing.T) {
 	// An OwnerEnv that cannot name a variable refuses owned starts as bad
 	// input, not as a failed exec.
 	bad := newManager(t, proc.Options{OwnerEnv: "PROC_T=OWNER"})
-	p, err := bad.Scope("alice").Start(mgrEnvReq())
-	mgrCheckErr(t, "Start with OwnerEnv PROC_T=OWNER", err, proc.ErrInvalid, "OwnerEnv", "PROC_T=OWNER")
-	if p != nil {
-		t.Errorf("Start with a bad OwnerEnv returned process %s", p.ID())
-	}
-	if n := len(bad.List()); n != 0 {
-		t.Errorf("List() after the refused start has %d records; want 0", n)
-	}
+	mgrWantRefused(t, bad, bad.Scope("alice"), "Start with OwnerEnv PROC_T=OWNER", mgrEnvReq(), proc.ErrInvalid, "OwnerEnv", "PROC_T=OWNER")
 }
 
 // TestStartEnv pins the child's environment: the base environment, then
@@ -1099,16 +1086,8 @@ func TestCommandContextHookNil(t *testing.T) {
 		MaxRunning:     1,
 	})
 	for range 2 { // twice: the first must not hold the running slot
-		req := mgrExitReq(0)
-		req.ID = "nil-cmd"
-		p, err := m.Start(req)
-		mgrCheckErr(t, "Start() with a nil command from the hook", err, proc.ErrInvalid, "CommandContext")
-		if p != nil {
-			t.Errorf("Start returned a process with its error")
-		}
-	}
-	if ids := mgrIDs(m.List()); len(ids) != 0 {
-		t.Errorf("List() = %v; want empty", ids)
+		req := withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.ID = "nil-cmd" })
+		mgrWantRefused(t, m, m, "Start() with a nil command from the hook", req, proc.ErrInvalid, "CommandContext")
 	}
 }
 
@@ -1171,11 +1150,7 @@ func TestStartBadInput(t *testing.T) {
 			if req.ID == "" {
 				req.ID = "bad"
 			}
-			p, err := m.Start(req)
-			mgrCheckErr(t, fmt.Sprintf("Start(%s)", tc.name), err, tc.want, tc.mention...)
-			if p != nil {
-				t.Errorf("Start(%s) returned process %s with its error", tc.name, p.ID())
-			}
+			mgrWantRefused(t, m, m, fmt.Sprintf("Start(%s)", tc.name), req, tc.want, tc.mention...)
 			mu.Lock()
 			if built != 0 {
 				t.Errorf("Start(%s) built %d commands; want none", tc.name, built)
