@@ -301,6 +301,26 @@ func cvStop(ctx context.Context, t *testing.T, p *proc.Process) proc.Snapshot {
 	return waitFinal(ctx, t, p)
 }
 
+// cvFailingStarts are requests whose start fails, on a Manager that runs a
+// process with ID "held".
+var cvFailingStarts = []struct {
+	name string
+	req  proc.StartRequest
+	want error
+}{
+	{"not-found", proc.StartRequest{Args: []string{"cv-no-such-program-7f3a"}}, exec.ErrNotFound},
+	{"invalid", proc.StartRequest{Command: "true", Args: []string{"true"}}, proc.ErrInvalid},
+	{"duplicate-id", proc.StartRequest{ID: "held", Command: "true"}, proc.ErrDuplicateID},
+}
+
+// cvWantFile fails unless the file at path holds want.
+func cvWantFile(t *testing.T, path, want string) {
+	t.Helper()
+	if got, err := os.ReadFile(path); err != nil || string(got) != want {
+		t.Errorf("log file %s = %q, %v; want %q", filepath.Base(path), got, err, want)
+	}
+}
+
 func TestRun(t *testing.T) {
 	t.Parallel()
 
@@ -387,20 +407,9 @@ func TestRun(t *testing.T) {
 	t.Run("start-errors", func(t *testing.T) {
 		t.Parallel()
 		ctx, m := testManager(t, proc.Options{})
-		held := cvReq("sleep")
-		held.ID, held.Stdin = "held", true
-		p := mustStart(t, m, held)
-		defer cvStop(ctx, t, p)
+		defer cvStop(ctx, t, startStdin(t, m, withReq(cvReq("sleep"), func(r *proc.StartRequest) { r.ID = "held" })))
 
-		for _, tc := range []struct {
-			name string
-			req  proc.StartRequest
-			want error
-		}{
-			{"not-found", proc.StartRequest{Args: []string{"cv-no-such-program-7f3a"}}, exec.ErrNotFound},
-			{"invalid", proc.StartRequest{Command: "true", Args: []string{"true"}}, proc.ErrInvalid},
-			{"duplicate-id", proc.StartRequest{ID: "held", Command: "true"}, proc.ErrDuplicateID},
-		} {
+		for _, tc := range cvFailingStarts {
 			snap, err := m.Run(ctx, tc.req)
 			if !errors.Is(err, tc.want) || errors.Is(err, proc.ErrRunning) {
 				t.Errorf("%s: Run() = %v; want the Start error wrapping %v (and not ErrRunning)", tc.name, err, tc.want)
@@ -532,21 +541,17 @@ func TestStartOrGet(t *testing.T) {
 			return p.Info().WorkDir
 		}()
 
-		with := func(req proc.StartRequest, edit func(*proc.StartRequest)) proc.StartRequest {
-			edit(&req)
-			return req
-		}
 		for _, tc := range []struct {
 			name string
 			req  proc.StartRequest
 		}{
-			{"other-command", with(byCommand, func(r *proc.StartRequest) { r.Command = "echo other" })},
-			{"args-instead-of-command", with(byCommand, func(r *proc.StartRequest) { r.Command, r.Args = "", []string{"echo", "original"} })},
-			{"other-args", with(byArgs, func(r *proc.StartRequest) { r.Args = append(append([]string(nil), r.Args...), "out:more\n") })},
-			{"other-workdir", with(byCommand, func(r *proc.StartRequest) { r.WorkDir = dir })},
+			{"other-command", withReq(byCommand, func(r *proc.StartRequest) { r.Command = "echo other" })},
+			{"args-instead-of-command", withReq(byCommand, func(r *proc.StartRequest) { r.Command, r.Args = "", []string{"echo", "original"} })},
+			{"other-args", withReq(byArgs, func(r *proc.StartRequest) { r.Args = append(append([]string(nil), r.Args...), "out:more\n") })},
+			{"other-workdir", withReq(byCommand, func(r *proc.StartRequest) { r.WorkDir = dir })},
 			// Compared as requested, not as resolved.
-			{"resolved-workdir", with(byCommand, func(r *proc.StartRequest) { r.WorkDir = resolved })},
-			{"other-owner", with(byCommand, func(r *proc.StartRequest) { r.Owner = "someone" })},
+			{"resolved-workdir", withReq(byCommand, func(r *proc.StartRequest) { r.WorkDir = resolved })},
+			{"other-owner", withReq(byCommand, func(r *proc.StartRequest) { r.Owner = "someone" })},
 		} {
 			p, started, err := m.StartOrGet(tc.req)
 			if !errors.Is(err, proc.ErrDuplicateID) || started || p != nil {
@@ -604,27 +609,13 @@ func TestStartOrGet(t *testing.T) {
 			started bool
 			err     error
 		}
-		results := make(chan result, callers)
-		gate := make(chan struct{})
-		var wg sync.WaitGroup
-		for range callers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-gate
-				p, started, err := m.StartOrGet(req)
-				results <- result{p, started, err}
-			}()
-		}
-		close(gate)
-		wg.Wait()
-		close(results)
-
+		all := atOnce(ctx, t, callers, func(int) result {
+			p, started, err := m.StartOrGet(req)
+			return result{p, started, err}
+		})
 		var winner *proc.Process
 		starts := 0
-		var all []result
-		for r := range results {
-			all = append(all, r)
+		for _, r := range all {
 			if r.err != nil {
 				t.Errorf("StartOrGet() = %v; want nil", r.err)
 				continue
@@ -686,10 +677,7 @@ func TestStartOrGet(t *testing.T) {
 			t.Errorf("first StartOrGet() = %p, %v, %v; want the winner %p, false, nil", r.p, r.started, r.err, winner)
 		}
 		cvStop(ctx, t, winner)
-		got, err := os.ReadFile(req.LogPath)
-		if err != nil || string(got) != "once\n" {
-			t.Errorf("log file of the started process = %q, %v; want %q", got, err, "once\n")
-		}
+		cvWantFile(t, req.LogPath, "once\n")
 	})
 
 	t.Run("scope", func(t *testing.T) {
@@ -748,9 +736,7 @@ func TestWaitFor(t *testing.T) {
 		t.Run(fmt.Sprintf("bytewise-fromStart=%v", fromStart), func(t *testing.T) {
 			t.Parallel()
 			ctx, m := testManager(t, proc.Options{})
-			req := cvReq("out:booting\n", "wait", "bytes:listening on :8080\n", "sleep")
-			req.Stdin = true
-			p := mustStart(t, m, req)
+			p := startStdin(t, m, cvReq("out:booting\n", "wait", "bytes:listening on :8080\n", "sleep"))
 			defer cvStop(ctx, t, p)
 			re := regexp.MustCompile(`listening on :\d+`)
 			line, err := cvWaitForThen(ctx, t, p, re, fromStart, cvGo(p))
@@ -763,9 +749,7 @@ func TestWaitFor(t *testing.T) {
 	t.Run("fromStart-finds-retained", func(t *testing.T) {
 		t.Parallel()
 		ctx, m := testManager(t, proc.Options{})
-		req := cvReq("out:first\nready 1\nlast\n", "sleep")
-		req.Stdin = true
-		p := mustStart(t, m, req)
+		p := startStdin(t, m, cvReq("out:first\nready 1\nlast\n", "sleep"))
 		defer cvStop(ctx, t, p)
 		waitLen(ctx, t, p, int64(len("first\nready 1\nlast\n")))
 		line, err := p.WaitFor(ctx, regexp.MustCompile(`^ready \d$`), true)
@@ -779,9 +763,7 @@ func TestWaitFor(t *testing.T) {
 	t.Run("not-fromStart-skips-completed", func(t *testing.T) {
 		t.Parallel()
 		ctx, m := testManager(t, proc.Options{})
-		req := cvReq("out:ready 1\n", "wait", "out:ready 2\n", "sleep")
-		req.Stdin = true
-		p := mustStart(t, m, req)
+		p := startStdin(t, m, cvReq("out:ready 1\n", "wait", "out:ready 2\n", "sleep"))
 		defer cvStop(ctx, t, p)
 		re := regexp.MustCompile(`^ready \d$`)
 		if line, err := p.WaitFor(ctx, re, true); err != nil || line != "ready 1" {
@@ -808,8 +790,8 @@ func TestWaitFor(t *testing.T) {
 			t.Parallel()
 			ctx, m := testManager(t, proc.Options{})
 			req := cvReq("lines:"+strconv.Itoa(tc.lines), "out:old marker\nafter old\n", "wait", "out:new marker\n", "sleep")
-			req.Stdin, req.HeadBytes, req.TailBytes = true, tc.head, tc.tail
-			p := mustStart(t, m, req)
+			req.HeadBytes, req.TailBytes = tc.head, tc.tail
+			p := startStdin(t, m, req)
 			defer cvStop(ctx, t, p)
 			if line, err := p.WaitFor(ctx, regexp.MustCompile(`^after old$`), true); err != nil {
 				t.Fatalf("WaitFor(fromStart, after old) = %q, %v", line, err)
@@ -835,9 +817,7 @@ func TestWaitFor(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx, m := testManager(t, proc.Options{})
-			req := cvReq("out:"+tc.before, "wait", "out:"+tc.after, "sleep")
-			req.Stdin = true
-			p := mustStart(t, m, req)
+			p := startStdin(t, m, cvReq("out:"+tc.before, "wait", "out:"+tc.after, "sleep"))
 			defer cvStop(ctx, t, p)
 			waitLen(ctx, t, p, int64(len(tc.before)))
 			re := regexp.MustCompile(tc.re)
@@ -870,9 +850,7 @@ func TestWaitFor(t *testing.T) {
 			}
 		}
 
-		req := cvReq("wait", "fill:102400", "out:\nready\n", "sleep")
-		req.Stdin = true
-		p = mustStart(t, m, req)
+		p = startStdin(t, m, cvReq("wait", "fill:102400", "out:\nready\n", "sleep"))
 		defer cvStop(ctx, t, p)
 		line, err := cvWaitForThen(ctx, t, p, regexp.MustCompile(`^ready$`), false, cvGo(p))
 		if err != nil || line != "ready" {
@@ -944,9 +922,7 @@ func TestWaitFor(t *testing.T) {
 	t.Run("unterminated-last-line", func(t *testing.T) {
 		t.Parallel()
 		ctx, m := testManager(t, proc.Options{})
-		req := cvReq("out:first\nno newline", "wait")
-		req.Stdin = true
-		p := mustStart(t, m, req)
+		p := startStdin(t, m, cvReq("out:first\nno newline", "wait"))
 		waitLen(ctx, t, p, int64(len("first\nno newline")))
 		// It counts only once the process is final: the child ends only
 		// after WaitFor blocked.
@@ -972,9 +948,7 @@ func TestWaitFor(t *testing.T) {
 	t.Run("ctx-canceled", func(t *testing.T) {
 		t.Parallel()
 		ctx, m := testManager(t, proc.Options{})
-		req := cvReq("out:hello\n", "sleep")
-		req.Stdin = true
-		p := mustStart(t, m, req)
+		p := startStdin(t, m, cvReq("out:hello\n", "sleep"))
 		defer cvStop(ctx, t, p)
 		waitCtx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -1039,11 +1013,7 @@ func TestLogPath(t *testing.T) {
 		if code := exitCode(t, snap.Info); code != 0 {
 			t.Fatalf("cv-logorder exit %d, stderr %q; want 0", code, snap.Stderr.Text)
 		}
-		got, err := os.ReadFile(path)
-		const want = "out 1\nerr 1\nerr 2\nout 2\nerr 3\n"
-		if err != nil || string(got) != want {
-			t.Errorf("log file = %q, %v; want %q", got, err, want)
-		}
+		cvWantFile(t, path, "out 1\nerr 1\nerr 2\nout 2\nerr 3\n")
 		if snap.Output.Text != "out 1\nout 2\n" || snap.Stderr.Text != "err 1\nerr 2\nerr 3\n" {
 			t.Errorf("Output %q, Stderr %q; want the streams kept apart in memory", snap.Output.Text, snap.Stderr.Text)
 		}
@@ -1061,11 +1031,7 @@ func TestLogPath(t *testing.T) {
 			req.LogPath = path
 			waitFinal(ctx, t, mustStart(t, m, req))
 		}
-		got, err := os.ReadFile(path)
-		const want = "previous run\nrun 1\nrun 2\n"
-		if err != nil || string(got) != want {
-			t.Errorf("log file = %q, %v; want %q", got, err, want)
-		}
+		cvWantFile(t, path, "previous run\nrun 1\nrun 2\n")
 	})
 
 	// A start that fails after the log was opened removes the file it
@@ -1073,20 +1039,10 @@ func TestLogPath(t *testing.T) {
 	t.Run("failed-start", func(t *testing.T) {
 		t.Parallel()
 		ctx, m := testManager(t, proc.Options{})
-		held := cvReq("sleep")
-		held.ID, held.Stdin = "held", true
-		p := mustStart(t, m, held)
-		defer cvStop(ctx, t, p)
+		defer cvStop(ctx, t, startStdin(t, m, withReq(cvReq("sleep"), func(r *proc.StartRequest) { r.ID = "held" })))
 
 		dir := t.TempDir()
-		for _, tc := range []struct {
-			name string
-			req  proc.StartRequest
-			want error
-		}{
-			{"not-found", proc.StartRequest{Args: []string{"cv-no-such-program-7f3a"}}, exec.ErrNotFound},
-			{"duplicate-id", proc.StartRequest{ID: "held", Command: "true"}, proc.ErrDuplicateID},
-		} {
+		for _, tc := range cvFailingStarts {
 			created := filepath.Join(dir, tc.name+"-new.log")
 			existing := filepath.Join(dir, tc.name+"-old.log")
 			if err := os.WriteFile(existing, []byte("keep me\n"), 0o600); err != nil {
@@ -1102,9 +1058,7 @@ func TestLogPath(t *testing.T) {
 			if _, err := os.Lstat(created); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("%s: log file created by the failed start: Lstat = %v; want it removed", tc.name, err)
 			}
-			if got, err := os.ReadFile(existing); err != nil || string(got) != "keep me\n" {
-				t.Errorf("%s: pre-existing log file = %q, %v; want it untouched", tc.name, got, err)
-			}
+			cvWantFile(t, existing, "keep me\n")
 		}
 	})
 
@@ -1130,10 +1084,7 @@ func TestLogPath(t *testing.T) {
 		if err := recv(ctx, t, failed, "the failing Start"); !errors.Is(err, exec.ErrNotFound) {
 			t.Errorf("Start(missing program) = %v; want exec.ErrNotFound", err)
 		}
-		got, err := os.ReadFile(path)
-		if err != nil || string(got) != "from the started one\n" {
-			t.Errorf("log file of the started process = %q, %v; want %q", got, err, "from the started one\n")
-		}
+		cvWantFile(t, path, "from the started one\n")
 	})
 
 	t.Run("bad-path", func(t *testing.T) {

@@ -143,30 +143,10 @@ func TestStartRequestJSON(t *testing.T) {
 	})
 }
 
-// ecoEnv runs req (a request for helper mgr-env) on m and returns the
-// child's environment, sorted.
-func ecoEnv(ctx context.Context, t *testing.T, m *proc.Manager, req proc.StartRequest) []string {
-	t.Helper()
-	// The variables are NUL-separated: one "line" that must not be cut.
-	req.HeadBytes, req.TailBytes, req.MaxLineLength = 1<<20, 1<<20, 1<<20
-	snap, err := m.Run(ctx, req)
-	if err != nil {
-		t.Fatalf("Run(mgr-env) = %v", err)
-	}
-	if code := exitCode(t, snap.Info); code != 0 || snap.Output.Truncation != nil {
-		t.Fatalf("mgr-env exited %d, truncation %+v: %q", code, snap.Output.Truncation, snap.Output.Text)
-	}
-	env := strings.Split(strings.TrimSuffix(snap.Output.Text, "\x00"), "\x00")
-	// Not what the Manager passed: what the OS adds (SYSTEMROOT, ...).
-	env = slices.DeleteFunc(env, func(kv string) bool { k, _, _ := strings.Cut(kv, "="); return osAddsEnv(k) })
-	slices.Sort(env)
-	return env
-}
-
 // ecoSetSecret sets a variable in the test process that no child started
-// with ClearEnv may see, and removes it when the test ends. Its name is
-// the test's own, so tests running in parallel (whose children do inherit
-// it) are not affected.
+// with ClearEnv may see, and removes it when the test ends. Its children
+// inherit it: a test that calls it must not run in parallel with one that
+// compares a child's whole environment (TestStartEnv).
 func ecoSetSecret(t *testing.T) (name, value string) {
 	t.Helper()
 	name = "PROC_TEST_SECRET_" + strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -178,8 +158,9 @@ func ecoSetSecret(t *testing.T) (name, value string) {
 	return name, value
 }
 
+// TestClearEnv is not parallel: its variable would show in the children
+// of parallel tests that compare their whole environment (TestStartEnv).
 func TestClearEnv(t *testing.T) {
-	t.Parallel()
 	ctx := testCtx(t)
 	secret, value := ecoSetSecret(t)
 	var updates atomic.Int32
@@ -193,7 +174,7 @@ func TestClearEnv(t *testing.T) {
 
 	// The control: without ClearEnv the child sees the test's variable and
 	// the hook's, so their absence below means something.
-	plain := ecoEnv(ctx, t, m, helperReq("mgr-env"))
+	plain := mgrEnvOwn(ctx, t, m, helperReq("mgr-env"))
 	for _, kv := range []string{secret + "=" + value, "PROC_TEST_UPDATED=1"} {
 		if !slices.Contains(plain, kv) {
 			t.Fatalf("without ClearEnv the child's environment lacks %s", kv)
@@ -207,7 +188,7 @@ func TestClearEnv(t *testing.T) {
 	req.UnsetEnv = []string{"DROP", "HOME"}
 	req.Owner = "alice"
 	calls := updates.Load()
-	got := ecoEnv(ctx, t, m, req)
+	got := mgrEnvOwn(ctx, t, m, req)
 	want := []string{"GORACE=" + helperGorace, "KEEP=1", helperEnv + "=mgr-env", "PROC_TEST_OWNER=alice"}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
@@ -315,11 +296,7 @@ func TestMaxLineLength(t *testing.T) {
 	t.Run("negative", func(t *testing.T) {
 		t.Parallel()
 		m := newManager(t, proc.Options{})
-		p, err := m.Start(req(-1))
-		mgrCheckErr(t, "Start(MaxLineLength -1)", err, proc.ErrInvalid, "MaxLineLength", "-1")
-		if p != nil || len(m.List()) != 0 {
-			t.Errorf("Start(MaxLineLength -1) = %v with %d records; want nothing started", p, len(m.List()))
-		}
+		mgrWantRefused(t, m, m, "Start(MaxLineLength -1)", req(-1), proc.ErrInvalid, "MaxLineLength", "-1")
 	})
 }
 
@@ -332,33 +309,6 @@ func ecoCheckStreamBytes(t *testing.T, name string, off int64, data []byte) {
 		o := off + int64(i)
 		if want := iaStreamLine(name, int(o/line))[o%line]; c != want {
 			t.Fatalf("%s byte at offset %d = %q; want %q (line %d of that stream)", name, o, c, want, o/line)
-		}
-	}
-}
-
-// ecoFollowStderr follows p's stderr with WaitStderr and ReadStderrSince
-// from cursor 0 until EOF, reading at most max bytes at a time, checks
-// every chunk, and returns the bytes received and the bytes reported lost.
-func ecoFollowStderr(ctx context.Context, t *testing.T, p *proc.Process, max int) (received, lost int64) {
-	t.Helper()
-	for cursor := int64(0); ; {
-		if err := p.WaitStderr(ctx, cursor); err != nil {
-			t.Fatalf("WaitStderr(%d) = %v", cursor, err)
-		}
-		c := p.ReadStderrSince(cursor, max)
-		if c.Lost < 0 || c.Next != cursor+c.Lost+int64(len(c.Data)) || c.Next > c.End || (max > 0 && len(c.Data) > max) {
-			t.Fatalf("ReadStderrSince(%d, %d) = %d bytes, lost %d, next %d, end %d; want next = cursor+lost+len <= end, len <= max",
-				cursor, max, len(c.Data), c.Lost, c.Next, c.End)
-		}
-		ecoCheckStreamBytes(t, "err", c.Next-int64(len(c.Data)), c.Data)
-		received += int64(len(c.Data))
-		lost += c.Lost
-		cursor = c.Next
-		if c.EOF {
-			if p.Info().Running {
-				t.Fatalf("ReadStderrSince(%d) reported EOF while Info().Running is true", cursor)
-			}
-			return received, lost
 		}
 	}
 }
@@ -382,7 +332,7 @@ func TestReadStderrSince(t *testing.T) {
 		// nothing), then again from 0 once final, when only 8 KiB of the
 		// stream is left and the rest must be counted as lost.
 		for pass, max := range []int{0, 1000} {
-			received, lost := ecoFollowStderr(ctx, t, p, max)
+			received, lost := iaFollow(ctx, t, p, true, max, func(off int64, data []byte) { ecoCheckStreamBytes(t, "err", off, data) })
 			if received+lost != written {
 				t.Errorf("pass %d (max %d): received %d + lost %d = %d; want the %d bytes written to stderr",
 					pass, max, received, lost, received+lost, written)
@@ -431,8 +381,8 @@ func TestReadStderrSince(t *testing.T) {
 		t.Parallel()
 		ctx, m := testManager(t, proc.Options{})
 		req := cvReq("out:first\n", "wait", "err:late\n", "sleep")
-		req.SeparateStderr, req.Stdin = true, true
-		p := mustStart(t, m, req)
+		req.SeparateStderr = true
+		p := startStdin(t, m, req)
 		if err := p.WaitOutput(ctx, 0); err != nil {
 			t.Fatalf("WaitOutput(0) = %v", err)
 		}
@@ -467,9 +417,7 @@ func TestReadStderrSince(t *testing.T) {
 	t.Run("without-separate-stderr", func(t *testing.T) {
 		t.Parallel()
 		ctx, m := testManager(t, proc.Options{})
-		req := cvReq("err:to stderr\n", "sleep")
-		req.Stdin = true
-		p := mustStart(t, m, req)
+		p := startStdin(t, m, cvReq("err:to stderr\n", "sleep"))
 		waitText(ctx, t, p, "to stderr\n")
 		if c := p.ReadStderrSince(0, 0); len(c.Data) != 0 || c.End != 0 || c.Lost != 0 || c.EOF {
 			t.Errorf("ReadStderrSince(0, 0) while running = %q end %d lost %d eof %v; want empty, not EOF", c.Data, c.End, c.Lost, c.EOF)

@@ -138,6 +138,25 @@ func recv[T any](ctx context.Context, t testing.TB, ch <-chan T, what string) T 
 	}
 }
 
+// atOnce runs f(0) to f(n-1) on goroutines released together and returns
+// their results in the order they came, failing the test if ctx ends first.
+func atOnce[T any](ctx context.Context, t testing.TB, n int, f func(i int) T) []T {
+	t.Helper()
+	gate, results := make(chan struct{}), make(chan T, n)
+	for i := range n {
+		go func() {
+			<-gate
+			results <- f(i)
+		}()
+	}
+	close(gate)
+	all := make([]T, n)
+	for i := range all {
+		all[i] = recv(ctx, t, results, "the concurrent calls")
+	}
+	return all
+}
+
 // testCtx returns a context that ends with the test, at the latest after
 // d (default 30s), so that a hang fails instead of stalling the run.
 func testCtx(t testing.TB, d ...time.Duration) context.Context {
@@ -169,16 +188,33 @@ func testManager(t testing.TB, opts proc.Options) (context.Context, *proc.Manage
 	return testCtx(t), newManager(t, opts)
 }
 
-// mustStart starts req or fails the test.
-func mustStart(t testing.TB, m interface {
+// starter is what starts processes: a Manager or a Scope.
+type starter interface {
 	Start(proc.StartRequest) (*proc.Process, error)
-}, req proc.StartRequest) *proc.Process {
+}
+
+// mustStart starts req or fails the test.
+func mustStart(t testing.TB, m starter, req proc.StartRequest) *proc.Process {
 	t.Helper()
 	p, err := m.Start(req)
 	if err != nil {
 		t.Fatalf("Start(%+v) = %v", req, err)
 	}
 	return p
+}
+
+// startStdin starts req with its stdin open for the test to write, or
+// fails the test.
+func startStdin(t testing.TB, m starter, req proc.StartRequest) *proc.Process {
+	t.Helper()
+	req.Stdin = true
+	return mustStart(t, m, req)
+}
+
+// withReq returns req changed by edit (its maps and slices are shared).
+func withReq(req proc.StartRequest, edit func(*proc.StartRequest)) proc.StartRequest {
+	edit(&req)
+	return req
 }
 
 // waitFinal waits until p is final and returns its snapshot.

@@ -51,19 +51,6 @@ func init() {
 		}
 		return 0
 	}
-	// interactive-seq writes "a\n" to stdout, "b\n" to stderr and "c\n" to
-	// stdout, one after the other.
-	helpers["interactive-seq"] = func([]string) int {
-		for _, w := range []struct {
-			f *os.File
-			s string
-		}{{os.Stdout, "a\n"}, {os.Stderr, "b\n"}, {os.Stdout, "c\n"}} {
-			if _, err := w.f.WriteString(w.s); err != nil {
-				return 1
-			}
-		}
-		return 0
-	}
 	// interactive-streams N writes N lines to stdout and N lines to stderr
 	// from two goroutines at once, one write per line (see iaStreamLine).
 	helpers["interactive-streams"] = func(args []string) int {
@@ -192,35 +179,24 @@ type iaWriteResult struct {
 	err error
 }
 
-// iaSentinels are the package's sentinel errors, to check that an error
-// wraps none of them.
-var iaSentinels = []error{
-	proc.ErrNotFound, proc.ErrNotRunning, proc.ErrRunning, proc.ErrClosed,
-	proc.ErrDuplicateID, proc.ErrLimit, proc.ErrInvalid, proc.ErrUnsupported,
-}
-
-func iaWrapsSentinel(err error) error {
-	for _, s := range iaSentinels {
-		if errors.Is(err, s) {
-			return s
-		}
-	}
-	return nil
-}
-
-// iaEcho writes chunks, one Write each, to a cat with HeadBytes head (0:
-// the default), closes its stdin and checks that it ended at end-of-file
-// (exit 0) with every byte counted; it returns the final snapshot.
+// iaEcho writes chunks to a cat with HeadBytes head (0: the default), one
+// call each, WriteContext and Write in turn; it closes its stdin and checks
+// that the cat ended at end-of-file (exit 0) with every byte counted, and
+// returns the final snapshot.
 func iaEcho(ctx context.Context, t *testing.T, head int, chunks ...[]byte) (*proc.Process, proc.Snapshot) {
 	t.Helper()
 	m := newManager(t, proc.Options{})
 	req := helperReq("interactive-cat")
-	req.Stdin, req.HeadBytes = true, head
-	p := mustStart(t, m, req)
+	req.HeadBytes = head
+	p := startStdin(t, m, req)
 	total := 0
-	for _, c := range chunks {
-		if n, err := p.Write(c); n != len(c) || err != nil {
-			t.Fatalf("Write(%d bytes at %d) = %d, %v; want %d, nil", len(c), total, n, err, len(c))
+	for i, c := range chunks {
+		write := p.Write
+		if i%2 == 0 {
+			write = func(b []byte) (int, error) { return p.WriteContext(ctx, b) }
+		}
+		if n, err := write(c); n != len(c) || err != nil {
+			t.Fatalf("write %d (%d bytes at %d) = %d, %v; want %d, nil", i, len(c), total, n, err, len(c))
 		}
 		total += len(c)
 	}
@@ -347,9 +323,8 @@ func TestWriteContextDeadline(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "gate")
 	const size = 10 << 20
 	req := helperReq("interactive-gate", gate)
-	req.Stdin = true
 	req.HeadBytes = size + 1 // keep whatever the child echoes
-	p := mustStart(t, m, req)
+	p := startStdin(t, m, req)
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
@@ -368,8 +343,8 @@ func TestWriteContextDeadline(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("WriteContext(10 MiB, 100ms) = %d, %v; want an error wrapping context.DeadlineExceeded", n, err)
 	}
-	if s := iaWrapsSentinel(err); s != nil {
-		t.Errorf("WriteContext(10 MiB, 100ms) error %v wraps %v; want only ctx.Err()", err, s)
+	if in := mgrSentinelsIn(err); len(in) != 0 {
+		t.Errorf("WriteContext(10 MiB, 100ms) error %v wraps %v; want only ctx.Err()", err, in)
 	}
 	if n < 0 || n >= size {
 		t.Errorf("WriteContext(10 MiB, 100ms) wrote %d bytes; want 0 <= n < %d", n, size)
@@ -412,9 +387,8 @@ func TestWriteSerialised(t *testing.T) {
 		block     = 64 << 10
 	)
 	req := helperReq("interactive-cat")
-	req.Stdin = true
 	req.HeadBytes = writers * perWriter * block
-	p := mustStart(t, m, req)
+	p := startStdin(t, m, req)
 
 	start := make(chan struct{})
 	errc := make(chan error, writers)
@@ -461,48 +435,36 @@ func TestWriteSerialised(t *testing.T) {
 func TestSeparateStderr(t *testing.T) {
 	t.Parallel()
 
-	t.Run("sequence", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
-		req := helperReq("interactive-seq")
-		req.SeparateStderr = true
-		p := mustStart(t, m, req)
-		snap := waitFinal(ctx, t, p)
-		if snap.Output.Text != "a\nc\n" || snap.Stderr.Text != "b\n" {
-			t.Errorf("Snapshot() Output, Stderr = %q, %q; want %q, %q", snap.Output.Text, snap.Stderr.Text, "a\nc\n", "b\n")
-		}
-		if got := p.Stderr().Text; got != "b\n" {
-			t.Errorf("Stderr().Text = %q; want %q", got, "b\n")
-		}
-		if got := p.Output().Text; got != "a\nc\n" {
-			t.Errorf("Output().Text = %q; want %q", got, "a\nc\n")
-		}
-		if snap.Info.OutputBytes != 6 {
-			t.Errorf("Info.OutputBytes = %d; want 6 (both streams)", snap.Info.OutputBytes)
-		}
-		// Cursors address stdout alone.
-		c := p.ReadSince(0, 0)
-		if string(c.Data) != "a\nc\n" || c.End != 4 || c.Next != 4 || !c.EOF {
-			t.Errorf("ReadSince(0, 0) = %q next %d end %d eof %v; want %q next 4 end 4 eof true",
-				c.Data, c.Next, c.End, c.EOF, "a\nc\n")
-		}
-	})
-
-	t.Run("combined-in-order", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
-		p := mustStart(t, m, helperReq("interactive-seq"))
-		snap := waitFinal(ctx, t, p)
-		if snap.Output.Text != "a\nb\nc\n" {
-			t.Errorf("Output().Text = %q; want %q", snap.Output.Text, "a\nb\nc\n")
-		}
-		if snap.Stderr != (proc.Output{}) || p.Stderr() != (proc.Output{}) {
-			t.Errorf("Stderr() = %+v, Snapshot().Stderr = %+v; want empty without SeparateStderr", p.Stderr(), snap.Stderr)
-		}
-		if snap.Info.OutputBytes != 6 {
-			t.Errorf("Info.OutputBytes = %d; want 6", snap.Info.OutputBytes)
-		}
-	})
+	// stdout "a", stderr "b", stdout "c", one after the other: kept apart,
+	// or combined in order; cursors address stdout alone.
+	for _, tc := range []struct {
+		separate       bool
+		output, stderr string
+	}{{true, "a\nc\n", "b\n"}, {false, "a\nb\nc\n", ""}} {
+		t.Run(fmt.Sprintf("separate=%v", tc.separate), func(t *testing.T) {
+			t.Parallel()
+			ctx, m := testManager(t, proc.Options{})
+			req := cvReq(`out:a\n`, `err:b\n`, `out:c\n`)
+			req.SeparateStderr = tc.separate
+			p := mustStart(t, m, req)
+			snap := waitFinal(ctx, t, p)
+			if snap.Output.Text != tc.output || snap.Stderr.Text != tc.stderr || p.Output().Text != tc.output || p.Stderr().Text != tc.stderr {
+				t.Errorf("Snapshot() Output, Stderr = %q, %q; Output(), Stderr() = %q, %q; want %q, %q",
+					snap.Output.Text, snap.Stderr.Text, p.Output().Text, p.Stderr().Text, tc.output, tc.stderr)
+			}
+			if !tc.separate && (snap.Stderr != (proc.Output{}) || p.Stderr() != (proc.Output{})) {
+				t.Errorf("Stderr() = %+v, Snapshot().Stderr = %+v; want empty without SeparateStderr", p.Stderr(), snap.Stderr)
+			}
+			if snap.Info.OutputBytes != 6 {
+				t.Errorf("Info.OutputBytes = %d; want 6 (both streams)", snap.Info.OutputBytes)
+			}
+			n := int64(len(tc.output))
+			if c := p.ReadSince(0, 0); string(c.Data) != tc.output || c.End != n || c.Next != n || !c.EOF {
+				t.Errorf("ReadSince(0, 0) = %q next %d end %d eof %v; want %q next %d end %d eof true",
+					c.Data, c.Next, c.End, c.EOF, tc.output, n, n)
+			}
+		})
+	}
 
 	t.Run("concurrent-writers", func(t *testing.T) {
 		t.Parallel()
@@ -557,38 +519,45 @@ func TestSeparateStderr(t *testing.T) {
 	})
 }
 
-// iaStream reads p's Output stream from cursor 0 until EOF as a poller
-// would, checking every chunk against iaPattern, and returns the bytes it
+// iaFollow reads p's Output stream (with stderr, its Stderr stream) from
+// cursor 0 until EOF as a poller would, at most max bytes a read, and
+// passes every chunk to check with its offset. It returns the bytes it
 // received and the bytes it was told it lost.
-func iaStream(ctx context.Context, t *testing.T, p *proc.Process, max int) (received, lost int64) {
+func iaFollow(ctx context.Context, t *testing.T, p *proc.Process, stderr bool, max int, check func(off int64, data []byte)) (received, lost int64) {
 	t.Helper()
-	cursor := int64(0)
-	for {
-		if err := p.WaitOutput(ctx, cursor); err != nil {
-			t.Fatalf("WaitOutput(%d) = %v", cursor, err)
+	wait, read, name := p.WaitOutput, p.ReadSince, "ReadSince"
+	if stderr {
+		wait, read, name = p.WaitStderr, p.ReadStderrSince, "ReadStderrSince"
+	}
+	for cursor := int64(0); ; {
+		if err := wait(ctx, cursor); err != nil {
+			t.Fatalf("waiting for %s(%d) = %v", name, cursor, err)
 		}
-		c := p.ReadSince(cursor, max)
-		if c.Lost < 0 || c.Next != cursor+c.Lost+int64(len(c.Data)) || c.Next > c.End {
-			t.Fatalf("ReadSince(%d, %d) = %d bytes, lost %d, next %d, end %d; want next = cursor+lost+len <= end",
-				cursor, max, len(c.Data), c.Lost, c.Next, c.End)
+		c := read(cursor, max)
+		if c.Lost < 0 || c.Next != cursor+c.Lost+int64(len(c.Data)) || c.Next > c.End || (max > 0 && len(c.Data) > max) ||
+			(cursor < c.End && len(c.Data) == 0) {
+			t.Fatalf("%s(%d, %d) = %d bytes, lost %d, next %d, end %d; want next = cursor+lost+len <= end, 0 < len <= max",
+				name, cursor, max, len(c.Data), c.Lost, c.Next, c.End)
 		}
-		if max > 0 && len(c.Data) > max {
-			t.Fatalf("ReadSince(%d, %d) returned %d bytes", cursor, max, len(c.Data))
-		}
-		if cursor < c.End && len(c.Data) == 0 {
-			t.Fatalf("ReadSince(%d, %d) returned no data with the stream at %d", cursor, max, c.End)
-		}
-		iaCheckPattern(t, fmt.Sprintf("ReadSince(%d, %d)", cursor, max), c.Next-int64(len(c.Data)), c.Data)
+		check(c.Next-int64(len(c.Data)), c.Data)
 		received += int64(len(c.Data))
 		lost += c.Lost
 		cursor = c.Next
 		if c.EOF {
-			if info := p.Info(); info.Running {
-				t.Fatalf("ReadSince(%d) reported EOF while Info().Running is true", cursor)
+			if p.Info().Running {
+				t.Fatalf("%s(%d) reported EOF while Info().Running is true", name, cursor)
 			}
 			return received, lost
 		}
 	}
+}
+
+// iaStream is iaFollow of p's Output stream, checked against iaPattern.
+func iaStream(ctx context.Context, t *testing.T, p *proc.Process, max int) (received, lost int64) {
+	t.Helper()
+	return iaFollow(ctx, t, p, false, max, func(off int64, data []byte) {
+		iaCheckPattern(t, fmt.Sprintf("ReadSince(%d, %d)", off, max), off, data)
+	})
 }
 
 // TestReadSinceStreamSmall pins that a poller following a process whose
@@ -644,9 +613,7 @@ func TestReadSinceFallenBehind(t *testing.T) {
 		head = proc.DefaultHeadBytes
 		tail = proc.DefaultTailBytes
 	)
-	req := helperReq("interactive-pattern", strconv.Itoa(size), strconv.Itoa(64<<10), "0", "wait")
-	req.Stdin = true
-	p := mustStart(t, m, req)
+	p := startStdin(t, m, helperReq("interactive-pattern", strconv.Itoa(size), strconv.Itoa(64<<10), "0", "wait"))
 	waitLen(ctx, t, p, size)
 
 	type read struct {
@@ -747,9 +714,7 @@ func TestReadSinceKeepsUp(t *testing.T) {
 		lines = 200
 		line  = 1024
 	)
-	req := helperReq("interactive-cat")
-	req.Stdin = true
-	p := mustStart(t, m, req)
+	p := startStdin(t, m, helperReq("interactive-cat"))
 
 	var got []byte
 	cursor := int64(0)
@@ -791,16 +756,14 @@ func TestReadSinceKeepsUp(t *testing.T) {
 func TestWaitOutput(t *testing.T) {
 	t.Parallel()
 	ctx, m := testManager(t, proc.Options{})
-	req := helperReq("interactive-cat")
-	req.Stdin = true
-	p := mustStart(t, m, req)
+	p := startStdin(t, m, helperReq("interactive-cat"))
 
 	short, cancel := context.WithTimeout(ctx, time.Millisecond)
 	defer cancel()
 	if err := p.WaitOutput(short, 0); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("WaitOutput(1ms, 0) with no output = %v; want context.DeadlineExceeded", err)
-	} else if s := iaWrapsSentinel(err); s != nil {
-		t.Errorf("WaitOutput(1ms, 0) error %v wraps %v; want only ctx.Err()", err, s)
+	} else if in := mgrSentinelsIn(err); len(in) != 0 {
+		t.Errorf("WaitOutput(1ms, 0) error %v wraps %v; want only ctx.Err()", err, in)
 	}
 
 	// New bytes.
@@ -853,7 +816,7 @@ func TestWaitOutput(t *testing.T) {
 func TestWaitOutputFinalBeforeContext(t *testing.T) {
 	t.Parallel()
 	ctx, m := testManager(t, proc.Options{})
-	p := mustStart(t, m, helperReq("interactive-seq"))
+	p := mustStart(t, m, cvReq(`out:a\n`, `err:b\n`, `out:c\n`))
 	waitFinal(ctx, t, p)
 	expired, cancel := context.WithCancel(ctx)
 	cancel()

@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -36,19 +35,6 @@ func init() {
 	// their PIDs on one line, then sleeps, or exits at once with "exit".
 	helpers["job-spawn"] = jobSpawn
 	helpersStarted["job-spawn"] = []string{"job-sleep"}
-	// job-flood N writes N bytes to stdout in 64 KiB writes.
-	helpers["job-flood"] = func(args []string) int {
-		n, _ := strconv.Atoi(args[0])
-		buf := []byte(strings.Repeat("0123456789abcdef", 4<<10))
-		for n > 0 {
-			k := min(n, len(buf))
-			if _, err := os.Stdout.Write(buf[:k]); err != nil {
-				return 1
-			}
-			n -= k
-		}
-		return 0
-	}
 	// job-break waits for CTRL_BREAK (os.Interrupt), says so and exits 0.
 	helpers["job-break"] = jobBreak
 	// job-handles runs processes through a Manager of its own and fails
@@ -88,14 +74,21 @@ func jobSpawned(t *testing.T, p *proc.Process) []windows.Handle {
 	var hs []windows.Handle
 	for _, f := range strings.Fields(line)[1:] {
 		pid, _ := strconv.Atoi(f)
-		h, err := windows.OpenProcess(windows.SYNCHRONIZE|windows.PROCESS_QUERY_LIMITED_INFORMATION, false, uint32(pid))
-		if err != nil {
-			t.Fatalf("OpenProcess(%d) = %v", pid, err)
-		}
-		t.Cleanup(func() { _ = windows.CloseHandle(h) })
-		hs = append(hs, h)
+		hs = append(hs, jobOpen(t, uint32(pid)))
 	}
 	return hs
+}
+
+// jobOpen opens the process pid so that its end can be awaited; the handle
+// closes with the test.
+func jobOpen(t *testing.T, pid uint32) windows.Handle {
+	t.Helper()
+	h, err := windows.OpenProcess(windows.SYNCHRONIZE|windows.PROCESS_QUERY_LIMITED_INFORMATION, false, pid)
+	if err != nil {
+		t.Fatalf("OpenProcess(%d) = %v", pid, err)
+	}
+	t.Cleanup(func() { _ = windows.CloseHandle(h) })
+	return h
 }
 
 // jobGone fails unless every process in hs ends within d.
@@ -123,42 +116,33 @@ func TestJobShortLivedStarts(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 2*time.Minute)
 	m := newManager(t, proc.Options{MaxRetained: 1000})
-	const starts, parallel = 300, 300
-	var wg sync.WaitGroup
-	errs := make(chan error, starts)
-	sem := make(chan struct{}, parallel)
-	for i := range starts {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			p, err := m.Start(proc.StartRequest{Command: "exit " + strconv.Itoa(i%3)})
-			if err != nil && underWine() && strings.Contains(err.Error(), "fork/exec") {
-				// Wine's CreateProcess itself now and then answers
-				// "Internal error" under 300 parallel starts (seen 1 in
-				// 300, once in many runs): a refusal before any child
-				// exists, not the job assignment this test is about.
-				t.Logf("start %d: Wine refused the process itself: %v", i, err)
-				return
-			}
-			if err != nil {
-				errs <- fmt.Errorf("start %d: %w", i, err)
-				return
-			}
-			if err := p.Wait(ctx); err != nil {
-				errs <- fmt.Errorf("wait %d: %w", i, err)
-				return
-			}
-			if code := *p.Info().ExitCode; code != i%3 {
-				errs <- fmt.Errorf("start %d: exit code %d; want %d", i, code, i%3)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
+	const starts = 300
+	errs := atOnce(ctx, t, starts, func(i int) error {
+		p, err := m.Start(proc.StartRequest{Command: "exit " + strconv.Itoa(i%3)})
+		if err != nil && underWine() && strings.Contains(err.Error(), "fork/exec") {
+			// Wine's CreateProcess itself now and then answers
+			// "Internal error" under 300 parallel starts (seen 1 in
+			// 300, once in many runs): a refusal before any child
+			// exists, not the job assignment this test is about.
+			t.Logf("start %d: Wine refused the process itself: %v", i, err)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("start %d: %w", i, err)
+		}
+		if err := p.Wait(ctx); err != nil {
+			return fmt.Errorf("wait %d: %w", i, err)
+		}
+		if code := *p.Info().ExitCode; code != i%3 {
+			return fmt.Errorf("start %d: exit code %d; want %d", i, code, i%3)
+		}
+		return nil
+	})
 	failed := 0
-	for err := range errs {
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
 		if failed++; failed <= 5 {
 			t.Error(err)
 		}
@@ -200,12 +184,7 @@ func jobChild(ctx context.Context, t *testing.T, parent int, exe string) windows
 	defer tick.Stop()
 	for {
 		if pid := jobFindChild(uint32(parent), exe); pid != 0 {
-			h, err := windows.OpenProcess(windows.SYNCHRONIZE|windows.PROCESS_QUERY_LIMITED_INFORMATION, false, pid)
-			if err != nil {
-				t.Fatalf("OpenProcess(%s %d) = %v", exe, pid, err)
-			}
-			t.Cleanup(func() { _ = windows.CloseHandle(h) })
-			return h
+			return jobOpen(t, pid)
 		}
 		select {
 		case <-tick.C:
@@ -349,32 +328,12 @@ func TestJobClose(t *testing.T) {
 	jobGone(t, kids, 10*time.Second)
 }
 
-func TestJobStdin(t *testing.T) {
-	t.Parallel()
-	ctx, m := testManager(t, proc.Options{})
-	req := helperReq("interactive-cat")
-	req.Stdin = true
-	p := mustStart(t, m, req)
-	for _, s := range []string{"hello\n", "world\n"} {
-		if n, err := p.WriteContext(ctx, []byte(s)); n != len(s) || err != nil {
-			t.Fatalf("WriteContext(%q) = %d, %v", s, n, err)
-		}
-	}
-	if err := p.CloseStdin(); err != nil {
-		t.Fatalf("CloseStdin() = %v", err)
-	}
-	snap := waitFinal(ctx, t, p)
-	if code := exitCode(t, snap.Info); code != 0 || snap.Output.Text != "hello\nworld\n" {
-		t.Errorf("exit %d, output %q; want 0, %q", code, snap.Output.Text, "hello\nworld\n")
-	}
-}
-
 func TestJobLargeOutput(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, time.Minute)
 	m := newManager(t, proc.Options{})
 	const size = 256 << 20
-	p := mustStart(t, m, helperReq("job-flood", strconv.Itoa(size)))
+	p := mustStart(t, m, cvReq("fill:"+strconv.Itoa(size)))
 	snap := waitFinal(ctx, t, p)
 	if code := exitCode(t, snap.Info); code != 0 || snap.Info.OutputBytes != size {
 		t.Errorf("exit %d, %d bytes; want 0, %d", code, snap.Info.OutputBytes, size)

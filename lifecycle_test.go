@@ -242,9 +242,7 @@ func TestDrainEOFMockClock(t *testing.T) {
 func TestWaitAndDone(t *testing.T) {
 	t.Parallel()
 	ctx, m := testManager(t, proc.Options{})
-	req := helperReq("interactive-cat")
-	req.Stdin = true
-	p := mustStart(t, m, req)
+	p := startStdin(t, m, helperReq("interactive-cat"))
 
 	done := p.Done()
 	if p.Done() != done {
@@ -308,25 +306,15 @@ func TestWaitAndDone(t *testing.T) {
 // TestParseSignal pins the accepted signal names.
 func TestParseSignal(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		in   string
-		want proc.Signal
-	}{
-		{"kill", proc.Kill},
-		{"KILL", proc.Kill},
-		{"SIGKILL", proc.Kill},
-		{"sigkill", proc.Kill},
-		{"TERM", proc.Terminate},
-		{"term", proc.Terminate},
-		{"SIGTERM", proc.Terminate},
-		{"terminate", proc.Terminate},
-		{"Interrupt", proc.Interrupt},
-		{"int", proc.Interrupt},
-		{"SIGINT", proc.Interrupt},
+	for want, names := range map[proc.Signal]string{
+		proc.Kill:      "kill KILL SIGKILL sigkill",
+		proc.Terminate: "TERM term SIGTERM terminate",
+		proc.Interrupt: "Interrupt int SIGINT",
 	} {
-		got, err := proc.ParseSignal(tc.in)
-		if err != nil || got != tc.want {
-			t.Errorf("ParseSignal(%q) = %q, %v; want %q, nil", tc.in, got, err, tc.want)
+		for _, in := range strings.Fields(names) {
+			if got, err := proc.ParseSignal(in); err != nil || got != want {
+				t.Errorf("ParseSignal(%q) = %q, %v; want %q, nil", in, got, err, want)
+			}
 		}
 	}
 	for _, in := range []string{"HUP", "SIGHUP", "", "9", "SIG", "killall", "usr1"} {
@@ -343,9 +331,7 @@ func TestParseSignal(t *testing.T) {
 func TestSignalInvalid(t *testing.T) {
 	t.Parallel()
 	ctx, m := testManager(t, proc.Options{})
-	req := helperReq("interactive-cat")
-	req.Stdin = true
-	p := mustStart(t, m, req)
+	p := startStdin(t, m, helperReq("interactive-cat"))
 	for _, sig := range []proc.Signal{"HUP", "", "9", "stop"} {
 		if err := p.Signal(sig); !errors.Is(err, proc.ErrInvalid) {
 			t.Errorf("Signal(%q) on a running process = %v; want an error wrapping ErrInvalid", sig, err)

@@ -105,6 +105,22 @@ func mgrCheckErr(t testing.TB, call string, err, want error, mention ...string) 
 	}
 }
 
+// mgrWantRefused starts req through s (m or one of its scopes) and fails
+// unless the start is refused as mgrCheckErr(what, want, mention) says and
+// m keeps no record of it.
+func mgrWantRefused(t testing.TB, m *proc.Manager, s starter, what string, req proc.StartRequest, want error, mention ...string) {
+	t.Helper()
+	before := len(m.List())
+	p, err := s.Start(req)
+	mgrCheckErr(t, what, err, want, mention...)
+	if p != nil {
+		t.Errorf("%s returned process %s with its error", what, p.ID())
+	}
+	if after := len(m.List()); after != before {
+		t.Errorf("List() has %d records after %s; want the %d before", after, what, before)
+	}
+}
+
 func mgrBlockReq() proc.StartRequest { return helperReq("mgr-block") }
 
 func mgrExitReq(code int) proc.StartRequest { return helperReq("mgr-exit", strconv.Itoa(code)) }
@@ -178,6 +194,15 @@ func mgrEnviron(ctx context.Context, t testing.TB, p *proc.Process) []string {
 		t.Fatalf("mgr-env output does not end in NUL: %q", c.Data)
 	}
 	return env[:len(env)-1]
+}
+
+// mgrEnvOwn runs req (for helper mgr-env) on m and returns the child's
+// environment without what the OS adds (SYSTEMROOT, ...), sorted.
+func mgrEnvOwn(ctx context.Context, t testing.TB, m *proc.Manager, req proc.StartRequest) []string {
+	t.Helper()
+	req.HeadBytes = 1 << 20
+	env := mgrEnviron(ctx, t, mustStart(t, m, req))
+	return mgrSorted(slices.DeleteFunc(env, func(kv string) bool { k, _, _ := strings.Cut(kv, "="); return osAddsEnv(k) }))
 }
 
 // mgrEnvReq runs mgr-env with room for a large environment.
@@ -279,11 +304,7 @@ func TestRetentionReapTimer(t *testing.T) {
 	if info := waitFinal(ctx, t, first).Info; !info.ExitedAt.Equal(mClock.Now()) {
 		t.Errorf("ExitedAt = %v; want the mock clock's %v", info.ExitedAt, mClock.Now())
 	}
-	call := trap.MustWait(ctx)
-	call.MustRelease(ctx)
-	if call.Duration != retain {
-		t.Fatalf("reap timer for the first final record: AfterFunc(%v); want %v", call.Duration, retain)
-	}
+	releaseTrapped(ctx, t, trap, retain, "reap timer for the first final record")
 	mgrWantListed(t, m, first.ID())
 
 	mClock.Advance(retain - time.Nanosecond).MustWait(ctx)
@@ -306,11 +327,7 @@ func TestRetentionReapTimer(t *testing.T) {
 	// With nothing armed, the next record to become final arms the full
 	// retention again.
 	mgrKill(ctx, t, running)
-	call = trap.MustWait(ctx)
-	call.MustRelease(ctx)
-	if call.Duration != retain {
-		t.Fatalf("reap timer after the final records were all dropped: AfterFunc(%v); want %v", call.Duration, retain)
-	}
+	releaseTrapped(ctx, t, trap, retain, "reap timer after the final records were all dropped")
 	mgrWantListed(t, m, running.ID())
 
 	// A second record becomes final 2m later. The armed timer is not
@@ -325,11 +342,7 @@ func TestRetentionReapTimer(t *testing.T) {
 	mgrWantListed(t, m, second.ID())
 
 	w := mClock.Advance(time.Nanosecond)
-	call = trap.MustWait(ctx)
-	if call.Duration != 2*time.Minute {
-		t.Errorf("reap timer re-armed with AfterFunc(%v); want %v (the second record's remaining retention)", call.Duration, 2*time.Minute)
-	}
-	call.MustRelease(ctx)
+	releaseTrapped(ctx, t, trap, 2*time.Minute, "reap timer re-armed for the second record's remaining retention")
 	w.MustWait(ctx)
 	mgrWantGone(t, m, running.ID())
 	if ids := mgrIDs(m.List()); !slices.Equal(ids, []string{second.ID()}) {
@@ -352,11 +365,7 @@ func TestRetentionCloseStopsTimer(t *testing.T) {
 	mClock, trap, m := mgrReapTrapped(t, proc.Options{})
 
 	waitFinal(ctx, t, mustStart(t, m, mgrExitReq(0)))
-	call := trap.MustWait(ctx)
-	call.MustRelease(ctx)
-	if call.Duration != proc.DefaultRetainExited {
-		t.Errorf("reap timer with the default retention: AfterFunc(%v); want %v", call.Duration, proc.DefaultRetainExited)
-	}
+	releaseTrapped(ctx, t, trap, proc.DefaultRetainExited, "reap timer with the default retention")
 	if _, ok := mClock.Peek(); !ok {
 		t.Fatalf("no timer armed after a record became final")
 	}
@@ -435,16 +444,8 @@ func TestMaxRunning(t *testing.T) {
 
 	a := mustStart(t, m, mgrBlockReq())
 	b := mustStart(t, m, mgrBlockReq())
-	p, err := m.Start(mgrExitReq(0))
-	mgrCheckErr(t, "Start(third)", err, proc.ErrLimit, "2")
-	if p != nil {
-		t.Errorf("Start(third) returned a process %s with its error", p.ID())
-	}
-	_, err = m.Scope("alice").Start(mgrExitReq(0))
-	mgrCheckErr(t, "Scope.Start(third)", err, proc.ErrLimit)
-	if ids := mgrIDs(m.List()); len(ids) != 2 {
-		t.Errorf("List() after refused starts = %v; want the 2 running records", ids)
-	}
+	mgrWantRefused(t, m, m, "Start(third)", mgrExitReq(0), proc.ErrLimit, "2")
+	mgrWantRefused(t, m, m.Scope("alice"), "Scope.Start(third)", mgrExitReq(0), proc.ErrLimit)
 
 	mgrKill(ctx, t, a)
 	c, err := m.Start(mgrExitReq(0))
@@ -463,28 +464,13 @@ func TestMaxRunningConcurrent(t *testing.T) {
 	const limit, n = 3, 16
 	m := newManager(t, proc.Options{MaxRunning: limit})
 
-	errs := make(chan error, n)
-	gate := make(chan struct{})
-	for range n {
-		go func() {
-			<-gate
-			_, err := m.Start(mgrBlockReq())
-			errs <- err
-		}()
-	}
-	close(gate)
 	started := 0
-	for range n {
-		select {
-		case err := <-errs:
-			switch {
-			case err == nil:
-				started++
-			case !errors.Is(err, proc.ErrLimit):
-				t.Errorf("concurrent Start() = %v; want nil or ErrLimit", err)
-			}
-		case <-ctx.Done():
-			t.Fatalf("concurrent starts did not return: %v", ctx.Err())
+	for _, err := range atOnce(ctx, t, n, func(int) error { _, err := m.Start(mgrBlockReq()); return err }) {
+		switch {
+		case err == nil:
+			started++
+		case !errors.Is(err, proc.ErrLimit):
+			t.Errorf("concurrent Start() = %v; want nil or ErrLimit", err)
 		}
 	}
 	if started != limit {
@@ -579,17 +565,10 @@ func TestDuplicateID(t *testing.T) {
 
 	dup := mgrExitReq(0)
 	dup.ID = id
-	q, err := m.Start(dup)
-	mgrCheckErr(t, "Start(running ID)", err, proc.ErrDuplicateID, id)
-	if q != nil {
-		t.Errorf("Start(running ID) returned a process with its error")
-	}
-	_, err = m.Scope("bob").Start(dup)
-	mgrCheckErr(t, "Scope(bob).Start(running ID of another owner)", err, proc.ErrDuplicateID, id)
-
+	mgrWantRefused(t, m, m, "Start(running ID)", dup, proc.ErrDuplicateID, id)
+	mgrWantRefused(t, m, m.Scope("bob"), "Scope(bob).Start(running ID of another owner)", dup, proc.ErrDuplicateID, id)
 	mgrKill(ctx, t, p)
-	_, err = m.Start(dup)
-	mgrCheckErr(t, "Start(retained ID)", err, proc.ErrDuplicateID, id)
+	mgrWantRefused(t, m, m, "Start(retained ID)", dup, proc.ErrDuplicateID, id)
 	if got, err := m.Get(id); err != nil || got != p {
 		t.Errorf("Get(%q) after refused duplicates = %v, %v; want the first record", id, got, err)
 	}
@@ -615,26 +594,11 @@ func TestDuplicateIDConcurrent(t *testing.T) {
 		p   *proc.Process
 		err error
 	}
-	results := make(chan result, n)
-	gate := make(chan struct{})
-	for range n {
-		go func() {
-			<-gate
-			req := mgrExitReq(0)
-			req.ID = "same"
-			p, err := m.Start(req)
-			results <- result{p, err}
-		}()
-	}
-	close(gate)
 	var started []*proc.Process
-	for range n {
-		var r result
-		select {
-		case r = <-results:
-		case <-ctx.Done():
-			t.Fatalf("concurrent starts did not return: %v", ctx.Err())
-		}
+	for _, r := range atOnce(ctx, t, n, func(int) result {
+		p, err := m.Start(withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.ID = "same" }))
+		return result{p, err}
+	}) {
 		switch {
 		case r.err == nil:
 			started = append(started, r.p)
@@ -756,14 +720,7 @@ func TestScopeStartOwner(t *testing.T) {
 
 	req := mgrExitReq(0)
 	req.Owner = "mallory"
-	p, err := s.Start(req)
-	mgrCheckErr(t, "Scope(alice).Start(Owner mallory)", err, proc.ErrInvalid, "mallory")
-	if p != nil {
-		t.Errorf("Start with a foreign owner returned a process")
-	}
-	if ids := mgrIDs(m.List()); len(ids) != 0 {
-		t.Errorf("List() after a refused start = %v; want empty", ids)
-	}
+	mgrWantRefused(t, m, s, "Scope(alice).Start(Owner mallory)", req, proc.ErrInvalid, "mallory")
 
 	for _, owner := range []string{"", "alice"} {
 		req.Owner = owner
@@ -861,14 +818,7 @@ func TestOwnerEnv(t *testing.T) {
 	// An OwnerEnv that cannot name a variable refuses owned starts as bad
 	// input, not as a failed exec.
 	bad := newManager(t, proc.Options{OwnerEnv: "PROC_T=OWNER"})
-	p, err := bad.Scope("alice").Start(mgrEnvReq())
-	mgrCheckErr(t, "Start with OwnerEnv PROC_T=OWNER", err, proc.ErrInvalid, "OwnerEnv", "PROC_T=OWNER")
-	if p != nil {
-		t.Errorf("Start with a bad OwnerEnv returned process %s", p.ID())
-	}
-	if n := len(bad.List()); n != 0 {
-		t.Errorf("List() after the refused start has %d records; want 0", n)
-	}
+	mgrWantRefused(t, bad, bad.Scope("alice"), "Start with OwnerEnv PROC_T=OWNER", mgrEnvReq(), proc.ErrInvalid, "OwnerEnv", "PROC_T=OWNER")
 }
 
 // TestStartEnv pins the child's environment: the base environment, then
@@ -943,9 +893,7 @@ func TestStartEnv(t *testing.T) {
 			mu.Unlock()
 			return []string{"PROC_T_ONLY=1"}, nil
 		}})
-		env := mgrEnviron(ctx, t, mustStart(t, m, mgrEnvReq()))
-		env = slices.DeleteFunc(env, func(kv string) bool { k, _, _ := strings.Cut(kv, "="); return osAddsEnv(k) })
-		if got, want := mgrSorted(env), mgrSorted([]string{helperEnv + "=mgr-env", "GORACE=" + helperGorace, "PROC_T_ONLY=1"}); !slices.Equal(got, want) {
+		if got, want := mgrEnvOwn(ctx, t, m, mgrEnvReq()), mgrSorted([]string{helperEnv + "=mgr-env", "GORACE=" + helperGorace, "PROC_T_ONLY=1"}); !slices.Equal(got, want) {
 			t.Errorf("child environment = %q; want exactly UpdateEnv's result and the request's Env: %q", got, want)
 		}
 		mu.Lock()
@@ -1138,16 +1086,8 @@ func TestCommandContextHookNil(t *testing.T) {
 		MaxRunning:     1,
 	})
 	for range 2 { // twice: the first must not hold the running slot
-		req := mgrExitReq(0)
-		req.ID = "nil-cmd"
-		p, err := m.Start(req)
-		mgrCheckErr(t, "Start() with a nil command from the hook", err, proc.ErrInvalid, "CommandContext")
-		if p != nil {
-			t.Errorf("Start returned a process with its error")
-		}
-	}
-	if ids := mgrIDs(m.List()); len(ids) != 0 {
-		t.Errorf("List() = %v; want empty", ids)
+		req := withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.ID = "nil-cmd" })
+		mgrWantRefused(t, m, m, "Start() with a nil command from the hook", req, proc.ErrInvalid, "CommandContext")
 	}
 }
 
@@ -1162,13 +1102,6 @@ func TestStartBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(dir, "missing")
-	ok := func() proc.StartRequest { return mgrExitReq(0) }
-	with := func(f func(*proc.StartRequest)) proc.StartRequest {
-		req := ok()
-		f(&req)
-		return req
-	}
-
 	for _, tc := range []struct {
 		name    string
 		req     proc.StartRequest
@@ -1178,27 +1111,27 @@ func TestStartBadInput(t *testing.T) {
 		{"empty", proc.StartRequest{}, proc.ErrInvalid, []string{"Command", "Args"}},
 		{"empty-argv", proc.StartRequest{Args: []string{}}, proc.ErrInvalid, []string{"Command", "Args"}},
 		{"empty-argv0", proc.StartRequest{Args: []string{"", "x"}}, proc.ErrInvalid, []string{"Args"}},
-		{"command-and-args", with(func(r *proc.StartRequest) { r.Command = "true" }), proc.ErrInvalid, []string{"Command", "Args"}},
+		{"command-and-args", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.Command = "true" }), proc.ErrInvalid, []string{"Command", "Args"}},
 		{"command-nul", proc.StartRequest{Command: "echo a\x00b"}, proc.ErrInvalid, []string{"NUL"}},
-		{"arg-nul", with(func(r *proc.StartRequest) { r.Args = append(r.Args, "a\x00b") }), proc.ErrInvalid, []string{"NUL"}},
-		{"env-name-empty", with(func(r *proc.StartRequest) { r.Env[""] = "v" }), proc.ErrInvalid, []string{`""`}},
-		{"env-name-equals", with(func(r *proc.StartRequest) { r.Env["A=B"] = "v" }), proc.ErrInvalid, []string{"A=B"}},
-		{"env-name-nul", with(func(r *proc.StartRequest) { r.Env["A\x00"] = "v" }), proc.ErrInvalid, []string{`A\x00`}},
-		{"env-value-nul", with(func(r *proc.StartRequest) { r.Env["PROC_T_V"] = "v\x00" }), proc.ErrInvalid, []string{"PROC_T_V", "NUL"}},
-		{"unset-name-empty", with(func(r *proc.StartRequest) { r.UnsetEnv = []string{""} }), proc.ErrInvalid, []string{`""`}},
-		{"unset-name-equals", with(func(r *proc.StartRequest) { r.UnsetEnv = []string{"A=B"} }), proc.ErrInvalid, []string{"A=B"}},
-		{"workdir-missing", with(func(r *proc.StartRequest) { r.WorkDir = missing }), proc.ErrInvalid, []string{missing}},
-		{"workdir-file", with(func(r *proc.StartRequest) { r.WorkDir = file }), proc.ErrInvalid, []string{file, "not a directory"}},
-		{"timeout-negative", with(func(r *proc.StartRequest) { r.Timeout = -time.Second }), proc.ErrInvalid, []string{"Timeout"}},
-		{"drain-quiet-negative", with(func(r *proc.StartRequest) { r.DrainQuiet = -time.Millisecond }), proc.ErrInvalid, []string{"drain"}},
-		{"drain-timeout-negative", with(func(r *proc.StartRequest) { r.DrainTimeout = -time.Millisecond }), proc.ErrInvalid, []string{"drain"}},
-		{"head-bytes-negative", with(func(r *proc.StartRequest) { r.HeadBytes = -1 }), proc.ErrInvalid, []string{"negative"}},
-		{"tail-bytes-negative", with(func(r *proc.StartRequest) { r.TailBytes = -1 }), proc.ErrInvalid, []string{"negative"}},
-		{"size-zero-rows", with(func(r *proc.StartRequest) { r.Size = proc.TermSize{Rows: 0, Cols: 80} }), proc.ErrInvalid, []string{"Size"}},
-		{"size-zero-cols", with(func(r *proc.StartRequest) { r.Size = proc.TermSize{Rows: 24, Cols: 0} }), proc.ErrInvalid, []string{"Size"}},
-		{"tty-separate-stderr", with(func(r *proc.StartRequest) { r.TTY = true; r.SeparateStderr = true }), proc.ErrInvalid, []string{"SeparateStderr"}},
-		{"id-nul", with(func(r *proc.StartRequest) { r.ID = "a\x00b" }), proc.ErrInvalid, []string{"ID"}},
-		{"owner-nul", with(func(r *proc.StartRequest) { r.Owner = "a\x00b" }), proc.ErrInvalid, []string{"Owner"}},
+		{"arg-nul", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.Args = append(r.Args, "a\x00b") }), proc.ErrInvalid, []string{"NUL"}},
+		{"env-name-empty", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.Env[""] = "v" }), proc.ErrInvalid, []string{`""`}},
+		{"env-name-equals", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.Env["A=B"] = "v" }), proc.ErrInvalid, []string{"A=B"}},
+		{"env-name-nul", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.Env["A\x00"] = "v" }), proc.ErrInvalid, []string{`A\x00`}},
+		{"env-value-nul", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.Env["PROC_T_V"] = "v\x00" }), proc.ErrInvalid, []string{"PROC_T_V", "NUL"}},
+		{"unset-name-empty", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.UnsetEnv = []string{""} }), proc.ErrInvalid, []string{`""`}},
+		{"unset-name-equals", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.UnsetEnv = []string{"A=B"} }), proc.ErrInvalid, []string{"A=B"}},
+		{"workdir-missing", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.WorkDir = missing }), proc.ErrInvalid, []string{missing}},
+		{"workdir-file", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.WorkDir = file }), proc.ErrInvalid, []string{file, "not a directory"}},
+		{"timeout-negative", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.Timeout = -time.Second }), proc.ErrInvalid, []string{"Timeout"}},
+		{"drain-quiet-negative", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.DrainQuiet = -time.Millisecond }), proc.ErrInvalid, []string{"drain"}},
+		{"drain-timeout-negative", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.DrainTimeout = -time.Millisecond }), proc.ErrInvalid, []string{"drain"}},
+		{"head-bytes-negative", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.HeadBytes = -1 }), proc.ErrInvalid, []string{"negative"}},
+		{"tail-bytes-negative", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.TailBytes = -1 }), proc.ErrInvalid, []string{"negative"}},
+		{"size-zero-rows", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.Size = proc.TermSize{Rows: 0, Cols: 80} }), proc.ErrInvalid, []string{"Size"}},
+		{"size-zero-cols", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.Size = proc.TermSize{Rows: 24, Cols: 0} }), proc.ErrInvalid, []string{"Size"}},
+		{"tty-separate-stderr", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.TTY = true; r.SeparateStderr = true }), proc.ErrInvalid, []string{"SeparateStderr"}},
+		{"id-nul", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.ID = "a\x00b" }), proc.ErrInvalid, []string{"ID"}},
+		{"owner-nul", withReq(mgrExitReq(0), func(r *proc.StartRequest) { r.Owner = "a\x00b" }), proc.ErrInvalid, []string{"Owner"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -1217,11 +1150,7 @@ func TestStartBadInput(t *testing.T) {
 			if req.ID == "" {
 				req.ID = "bad"
 			}
-			p, err := m.Start(req)
-			mgrCheckErr(t, fmt.Sprintf("Start(%s)", tc.name), err, tc.want, tc.mention...)
-			if p != nil {
-				t.Errorf("Start(%s) returned process %s with its error", tc.name, p.ID())
-			}
+			mgrWantRefused(t, m, m, fmt.Sprintf("Start(%s)", tc.name), req, tc.want, tc.mention...)
 			mu.Lock()
 			if built != 0 {
 				t.Errorf("Start(%s) built %d commands; want none", tc.name, built)
@@ -1237,7 +1166,7 @@ func TestStartBadInput(t *testing.T) {
 				return
 			}
 			// The ID was not reserved.
-			good := ok()
+			good := mgrExitReq(0)
 			good.ID = req.ID
 			waitFinal(ctx, t, mustStart(t, m, good))
 		})
