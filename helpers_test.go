@@ -211,6 +211,32 @@ func startStdin(t testing.TB, m starter, req proc.StartRequest) *proc.Process {
 	return mustStart(t, m, req)
 }
 
+// isDone reports whether p is final.
+func isDone(p *proc.Process) bool {
+	select {
+	case <-p.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// goClose runs m.Close on a goroutine of its own and returns its result's
+// channel.
+func goClose(m interface{ Close() error }) <-chan error {
+	closed := make(chan error, 1)
+	go func() { closed <- m.Close() }()
+	return closed
+}
+
+// testMockManager is testCtx and mockManager on a new mock clock, the
+// start of most mock-clock tests.
+func testMockManager(t *testing.T, opts proc.Options) (context.Context, *quartz.Mock, *proc.Manager) {
+	t.Helper()
+	mClock := quartz.NewMock(t)
+	return testCtx(t), mClock, mockManager(t, mClock, opts)
+}
+
 // withReq returns req changed by edit (its maps and slices are shared).
 func withReq(req proc.StartRequest, edit func(*proc.StartRequest)) proc.StartRequest {
 	edit(&req)

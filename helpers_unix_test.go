@@ -19,10 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/quartz"
 	"go.uber.org/goleak"
-
-	"github.com/procvisor/proc"
 )
 
 // The Unix part of the shared test helpers: runs isolated from other
@@ -248,33 +245,6 @@ func tasksWith(t testing.TB, marker string) []procStat {
 	return found
 }
 
-// isDone reports whether p is final.
-func isDone(p *proc.Process) bool {
-	select {
-	case <-p.Done():
-		return true
-	default:
-		return false
-	}
-}
-
-// goClose runs m.Close on a goroutine of its own and returns its result's
-// channel. (Portable: it belongs in helpers_test.go.)
-func goClose(m interface{ Close() error }) <-chan error {
-	closed := make(chan error, 1)
-	go func() { closed <- m.Close() }()
-	return closed
-}
-
-// startStdin starts helper mode with args and Stdin on m. (Portable: it
-// belongs in helpers_test.go.)
-func startStdin(t testing.TB, m *proc.Manager, mode string, args ...string) *proc.Process {
-	t.Helper()
-	req := helperReq(mode, args...)
-	req.Stdin = true
-	return mustStart(t, m, req)
-}
-
 // withExtraFiles is a CommandContext hook that passes files to the child
 // as its descriptors 3 and up.
 func withExtraFiles(files ...*os.File) func(context.Context, string, ...string) *exec.Cmd {
@@ -300,13 +270,4 @@ func readPipe(ctx context.Context, t testing.TB, f *os.File, n int) string {
 		t.Fatalf("read %d bytes from %s: %v (got %q)", n, f.Name(), err, buf[:got])
 	}
 	return string(buf[:got])
-}
-
-// testMockManager is testCtx and mockManager on a new mock clock, the
-// start of most mock-clock tests. (Portable: it belongs in
-// helpers_test.go.)
-func testMockManager(t *testing.T, opts proc.Options) (context.Context, *quartz.Mock, *proc.Manager) {
-	t.Helper()
-	mClock := quartz.NewMock(t)
-	return testCtx(t), mClock, mockManager(t, mClock, opts)
 }

@@ -140,7 +140,7 @@ func TestStdinAfterExitWhileDraining(t *testing.T) {
 	quiet := mClock.Trap().NewTimer("drain", "quiet")
 	defer quiet.Close()
 
-	p := startStdin(t, m, "interactive-leave-holder")
+	p := startStdin(t, m, helperReq("interactive-leave-holder"))
 	// The drain arms its quiet window once the child was reaped.
 	quiet.MustWait(ctx).MustRelease(ctx)
 
@@ -167,7 +167,7 @@ func TestWriteBlockedWhenChildExits(t *testing.T) {
 	t.Parallel()
 	ctx, mClock, m := testMockManager(t, proc.Options{})
 	mClock.WithLogger(quartz.NoOpLogger)
-	p := startStdin(t, m, "interactive-exit-on-input")
+	p := startStdin(t, m, helperReq("interactive-exit-on-input"))
 
 	const size = 10 << 20
 	n, err := p.WriteContext(ctx, make([]byte, size))
@@ -210,7 +210,7 @@ func TestWriteBlockedReleasedByClose(t *testing.T) {
 func TestWriteToClosedStdin(t *testing.T) {
 	t.Parallel()
 	ctx, m := testManager(t, proc.Options{})
-	p := startStdin(t, m, "interactive-close-stdin")
+	p := startStdin(t, m, helperReq("interactive-close-stdin"))
 	waitText(ctx, t, p, "closed\n")
 
 	n, err := p.Write([]byte("x"))
