@@ -22,38 +22,36 @@ import (
 	"github.com/procvisor/proc"
 )
 
-func init() {
-	// activity-listen NETWORK ADDRESS listens (TCP) or binds (UDP), also
-	// opens a connected socket of the same kind (which is no listener),
-	// prints "listening PID ADDR" and waits to be killed.
-	helpers["activity-listen"] = func(args []string) int {
-		network, address := args[0], args[1]
-		var addr net.Addr
-		var client net.Conn
-		var err error
-		if strings.HasPrefix(network, "udp") {
-			var c net.PacketConn
-			if c, err = net.ListenPacket(network, address); err == nil {
-				addr = c.LocalAddr()
-				client, err = net.Dial(network, loopbackOf(c.LocalAddr().(*net.UDPAddr).AddrPort().Port(), network))
-			}
-		} else {
-			var l net.Listener
-			if l, err = net.Listen(network, address); err == nil {
-				addr = l.Addr()
-				client, err = net.Dial(network, loopbackOf(l.Addr().(*net.TCPAddr).AddrPort().Port(), network))
-			}
+// activity-listen NETWORK ADDRESS listens (TCP) or binds (UDP), also
+// opens a connected socket of the same kind (which is no listener),
+// prints "listening PID ADDR" and waits to be killed.
+var _ = helper("activity-listen", func(args []string) int {
+	network, address := args[0], args[1]
+	var addr net.Addr
+	var client net.Conn
+	var err error
+	if strings.HasPrefix(network, "udp") {
+		var c net.PacketConn
+		if c, err = net.ListenPacket(network, address); err == nil {
+			addr = c.LocalAddr()
+			client, err = net.Dial(network, loopbackOf(c.LocalAddr().(*net.UDPAddr).AddrPort().Port(), network))
 		}
-		if err != nil {
-			fmt.Println("listen:", err)
-			return 3
+	} else {
+		var l net.Listener
+		if l, err = net.Listen(network, address); err == nil {
+			addr = l.Addr()
+			client, err = net.Dial(network, loopbackOf(l.Addr().(*net.TCPAddr).AddrPort().Port(), network))
 		}
-		defer client.Close()
-		fmt.Printf("listening %d %s\n", os.Getpid(), addr)
-		time.Sleep(time.Hour) // until the test's Manager stops it
-		return 0
 	}
-}
+	if err != nil {
+		fmt.Println("listen:", err)
+		return 3
+	}
+	defer client.Close()
+	fmt.Printf("listening %d %s\n", os.Getpid(), addr)
+	time.Sleep(time.Hour) // until the test's Manager stops it
+	return 0
+})
 
 // loopbackOf is the loopback address of network at port.
 func loopbackOf(port uint16, network string) string {

@@ -27,14 +27,10 @@ import (
 // and LogPath. Unix-only cases (file modes, FIFOs, /dev/full, TTY) are in
 // convenience_unix_test.go.
 
-func init() {
-	helpers["cv-script"] = cvScript
-	helpers["cv-logorder"] = cvLogOrder
-	helpers["cv-pattern"] = cvPatternHelper
-}
-
 // cvUnescape turns the escapes \n and \r of a script argument into bytes.
 var cvUnescape = strings.NewReplacer(`\n`, "\n", `\r`, "\r")
+
+var _ = helper("cv-script", cvScript)
 
 // cvScript runs its arguments as steps, in order:
 //
@@ -112,6 +108,8 @@ func cvReq(steps ...string) proc.StartRequest {
 	return helperReq("cv-script", steps...)
 }
 
+var _ = helper("cv-logorder", cvLogOrder)
+
 // cvLogOrder takes a log path and steps "out:TEXT" / "err:TEXT". It writes
 // each step to its stream and then waits until the log file holds
 // everything written so far, before the next step. So the pumps see the
@@ -186,6 +184,8 @@ func (g *cvPattern) next(dst []byte) {
 	binary.LittleEndian.PutUint64(dst, g.k)
 	g.k++
 }
+
+var _ = helper("cv-pattern", cvPatternHelper)
 
 // cvPatternHelper writes args[0] bytes (a multiple of cvPatternChunk) of
 // the pattern seeded with args[1] to stdout.

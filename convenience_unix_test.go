@@ -21,10 +21,6 @@ import (
 // are not regular files (a terminal among them), a failing disk, running
 // out of descriptors while opening the log, and WaitFor on a terminal.
 
-func init() {
-	helpers["eco-log-emfile"] = ecoLogEMFILE
-}
-
 // cvMode returns the permission bits of path.
 func cvMode(t *testing.T, path string) os.FileMode {
 	t.Helper()
@@ -160,6 +156,8 @@ func TestLogPathWriteError(t *testing.T) {
 		t.Errorf("Info.LogPath = %q; want /dev/full", snap.Info.LogPath)
 	}
 }
+
+var _ = helper("eco-log-emfile", ecoLogEMFILE)
 
 // ecoLogEMFILE runs in a child of the test, so that the test process keeps
 // its own descriptor limit: it lowers RLIMIT_NOFILE, opens descriptors

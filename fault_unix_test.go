@@ -28,18 +28,11 @@ import (
 // output early, die from outside, ignore SIGTERM, flood at exit, write
 // bytes that are not text — and starts that fail late or race with Close.
 
-func init() {
-	// fault-close-stdout writes "before\n" on stdout, closes its stdout
-	// and stderr (only stdout with the argument "keep-stderr"), confirms
-	// on descriptor 3 with "closed\n", then reads stdin until end-of-file,
-	// writes "stderr-after\n" on stderr if it kept it, and exits 3.
-	helpers["fault-close-stdout"] = faultCloseStdout
-	// fault-flood writes the first args[0] bytes of faultFloodBytes to
-	// stdout as fast as it can and exits at once.
-	helpers["fault-flood"] = faultFlood
-	// fault-bytes writes faultJunk(args[0], args[1]) to stdout and exits.
-	helpers["fault-bytes"] = faultBytes
-}
+// fault-close-stdout writes "before\n" on stdout, closes its stdout
+// and stderr (only stdout with the argument "keep-stderr"), confirms
+// on descriptor 3 with "closed\n", then reads stdin until end-of-file,
+// writes "stderr-after\n" on stderr if it kept it, and exits 3.
+var _ = helper("fault-close-stdout", faultCloseStdout)
 
 func faultCloseStdout(args []string) int {
 	keepStderr := args[0] == "keep-stderr"
@@ -69,6 +62,10 @@ func faultCloseStdout(args []string) int {
 	}
 	return 3
 }
+
+// fault-flood writes the first args[0] bytes of faultFloodBytes to
+// stdout as fast as it can and exits at once.
+var _ = helper("fault-flood", faultFlood)
 
 func faultFlood(args []string) int {
 	n, err := strconv.ParseInt(args[0], 10, 64)
@@ -101,6 +98,9 @@ func faultFlood(args []string) int {
 	}
 	return 0 // at once: the last bytes are still in the pipe
 }
+
+// fault-bytes writes faultJunk(args[0], args[1]) to stdout and exits.
+var _ = helper("fault-bytes", faultBytes)
 
 func faultBytes(args []string) int {
 	seed, err1 := strconv.ParseUint(args[0], 10, 64)

@@ -28,8 +28,7 @@ import (
 const helperEnv = "PROC_TEST_HELPER"
 
 // helpers are the modes the test binary can run as a child process, by
-// name. Test files add theirs in init. A helper gets its arguments and its
-// return value is the exit code.
+// name. A helper gets its arguments and its return value is the exit code.
 var helpers = map[string]func(args []string) int{}
 
 // helpersUsed records the modes tests asked for, for the unused-helper
@@ -39,6 +38,19 @@ var helpersUsed sync.Map
 // helpersStarted lists, for a helper that starts others itself (in the
 // child, where helpersUsed is not the test's), the modes it starts.
 var helpersStarted = map[string][]string{}
+
+// helper registers fn as helper mode name; starts names the modes fn
+// itself runs. Test files register a mode beside its function:
+//
+//	var _ = helper("lc-cat", lcHelperCat)
+func helper(name string, fn func(args []string) int, starts ...string) struct{} {
+	if _, dup := helpers[name]; dup {
+		panic("helper mode " + name + " registered twice")
+	}
+	helpers[name] = fn
+	helpersStarted[name] = starts
+	return struct{}{}
+}
 
 // useHelper records that a test runs helper mode with args. A helper that
 // runs another one (lc-spawn) takes its mode as an argument, which counts

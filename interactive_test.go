@@ -22,92 +22,93 @@ import (
 // per-request buffer sizes. TTY and the tests that need Unix process
 // behaviour are in interactive_unix_test.go.
 
-func init() {
-	// interactive-cat copies stdin to stdout, like cat.
-	helpers["interactive-cat"] = func([]string) int {
-		if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
-			fmt.Fprintln(os.Stderr, "copy:", err)
-			return 1
-		}
-		return 0
+// interactive-cat copies stdin to stdout, like cat.
+var _ = helper("interactive-cat", func([]string) int {
+	if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
+		fmt.Fprintln(os.Stderr, "copy:", err)
+		return 1
 	}
-	// interactive-gate PATH reads nothing until the file PATH exists, then
-	// copies stdin to stdout.
-	helpers["interactive-gate"] = func(args []string) int {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			if _, err := os.Stat(args[0]); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				fmt.Fprintln(os.Stderr, "gate never opened")
-				return 3
-			}
-			time.Sleep(5 * time.Millisecond)
+	return 0
+})
+
+// interactive-gate PATH reads nothing until the file PATH exists, then
+// copies stdin to stdout.
+var _ = helper("interactive-gate", func(args []string) int {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(args[0]); err == nil {
+			break
 		}
-		if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
-			fmt.Fprintln(os.Stderr, "copy:", err)
-			return 1
+		if time.Now().After(deadline) {
+			fmt.Fprintln(os.Stderr, "gate never opened")
+			return 3
 		}
-		return 0
+		time.Sleep(5 * time.Millisecond)
 	}
-	// interactive-streams N writes N lines to stdout and N lines to stderr
-	// from two goroutines at once, one write per line (see iaStreamLine).
-	helpers["interactive-streams"] = func(args []string) int {
-		n, err := strconv.Atoi(args[0])
-		if err != nil {
-			return 2
-		}
-		var wg sync.WaitGroup
-		failed := make(chan struct{}, 2)
-		for _, s := range []struct {
-			f    *os.File
-			name string
-		}{{os.Stdout, "out"}, {os.Stderr, "err"}} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range n {
-					if _, err := s.f.WriteString(iaStreamLine(s.name, i)); err != nil {
-						failed <- struct{}{}
-						return
-					}
+	if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
+		fmt.Fprintln(os.Stderr, "copy:", err)
+		return 1
+	}
+	return 0
+})
+
+// interactive-streams N writes N lines to stdout and N lines to stderr
+// from two goroutines at once, one write per line (see iaStreamLine).
+var _ = helper("interactive-streams", func(args []string) int {
+	n, err := strconv.Atoi(args[0])
+	if err != nil {
+		return 2
+	}
+	var wg sync.WaitGroup
+	failed := make(chan struct{}, 2)
+	for _, s := range []struct {
+		f    *os.File
+		name string
+	}{{os.Stdout, "out"}, {os.Stderr, "err"}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range n {
+				if _, err := s.f.WriteString(iaStreamLine(s.name, i)); err != nil {
+					failed <- struct{}{}
+					return
 				}
-			}()
-		}
-		wg.Wait()
-		if len(failed) > 0 {
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failed) > 0 {
+		return 1
+	}
+	return 0
+})
+
+// interactive-pattern N CHUNK PAUSE_MS [wait] writes iaPattern(0, N) to
+// stdout in writes of CHUNK bytes, pausing PAUSE_MS between writes;
+// with "wait" it then reads stdin until end-of-file before it exits.
+var _ = helper("interactive-pattern", func(args []string) int {
+	n, err1 := strconv.Atoi(args[0])
+	chunk, err2 := strconv.Atoi(args[1])
+	pause, err3 := strconv.Atoi(args[2])
+	if err1 != nil || err2 != nil || err3 != nil || chunk <= 0 {
+		return 2
+	}
+	data := iaPattern(0, n)
+	for len(data) > 0 {
+		k := min(chunk, len(data))
+		if _, err := os.Stdout.Write(data[:k]); err != nil {
 			return 1
 		}
-		return 0
+		data = data[k:]
+		if pause > 0 && len(data) > 0 {
+			time.Sleep(time.Duration(pause) * time.Millisecond)
+		}
 	}
-	// interactive-pattern N CHUNK PAUSE_MS [wait] writes iaPattern(0, N) to
-	// stdout in writes of CHUNK bytes, pausing PAUSE_MS between writes;
-	// with "wait" it then reads stdin until end-of-file before it exits.
-	helpers["interactive-pattern"] = func(args []string) int {
-		n, err1 := strconv.Atoi(args[0])
-		chunk, err2 := strconv.Atoi(args[1])
-		pause, err3 := strconv.Atoi(args[2])
-		if err1 != nil || err2 != nil || err3 != nil || chunk <= 0 {
-			return 2
-		}
-		data := iaPattern(0, n)
-		for len(data) > 0 {
-			k := min(chunk, len(data))
-			if _, err := os.Stdout.Write(data[:k]); err != nil {
-				return 1
-			}
-			data = data[k:]
-			if pause > 0 && len(data) > 0 {
-				time.Sleep(time.Duration(pause) * time.Millisecond)
-			}
-		}
-		if len(args) > 3 && args[3] == "wait" {
-			_, _ = io.Copy(io.Discard, os.Stdin)
-		}
-		return 0
+	if len(args) > 3 && args[3] == "wait" {
+		_, _ = io.Copy(io.Discard, os.Stdin)
 	}
-}
+	return 0
+})
 
 // iaStreamLine is line i of stream name of interactive-streams: 64 bytes.
 func iaStreamLine(name string, i int) string {

@@ -22,23 +22,23 @@ import (
 // Interactive tests that need Unix: grandchildren holding pipes, writes
 // blocked on pipes nobody reads, closing fd 0, and terminals.
 
-func init() {
-	// interactive-leave-holder starts a grandchild that holds stdin and
-	// stdout open without reading (sleep 30), then exits at once.
-	helpers["interactive-leave-holder"] = iaSteps(iaStartHolder)
-	// interactive-exit-on-input starts a holder like
-	// interactive-leave-holder, reads nothing, and exits once bytes arrive
-	// on its stdin: a write larger than the pipe is then in progress, and
-	// nobody will ever read it.
-	helpers["interactive-exit-on-input"] = iaSteps(iaStartHolder, iaWaitStdinInput)
-	// interactive-input-then-wait reads nothing, prints "input" once bytes
-	// arrive on its stdin, and lives on.
-	helpers["interactive-input-then-wait"] = iaSteps(iaWaitStdinInput, iaSayAndLive("input"))
-	// interactive-close-stdin closes its stdin, prints "closed" and lives
-	// on.
-	helpers["interactive-close-stdin"] = iaSteps(os.Stdin.Close, iaSayAndLive("closed"))
-	helpers["interactive-winch"] = iaHelperWinch
-}
+// interactive-leave-holder starts a grandchild that holds stdin and
+// stdout open without reading (sleep 30), then exits at once.
+var _ = helper("interactive-leave-holder", iaSteps(iaStartHolder))
+
+// interactive-exit-on-input starts a holder like
+// interactive-leave-holder, reads nothing, and exits once bytes arrive
+// on its stdin: a write larger than the pipe is then in progress, and
+// nobody will ever read it.
+var _ = helper("interactive-exit-on-input", iaSteps(iaStartHolder, iaWaitStdinInput))
+
+// interactive-input-then-wait reads nothing, prints "input" once bytes
+// arrive on its stdin, and lives on.
+var _ = helper("interactive-input-then-wait", iaSteps(iaWaitStdinInput, iaSayAndLive("input")))
+
+// interactive-close-stdin closes its stdin, prints "closed" and lives
+// on.
+var _ = helper("interactive-close-stdin", iaSteps(os.Stdin.Close, iaSayAndLive("closed")))
 
 // iaSteps returns a helper that runs steps in turn and exits 0, or 1 at
 // the first that fails, saying why on stderr.
@@ -62,6 +62,8 @@ func iaSayAndLive(text string) func() error {
 		return nil
 	}
 }
+
+var _ = helper("interactive-winch", iaHelperWinch)
 
 // iaHelperWinch (interactive-winch) prints "ready", waits for SIGWINCH and
 // prints the terminal size it then has.

@@ -25,22 +25,15 @@ import (
 // and under Wine in CI (.ci/wine); what Wine cannot do is skipped by name
 // there and listed in the README.
 
-func init() {
-	// job-sleep lives until it is stopped (or a minute passes).
-	helpers["job-sleep"] = func([]string) int {
-		time.Sleep(time.Minute)
-		return 0
-	}
-	// job-spawn N [exit] starts N job-sleep children, prints "pids" and
-	// their PIDs on one line, then sleeps, or exits at once with "exit".
-	helpers["job-spawn"] = jobSpawn
-	helpersStarted["job-spawn"] = []string{"job-sleep"}
-	// job-break waits for CTRL_BREAK (os.Interrupt), says so and exits 0.
-	helpers["job-break"] = jobBreak
-	// job-handles runs processes through a Manager of its own and fails
-	// if its handle count grew.
-	helpers["job-handles"] = jobHandles
-}
+// job-sleep lives until it is stopped (or a minute passes).
+var _ = helper("job-sleep", func([]string) int {
+	time.Sleep(time.Minute)
+	return 0
+})
+
+// job-spawn N [exit] starts N job-sleep children, prints "pids" and
+// their PIDs on one line, then sleeps, or exits at once with "exit".
+var _ = helper("job-spawn", jobSpawn, "job-sleep")
 
 func jobSpawn(args []string) int {
 	n, _ := strconv.Atoi(args[0])
@@ -259,6 +252,9 @@ func underWine() bool {
 	return windows.NewLazySystemDLL("ntdll.dll").NewProc("wine_get_version").Find() == nil
 }
 
+// job-break waits for CTRL_BREAK (os.Interrupt), says so and exits 0.
+var _ = helper("job-break", jobBreak)
+
 func jobBreak([]string) int {
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, os.Interrupt)
@@ -387,6 +383,10 @@ func handleCount() (uint32, error) {
 	}
 	return n, nil
 }
+
+// job-handles runs processes through a Manager of its own and fails
+// if its handle count grew.
+var _ = helper("job-handles", jobHandles)
 
 func jobHandles([]string) int {
 	run := func(rounds int) error {

@@ -23,16 +23,15 @@ import (
 // (drain) and 6 (signals, timeouts, Close). Unix-only cases are in
 // lifecycle_unix_test.go.
 
-func init() {
-	helpers["lc-print"] = lcHelperPrint
-	helpers["lc-write"] = lcHelperWrite
-}
+var _ = helper("lc-print", lcHelperPrint)
 
 // lcHelperPrint writes args[0] to stdout and exits 0.
 func lcHelperPrint(args []string) int {
 	_, _ = os.Stdout.WriteString(args[0])
 	return 0
 }
+
+var _ = helper("lc-write", lcHelperWrite)
 
 // lcHelperWrite writes lcContent(args[0]) to stdout in 4 KiB writes.
 func lcHelperWrite(args []string) int {

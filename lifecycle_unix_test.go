@@ -32,20 +32,7 @@ import (
 // (background children and grandchildren holding stdout), signals to the
 // group, timeouts and Close; at the end, races with Close found in review.
 
-func init() {
-	helpers["lc-ignore-term"] = lcHelperIgnoreTerm
-	helpers["lc-bg-leader"] = lcHelperBgLeader
-	helpers["lc-watch"] = lcHelperWatch
-	helpers["lc-hold"] = lcHelperHold
-	helpersStarted["lc-bg-leader"] = []string{"lc-watch"}
-	helpersStarted["lc-watch"] = []string{"lc-hold"}
-	helpers["lc-big"] = lcHelperBig
-	helpers["lc-spawn"] = lcHelperSpawn
-	helpers["lc-tail"] = lcHelperTail
-	helpers["lc-cat"] = lcHelperCat
-	helpers["lc-flood"] = lcHelperFlood
-	helpers["lc-ready-sleep"] = lcHelperReadySleep
-}
+var _ = helper("lc-spawn", lcHelperSpawn)
 
 // lcHelperSpawn starts the test binary as helper mode args[1] with
 // args[2:], sharing this process's stdout and stderr (and its process
@@ -86,6 +73,8 @@ func lcReady() {
 	}
 }
 
+var _ = helper("lc-tail", lcHelperTail)
+
 // lcHelperTail is the grandchild of the issue: "ta" (and ready), 30 ms,
 // "il", then it holds stdout for 30 s.
 func lcHelperTail([]string) int {
@@ -96,6 +85,8 @@ func lcHelperTail([]string) int {
 	time.Sleep(30 * time.Second)
 	return 0
 }
+
+var _ = helper("lc-cat", lcHelperCat)
 
 // lcHelperCat copies the file (a FIFO) args[0] to stdout as it comes,
 // until end-of-file; so the test decides what it writes and when. It is
@@ -113,6 +104,8 @@ func lcHelperCat(args []string) int {
 	return 0
 }
 
+var _ = helper("lc-flood", lcHelperFlood)
+
 // lcHelperFlood writes to stdout without pause until a write fails.
 func lcHelperFlood([]string) int {
 	chunk := append(bytes.Repeat([]byte("f"), 1023), '\n')
@@ -124,6 +117,8 @@ func lcHelperFlood([]string) int {
 	}
 }
 
+var _ = helper("lc-ready-sleep", lcHelperReadySleep)
+
 // lcHelperReadySleep prints "ready" and sleeps 30 s; a terminate signal
 // ends it.
 func lcHelperReadySleep([]string) int {
@@ -132,6 +127,8 @@ func lcHelperReadySleep([]string) int {
 	time.Sleep(30 * time.Second)
 	return 0
 }
+
+var _ = helper("lc-ignore-term", lcHelperIgnoreTerm)
 
 // lcHelperIgnoreTerm ignores SIGTERM, prints "ready", copies stdin to
 // stdout until end-of-file, then sleeps 30 s. Only SIGKILL ends it early.
@@ -143,6 +140,8 @@ func lcHelperIgnoreTerm([]string) int {
 	time.Sleep(30 * time.Second)
 	return 0
 }
+
+var _ = helper("lc-bg-leader", lcHelperBgLeader, "lc-watch")
 
 // lcHelperBgLeader leaves a background member in its process group whose
 // death the test can observe exactly. It starts a watcher (lc-watch) in a
@@ -179,6 +178,8 @@ func lcHelperBgLeader(args []string) int {
 	return 0
 }
 
+var _ = helper("lc-watch", lcHelperWatch, "lc-hold")
+
 // lcHelperWatch: see lcHelperBgLeader. Descriptor 3 is the report pipe,
 // descriptor 4 the leader's stdout, LC_PGID the leader's group.
 func lcHelperWatch([]string) int {
@@ -204,11 +205,15 @@ func lcHelperWatch([]string) int {
 	return 0
 }
 
+var _ = helper("lc-hold", lcHelperHold)
+
 // lcHelperHold holds its stdout silently for 30 s.
 func lcHelperHold([]string) int {
 	time.Sleep(30 * time.Second)
 	return 0
 }
+
+var _ = helper("lc-big", lcHelperBig)
 
 // lcHelperBig ignores SIGTERM, touches args[0] MiB of memory, prints
 // "ready", closes its output and sleeps 30 s: a process whose exit takes

@@ -29,13 +29,6 @@ import (
 // take the ErrUnsupported path here; TestLimitsEnforced runs where the
 // controllers are delegated.
 
-func init() {
-	helpers["limits-host"] = limitsHost
-	helpers["review-ns-host"] = reviewNSHost
-	helpers["review-recycle-host"] = reviewRecycleHost
-	helpers["review-inflight-host"] = reviewInflightHost
-}
-
 // TestLimitsRefused pins the bad input of limits: a negative (or not
 // finite) limit is ErrInvalid, in the request or in Options, and starts
 // nothing; a limit that cannot be enforced is ErrUnsupported, naming what
@@ -290,6 +283,8 @@ func TestReviewLeftoversKillLiveManagerInOtherPIDNamespace(t *testing.T) {
 	}
 }
 
+var _ = helper("review-ns-host", reviewNSHost)
+
 // reviewNSHost runs in a PID namespace of its own: it starts `sleep 600`
 // in cgroup mode below args[0], prints the record's cgroup (relative to
 // the mount), and waits for its stdin to close, then Closes.
@@ -403,6 +398,8 @@ func TestHostDeath(t *testing.T) {
 // host that died without Close.
 const hostDeathWithin = 100 * time.Millisecond
 
+var _ = helper("limits-host", limitsHost)
+
 // limitsHost is the host of TestHostDeath: args are the containment, the
 // cgroup parent and the variant ("keep": KeepOnHostExit; "watchdog-killed":
 // a first start brings up the watchdog, which the host then kills). It
@@ -486,6 +483,8 @@ func TestReviewWatchdogKillsRecycledGroup(t *testing.T) {
 		t.Errorf("the host-death watchdog killed process group %d, which belonged to a stranger: the record's group of that ID had been seen empty and released, but the watchdog was never told to forget it", stranger)
 	}
 }
+
+var _ = helper("review-recycle-host", reviewRecycleHost)
 
 // reviewRecycleHost is the host of TestReviewWatchdogKillsRecycledGroup.
 func reviewRecycleHost([]string) int {
@@ -602,6 +601,8 @@ func reviewMarked(mark string) []int {
 	}
 	return pids
 }
+
+var _ = helper("review-inflight-host", reviewInflightHost)
 
 // reviewInflightHost starts marked `sleep 600` children in group mode from
 // four goroutines, printing a line per start, until it is killed.

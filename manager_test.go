@@ -28,47 +28,49 @@ import (
 // (section 8), logging (section 9) and the contract of section 4 around
 // IDs, scopes, the environment and the work dir.
 
-func init() {
-	// mgr-echo prints its arguments joined by spaces and a newline.
-	helpers["mgr-echo"] = func(args []string) int {
-		fmt.Println(strings.Join(args, " "))
-		return 0
+// mgr-echo prints its arguments joined by spaces and a newline.
+var _ = helper("mgr-echo", func(args []string) int {
+	fmt.Println(strings.Join(args, " "))
+	return 0
+})
+
+// mgr-exit exits with the code in args[0].
+var _ = helper("mgr-exit", func(args []string) int {
+	code, err := strconv.Atoi(args[0])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
 	}
-	// mgr-exit exits with the code in args[0].
-	helpers["mgr-exit"] = func(args []string) int {
-		code, err := strconv.Atoi(args[0])
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 2
-		}
-		return code
+	return code
+})
+
+// mgr-block runs until it is signalled.
+var _ = helper("mgr-block", func([]string) int {
+	time.Sleep(time.Hour)
+	return 0
+})
+
+// mgr-env prints its environment, each entry followed by a NUL byte.
+var _ = helper("mgr-env", func([]string) int {
+	var b strings.Builder
+	for _, kv := range os.Environ() {
+		b.WriteString(kv)
+		b.WriteByte(0)
 	}
-	// mgr-block runs until it is signalled.
-	helpers["mgr-block"] = func([]string) int {
-		time.Sleep(time.Hour)
-		return 0
+	_, _ = os.Stdout.WriteString(b.String())
+	return 0
+})
+
+// mgr-pwd prints its working directory.
+var _ = helper("mgr-pwd", func([]string) int {
+	wd, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
-	// mgr-env prints its environment, each entry followed by a NUL byte.
-	helpers["mgr-env"] = func([]string) int {
-		var b strings.Builder
-		for _, kv := range os.Environ() {
-			b.WriteString(kv)
-			b.WriteByte(0)
-		}
-		_, _ = os.Stdout.WriteString(b.String())
-		return 0
-	}
-	// mgr-pwd prints its working directory.
-	helpers["mgr-pwd"] = func([]string) int {
-		wd, err := os.Getwd()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		fmt.Print(wd)
-		return 0
-	}
-}
+	fmt.Print(wd)
+	return 0
+})
 
 // mgrSentinels are the package's sentinel errors.
 var mgrSentinels = []error{

@@ -46,15 +46,7 @@ import (
 // no controllers, the tests run as root in the root cgroup) and in CI; they
 // skip, saying why, wherever the hierarchy cannot be written.
 
-func init() {
-	helpers["tree-escapee"] = treeHelperEscapee
-	helpers["tree-tty-host"] = treeHelperTTYHost
-	// recycled-pgid hands the group ID of a final record to an unrelated
-	// process group and checks that neither Signal nor Close reaches it.
-	// It runs in a process of its own: it makes itself a subreaper and
-	// reaps grandchildren, which must not touch other tests' children.
-	helpers["recycled-pgid"] = recycledPGID
-}
+var _ = helper("tree-escapee", treeHelperEscapee)
 
 // treeHelperEscapee is a member that tries to leave its tree. With
 // args[0] == "setsid" it first starts a session of its own. It prints
@@ -82,6 +74,8 @@ func treeHelperEscapee(args []string) int {
 		}
 	}
 }
+
+var _ = helper("tree-tty-host", treeHelperTTYHost)
 
 // treeHelperTTYHost is a host that runs under a terminal: the test starts
 // it as the leader of a session whose controlling terminal is a PTY. It
@@ -796,6 +790,12 @@ func TestSignalNeverReachesRecycledGroup(t *testing.T) {
 
 // errNoRecycle: another process took the PID every time (exit code 3).
 var errNoRecycle = errors.New("could not recycle the PID")
+
+// recycled-pgid hands the group ID of a final record to an unrelated
+// process group and checks that neither Signal nor Close reaches it.
+// It runs in a process of its own: it makes itself a subreaper and
+// reaps grandchildren, which must not touch other tests' children.
+var _ = helper("recycled-pgid", recycledPGID)
 
 func recycledPGID([]string) int {
 	fail := func(format string, args ...any) int {
