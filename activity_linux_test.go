@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -83,17 +82,6 @@ func waitActivity(ctx context.Context, t testing.TB, p *proc.Process, what strin
 		if ctx.Err() != nil {
 			t.Fatalf("waiting for %s: Activity() = %+v: %v; output %q", what, a, ctx.Err(), p.Output().Text)
 		}
-	}
-}
-
-// needTool skips the test where a program it runs is not installed.
-func needTool(t *testing.T, name string) {
-	t.Helper()
-	if name == "" {
-		return
-	}
-	if _, err := exec.LookPath(name); err != nil {
-		t.Skipf("%s is not installed (%v); it is on the development machines and in CI", name, err)
 	}
 }
 

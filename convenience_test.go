@@ -15,7 +15,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -210,16 +209,17 @@ func cvPatternHelper(args []string) int {
 // the test lets the child do after this report happens after the call began.
 type cvBlockedCtx struct {
 	context.Context
-	once    sync.Once
-	waiting chan struct{}
+	waiting context.Context    // done once a call waited
+	report  context.CancelFunc // ends waiting; idempotent
 }
 
 func newCVBlockedCtx(ctx context.Context) *cvBlockedCtx {
-	return &cvBlockedCtx{Context: ctx, waiting: make(chan struct{})}
+	waiting, report := context.WithCancel(context.Background())
+	return &cvBlockedCtx{Context: ctx, waiting: waiting, report: report}
 }
 
 func (c *cvBlockedCtx) Done() <-chan struct{} {
-	c.once.Do(func() { close(c.waiting) })
+	c.report()
 	return c.Context.Done()
 }
 
@@ -232,7 +232,7 @@ func cvWhileBlocked(ctx context.Context, call func(ctx context.Context), then fu
 	thenErr := make(chan error, 1)
 	go func() {
 		select {
-		case <-bctx.waiting:
+		case <-bctx.waiting.Done():
 			thenErr <- then()
 		case <-returned:
 			thenErr <- nil
@@ -272,14 +272,13 @@ func cvGo(p *proc.Process) func() error {
 type cvHold struct {
 	calls   atomic.Int32
 	held    chan struct{}
-	release func()
-	gate    chan struct{}
+	gate    context.Context    // done once released
+	release context.CancelFunc // idempotent
 }
 
 func cvHoldFirstUpdateEnv(t *testing.T) *cvHold {
-	h := &cvHold{held: make(chan struct{}), gate: make(chan struct{})}
-	var once sync.Once
-	h.release = func() { once.Do(func() { close(h.gate) }) }
+	h := &cvHold{held: make(chan struct{})}
+	h.gate, h.release = context.WithCancel(context.Background())
 	t.Cleanup(h.release) // never leave a start held
 	return h
 }
@@ -287,7 +286,7 @@ func cvHoldFirstUpdateEnv(t *testing.T) *cvHold {
 func (h *cvHold) updateEnv(env []string) ([]string, error) {
 	if h.calls.Add(1) == 1 {
 		close(h.held)
-		<-h.gate
+		<-h.gate.Done()
 	}
 	return env, nil
 }

@@ -668,9 +668,7 @@ func TestFaultCloseRacesStart(t *testing.T) {
 func TestFaultCloseEscapedFlood(t *testing.T) {
 	t.Parallel()
 	needProcFS(t)
-	if _, err := exec.LookPath("setsid"); err != nil {
-		t.Skipf("setsid: %v", err)
-	}
+	needTool(t, "setsid")
 	ctx := testCtx(t)
 	const (
 		killGrace    = 200 * time.Millisecond

@@ -138,6 +138,17 @@ func needProcFS(t testing.TB) {
 	}
 }
 
+// needTool skips the test where a program it runs is not installed.
+func needTool(t testing.TB, name string) {
+	t.Helper()
+	if name == "" {
+		return
+	}
+	if _, err := exec.LookPath(name); err != nil {
+		t.Skipf("%s is not installed (%v); it is on the development machines and in CI", name, err)
+	}
+}
+
 // pfExiting is the kernel's PF_EXITING task flag (/proc/<pid>/stat field
 // 9): the process is in its exit, past any signal and user code.
 const pfExiting = 0x4

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"regexp"
 	"strconv"
@@ -39,8 +38,7 @@ func jobSpawn(args []string) int {
 	n, _ := strconv.Atoi(args[0])
 	pids := make([]string, 0, n)
 	for range n {
-		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), helperEnv+"=job-sleep")
+		cmd := helperCmd("job-sleep")
 		if err := cmd.Start(); err != nil {
 			fmt.Fprintln(os.Stderr, "start:", err)
 			return 1

@@ -15,7 +15,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -249,13 +248,10 @@ func TestLeftovers(t *testing.T) {
 func TestReviewLeftoversKillLiveManagerInOtherPIDNamespace(t *testing.T) {
 	t.Parallel()
 	useHelper("review-ns-host") // the unused-helper check: also where unshare is missing
-	unshare, err := exec.LookPath("unshare")
-	if err != nil {
-		t.Skip("no unshare")
-	}
+	needTool(t, "unshare")
 	ctx := testCtx(t)
 	parent := treeOptions(t, treeModes[1]).CgroupParent
-	cmd := exec.Command(unshare, "--pid", "--fork", "--mount-proc", os.Args[0], parent)
+	cmd := exec.Command("unshare", "--pid", "--fork", "--mount-proc", os.Args[0], parent)
 	cmd.Env = helperCmd("review-ns-host").Env
 	host := startHost(t, cmd)
 	defer func() {
@@ -613,7 +609,6 @@ func reviewInflightHost(args []string) int {
 		return hostFail(err)
 	}
 	fmt.Println("watchdog", findWatchdog())
-	var mu sync.Mutex
 	for range 4 {
 		go func() {
 			for {
@@ -621,9 +616,7 @@ func reviewInflightHost(args []string) int {
 					hostFail(err)
 					return
 				}
-				mu.Lock()
-				fmt.Println("started")
-				mu.Unlock()
+				fmt.Println("started") // one write: lines do not interleave
 			}
 		}()
 	}

@@ -211,9 +211,7 @@ func TestClearEnvEmpty(t *testing.T) {
 // business.
 func TestChildInheritsNoDescriptor(t *testing.T) {
 	needProcFS(t)
-	if _, err := exec.LookPath("ls"); err != nil {
-		t.Skipf("no ls: %v", err)
-	}
+	needTool(t, "ls")
 	// Descriptors this test process inherited without close-on-exec (from
 	// whatever started it) reach every child of it, os/exec's too; they
 	// are the host's to mark, not the library's.

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -364,7 +363,7 @@ func TestTreeDevTTYFailsAtOnce(t *testing.T) {
 		copied := make(chan struct{})
 		go func() {
 			defer close(copied)
-			_, _ = io.Copy(&screen, master)
+			_, _ = screen.ReadFrom(master)
 		}()
 		exited := make(chan error, 1)
 		go func() { exited <- host.Wait() }()
