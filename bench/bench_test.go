@@ -229,15 +229,22 @@ func checkFinal(b *testing.B, p *proc.Process, want int64) {
 	}
 }
 
+// rawStart starts args with os/exec and the pipe end that pipe makes
+// (cmd.StdoutPipe, say) before the start.
+func rawStart[T any](args []string, pipe func(*exec.Cmd) (T, error)) (*exec.Cmd, T, error) {
+	cmd := exec.Command(args[0], args[1:]...)
+	end, err := pipe(cmd)
+	if err == nil {
+		err = cmd.Start()
+	}
+	return cmd, end, err
+}
+
 // rawCapture runs args with os/exec, reading its stdout through a pipe with
 // buf, and returns the number of bytes read.
 func rawCapture(args []string, buf []byte) (int64, error) {
-	cmd := exec.Command(args[0], args[1:]...)
-	out, err := cmd.StdoutPipe()
+	cmd, out, err := rawStart(args, (*exec.Cmd).StdoutPipe)
 	if err != nil {
-		return 0, err
-	}
-	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
 	// io.Discard is an io.ReaderFrom and *os.File an io.WriterTo: either
@@ -255,12 +262,11 @@ func rawCapture(args []string, buf []byte) (int64, error) {
 // reaps it, sends the error on the returned channel and ends.
 func rawCaptureAsync(args []string, buf []byte) <-chan error {
 	done := make(chan error, 1) // one send, by the goroutine below
-	cmd := exec.Command(args[0], args[1:]...)
-	out, err := cmd.StdoutPipe()
-	if err == nil {
+	cmd, out, err := rawStart(args, func(cmd *exec.Cmd) (io.ReadCloser, error) {
+		out, err := cmd.StdoutPipe()
 		cmd.Stderr = cmd.Stdout
-		err = cmd.Start()
-	}
+		return out, err
+	})
 	if err != nil {
 		done <- err
 		return done
@@ -706,18 +712,22 @@ func BenchmarkSnapshot(b *testing.B) {
 				s.Info.Running, tr, running, want)
 		}
 	}
-	b.Run("final", func(b *testing.B) {
-		m := proctest.NewManager(b, proc.Options{})
-		p := procRun(b, m, proc.StartRequest{Args: []string{"seq", "1", strconv.Itoa(lines)}})
-		checkFinal(b, p, want)
-		check(b, p.Snapshot(), false)
+	// measure takes Snapshot in a loop and checks the last one.
+	measure := func(b *testing.B, p *proc.Process, running bool) {
 		b.ReportAllocs()
 		var s proc.Snapshot
 		for b.Loop() {
 			s = p.Snapshot()
 		}
-		check(b, s, false)
+		check(b, s, running)
 		finish(b, "copy-floor")
+	}
+	b.Run("final", func(b *testing.B) {
+		m := proctest.NewManager(b, proc.Options{})
+		p := procRun(b, m, proc.StartRequest{Args: []string{"seq", "1", strconv.Itoa(lines)}})
+		checkFinal(b, p, want)
+		check(b, p.Snapshot(), false)
+		measure(b, p, false)
 	})
 	b.Run("running", func(b *testing.B) {
 		m := proctest.NewManager(b, proc.Options{})
@@ -732,13 +742,7 @@ func BenchmarkSnapshot(b *testing.B) {
 				b.Fatalf("WaitOutput(%d) = %v; want nil", n, err)
 			}
 		}
-		b.ReportAllocs()
-		var s proc.Snapshot
-		for b.Loop() {
-			s = p.Snapshot()
-		}
-		check(b, s, true)
-		finish(b, "copy-floor")
+		measure(b, p, true)
 		if err := p.Signal(proc.Kill); err != nil {
 			b.Fatalf("Signal(kill) = %v; want nil", err)
 		}
@@ -831,11 +835,7 @@ func BenchmarkConcurrent(b *testing.B) {
 			// manager's pumps do.
 			errs := make(chan error, concurrentProcs) // one send per goroutine
 			for range concurrentProcs {
-				cmd := exec.Command(args[0], args[1:]...)
-				out, err := cmd.StdoutPipe()
-				if err == nil {
-					err = cmd.Start()
-				}
+				cmd, out, err := rawStart(args, (*exec.Cmd).StdoutPipe)
 				if err != nil {
 					b.Fatalf("start %q: %v", args, err)
 				}

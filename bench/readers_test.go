@@ -239,11 +239,7 @@ func BenchmarkStdin(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			b.StopTimer()
-			cmd := exec.Command(args[0], args[1:]...)
-			w, err := cmd.StdinPipe()
-			if err == nil {
-				err = cmd.Start()
-			}
+			cmd, w, err := rawStart(args, (*exec.Cmd).StdinPipe)
 			if err != nil {
 				b.Fatalf("start %q: %v", args, err)
 			}
