@@ -234,6 +234,17 @@ const (
 func BenchmarkStdin(b *testing.B) {
 	chunk := make([]byte, stdinWrite)
 	args := []string{"sh", "-c", "exec cat >/dev/null"}
+	// feed writes stdinBytes to w in stdinWrite chunks, then closes stdin.
+	feed := func(b *testing.B, w io.Writer, closeStdin func() error) {
+		for range stdinBytes / stdinWrite {
+			if _, err := w.Write(chunk); err != nil {
+				b.Fatalf("Write() = %v; want nil", err)
+			}
+		}
+		if err := closeStdin(); err != nil {
+			b.Fatalf("closing stdin: %v; want nil", err)
+		}
+	}
 	b.Run("raw", func(b *testing.B) {
 		b.SetBytes(stdinBytes)
 		b.ReportAllocs()
@@ -244,14 +255,7 @@ func BenchmarkStdin(b *testing.B) {
 				b.Fatalf("start %q: %v", args, err)
 			}
 			b.StartTimer()
-			for range stdinBytes / stdinWrite {
-				if _, err := w.Write(chunk); err != nil {
-					b.Fatalf("Write() = %v; want nil", err)
-				}
-			}
-			if err := w.Close(); err != nil {
-				b.Fatalf("Close() = %v; want nil", err)
-			}
+			feed(b, w, w.Close)
 			if err := cmd.Wait(); err != nil {
 				b.Fatalf("Wait() = %v; want nil", err)
 			}
@@ -269,14 +273,7 @@ func BenchmarkStdin(b *testing.B) {
 				b.Fatalf("Start() = %v; want nil", err)
 			}
 			b.StartTimer()
-			for range stdinBytes / stdinWrite {
-				if _, err := p.Write(chunk); err != nil {
-					b.Fatalf("Write() = %v; want nil", err)
-				}
-			}
-			if err := p.CloseStdin(); err != nil {
-				b.Fatalf("CloseStdin() = %v; want nil", err)
-			}
+			feed(b, p, p.CloseStdin)
 			<-p.Done()
 			checkFinal(b, p, 0)
 		}
