@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"regexp"
 	"sort"
 	"strings"
@@ -116,6 +117,20 @@ func runHelper(mode string, args []string) int {
 		return 2
 	}
 	return fn(args)
+}
+
+// readyForSignal, in a helper process, prints "ready" once sig is caught
+// and waits for it; it reports whether sig came within a minute.
+func readyForSignal(sig os.Signal) bool {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, sig)
+	fmt.Println("ready")
+	select {
+	case <-c:
+		return true
+	case <-time.After(time.Minute):
+		return false
+	}
 }
 
 // helperArgv returns an argv that runs the test binary as helper mode.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strings"
 	"testing"
 	"time"
@@ -68,12 +67,7 @@ var _ = helper("interactive-winch", iaHelperWinch)
 // iaHelperWinch (interactive-winch) prints "ready", waits for SIGWINCH and
 // prints the terminal size it then has.
 func iaHelperWinch([]string) int {
-	winch := make(chan os.Signal, 1)
-	signal.Notify(winch, unix.SIGWINCH)
-	fmt.Println("ready")
-	select {
-	case <-winch:
-	case <-time.After(30 * time.Second):
+	if !readyForSignal(unix.SIGWINCH) {
 		fmt.Println("no SIGWINCH")
 		return 1
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"regexp"
 	"strconv"
 	"strings"
@@ -254,16 +253,11 @@ func underWine() bool {
 var _ = helper("job-break", jobBreak)
 
 func jobBreak([]string) int {
-	c := make(chan os.Signal, 1)
-	signal.Notify(c, os.Interrupt)
-	fmt.Println("ready")
-	select {
-	case <-c:
-		fmt.Println("got break")
-		return 0
-	case <-time.After(time.Minute):
+	if !readyForSignal(os.Interrupt) {
 		return 3
 	}
+	fmt.Println("got break")
+	return 0
 }
 
 // Terminate delivers CTRL_BREAK where it can: the child handles it and
