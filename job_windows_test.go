@@ -270,9 +270,7 @@ func TestJobCtrlBreak(t *testing.T) {
 	}
 	ctx, m := testManager(t, proc.Options{})
 	p := mustStart(t, m, helperReq("job-break"))
-	if _, err := p.WaitFor(ctx, regexp.MustCompile(`^ready$`), true); err != nil {
-		t.Fatalf("WaitFor(ready) = %v", err)
-	}
+	waitText(ctx, t, p, "ready")
 	if err := p.Signal(proc.Terminate); err != nil {
 		t.Fatalf("Signal(Terminate) = %v", err)
 	}

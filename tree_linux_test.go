@@ -503,10 +503,8 @@ func TestReviewTimeoutLostToSIGCONT(t *testing.T) {
 			for _, p := range procs {
 				_ = syscall.Kill(-p.Info().PID, syscall.SIGKILL)
 			}
-			closed := make(chan error, 1)
-			go func() { closed <- m.Close() }()
 			select {
-			case <-closed:
+			case <-goClose(m):
 			case <-time.After(10 * time.Second):
 				t.Errorf("Close did not return within 10s")
 			}
@@ -518,9 +516,7 @@ func TestReviewTimeoutLostToSIGCONT(t *testing.T) {
 				Timeout: 150 * time.Millisecond,
 			})
 			procs = append(procs, p)
-			if _, err := p.WaitFor(ctx, regexp.MustCompile(`^ready$`), true); err != nil {
-				t.Fatal(err)
-			}
+			waitText(ctx, t, p, "ready\n")
 		}
 		// Ctrl-C forwarded until each record is final.
 		var wg sync.WaitGroup
@@ -744,8 +740,7 @@ func TestTreeCloseRacingExit(t *testing.T) {
 	for round := range 40 {
 		m := proc.NewManager(proc.Options{Containment: proc.ContainCgroup, CgroupParent: parent, KillGrace: time.Hour})
 		mustStart(t, m, proc.StartRequest{Args: []string{"cat"}, Stdin: true})
-		closed := make(chan error, 1)
-		go func() { closed <- m.Close() }()
+		closed := goClose(m)
 		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		select {
 		case err := <-closed:
