@@ -1036,13 +1036,14 @@ int main(void) { pthread_t t; pthread_create(&t, 0, run, 0); pthread_exit(0); }
 // for dead).
 func TestMainThreadExitedIsAlive(t *testing.T) {
 	t.Parallel()
+	needTool(t, "cc")
 	dir := t.TempDir()
 	src, bin := filepath.Join(dir, "mte.c"), filepath.Join(dir, "mte")
 	if err := os.WriteFile(src, []byte(mainThreadExitC), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command("cc", "-o", bin, src, "-lpthread").CombinedOutput(); err != nil {
-		t.Skipf("cannot build the C helper (no C compiler?): %v\n%s", err, out)
+		t.Fatalf("build the C helper: %v\n%s", err, out)
 	}
 
 	t.Run("timeout", func(t *testing.T) {
