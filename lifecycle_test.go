@@ -126,9 +126,7 @@ func TestSnapshotRaceFinalOutput(t *testing.T) {
 	}
 	allFinal := func() bool {
 		for _, p := range ps {
-			select {
-			case <-p.Done():
-			default:
+			if !isDone(p) {
 				return false
 			}
 		}

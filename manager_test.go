@@ -497,9 +497,7 @@ func TestFinalAccountingAtDone(t *testing.T) {
 		_, trap, m := mgrReapTrapped(t, proc.Options{MaxRunning: 1})
 		p := mustStart(t, m, mgrExitReq(0))
 		call := trap.MustWait(ctx)
-		select {
-		case <-p.Done():
-		default:
+		if !isDone(p) {
 			t.Fatalf("the reap timer was armed before Done closed")
 		}
 		q, err := m.Start(mgrExitReq(0))
@@ -755,9 +753,7 @@ func TestScopeClose(t *testing.T) {
 		t.Fatalf("alice.Close() = %v", err)
 	}
 	for _, p := range []*proc.Process{a1, a2, a3, a4} {
-		select {
-		case <-p.Done():
-		default:
+		if !isDone(p) {
 			t.Errorf("alice's %s is not final when Close returned", p.ID())
 			continue
 		}
@@ -769,10 +765,8 @@ func TestScopeClose(t *testing.T) {
 		}
 	}
 	for _, p := range []*proc.Process{b1, unowned} {
-		select {
-		case <-p.Done():
+		if isDone(p) {
 			t.Errorf("%s (owner %q) became final when alice's scope closed", p.ID(), p.Info().Owner)
-		default:
 		}
 	}
 
