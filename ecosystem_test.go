@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -145,16 +144,13 @@ func TestStartRequestJSON(t *testing.T) {
 
 // ecoSetSecret sets a variable in the test process that no child started
 // with ClearEnv may see, and removes it when the test ends. Its children
-// inherit it: a test that calls it must not run in parallel with one that
-// compares a child's whole environment (TestStartEnv).
+// inherit it, so the test must not run in parallel with one that compares
+// a child's whole environment (TestStartEnv): t.Setenv enforces that.
 func ecoSetSecret(t *testing.T) (name, value string) {
 	t.Helper()
 	name = "PROC_TEST_SECRET_" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	value = "hunter2"
-	if err := os.Setenv(name, value); err != nil {
-		t.Fatalf("Setenv(%s) = %v", name, err)
-	}
-	t.Cleanup(func() { _ = os.Unsetenv(name) })
+	t.Setenv(name, value)
 	return name, value
 }
 

@@ -187,9 +187,9 @@ func TestMaxRunningCountsDraining(t *testing.T) {
 }
 
 // TestClearEnvEmpty pins that ClearEnv with no Env gives the child an empty
-// environment, not the parent's (a nil exec.Cmd.Env inherits).
+// environment, not the parent's (a nil exec.Cmd.Env inherits). Not
+// parallel: see ecoSetSecret.
 func TestClearEnvEmpty(t *testing.T) {
-	t.Parallel()
 	ctx := testCtx(t)
 	ecoSetSecret(t)
 	m := newManager(t, proc.Options{})
