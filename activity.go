@@ -44,19 +44,6 @@ type Listener struct {
 	PID int `json:"pid"`
 }
 
-// inputID tells the stdin pipe or terminal proc gave a record from any
-// other file: a member waits for input only when it waits on one of these.
-// It is set once, at launch, and never changes. The zero value is a record
-// with neither.
-type inputID struct {
-	pipeIno uint64 // the stdin pipe's inode; 0 without Stdin (or with TTY)
-	tty     string // the terminal's slave, "/dev/pts/N"; "" without TTY
-	ttyIno  uint64 // the slave's inode in its devpts
-	ttyDev  uint64 // the slave's device number (as /proc/PID/stat's tty_nr)
-}
-
-func (in inputID) none() bool { return in.pipeIno == 0 && in.tty == "" }
-
 // inputPoll is how often WaitInput looks. A look costs well under a
 // millisecond, so a tree that starts to wait is noticed within the 250 ms
 // the design promises, with room for a busy machine.

@@ -31,6 +31,19 @@ import (
 
 const activitySupported = true
 
+// inputID tells the stdin pipe or terminal proc gave a record from any
+// other file: a member waits for input only when it waits on one of these.
+// It is set once, at launch, and never changes. The zero value is a record
+// with neither.
+type inputID struct {
+	pipeIno uint64 // the stdin pipe's inode; 0 without Stdin (or with TTY)
+	tty     string // the terminal's slave, "/dev/pts/N"; "" without TTY
+	ttyIno  uint64 // the slave's inode in its devpts
+	ttyDev  uint64 // the slave's device number (as /proc/PID/stat's tty_nr)
+}
+
+func (in inputID) none() bool { return in.pipeIno == 0 && in.tty == "" }
+
 // inputOf identifies the child's end of its stdin: a pipe, or the slave of
 // its terminal. Anything else (or an error) identifies nothing.
 func inputOf(f *os.File) inputID {

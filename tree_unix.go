@@ -259,3 +259,15 @@ func (g *groupTree) waitEmpty(ctx context.Context) {
 		waitPIDs(ctx, pids)
 	}
 }
+
+// limitsUnsupported is the error of a start with limits whose tree would
+// be a process group, which cannot enforce any.
+func (m *Manager) limitsUnsupported(l Limits) error {
+	why := "Options.Containment is group"
+	m.contain.mu.Lock()
+	if m.contain.err != nil {
+		why = "cgroups cannot be used: " + m.contain.err.Error()
+	}
+	m.contain.mu.Unlock()
+	return xerrors.Errorf("start: limits %+v need a cgroup (Linux) or a job (Windows); %s: %w", l, why, ErrUnsupported)
+}
