@@ -157,7 +157,8 @@ func TestTreeRunningNeverTimedOut(t *testing.T) {
 const treeHammer = 300
 
 // treeHammerOn runs one(i) for each i below treeHammer on workers
-// goroutines; it fails the test if ctx ends before all are handed out.
+// goroutines (one must report with Errorf, not Fatalf); it fails the test
+// if ctx ends before all are handed out.
 func treeHammerOn(ctx context.Context, t *testing.T, workers int, one func(i int)) {
 	t.Helper()
 	var wg sync.WaitGroup
@@ -366,8 +367,13 @@ func TestTreeWriteVersusExit(t *testing.T) {
 				}
 				break
 			}
-			if s := waitFinal(ctx, t, p); exitCode(t, s.Info) != 0 || s.Output.Text != "x" {
-				t.Errorf("%s: exit %d output %q; want 0, %q", p.ID(), exitCode(t, s.Info), s.Output.Text, "x")
+			// On a worker goroutine: Errorf, never Fatalf.
+			if err := p.Wait(ctx); err != nil {
+				t.Errorf("%s: Wait = %v", p.ID(), err)
+				return
+			}
+			if s := p.Snapshot(); s.Info.ExitCode == nil || *s.Info.ExitCode != 0 || s.Output.Text != "x" {
+				t.Errorf("%s: exit code %v, output %q; want 0, %q", p.ID(), s.Info.ExitCode, s.Output.Text, "x")
 			}
 		})
 	})
