@@ -3,6 +3,7 @@
 package proc
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 
@@ -90,4 +91,14 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 	s.rc.dirFD = -1
 	c := &cgroupTree{host: s.host, rc: s.rc, dir: s.rc.dir, rel: filepath.Join(s.host.rel, filepath.Base(s.rc.dir))}
 	return &tree{sys: c, kind: string(ContainCgroup), owner: owner}, nil
+}
+
+// anonFile returns a read-write file with no name: a memfd, which needs no
+// writable directory.
+func anonFile(name string) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, xerrors.Errorf("memfd_create: %w", err)
+	}
+	return os.NewFile(uintptr(fd), name), nil
 }

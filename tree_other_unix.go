@@ -4,6 +4,7 @@ package proc
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"time"
 
@@ -56,4 +57,18 @@ func waitPIDs(ctx context.Context, _ []int) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// anonFile returns a read-write file with no name: a temporary file,
+// removed at once.
+func anonFile(name string) (*os.File, error) {
+	f, err := os.CreateTemp("", name+"-*")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
 }

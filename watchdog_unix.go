@@ -3,6 +3,7 @@
 package proc
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"strconv"
@@ -21,18 +22,21 @@ import (
 // Manager's whole cgroup (escapees included), and every process group the
 // host registered and had not yet seen empty, so that a recycled group ID
 // is never killed. Close tells it to exit ("q") and reaps it.
+//
+// The registered groups are not sent down the pipe, which would wake the
+// watchdog twice per start: the host writes them into slots of a file
+// that only the two of them hold (anonFile), and the watchdog reads it
+// once, after end-of-file. A slot is slotSize bytes, a group ID padded
+// with blanks or only blanks, and never crosses a page: one pwrite writes
+// it whole, so a host killed in the middle of one leaves no torn ID.
 
-// watchdogScript reads "+ PGID" (a group to kill) and "- PGID" (a group
-// seen empty) lines, or "q" (Close), until end-of-file. $1 is the
-// Manager's cgroup, or empty in group mode.
+// watchdogScript reads the pipe until "q" (Close) or end-of-file (the
+// host died); "." lines (liveness checks) are ignored. $1 is the
+// Manager's cgroup, or empty in group mode; descriptor 3 is the groups
+// file, read from its start.
 const watchdogScript = `cg=$1
-groups=' '
 while IFS= read -r line; do
-	case $line in
-	q) exit 0 ;;
-	'+ '*) groups="$groups${line#+ } " ;;
-	'- '*) id=${line#- }; groups="${groups%% $id *} ${groups#* $id }" ;;
-	esac
+	[ "$line" = q ] && exit 0
 done
 if [ -n "$cg" ]; then
 	echo 1 >"$cg/cgroup.kill" 2>/dev/null
@@ -40,8 +44,14 @@ if [ -n "$cg" ]; then
 		for p in $(cat "$f" 2>/dev/null); do kill -s KILL "$p" 2>/dev/null; done
 	done
 fi
-for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
+while read -r g; do
+	[ -n "$g" ] && kill -s KILL -- "-$g" 2>/dev/null
+done <&3
 `
+
+// slotSize is the size of a slot in the groups file: room for any group
+// ID, and a divisor of every page size.
+const slotSize = 16
 
 // watchdog is a Manager's host-death guard. Its methods are safe for
 // concurrent use.
@@ -51,27 +61,38 @@ type watchdog struct {
 	// where pidfds are missing.
 	pidfd *os.File
 
-	// mu guards w; a leaf lock, held for one small write.
-	mu sync.Mutex
-	w  *os.File // nil once closed
+	// mu guards the fields below; a leaf lock, held for one small write.
+	mu     sync.Mutex
+	w      *os.File      // the pipe; nil once closed
+	groups *os.File      // the groups file; nil once closed
+	slots  map[int]int64 // a registered group's slot (its offset)
+	free   []int64       // blank slots
+	end    int64         // the file's size
 }
 
 // startWatchdog starts the watchdog; cgroupDir is the Manager's cgroup, or
 // "" when its trees are process groups.
 func startWatchdog(cgroupDir string) (*watchdog, error) {
+	groups, err := anonFile("proc-watchdog-groups")
+	if err != nil {
+		return nil, xerrors.Errorf("host-death watchdog: groups file: %w", err)
+	}
 	r, w, err := os.Pipe() // both ends close-on-exec
 	if err != nil {
+		_ = groups.Close()
 		return nil, xerrors.Errorf("host-death watchdog: %w", err)
 	}
 	defer r.Close()
 	cmd := exec.Command("/bin/sh", "-c", watchdogScript, "proc-watchdog", cgroupDir)
-	cmd.Stdin = r // its only descriptor besides /dev/null
+	cmd.Stdin = r                       // the pipe
+	cmd.ExtraFiles = []*os.File{groups} // descriptor 3
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		_ = w.Close()
+		_ = groups.Close()
 		return nil, xerrors.Errorf("host-death watchdog: %w", err)
 	}
-	return &watchdog{cmd: cmd, w: w, pidfd: openPidfd(cmd.Process.Pid)}, nil
+	return &watchdog{cmd: cmd, w: w, groups: groups, slots: map[int]int64{}, pidfd: openPidfd(cmd.Process.Pid)}, nil
 }
 
 // send writes one line, at once or not at all: a watchdog that is gone
@@ -102,18 +123,71 @@ func (d *watchdog) lost() bool {
 	return d.send(".") != nil
 }
 
-// guard registers the process group pgid.
-func (d *watchdog) guard(pgid int) error { return d.send("+ " + strconv.Itoa(pgid)) }
+// guard registers the process group pgid: the watchdog kills it if the
+// host dies before forget.
+func (d *watchdog) guard(pgid int) error {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.groups == nil {
+		return nil
+	}
+	off := d.end
+	if n := len(d.free); n > 0 {
+		off = d.free[n-1]
+	}
+	if _, err := d.groups.WriteAt(slot(pgid), off); err != nil {
+		return xerrors.Errorf("host-death watchdog: register group %d: %w", pgid, err)
+	}
+	if off == d.end {
+		d.end += slotSize
+	} else {
+		d.free = d.free[:len(d.free)-1]
+	}
+	d.slots[pgid] = off
+	return nil
+}
 
 // forget unregisters pgid once it was seen without a live member: its ID
 // may name another group later.
-func (d *watchdog) forget(pgid int) { _ = d.send("- " + strconv.Itoa(pgid)) }
+func (d *watchdog) forget(pgid int) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	off, ok := d.slots[pgid]
+	if !ok || d.groups == nil {
+		return
+	}
+	delete(d.slots, pgid)
+	// A slot that could not be blanked is not reused: the watchdog might
+	// still kill its group.
+	if _, err := d.groups.WriteAt(slot(0), off); err == nil {
+		d.free = append(d.free, off)
+	}
+}
+
+// slot is the content of a slot: pgid, or blanks for 0.
+func slot(pgid int) []byte {
+	b := bytes.Repeat([]byte{' '}, slotSize)
+	b[slotSize-1] = '\n'
+	if pgid != 0 {
+		id := strconv.Itoa(pgid)
+		copy(b[slotSize-1-len(id):], id)
+	}
+	return b
+}
 
 // abandon ends a watchdog that stopped reading, and reaps it.
 func (d *watchdog) abandon() {
 	d.mu.Lock()
 	_ = d.w.Close()
 	d.w = nil
+	_ = d.groups.Close()
+	d.groups = nil
 	d.mu.Unlock()
 	_ = d.cmd.Process.Kill()
 	_ = d.cmd.Wait()
@@ -135,6 +209,8 @@ func (d *watchdog) close() {
 	d.mu.Lock()
 	_ = d.w.Close()
 	d.w = nil
+	_ = d.groups.Close()
+	d.groups = nil
 	d.mu.Unlock()
 	_ = d.cmd.Wait()
 	d.closePidfd()
