@@ -220,10 +220,15 @@ type starter interface {
 	Start(proc.StartRequest) (*proc.Process, error)
 }
 
-// mustStart starts req or fails the test.
+// mustStart starts req or fails the test. A start Wine's CreateProcess
+// refused by itself (wineRefusedStart) is tried once more.
 func mustStart(t testing.TB, m starter, req proc.StartRequest) *proc.Process {
 	t.Helper()
 	p, err := m.Start(req)
+	if wineRefusedStart(err) {
+		t.Logf("Start: Wine refused the process itself (%v); once more", err)
+		p, err = m.Start(req)
+	}
 	if err != nil {
 		t.Fatalf("Start(%+v) = %v", req, err)
 	}

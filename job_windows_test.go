@@ -109,11 +109,9 @@ func TestJobShortLivedStarts(t *testing.T) {
 	const starts = 300
 	errs := atOnce(ctx, t, starts, func(i int) error {
 		p, err := m.Start(proc.StartRequest{Command: "exit " + strconv.Itoa(i%3)})
-		if err != nil && underWine() && strings.Contains(err.Error(), "fork/exec") {
-			// Wine's CreateProcess itself now and then answers
-			// "Internal error" under 300 parallel starts (seen 1 in
-			// 300, once in many runs): a refusal before any child
-			// exists, not the job assignment this test is about.
+		if wineRefusedStart(err) {
+			// A refusal before any child exists, not the job
+			// assignment this test is about.
 			t.Logf("start %d: Wine refused the process itself: %v", i, err)
 			return nil
 		}

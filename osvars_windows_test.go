@@ -11,3 +11,11 @@ func osAddsEnv(name string) bool {
 	name = strings.ToUpper(name)
 	return name == "SYSTEMROOT" || name == "SYSTEMDRIVE" || strings.HasPrefix(name, "WINE")
 }
+
+// wineRefusedStart reports whether err is Wine's CreateProcess answering
+// "Internal error" before any child exists: a defect of Wine's (seen now
+// and then among many starts, more often under load), never of Windows.
+func wineRefusedStart(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "fork/exec") &&
+		strings.Contains(err.Error(), "Internal error") && underWine()
+}
