@@ -64,7 +64,7 @@ type watchdog struct {
 	// mu guards the fields below; a leaf lock, held for one small write.
 	mu     sync.Mutex
 	w      *os.File      // the pipe; nil once closed
-	groups *os.File      // the groups file; nil once closed
+	groups *os.File      // the groups file; nil once closed, with w
 	slots  map[int]int64 // a registered group's slot (its offset)
 	free   []int64       // blank slots
 	end    int64         // the file's size
@@ -99,6 +99,16 @@ func startWatchdog(cgroupDir string) (*watchdog, error) {
 // (killed from outside) or stuck (stopped, its pipe full) makes it fail,
 // and the Manager starts a new one (containment).
 func (d *watchdog) send(line string) error {
+	return d.locked(func() error {
+		if err := writeOnce(d.w, []byte(line+"\n")); err != nil {
+			return xerrors.Errorf("host-death watchdog: %w", err)
+		}
+		return nil
+	})
+}
+
+// locked runs f under d.mu, unless there is no watchdog or it was closed.
+func (d *watchdog) locked(f func() error) error {
 	if d == nil {
 		return nil
 	}
@@ -107,10 +117,7 @@ func (d *watchdog) send(line string) error {
 	if d.w == nil {
 		return nil
 	}
-	if err := writeOnce(d.w, []byte(line+"\n")); err != nil {
-		return xerrors.Errorf("host-death watchdog: %w", err)
-	}
-	return nil
+	return f()
 }
 
 // lost reports whether the watchdog is gone (killed from outside) or
@@ -126,48 +133,40 @@ func (d *watchdog) lost() bool {
 // guard registers the process group pgid: the watchdog kills it if the
 // host dies before forget.
 func (d *watchdog) guard(pgid int) error {
-	if d == nil {
+	return d.locked(func() error {
+		off := d.end
+		if n := len(d.free); n > 0 {
+			off = d.free[n-1]
+		}
+		if _, err := d.groups.WriteAt(slot(pgid), off); err != nil {
+			return xerrors.Errorf("host-death watchdog: register group %d: %w", pgid, err)
+		}
+		if off == d.end {
+			d.end += slotSize
+		} else {
+			d.free = d.free[:len(d.free)-1]
+		}
+		d.slots[pgid] = off
 		return nil
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.groups == nil {
-		return nil
-	}
-	off := d.end
-	if n := len(d.free); n > 0 {
-		off = d.free[n-1]
-	}
-	if _, err := d.groups.WriteAt(slot(pgid), off); err != nil {
-		return xerrors.Errorf("host-death watchdog: register group %d: %w", pgid, err)
-	}
-	if off == d.end {
-		d.end += slotSize
-	} else {
-		d.free = d.free[:len(d.free)-1]
-	}
-	d.slots[pgid] = off
-	return nil
+	})
 }
 
 // forget unregisters pgid once it was seen without a live member: its ID
 // may name another group later.
 func (d *watchdog) forget(pgid int) {
-	if d == nil {
-		return
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	off, ok := d.slots[pgid]
-	if !ok || d.groups == nil {
-		return
-	}
-	delete(d.slots, pgid)
-	// A slot that could not be blanked is not reused: the watchdog might
-	// still kill its group.
-	if _, err := d.groups.WriteAt(slot(0), off); err == nil {
-		d.free = append(d.free, off)
-	}
+	_ = d.locked(func() error {
+		off, ok := d.slots[pgid]
+		if !ok {
+			return nil
+		}
+		delete(d.slots, pgid)
+		// A slot that could not be blanked is not reused: the watchdog
+		// might still kill its group.
+		if _, err := d.groups.WriteAt(slot(0), off); err == nil {
+			d.free = append(d.free, off)
+		}
+		return nil
+	})
 }
 
 // slot is the content of a slot: pgid, or blanks for 0.
@@ -182,23 +181,7 @@ func slot(pgid int) []byte {
 }
 
 // abandon ends a watchdog that stopped reading, and reaps it.
-func (d *watchdog) abandon() {
-	d.mu.Lock()
-	_ = d.w.Close()
-	d.w = nil
-	_ = d.groups.Close()
-	d.groups = nil
-	d.mu.Unlock()
-	_ = d.cmd.Process.Kill()
-	_ = d.cmd.Wait()
-	d.closePidfd()
-}
-
-func (d *watchdog) closePidfd() {
-	if d.pidfd != nil {
-		_ = d.pidfd.Close()
-	}
-}
+func (d *watchdog) abandon() { d.finish(true) }
 
 // close tells the watchdog to exit without killing anything, and reaps it.
 func (d *watchdog) close() {
@@ -206,12 +189,23 @@ func (d *watchdog) close() {
 		return
 	}
 	_ = d.send("q")
+	d.finish(false)
+}
+
+// finish closes the host's ends, kills the watchdog if asked, and reaps
+// it.
+func (d *watchdog) finish(kill bool) {
 	d.mu.Lock()
 	_ = d.w.Close()
 	d.w = nil
 	_ = d.groups.Close()
 	d.groups = nil
 	d.mu.Unlock()
+	if kill {
+		_ = d.cmd.Process.Kill()
+	}
 	_ = d.cmd.Wait()
-	d.closePidfd()
+	if d.pidfd != nil {
+		_ = d.pidfd.Close()
+	}
 }
