@@ -68,18 +68,20 @@ type groupTree struct {
 	// leaderReaped is set by the exit goroutine once cmd.Wait returned.
 	leaderReaped atomic.Bool
 
-	// mu guards guard; a leaf lock.
+	// mu guards guard and slot. Lock order: before watchdog.mu.
 	mu    sync.Mutex
 	guard *watchdog // nil: no host-death watchdog
+	slot  int64     // the group's slot with guard; -1: none
 }
 
 // newGroupTreeGuarded makes the tree of the child pid, which leads its own
 // session, and registers its group with the watchdog (if any).
 func newGroupTreeGuarded(pid int, owner string, guard *watchdog) (*tree, error) {
-	if err := guard.guard(pid); err != nil {
+	slot, err := guard.guard(pid)
+	if err != nil {
 		return nil, xerrors.Errorf("register with the host-death watchdog: %w", err)
 	}
-	g := &groupTree{pgid: pid, guard: guard}
+	g := &groupTree{pgid: pid, guard: guard, slot: slot}
 	return &tree{sys: g, kind: string(ContainGroup), owner: owner}, nil
 }
 
@@ -88,9 +90,12 @@ func newGroupTreeGuarded(pid int, owner string, guard *watchdog) (*tree, error) 
 func (g *groupTree) markGone() {
 	if g.gone.CompareAndSwap(false, true) {
 		g.mu.Lock()
-		guard := g.guard
+		guard, slot := g.guard, g.slot
+		g.slot = -1
 		g.mu.Unlock()
-		guard.forget(g.pgid)
+		if slot >= 0 {
+			guard.forget(slot)
+		}
 	}
 }
 
@@ -193,13 +198,19 @@ func procPIDs() (names []string, ok bool) {
 // usage: the kernel accounts for no process group as a whole.
 func (g *groupTree) usage() *TreeUsage { return nil }
 
-// rewatch registers the group with a new watchdog, unless it is gone.
+// rewatch registers the group with a new watchdog, unless it is gone. It
+// holds g.mu throughout: a markGone that set gone before the check leaves
+// it unregistered, and one that sets gone later waits for the slot and
+// forgets it.
 func (g *groupTree) rewatch(guard *watchdog) {
 	g.mu.Lock()
-	g.guard = guard
-	g.mu.Unlock()
-	if !g.gone.Load() && guard.guard(g.pgid) == nil && g.gone.Load() {
-		guard.forget(g.pgid) // it went in between
+	defer g.mu.Unlock()
+	g.guard, g.slot = guard, -1
+	if g.gone.Load() {
+		return
+	}
+	if slot, err := guard.guard(g.pgid); err == nil {
+		g.slot = slot
 	}
 }
 

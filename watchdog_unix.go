@@ -63,11 +63,11 @@ type watchdog struct {
 
 	// mu guards the fields below; a leaf lock, held for one small write.
 	mu     sync.Mutex
-	w      *os.File      // the pipe; nil once closed
-	groups *os.File      // the groups file; nil once closed, with w
-	slots  map[int]int64 // a registered group's slot (its offset)
-	free   []int64       // blank slots
-	end    int64         // the file's size
+	w      *os.File       // the pipe; nil once closed
+	groups *os.File       // the groups file; nil once closed, with w
+	used   map[int64]bool // the slots that hold a group (by offset)
+	free   []int64        // blank slots
+	end    int64          // the file's size
 }
 
 // startWatchdog starts the watchdog; cgroupDir is the Manager's cgroup, or
@@ -92,7 +92,7 @@ func startWatchdog(cgroupDir string) (*watchdog, error) {
 		_ = groups.Close()
 		return nil, xerrors.Errorf("host-death watchdog: %w", err)
 	}
-	return &watchdog{cmd: cmd, w: w, groups: groups, slots: map[int]int64{}, pidfd: openPidfd(cmd.Process.Pid)}, nil
+	return &watchdog{cmd: cmd, w: w, groups: groups, used: map[int64]bool{}, pidfd: openPidfd(cmd.Process.Pid)}, nil
 }
 
 // send writes one line, at once or not at all: a watchdog that is gone
@@ -131,35 +131,40 @@ func (d *watchdog) lost() bool {
 }
 
 // guard registers the process group pgid: the watchdog kills it if the
-// host dies before forget.
-func (d *watchdog) guard(pgid int) error {
-	return d.locked(func() error {
-		off := d.end
+// host dies before forget. It returns the slot, which the caller hands to
+// forget: a group ID may be registered twice (its group went unseen and
+// the ID named a new one), and each registration has a slot of its own.
+// The slot is -1 when there is no watchdog or it was closed.
+func (d *watchdog) guard(pgid int) (int64, error) {
+	off := int64(-1)
+	err := d.locked(func() error {
+		at := d.end
 		if n := len(d.free); n > 0 {
-			off = d.free[n-1]
+			at = d.free[n-1]
 		}
-		if _, err := d.groups.WriteAt(slot(pgid), off); err != nil {
+		if _, err := d.groups.WriteAt(slot(pgid), at); err != nil {
 			return xerrors.Errorf("host-death watchdog: register group %d: %w", pgid, err)
 		}
-		if off == d.end {
+		if at == d.end {
 			d.end += slotSize
 		} else {
 			d.free = d.free[:len(d.free)-1]
 		}
-		d.slots[pgid] = off
+		d.used[at] = true
+		off = at
 		return nil
 	})
+	return off, err
 }
 
-// forget unregisters pgid once it was seen without a live member: its ID
-// may name another group later.
-func (d *watchdog) forget(pgid int) {
+// forget unregisters the group of the slot off (from guard) once it was
+// seen without a live member: its ID may name another group later.
+func (d *watchdog) forget(off int64) {
 	_ = d.locked(func() error {
-		off, ok := d.slots[pgid]
-		if !ok {
+		if !d.used[off] {
 			return nil
 		}
-		delete(d.slots, pgid)
+		delete(d.used, off)
 		// A slot that could not be blanked is not reused: the watchdog
 		// might still kill its group.
 		if _, err := d.groups.WriteAt(slot(0), off); err == nil {
