@@ -3,10 +3,14 @@
 package proc
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -83,5 +87,44 @@ func TestParseCgroupName(t *testing.T) {
 		if got && (ns != "4026531836" || pid != 123 || start != "4567") {
 			t.Errorf("parseCgroupName(%q) = %s, %d, %q; want 4026531836, 123, 4567", name, ns, pid, start)
 		}
+	}
+}
+
+// TestWatchdogBroken pins what happens when the host cannot write a slot
+// of the watchdog's groups file (here: the file is closed under it): the
+// watchdog counts as lost, so the Manager replaces it, and abandoning it
+// kills nothing, though it still lists a live group. (An abandon that let
+// the watchdog read end-of-file fails here; one that closed the pipe just
+// before its SIGKILL would fail only when the watchdog outran the kill.)
+func TestWatchdogBroken(t *testing.T) {
+	t.Parallel()
+	d, err := startWatchdog("")
+	if err != nil {
+		t.Fatalf("startWatchdog: %v", err)
+	}
+	member := exec.Command("sleep", "60")
+	member.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := member.Start(); err != nil {
+		t.Fatalf("start sleep: %v", err)
+	}
+	defer func() {
+		_ = member.Process.Kill()
+		_ = member.Wait()
+	}()
+	off, err := d.guard(member.Process.Pid)
+	if err != nil || d.lost() {
+		t.Fatalf("guard = %d, %v; lost %v; want a slot, a watchdog not lost", off, err, d.lost())
+	}
+	_ = d.groups.Close() // every later write fails
+	d.forget(off)
+	if !d.lost() {
+		t.Fatal("the watchdog is not lost after a slot could not be blanked")
+	}
+	d.abandon()
+	// The watchdog is reaped: had it read end-of-file, its kill was sent.
+	// The member is a child of this test: a zombie means killed.
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", member.Process.Pid))
+	if i := bytes.LastIndexByte(stat, ')'); err != nil || i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' {
+		t.Errorf("the group the old watchdog listed was killed by abandon (stat %q, %v)", stat, err)
 	}
 }

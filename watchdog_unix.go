@@ -68,6 +68,10 @@ type watchdog struct {
 	used   map[int64]bool // the slots that hold a group (by offset)
 	free   []int64        // blank slots
 	end    int64          // the file's size
+	// broken is set when a slot could not be written: the file may list a
+	// group it should not, so lost reports true and the Manager replaces
+	// the watchdog (the new one learns the live groups afresh).
+	broken bool
 }
 
 // startWatchdog starts the watchdog; cgroupDir is the Manager's cgroup, or
@@ -120,10 +124,16 @@ func (d *watchdog) locked(f func() error) error {
 	return f()
 }
 
-// lost reports whether the watchdog is gone (killed from outside) or
-// stuck (its pipe full). On Linux a pidfd answers without waking the
+// lost reports whether the watchdog is gone (killed from outside), stuck
+// (its pipe full) or broken. On Linux a pidfd answers without waking the
 // watchdog; elsewhere a line it ignores is written.
 func (d *watchdog) lost() bool {
+	d.mu.Lock()
+	broken := d.broken
+	d.mu.Unlock()
+	if broken {
+		return true
+	}
 	if d.pidfd != nil {
 		return pidfdExited(d.pidfd)
 	}
@@ -143,6 +153,7 @@ func (d *watchdog) guard(pgid int) (int64, error) {
 			at = d.free[n-1]
 		}
 		if _, err := d.groups.WriteAt(slot(pgid), at); err != nil {
+			d.broken = true
 			return xerrors.Errorf("host-death watchdog: register group %d: %w", pgid, err)
 		}
 		if at == d.end {
@@ -165,11 +176,12 @@ func (d *watchdog) forget(off int64) {
 			return nil
 		}
 		delete(d.used, off)
-		// A slot that could not be blanked is not reused: the watchdog
-		// might still kill its group.
-		if _, err := d.groups.WriteAt(slot(0), off); err == nil {
-			d.free = append(d.free, off)
+		// A slot that could not be blanked may still name the group.
+		if _, err := d.groups.WriteAt(slot(0), off); err != nil {
+			d.broken = true
+			return nil
 		}
+		d.free = append(d.free, off)
 		return nil
 	})
 }
@@ -185,7 +197,8 @@ func slot(pgid int) []byte {
 	return b
 }
 
-// abandon ends a watchdog that stopped reading, and reaps it.
+// abandon ends a watchdog that is lost (gone, stuck or broken), and
+// reaps it.
 func (d *watchdog) abandon() { d.finish(true) }
 
 // close tells the watchdog to exit without killing anything, and reaps it.
@@ -197,19 +210,23 @@ func (d *watchdog) close() {
 	d.finish(false)
 }
 
-// finish closes the host's ends, kills the watchdog if asked, and reaps
-// it.
+// finish ends the watchdog and closes the host's ends. Killed, it is
+// reaped before its pipe closes: a live one (broken) would otherwise read
+// end-of-file and kill every group the host registered.
 func (d *watchdog) finish(kill bool) {
+	if kill {
+		_ = d.cmd.Process.Kill()
+		_ = d.cmd.Wait()
+	}
 	d.mu.Lock()
 	_ = d.w.Close()
 	d.w = nil
 	_ = d.groups.Close()
 	d.groups = nil
 	d.mu.Unlock()
-	if kill {
-		_ = d.cmd.Process.Kill()
+	if !kill {
+		_ = d.cmd.Wait()
 	}
-	_ = d.cmd.Wait()
 	if d.pidfd != nil {
 		_ = d.pidfd.Close()
 	}
