@@ -651,6 +651,9 @@ func (m *Manager) launchRegistered(spec *spec, seq uint64, registered chan struc
 			m.registerLocked(p.tree)
 		}
 		m.mu.Unlock()
+		if p != nil {
+			m.contain.recheck(p.tree)
+		}
 		close(registered)
 	}()
 	return m.launch(spec, seq)

@@ -293,11 +293,26 @@ func (m *Manager) containment() (*cgroupHost, *watchdog, error) {
 		return nil, nil, xerrors.Errorf("start: %v (Options.KeepOnHostExit runs without it): %w", guardErr, ErrUnsupported)
 	}
 	if restarted {
+		// The newest watchdog for each: another may have replaced this
+		// one meanwhile.
 		for _, t := range m.registeredTrees(nil) {
-			t.sys.rewatch(guard)
+			c.recheck(t)
 		}
 	}
 	return host, guard, nil
+}
+
+// recheck registers t with the Manager's current watchdog unless it is
+// registered with it already. A start calls it once its tree is in the
+// registry: a watchdog replaced while the start was under way registered
+// the trees of the registry only.
+func (c *containState) recheck(t *tree) {
+	c.mu.Lock()
+	guard := c.guard
+	c.mu.Unlock()
+	if guard != nil {
+		t.sys.rewatch(guard)
+	}
 }
 
 // close stops the watchdog and removes the Manager's cgroups, once every

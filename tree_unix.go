@@ -198,13 +198,17 @@ func procPIDs() (names []string, ok bool) {
 // usage: the kernel accounts for no process group as a whole.
 func (g *groupTree) usage() *TreeUsage { return nil }
 
-// rewatch registers the group with a new watchdog, unless it is gone. It
+// rewatch registers the group with a new watchdog, unless it is gone or
+// registered with that one already. It
 // holds g.mu throughout: a markGone that set gone before the check leaves
 // it unregistered, and one that sets gone later waits for the slot and
 // forgets it.
 func (g *groupTree) rewatch(guard *watchdog) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.guard == guard && g.slot >= 0 {
+		return // registered with it already
+	}
 	g.guard, g.slot = guard, -1
 	if g.gone.Load() {
 		return
