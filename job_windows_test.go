@@ -476,3 +476,19 @@ func jobKillSpawned(out string) {
 		}
 	}
 }
+
+// TestJobNoCgroupNote pins that a Manager on Windows says nothing about
+// cgroups: the note that children lead sessions instead of cgroups is for
+// Linux, where cgroups could have been used; Windows holds trees in jobs.
+func TestJobNoCgroupNote(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	sink := &mgrLogSink{t: t}
+	m := newManager(t, proc.Options{Logger: sink.logger()})
+	waitFinal(ctx, t, mustStart(t, m, proc.StartRequest{Command: "exit 0"}))
+	for _, e := range sink.snapshot() {
+		if text := mgrEntryText(e); strings.Contains(text, "cgroup") {
+			t.Errorf("logged %q", text)
+		}
+	}
+}
