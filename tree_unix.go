@@ -199,10 +199,9 @@ func procPIDs() (names []string, ok bool) {
 func (g *groupTree) usage() *TreeUsage { return nil }
 
 // rewatch registers the group with a new watchdog, unless it is gone or
-// registered with that one already. It
-// holds g.mu throughout: a markGone that set gone before the check leaves
-// it unregistered, and one that sets gone later waits for the slot and
-// forgets it.
+// registered with that one already. It holds g.mu throughout: a markGone
+// that set gone before the check leaves it unregistered, and one that sets
+// gone later waits for the slot and forgets it.
 func (g *groupTree) rewatch(guard *watchdog) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
