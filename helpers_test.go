@@ -197,16 +197,11 @@ func testCtx(t testing.TB, d ...time.Duration) context.Context {
 	return ctx
 }
 
-// newManager returns a Manager that is closed when the test ends.
+// newManager returns a Manager that is closed when the test ends: the
+// toolkit's name for proctest.NewManager, which users get too.
 func newManager(t testing.TB, opts proc.Options) *proc.Manager {
 	t.Helper()
-	m := proc.NewManager(opts)
-	t.Cleanup(func() {
-		if err := m.Close(); err != nil {
-			t.Errorf("Close() = %v", err)
-		}
-	})
-	return m
+	return proctest.NewManager(t, opts)
 }
 
 // testManager is testCtx and newManager, the start of most tests.
@@ -365,15 +360,7 @@ func waitLine(ctx context.Context, t testing.TB, p *proc.Process, re *regexp.Reg
 func mockManager(t *testing.T, mClock *quartz.Mock, opts proc.Options) *proc.Manager {
 	t.Helper()
 	opts.Clock = mClock
-	m := proc.NewManager(opts)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := proctest.CloseOnMock(ctx, mClock, m); err != nil {
-			t.Errorf("Close() on the mock clock = %v", err)
-		}
-	})
-	return m
+	return proctest.NewManager(t, opts)
 }
 
 // releaseTrapped waits for trap's next call, checks that its duration is
