@@ -144,11 +144,11 @@ func TestWatchdogReplacedDuringStart(t *testing.T) {
 	if _, err := m.Run(context.Background(), StartRequest{Args: []string{"true"}}); err != nil {
 		t.Fatalf("first Run: %v", err)
 	}
-	// A start past containment(): it holds the first watchdog.
+	// A start past the containment decision: it holds the first watchdog.
 	cmd := exec.Command("sleep", "60")
-	setup, err := m.setupTree(cmd, false, Limits{})
+	setup, err := m.trees.setup(cmd, false, Limits{})
 	if err != nil {
-		t.Fatalf("setupTree: %v", err)
+		t.Fatalf("setup: %v", err)
 	}
 	old := setup.guard
 	// The watchdog is killed from outside; the next Start replaces it.
@@ -161,14 +161,14 @@ func TestWatchdogReplacedDuringStart(t *testing.T) {
 	if _, err := m.Run(context.Background(), StartRequest{Args: []string{"true"}}); err != nil {
 		t.Fatalf("Run after the watchdog died: %v", err)
 	}
-	m.contain.mu.Lock()
-	cur := m.contain.guard
-	m.contain.mu.Unlock()
+	m.trees.contain.mu.Lock()
+	cur := m.trees.contain.guard
+	m.trees.contain.mu.Unlock()
 	if cur == old || cur == nil {
 		t.Fatalf("the watchdog was not replaced")
 	}
 	// The start goes on, as launchRegistered does it.
-	if err := setup.start(cmd); err != nil {
+	if err := forkOn(setup)(cmd.Start); err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
@@ -176,10 +176,8 @@ func TestWatchdogReplacedDuringStart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("started: %v", err)
 	}
-	m.mu.Lock()
-	m.registerLocked(tr)
-	m.mu.Unlock()
-	m.contain.recheck(tr)
+	m.trees.register(tr)
+	m.trees.recheck(tr)
 
 	buf := make([]byte, cur.end)
 	if _, err := cur.groups.ReadAt(buf, 0); err != nil {
