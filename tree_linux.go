@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"github.com/procvisor/proc/internal/cgroup2"
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
 )
@@ -77,7 +78,7 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 	}
 	_ = unix.Close(s.rc.dirFD)
 	s.rc.dirFD = -1
-	c := &cgroupTree{host: s.host, rc: s.rc, dir: s.rc.dir, rel: filepath.Join(s.host.rel, filepath.Base(s.rc.dir))}
+	c := &cgroupTree{host: s.host, rc: s.rc, d: cgroup2.Dir{Path: s.rc.dir, Rel: filepath.Join(s.host.rel, filepath.Base(s.rc.dir))}}
 	return &tree{sys: c, kind: string(ContainCgroup), owner: owner}, nil
 }
 
