@@ -55,8 +55,10 @@ func containManagerOpts(b *testing.B, opts proc.Options) *proc.Manager {
 }
 
 // truePairedContainRuns is the number of timed runs of each variant in a
-// block of BenchmarkTrueContain.
-const truePairedContainRuns = 8
+// block of BenchmarkTrueContain: at least 100 consecutive starts, so that
+// work a mode does off the start path (the cgroup worker) runs inside the
+// measurement, as it does for a service that starts commands all day.
+const truePairedContainRuns = 100
 
 // BenchmarkTrueContain measures start to final of `true` in cgroup mode
 // against the same start in group mode, paired as in BenchmarkTruePaired:
@@ -152,6 +154,148 @@ func BenchmarkTrueContain(b *testing.B) {
 	// the kernel's accounting, too coarse for a median of ratios.
 	b.ReportMetric(sumOf(self["cgroup"])/sumOf(self["group"]), "cpu-x-group-cgroup")
 	b.ReportMetric(sumOf(child["cgroup"])/sumOf(child["group"]), "child-cpu-x-group-cgroup")
+}
+
+// spawnGoroutines and spawnPerGoroutine shape a block of
+// BenchmarkSpawnContain: 8 goroutines that each run `true` 25 times, one
+// after another (200 consecutive starts).
+const (
+	spawnGoroutines   = 8
+	spawnPerGoroutine = 25
+)
+
+// BenchmarkSpawnContain measures the spawn rate of 8 goroutines that each
+// run `true` to final again and again, in cgroup mode against group mode:
+// each op is one block of 200 starts (spawnGoroutines x
+// spawnPerGoroutine) in each mode, the order alternating between ops.
+// Both managers are in their steady state. Reported: "x-group-cgroup",
+// the median over the ops of cgroup's block time over group's (target <=
+// 1.05), "cpu-x-group-cgroup", the CPU time of this process in cgroup
+// mode over group mode over all blocks, and "ms-<mode>", the median block
+// time.
+func BenchmarkSpawnContain(b *testing.B) {
+	modes := []proc.Containment{proc.ContainGroup, proc.ContainCgroup}
+	managers := map[proc.Containment]*proc.Manager{}
+	for _, mode := range modes {
+		managers[mode] = containManager(b, mode)
+		fillManager(b, managers[mode])
+	}
+	block := func(m *proc.Manager) {
+		errs := make(chan error, spawnGoroutines) // one send per goroutine
+		for range spawnGoroutines {
+			// Ends after spawnPerGoroutine runs, or the first failure.
+			go func() {
+				for range spawnPerGoroutine {
+					p, err := m.Start(proc.StartRequest{Args: []string{"true"}})
+					if err != nil {
+						errs <- err
+						return
+					}
+					<-p.Done()
+					if code := p.Info().ExitCode; code == nil || *code != 0 {
+						errs <- fmt.Errorf("true: exit code %v; want 0", code)
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for range spawnGoroutines {
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	wall := map[proc.Containment][]float64{}
+	cpu := map[proc.Containment]time.Duration{}
+	var x []float64
+	b.ReportAllocs()
+	op := 0
+	for b.Loop() {
+		order := modes
+		if op%2 == 1 {
+			order = []proc.Containment{modes[1], modes[0]}
+		}
+		op++
+		for _, mode := range order {
+			before := readCPU(b)
+			start := time.Now()
+			block(managers[mode])
+			wall[mode] = append(wall[mode], float64(time.Since(start)))
+			cpu[mode] += readCPU(b).self - before.self
+		}
+		x = append(x, wall[proc.ContainCgroup][op-1]/wall[proc.ContainGroup][op-1])
+	}
+	for _, mode := range modes {
+		b.ReportMetric(medianOf(wall[mode])/1e6, "ms-"+string(mode))
+	}
+	b.ReportMetric(medianOf(x), "x-group-cgroup")
+	b.ReportMetric(float64(cpu[proc.ContainCgroup])/float64(cpu[proc.ContainGroup]), "cpu-x-group-cgroup")
+}
+
+// thousandSleeps is the number of concurrent `sleep` records of
+// BenchmarkThousandContain.
+const thousandSleeps = 1000
+
+// BenchmarkThousandContain measures 1,000 concurrent starts of `sleep 600`
+// and the Close that stops them, in cgroup mode against group mode: each
+// op makes a Manager of each mode (the order alternating between ops),
+// starts one `true` in it so that containment is decided and the
+// watchdog runs, then times the 1,000 starts (from one goroutine, as a
+// service's request loop would) and the Close. Reported:
+// "x-group-cgroup-start" and "x-group-cgroup-close", the medians over the
+// ops of cgroup's time over group's (targets <= 1.05 and <= 1.10), and
+// "ms-<mode>-start", "ms-<mode>-close", the median times.
+func BenchmarkThousandContain(b *testing.B) {
+	modes := []proc.Containment{proc.ContainGroup, proc.ContainCgroup}
+	starts := map[proc.Containment][]float64{}
+	closes := map[proc.Containment][]float64{}
+	var xStart, xClose []float64
+	b.ReportAllocs()
+	op := 0
+	for b.Loop() {
+		order := modes
+		if op%2 == 1 {
+			order = []proc.Containment{modes[1], modes[0]}
+		}
+		op++
+		for _, mode := range order {
+			m := proc.NewManager(proc.Options{Containment: mode, KillGrace: 10 * time.Second})
+			p, err := m.Start(proc.StartRequest{Args: []string{"true"}})
+			if errors.Is(err, proc.ErrUnsupported) {
+				_ = m.Close()
+				b.Skipf("containment %q is unavailable here: %v", mode, err)
+			}
+			if err != nil {
+				_ = m.Close()
+				b.Fatalf("Start(true) with containment %q = %v; want nil", mode, err)
+			}
+			<-p.Done()
+			start := time.Now()
+			for range thousandSleeps {
+				if _, err := m.Start(proc.StartRequest{Args: []string{"sleep", "600"}}); err != nil {
+					_ = m.Close()
+					b.Fatalf("Start(sleep) = %v; want nil", err)
+				}
+			}
+			started := time.Now()
+			if err := m.Close(); err != nil {
+				b.Fatalf("Close = %v; want nil", err)
+			}
+			closed := time.Now()
+			starts[mode] = append(starts[mode], float64(started.Sub(start)))
+			closes[mode] = append(closes[mode], float64(closed.Sub(started)))
+		}
+		i := op - 1
+		xStart = append(xStart, starts[proc.ContainCgroup][i]/starts[proc.ContainGroup][i])
+		xClose = append(xClose, closes[proc.ContainCgroup][i]/closes[proc.ContainGroup][i])
+	}
+	for _, mode := range modes {
+		b.ReportMetric(medianOf(starts[mode])/1e6, "ms-"+string(mode)+"-start")
+		b.ReportMetric(medianOf(closes[mode])/1e6, "ms-"+string(mode)+"-close")
+	}
+	b.ReportMetric(medianOf(xStart), "x-group-cgroup-start")
+	b.ReportMetric(medianOf(xClose), "x-group-cgroup-close")
 }
 
 // medianOf is the median of v; 0 if v is empty.
