@@ -959,8 +959,10 @@ func TestWaitFor(t *testing.T) {
 			t.Errorf("the process ended when WaitFor's ctx did")
 		}
 		// Already over before the call.
-		if _, err := p.WaitFor(waitCtx, regexp.MustCompile(`never`), false); !errors.Is(err, context.Canceled) {
-			t.Errorf("WaitFor() with an ended ctx = %v; want context.Canceled", err)
+		_, err = p.WaitFor(waitCtx, regexp.MustCompile(`never`), false)
+		// One prefix: WaitFor's, not WaitOutput's under it.
+		if want := fmt.Sprintf("wait for %q in %q: %v", "never", p.Info().ID, context.Canceled); !errors.Is(err, context.Canceled) || err.Error() != want {
+			t.Errorf("WaitFor() with an ended ctx = %v; want %q", err, want)
 		}
 	})
 
