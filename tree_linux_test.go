@@ -477,8 +477,9 @@ func TestTreeStoppedChildTermTrap(t *testing.T) {
 	}
 }
 
-// TestReviewTimeoutLostToSIGCONT: the timeout's decision (onTimeout →
-// haltChild) sends SIGSTOP to the child and then blocks in
+// TestTimeoutSurvivesSIGCONT pins that a SIGCONT sent around the deadline
+// (Signal(Interrupt) sends one) does not lose the timeout. The timeout's
+// decision (onTimeout → haltChild) sends SIGSTOP to the child and then blocks in
 // waitid(WSTOPPED|WEXITED) with no bound. Any SIGCONT that reaches the
 // child in between — and every Process.Signal(Terminate/Interrupt) sends
 // one to the whole tree — discards the pending SIGSTOP (or continues the
@@ -490,7 +491,7 @@ func TestTreeStoppedChildTermTrap(t *testing.T) {
 // The child ignores SIGINT (a shell with `trap ” INT`, as many scripts
 // are), and a caller forwards Ctrl-C as Signal(Interrupt) around the
 // deadline.
-func TestReviewTimeoutLostToSIGCONT(t *testing.T) {
+func TestTimeoutSurvivesSIGCONT(t *testing.T) {
 	t.Parallel()
 	treeEachMode(t, func(t *testing.T, mode treeMode) {
 		ctx := testCtx(t, 60*time.Second)
