@@ -18,9 +18,9 @@ import (
 )
 
 // Limits, whole-tree usage and leftovers (design section 13; host death,
-// section 14, is in watchdog_linux_test.go). These machines mount cgroup v2 without controllers, so limits
-// take the ErrUnsupported path here; TestLimitsEnforced runs where the
-// controllers are delegated.
+// section 14, is in watchdog_linux_test.go). These machines mount cgroup
+// v2 without controllers, so limits take the ErrUnsupported path here;
+// TestLimitsEnforced runs where the controllers are delegated.
 
 // TestLimitsRefused pins the bad input of limits: a negative (or not
 // finite) limit is ErrInvalid, in the request or in Options, and starts
