@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/procvisor/proc"
+	"github.com/procvisor/proc/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -334,8 +335,7 @@ func reviewMarked(mark string) []int {
 		if err != nil || !bytes.Contains(env, []byte("REVIEW_MARK="+mark)) {
 			continue
 		}
-		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
+		if st, _ := procfs.ReadStat(pid); st.State == 'Z' {
 			continue
 		}
 		pids = append(pids, pid)

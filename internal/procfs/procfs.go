@@ -24,6 +24,7 @@ type Stat struct {
 	Pgrp    int    // field 5: the process group
 	Session int    // field 6
 	TTYNr   uint64 // field 7: the controlling terminal's device number, 0 for none
+	Flags   uint64 // field 9: the kernel's PF_* flags of the main thread
 	Threads int    // field 20
 	// StartTime is field 22: when the process started, in clock ticks
 	// after boot. With the PID it names a process for good.
@@ -59,6 +60,8 @@ func ParseStat(data []byte) (_ Stat, ok bool) {
 			var tty int64
 			tty, err = strconv.ParseInt(string(f), 10, 64)
 			st.TTYNr = uint64(uint32(tty))
+		case 9:
+			st.Flags, err = strconv.ParseUint(string(f), 10, 64)
 		case 20:
 			st.Threads, err = strconv.Atoi(string(f))
 		case 22:

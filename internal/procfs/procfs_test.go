@@ -23,11 +23,11 @@ func TestParseStat(t *testing.T) {
 		ok   bool
 	}{
 		{"cat", "28679 (cat) R 28677 28677 4279 0 -1 4194304 100 0 0 0" + tail,
-			Stat{State: 'R', PPID: 28677, Pgrp: 28677, Session: 4279, Threads: 1, StartTime: 53530}, true},
+			Stat{State: 'R', PPID: 28677, Pgrp: 28677, Session: 4279, Flags: 4194304, Threads: 1, StartTime: 53530}, true},
 		{"comm-with-parens", "7 (a) b (c)) S 1 7 7 34816 7 4194560 1 0 0 0" + tail,
-			Stat{State: 'S', PPID: 1, Pgrp: 7, Session: 7, TTYNr: 34816, Threads: 1, StartTime: 53530}, true},
+			Stat{State: 'S', PPID: 1, Pgrp: 7, Session: 7, TTYNr: 34816, Flags: 4194560, Threads: 1, StartTime: 53530}, true},
 		{"threads-and-zombie", "9 (go) Z 8 8 8 0 -1 4194564 0 0 0 0 0 0 0 0 20 0 12 0 777 0 0" + "\n",
-			Stat{State: 'Z', PPID: 8, Pgrp: 8, Session: 8, Threads: 12, StartTime: 777}, true},
+			Stat{State: 'Z', PPID: 8, Pgrp: 8, Session: 8, Flags: 4194564, Threads: 12, StartTime: 777}, true},
 		{"negative-tty", "5 (x) S 1 5 5 -1 -1 0 0 0 0 0" + tail,
 			Stat{State: 'S', PPID: 1, Pgrp: 5, Session: 5, TTYNr: 0xffffffff, Threads: 1, StartTime: 53530}, true},
 		{"no-paren", "5 x S 1 5 5 0", Stat{}, false},
