@@ -29,9 +29,11 @@ import (
 	"github.com/procvisor/proc/proctest"
 )
 
-// The helpers every test file uses: helper processes, waiting, mock-clock
-// driving. Per-OS parts (descriptor and goroutine counts, /proc, pidfds,
-// cgroups) are in helpers_unix_test.go and helpers_linux_test.go.
+// TestMain and the helpers every test file uses: helper processes,
+// waiting, mock-clock driving, and (at the end) the scripted child and
+// log-file checks of the conveniences. Per-OS parts (descriptor and
+// goroutine counts, /proc, pidfds, cgroups) are in helpers_unix_test.go
+// and helpers_linux_test.go. A file's tests are in <file>_test.go.
 
 // helperEnv names the helper mode when the test binary runs as a child.
 const helperEnv = "PROC_TEST_HELPER"
