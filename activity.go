@@ -10,8 +10,9 @@ import (
 // Activity (design section 15): what a running process tree is doing, as
 // the kernel sees it. Is a member blocked reading the stdin pipe or the
 // terminal proc gave the record (a prompt)? Which ports do its members
-// listen on? The portable API is here; the OS reads are in
-// activity_linux.go, and every other OS answers ErrUnsupported.
+// listen on? The portable API is here; activity_linux.go decides what to
+// look for, internal/procfs reads /proc, and every other OS answers
+// ErrUnsupported.
 
 // Activity is what a process tree was doing at one moment; see
 // [Process.Activity].

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/procvisor/proc/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -312,26 +313,21 @@ func treeWaitPidfd(ctx context.Context, t testing.TB, fd int, what string) {
 // selfStartTime is this process's start time (field 22 of its stat).
 func selfStartTime(t testing.TB) int64 {
 	t.Helper()
-	data, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		t.Fatal(err)
+	start := procfs.SelfStartTime()
+	if start == 0 {
+		t.Fatal("cannot read this process's start time")
 	}
-	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
-	n, err := strconv.ParseInt(fields[19], 10, 64)
-	if err != nil {
-		t.Fatalf("start time in %q: %v", data, err)
-	}
-	return n
+	return int64(start)
 }
 
 // selfPIDNamespace is the inode of this process's PID namespace.
 func selfPIDNamespace(t testing.TB) string {
 	t.Helper()
-	link, err := os.Readlink("/proc/self/ns/pid")
-	if err != nil {
-		t.Fatal(err)
+	ino, ok := procfs.PIDNamespace(0)
+	if !ok {
+		t.Fatal("cannot read this process's PID namespace")
 	}
-	return strings.TrimSuffix(strings.TrimPrefix(link, "pid:["), "]")
+	return strconv.FormatUint(ino, 10)
 }
 
 // sleepInCgroup starts a sleep cloned into the cgroup dir, as a dead host's

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/procvisor/proc/internal/procfs"
 	"go.uber.org/goleak"
 )
 
@@ -181,33 +182,13 @@ func readStat(t testing.TB, pid int) procStat {
 	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
 		return procStat{pid: pid}
 	}
-	if err != nil {
-		t.Fatalf("read /proc/%d/stat: %v", pid, err)
+	st, ok := procfs.ParseStat(data)
+	if err != nil || !ok {
+		t.Fatalf("/proc/%d/stat = %q, %v: cannot parse", pid, data, err)
 	}
-	// "pid (comm) state ppid pgrp session tty_nr tpgid flags ...": comm
-	// may hold spaces and parens.
-	open, closing := bytes.IndexByte(data, '('), bytes.LastIndexByte(data, ')')
-	if open < 0 || closing < open {
-		t.Fatalf("/proc/%d/stat = %q: cannot parse", pid, data)
-	}
-	fields := bytes.Fields(data[closing+1:])
-	if len(fields) < 7 || len(fields[0]) != 1 {
-		t.Fatalf("/proc/%d/stat = %q: cannot parse", pid, data)
-	}
-	var nums [3]int
-	for i, f := range [][]byte{fields[2], fields[3], fields[4]} {
-		n, err := strconv.Atoi(string(f))
-		if err != nil {
-			t.Fatalf("/proc/%d/stat = %q: %v", pid, data, err)
-		}
-		nums[i] = n
-	}
-	flags, err := strconv.ParseUint(string(fields[6]), 10, 64)
-	if err != nil {
-		t.Fatalf("/proc/%d/stat = %q: %v", pid, data, err)
-	}
-	return procStat{exists: true, pid: pid, pgrp: nums[0], session: nums[1], ttyNr: nums[2],
-		state: fields[0][0], flags: flags, comm: string(data[open+1 : closing])}
+	comm := data[bytes.IndexByte(data, '(')+1 : bytes.LastIndexByte(data, ')')]
+	return procStat{exists: true, pid: pid, pgrp: st.Pgrp, session: st.Session, ttyNr: int(st.TTYNr),
+		state: st.State, flags: st.Flags, comm: string(comm)}
 }
 
 // tasks lists the processes of the system (those that did not vanish

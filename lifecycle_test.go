@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/quartz"
-
 	"github.com/procvisor/proc"
 )
 
@@ -211,25 +209,6 @@ func TestSnapshotRaceFinalOutput(t *testing.T) {
 					i, f.bytes, f.out.Text, f.out.Truncation, size, final.Text)
 			}
 		}
-	}
-}
-
-// TestDrainEOFMockClock: a child whose pipes reach EOF is final at once,
-// with a mock clock that never moves: no drain timer has to fire.
-func TestDrainEOFMockClock(t *testing.T) {
-	t.Parallel()
-	ctx := testCtx(t, 10*time.Second)
-	mClock := quartz.NewMock(t)
-	m := mockManager(t, mClock, proc.Options{})
-	p := mustStart(t, m, helperReq("lc-print", "hi\n"))
-	s := waitFinal(ctx, t, p)
-	if s.Output.Text != "hi\n" {
-		t.Errorf("Output() = %q; want %q", s.Output.Text, "hi\n")
-	}
-	wantExit(t, s, 0)
-	lcCheckFinal(t, s.Info)
-	if !s.Info.ExitedAt.Equal(s.Info.StartedAt) {
-		t.Errorf("ExitedAt = %v; want StartedAt %v (the mock clock never moved)", s.Info.ExitedAt, s.Info.StartedAt)
 	}
 }
 

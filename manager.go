@@ -707,6 +707,7 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 }
 
 func validate(req StartRequest) error {
+	limitsErr := req.Limits.validate("StartRequest.Limits")
 	switch {
 	case req.Command == "" && len(req.Args) == 0:
 		return xerrors.Errorf("start: neither Command nor Args is set: %w", ErrInvalid)
@@ -716,8 +717,8 @@ func validate(req StartRequest) error {
 		return xerrors.Errorf("start: Args[0] is empty: %w", ErrInvalid)
 	case strings.ContainsRune(req.Command, 0):
 		return xerrors.Errorf("start: Command contains NUL: %w", ErrInvalid)
-	case req.Limits.validate("StartRequest.Limits") != nil:
-		return req.Limits.validate("StartRequest.Limits")
+	case limitsErr != nil:
+		return limitsErr
 	case req.Timeout < 0:
 		return xerrors.Errorf("start: negative Timeout %v: %w", req.Timeout, ErrInvalid)
 	case req.DrainQuiet < 0 || req.DrainTimeout < 0:

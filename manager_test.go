@@ -25,8 +25,9 @@ import (
 )
 
 // Tests of the Manager: retention (DESIGN.md section 7), bad input
-// (section 8), logging (section 9) and the contract of section 4 around
-// IDs, scopes, the environment and the work dir.
+// (section 8), logging (section 9), the contract of section 4 around
+// IDs, scopes, the environment and the work dir, and the conveniences Run
+// and StartOrGet (section 11).
 
 // mgr-echo prints its arguments joined by spaces and a newline.
 var _ = helper("mgr-echo", func(args []string) int {
@@ -1455,4 +1456,409 @@ func TestLoggingNoEnvValues(t *testing.T) {
 		}
 		t.Errorf("no Warn entry with the UpdateEnv error; logged:\n%s", strings.Join(texts, "\n"))
 	}
+}
+
+func TestRun(t *testing.T) {
+	t.Parallel()
+
+	t.Run("final", func(t *testing.T) {
+		t.Parallel()
+		ctx, m := testManager(t, proc.Options{})
+		snap, err := m.Run(ctx, cvReq("out:hello\n", "err:oops\n", "exit:3"))
+		if err != nil {
+			t.Fatalf("Run() = %v; want nil", err)
+		}
+		if snap.Info.Running {
+			t.Errorf("Run() snapshot Running = true; want a final snapshot")
+		}
+		wantExit(t, snap, 3)
+		if snap.Output.Text != "hello\noops\n" {
+			t.Errorf("Run() output = %q; want %q", snap.Output.Text, "hello\noops\n")
+		}
+		p, err := m.Get(snap.Info.ID)
+		if err != nil {
+			t.Fatalf("Get(%q) after Run = %v; want the record", snap.Info.ID, err)
+		}
+		if got := p.Snapshot(); got.Output.Text != snap.Output.Text || got.Info.Running {
+			t.Errorf("Get(%q).Snapshot() = running %v, output %q; want the final record Run returned", snap.Info.ID, got.Info.Running, got.Output.Text)
+		}
+	})
+
+	// The caller's context ends while Run waits: the process keeps running
+	// and can be re-attached by ID.
+	for _, tc := range []struct {
+		name  string
+		ctx   func(ctx context.Context) (context.Context, context.CancelFunc)
+		block bool // cancel once Run blocks; else the ctx is over before Run
+		want  error
+	}{
+		{"ctx-ends-while-waiting", context.WithCancel, true, context.Canceled},
+		{"ctx-already-canceled", context.WithCancel, false, context.Canceled},
+		{"ctx-deadline-passed", func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return context.WithDeadline(ctx, time.Unix(1, 0))
+		}, false, context.DeadlineExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, m := testManager(t, proc.Options{})
+			req := cvReq("out:up\n", "sleep")
+			req.Stdin = true
+			runCtx, cancel := tc.ctx(ctx)
+			defer cancel()
+			if !tc.block {
+				cancel()
+			}
+			var (
+				snap proc.Snapshot
+				err  error
+			)
+			if tc.block {
+				_ = cvWhileBlocked(runCtx, func(ctx context.Context) { snap, err = m.Run(ctx, req) },
+					func() error { cancel(); return nil })
+			} else {
+				snap, err = m.Run(runCtx, req)
+			}
+			if !errors.Is(err, proc.ErrRunning) || !errors.Is(err, tc.want) {
+				t.Fatalf("Run() = %v; want an error wrapping ErrRunning and %v", err, tc.want)
+			}
+			if !snap.Info.Running || snap.Info.ExitCode != nil {
+				t.Errorf("Run() snapshot = running %v, exit code %v; want the running snapshot", snap.Info.Running, snap.Info.ExitCode)
+			}
+			if snap.Info.ID == "" || snap.Info.PID == 0 {
+				t.Fatalf("Run() snapshot has ID %q, PID %d; want the started process", snap.Info.ID, snap.Info.PID)
+			}
+			p, err := m.Get(snap.Info.ID)
+			if err != nil {
+				t.Fatalf("Get(%q) after Run = %v; want to re-attach", snap.Info.ID, err)
+			}
+			if !p.Info().Running {
+				t.Errorf("re-attached record is not running; Run must leave the process running")
+			}
+			final := cvStop(ctx, t, p)
+			if code := exitCode(t, final.Info); code != 0 || final.Output.Text != "up\n" {
+				t.Errorf("re-attached record ended with exit %d, output %q; want 0, %q", code, final.Output.Text, "up\n")
+			}
+		})
+	}
+
+	t.Run("start-errors", func(t *testing.T) {
+		t.Parallel()
+		ctx, m := testManager(t, proc.Options{})
+		defer cvStop(ctx, t, startStdin(t, m, withReq(cvReq("sleep"), func(r *proc.StartRequest) { r.ID = "held" })))
+
+		for _, tc := range cvFailingStarts {
+			snap, err := m.Run(ctx, tc.req)
+			if !errors.Is(err, tc.want) || errors.Is(err, proc.ErrRunning) {
+				t.Errorf("%s: Run() = %v; want the Start error wrapping %v (and not ErrRunning)", tc.name, err, tc.want)
+			}
+			if snap.Info.ID != "" || snap.Output.Text != "" {
+				t.Errorf("%s: Run() snapshot = %+v; want the zero Snapshot", tc.name, snap.Info)
+			}
+		}
+		if infos := m.List(); len(infos) != 1 {
+			t.Errorf("List() after failed Runs has %d records; want only %q", len(infos), "held")
+		}
+
+		closed := proc.NewManager(proc.Options{})
+		if err := closed.Close(); err != nil {
+			t.Fatalf("Close() = %v", err)
+		}
+		if _, err := closed.Run(ctx, proc.StartRequest{Command: "true"}); !errors.Is(err, proc.ErrClosed) {
+			t.Errorf("Run() after Close = %v; want ErrClosed", err)
+		}
+	})
+
+	t.Run("scope", func(t *testing.T) {
+		t.Parallel()
+		ctx, m := testManager(t, proc.Options{})
+		alice, bob := m.Scope("alice"), m.Scope("bob")
+
+		snap, err := alice.Run(ctx, cvReq("out:from alice\n"))
+		if err != nil {
+			t.Fatalf("alice.Run() = %v", err)
+		}
+		if snap.Info.Owner != "alice" || snap.Output.Text != "from alice\n" || snap.Info.Running {
+			t.Errorf("alice.Run() = owner %q, output %q, running %v; want alice, %q, final", snap.Info.Owner, snap.Output.Text, snap.Info.Running, "from alice\n")
+		}
+		if _, err := bob.Get(snap.Info.ID); !errors.Is(err, proc.ErrNotFound) {
+			t.Errorf("bob.Get(alice's run) = %v; want ErrNotFound", err)
+		}
+
+		req := cvReq("sleep")
+		req.Owner, req.Stdin = "bob", true
+		if _, err := alice.Run(ctx, req); !errors.Is(err, proc.ErrInvalid) {
+			t.Errorf("alice.Run(Owner bob) = %v; want ErrInvalid", err)
+		}
+
+		req.Owner = ""
+		runCtx, cancel := context.WithCancel(ctx)
+		cancel()
+		snap, err = alice.Run(runCtx, req)
+		if !errors.Is(err, proc.ErrRunning) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("alice.Run(ended ctx) = %v; want ErrRunning and context.Canceled", err)
+		}
+		p, err := alice.Get(snap.Info.ID)
+		if err != nil {
+			t.Fatalf("alice.Get(%q) = %v; want to re-attach", snap.Info.ID, err)
+		}
+		if _, err := bob.Get(snap.Info.ID); !errors.Is(err, proc.ErrNotFound) {
+			t.Errorf("bob.Get(alice's running process) = %v; want ErrNotFound", err)
+		}
+		cvStop(ctx, t, p)
+	})
+}
+
+func TestStartOrGet(t *testing.T) {
+	t.Parallel()
+
+	t.Run("retry-while-running", func(t *testing.T) {
+		t.Parallel()
+		ctx, m := testManager(t, proc.Options{})
+		req := cvReq("out:up\n", "sleep")
+		req.ID, req.Stdin = "svc", true
+		p, started, err := m.StartOrGet(req)
+		if err != nil || !started || p == nil {
+			t.Fatalf("first StartOrGet() = %v, %v, %v; want a process, true, nil", p, started, err)
+		}
+		defer cvStop(ctx, t, p)
+
+		// Only Command, Args, WorkDir, Owner, the environment and
+		// Background are compared (TestStartOrGetEnvironment).
+		retry := req
+		retry.Timeout = time.Hour // not compared
+		for _, r := range []proc.StartRequest{req, retry} {
+			got, started, err := m.StartOrGet(r)
+			if err != nil || started || got != p {
+				t.Errorf("retried StartOrGet() = %p, %v, %v; want %p, false, nil", got, started, err, p)
+			}
+		}
+		if n := len(m.List()); n != 1 {
+			t.Errorf("List() after retries has %d records; want 1", n)
+		}
+	})
+
+	t.Run("retry-after-final", func(t *testing.T) {
+		t.Parallel()
+		ctx, m := testManager(t, proc.Options{})
+		req := cvReq("out:done\n", "exit:4")
+		req.ID = "job"
+		p, started, err := m.StartOrGet(req)
+		if err != nil || !started {
+			t.Fatalf("first StartOrGet() = %v, %v; want true, nil", started, err)
+		}
+		snap := waitFinal(ctx, t, p)
+		got, started, err := m.StartOrGet(req)
+		if err != nil || started || got != p {
+			t.Fatalf("StartOrGet() of a final record = %p, %v, %v; want %p, false, nil", got, started, err, p)
+		}
+		if again := got.Snapshot(); again.Info.Running || exitCode(t, again.Info) != 4 || again.Output.Text != snap.Output.Text {
+			t.Errorf("StartOrGet() returned record = running %v, output %q; want the final record with exit 4", again.Info.Running, again.Output.Text)
+		}
+	})
+
+	t.Run("different-parameters", func(t *testing.T) {
+		t.Parallel()
+		ctx, m := testManager(t, proc.Options{})
+		dir := t.TempDir()
+		byCommand := proc.StartRequest{ID: "by-command", Command: "echo original"}
+		byArgs := cvReq("out:original\n")
+		byArgs.ID = "by-args"
+		for _, req := range []proc.StartRequest{byCommand, byArgs} {
+			p, started, err := m.StartOrGet(req)
+			if err != nil || !started {
+				t.Fatalf("StartOrGet(%q) = %v, %v; want true, nil", req.ID, started, err)
+			}
+			waitFinal(ctx, t, p)
+		}
+		resolved := func() string {
+			p, err := m.Get("by-command")
+			if err != nil {
+				t.Fatalf("Get(by-command) = %v", err)
+			}
+			return p.Info().WorkDir
+		}()
+
+		for _, tc := range []struct {
+			name string
+			req  proc.StartRequest
+		}{
+			{"other-command", withReq(byCommand, func(r *proc.StartRequest) { r.Command = "echo other" })},
+			{"args-instead-of-command", withReq(byCommand, func(r *proc.StartRequest) { r.Command, r.Args = "", []string{"echo", "original"} })},
+			{"other-args", withReq(byArgs, func(r *proc.StartRequest) { r.Args = append(append([]string(nil), r.Args...), "out:more\n") })},
+			{"other-workdir", withReq(byCommand, func(r *proc.StartRequest) { r.WorkDir = dir })},
+			// Compared as requested, not as resolved.
+			{"resolved-workdir", withReq(byCommand, func(r *proc.StartRequest) { r.WorkDir = resolved })},
+			{"other-owner", withReq(byCommand, func(r *proc.StartRequest) { r.Owner = "someone" })},
+		} {
+			p, started, err := m.StartOrGet(tc.req)
+			if !errors.Is(err, proc.ErrDuplicateID) || started || p != nil {
+				t.Errorf("%s: StartOrGet() = %v, %v, %v; want nil, false, ErrDuplicateID", tc.name, p, started, err)
+			}
+		}
+		if n := len(m.List()); n != 2 {
+			t.Errorf("List() has %d records; want the 2 originals", n)
+		}
+	})
+
+	t.Run("no-id", func(t *testing.T) {
+		t.Parallel()
+		ctx, m := testManager(t, proc.Options{})
+		req := cvReq("out:x\n")
+		first, started1, err1 := m.StartOrGet(req)
+		second, started2, err2 := m.StartOrGet(req)
+		if err1 != nil || err2 != nil || !started1 || !started2 || first == second || first.ID() == second.ID() {
+			t.Fatalf("StartOrGet() without ID twice = (%v, %v), (%v, %v); want two new processes", started1, err1, started2, err2)
+		}
+		waitFinal(ctx, t, first)
+		waitFinal(ctx, t, second)
+	})
+
+	t.Run("start-errors", func(t *testing.T) {
+		t.Parallel()
+		m := newManager(t, proc.Options{})
+		for _, tc := range []struct {
+			req  proc.StartRequest
+			want error
+		}{
+			{proc.StartRequest{ID: "nf", Args: []string{"cv-no-such-program-7f3a"}}, exec.ErrNotFound},
+			{proc.StartRequest{ID: "bad"}, proc.ErrInvalid},
+		} {
+			p, started, err := m.StartOrGet(tc.req)
+			if !errors.Is(err, tc.want) || started || p != nil {
+				t.Errorf("StartOrGet(%q) = %v, %v, %v; want nil, false, %v", tc.req.ID, p, started, err, tc.want)
+			}
+		}
+		if n := len(m.List()); n != 0 {
+			t.Errorf("List() after failed starts has %d records; want 0", n)
+		}
+	})
+
+	// Many callers retry one start at once: exactly one process starts and
+	// every caller gets it.
+	t.Run("concurrent", func(t *testing.T) {
+		t.Parallel()
+		ctx, m := testManager(t, proc.Options{})
+		req := cvReq("out:once\n", "sleep")
+		req.ID, req.Stdin = "one", true
+		const callers = 32
+		type result struct {
+			p       *proc.Process
+			started bool
+			err     error
+		}
+		all := atOnce(ctx, t, callers, func(int) result {
+			p, started, err := m.StartOrGet(req)
+			return result{p, started, err}
+		})
+		var winner *proc.Process
+		starts := 0
+		for _, r := range all {
+			if r.err != nil {
+				t.Errorf("StartOrGet() = %v; want nil", r.err)
+				continue
+			}
+			if r.started {
+				starts++
+				winner = r.p
+			}
+		}
+		if starts != 1 {
+			t.Fatalf("%d of %d concurrent StartOrGet() calls started a process; want exactly 1", starts, callers)
+		}
+		for _, r := range all {
+			if r.err == nil && r.p != winner {
+				t.Errorf("StartOrGet() = %p; want the one started process %p", r.p, winner)
+			}
+		}
+		if infos := m.List(); len(infos) != 1 || infos[0].ID != "one" {
+			t.Errorf("List() = %d records; want exactly the one process", len(infos))
+		}
+		if snap := cvStop(ctx, t, winner); snap.Output.Text != "once\n" {
+			t.Errorf("output = %q; want %q", snap.Output.Text, "once\n")
+		}
+	})
+
+	// The same race with a LogPath, in the order that loses the log: the
+	// losing call opens (creates) the log first, then the winner starts
+	// and writes to it, then the loser finds the ID taken and discards its
+	// start. The loser must not remove the file the winner writes to.
+	// Options.UpdateEnv, which runs after the log was opened and before the
+	// ID is reserved, holds the losing call at that point.
+	t.Run("losing-retry-keeps-the-log", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		hold := cvHoldFirstUpdateEnv(t)
+		m := newManager(t, proc.Options{UpdateEnv: hold.updateEnv})
+		req := cvReq("out:once\n", "sleep")
+		req.ID, req.Stdin = "one", true
+		req.LogPath = filepath.Join(t.TempDir(), "one.log")
+
+		type result struct {
+			p       *proc.Process
+			started bool
+			err     error
+		}
+		loser := make(chan result, 1)
+		go func() {
+			p, started, err := m.StartOrGet(req)
+			loser <- result{p, started, err}
+		}()
+		recv(ctx, t, hold.held, "the first StartOrGet to reach UpdateEnv")
+		winner, started, err := m.StartOrGet(req)
+		if err != nil || !started {
+			t.Fatalf("second StartOrGet() = %v, %v; want it to start the process", started, err)
+		}
+		hold.release()
+		r := recv(ctx, t, loser, "the first StartOrGet")
+		if r.err != nil || r.started || r.p != winner {
+			t.Errorf("first StartOrGet() = %p, %v, %v; want the winner %p, false, nil", r.p, r.started, r.err, winner)
+		}
+		cvStop(ctx, t, winner)
+		cvWantFile(t, req.LogPath, "once\n")
+	})
+
+	t.Run("scope", func(t *testing.T) {
+		t.Parallel()
+		ctx, m := testManager(t, proc.Options{})
+		alice, bob := m.Scope("alice"), m.Scope("bob")
+		req := cvReq("out:alice\n", "sleep")
+		req.ID, req.Stdin = "shared", true
+		p, started, err := alice.StartOrGet(req)
+		if err != nil || !started {
+			t.Fatalf("alice.StartOrGet() = %v, %v; want true, nil", started, err)
+		}
+		defer cvStop(ctx, t, p)
+		if p.Info().Owner != "alice" {
+			t.Errorf("alice.StartOrGet() owner = %q; want alice", p.Info().Owner)
+		}
+
+		got, started, err := bob.StartOrGet(req)
+		if !errors.Is(err, proc.ErrDuplicateID) || started || got != nil {
+			t.Errorf("bob.StartOrGet(alice's ID) = %v, %v, %v; want nil, false, ErrDuplicateID", got, started, err)
+		}
+		got, started, err = alice.StartOrGet(req)
+		if err != nil || started || got != p {
+			t.Errorf("alice.StartOrGet() again = %p, %v, %v; want %p, false, nil", got, started, err, p)
+		}
+		got, started, err = m.Scope("alice").StartOrGet(req)
+		if err != nil || started || got != p {
+			t.Errorf("another alice Scope StartOrGet() = %p, %v, %v; want %p, false, nil", got, started, err, p)
+		}
+		owned := req
+		owned.Owner = "alice"
+		got, started, err = m.StartOrGet(owned)
+		if err != nil || started || got != p {
+			t.Errorf("Manager.StartOrGet(Owner alice) = %p, %v, %v; want %p, false, nil", got, started, err, p)
+		}
+		if _, _, err := m.StartOrGet(req); !errors.Is(err, proc.ErrDuplicateID) {
+			t.Errorf("Manager.StartOrGet(no owner) of alice's ID = %v; want ErrDuplicateID", err)
+		}
+		owned.Owner = "bob"
+		if _, _, err := alice.StartOrGet(owned); !errors.Is(err, proc.ErrInvalid) {
+			t.Errorf("alice.StartOrGet(Owner bob) = %v; want ErrInvalid", err)
+		}
+		if !p.Info().Running {
+			t.Errorf("alice's process is not running after the others' calls")
+		}
+	})
 }

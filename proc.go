@@ -31,7 +31,12 @@
 //   - I3 (one owner of the end): exactly one goroutine per process calls
 //     cmd.Wait and publishes the exit; everyone else waits on Done.
 //   - I4 (no leaks): after Close returns, no goroutine, file descriptor,
-//     process tree or cgroup started by the manager remains.
+//     process tree or cgroup started by the manager remains, with one
+//     exception that only the caller can end: a pump blocked in the Write
+//     of an OutputTee or StderrTee that the drain cut off (still blocked
+//     DrainTimeout after the exit) outlives Close. That goroutine holds no
+//     descriptor (the read end is closed when the record becomes final),
+//     stores nothing more, and ends as soon as the Write returns.
 //   - I5 (bounded memory): a process's memory is bounded by its head and
 //     tail sizes plus constant overhead, whatever it writes.
 //
@@ -464,7 +469,10 @@ func (p *Process) finalEOF(c Chunk) Chunk {
 // 250 ms is taken as gone and holds the pump no longer; it learns what it
 // missed from Chunk.Lost if it comes back.
 func (p *Process) WaitOutput(ctx context.Context, cursor int64) error {
-	return p.waitStream(ctx, p.out, cursor, "wait output")
+	if err := p.waitStream(ctx, p.out, cursor); err != nil {
+		return xerrors.Errorf("wait output of %q: %w", p.info.ID, err)
+	}
+	return nil
 }
 
 // ReadStderrSince is [Process.ReadSince] for the stderr stream of a process
@@ -481,7 +489,10 @@ func (p *Process) ReadStderrSince(cursor int64, max int) Chunk {
 // (an error wrapping ctx.Err()). Without SeparateStderr the stream stays
 // empty, so it returns once the record is final. It starts no goroutine.
 func (p *Process) WaitStderr(ctx context.Context, cursor int64) error {
-	return p.waitStream(ctx, p.stderrStream(), cursor, "wait stderr")
+	if err := p.waitStream(ctx, p.stderrStream(), cursor); err != nil {
+		return xerrors.Errorf("wait stderr of %q: %w", p.info.ID, err)
+	}
+	return nil
 }
 
 // noStderr is the stderr stream of a process without SeparateStderr: empty
@@ -500,10 +511,11 @@ func (p *Process) stderrStream() *HeadTailBuffer {
 	return p.errOut
 }
 
-// waitStream waits as WaitOutput does, on one of p's streams.
-func (p *Process) waitStream(ctx context.Context, b *HeadTailBuffer, cursor int64, what string) error {
-	if err := b.WaitOutput(ctx, cursor); err != nil {
-		return xerrors.Errorf("%s of %q: %w", what, p.info.ID, err)
+// waitStream waits as WaitOutput does, on one of p's streams. Its error
+// is ctx.Err() alone, for the caller to wrap once.
+func (p *Process) waitStream(ctx context.Context, b *HeadTailBuffer, cursor int64) error {
+	if b.WaitOutput(ctx, cursor) != nil {
+		return ctx.Err() // the buffer's only error, without its prefix
 	}
 	if b.Len() > cursor || p.isFinal() {
 		return nil
@@ -513,7 +525,7 @@ func (p *Process) waitStream(ctx context.Context, b *HeadTailBuffer, cursor int6
 	case <-p.done:
 		return nil
 	case <-ctx.Done():
-		return xerrors.Errorf("%s of %q: %w", what, p.info.ID, ctx.Err())
+		return ctx.Err()
 	}
 }
 

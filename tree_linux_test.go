@@ -163,8 +163,10 @@ var treeEscapees = []struct {
 // the tree in cgroup mode: Signal(Terminate) reaches it, and Signal(Kill),
 // the timeout (terminate, then kill after KillGrace) and Close kill it.
 // In group mode only the double fork stays in the group, and the same
-// holds for it. Death is read from the escapee's pidfd, and after Close
-// it must be exact.
+// holds for it; a member that left the group (setsid, job control) is out
+// of reach there, as documented (the reason for cgroups): none of the four
+// ends reaches it, and the test kills it itself. Death is read from the
+// escapee's pidfd, and after Close it must be exact.
 func TestTreeEscapees(t *testing.T) {
 	t.Parallel()
 	q := iaShellQuote(os.Args[0])
@@ -173,9 +175,7 @@ func TestTreeEscapees(t *testing.T) {
 			for _, end := range []string{"terminate", "kill", "timeout", "close"} {
 				t.Run(mode.name+"/"+esc.name+"/"+end, func(t *testing.T) {
 					t.Parallel()
-					if mode.containment == proc.ContainGroup && !esc.group {
-						t.Skipf("group mode: a member that leaves the process group by %s is out of reach (documented; the reason for cgroups)", esc.name)
-					}
+					reach := mode.containment != proc.ContainGroup || esc.group
 					ctx := testCtx(t, time.Minute)
 					opts := treeOptions(t, mode)
 					req := proc.StartRequest{
@@ -187,6 +187,11 @@ func TestTreeEscapees(t *testing.T) {
 						// The escapee's "term" line comes after the leader
 						// died of SIGTERM; the drain must still be open.
 						req.DrainQuiet, req.DrainTimeout = 10*time.Second, 20*time.Second
+						if !reach {
+							// No "term" line can come: the record is final
+							// once the escapee, holding stdout, is quiet.
+							req.DrainQuiet = 300 * time.Millisecond
+						}
 					}
 					var m *proc.Manager
 					var mClock *quartz.Mock
@@ -235,6 +240,15 @@ func TestTreeEscapees(t *testing.T) {
 						}
 					}
 					termRE := regexp.MustCompile(fmt.Sprintf(`^term %d$`, pid))
+					if !reach {
+						treeEscapeeOutOfReach(ctx, t, m, p, pid, pidfd, end, func() {
+							w := mClock.Advance(timeout)
+							graceTrap.MustWait(ctx).MustRelease(ctx)
+							w.MustWait(ctx)
+							mClock.Advance(grace).MustWait(ctx)
+						})
+						return
+					}
 
 					switch end {
 					case "terminate":
@@ -290,6 +304,60 @@ func TestTreeEscapees(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// treeEscapeeOutOfReach is TestTreeEscapees for an escapee pid (pidfd)
+// that left the group of p's child in group mode (a session of its own,
+// or a job's group in the child's session): end (Signal(Terminate),
+// Signal(Kill), the timeout, run by timeout, or Close) leaves it alive
+// and never sends it SIGTERM (it would print "term PID"). It then kills
+// the escapee, which holds the record's stdout.
+func treeEscapeeOutOfReach(ctx context.Context, t *testing.T, m *proc.Manager, p *proc.Process, pid, pidfd int, end string, timeout func()) {
+	t.Helper()
+	t.Cleanup(func() { _ = unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0) })
+	leader := p.Info().PID
+	if st := readStat(t, pid); st.pgrp == leader {
+		t.Fatalf("escapee %d in group %d; want it out of the child's group", pid, st.pgrp)
+	}
+	// spared checks, at a moment the end is complete, that the escapee
+	// lives on; a signal that reached it kills it well within a second.
+	spared := func(after string) {
+		if diesWithin(pidfd, time.Second) {
+			t.Errorf("escapee %d died after %s; want it out of reach in group mode", pid, after)
+		}
+	}
+	var s proc.Snapshot
+	switch end {
+	case "terminate", "kill":
+		sig := map[string]proc.Signal{"terminate": proc.Terminate, "kill": proc.Kill}[end]
+		if err := p.Signal(sig); err != nil {
+			t.Fatalf("Signal(%v) = %v", sig, err)
+		}
+		s = waitFinal(ctx, t, p) // the leader died; the escapee is quiet
+		spared("Signal and the record's final")
+	case "timeout":
+		timeout()
+		spared("the timeout and its kill-grace")
+	case "close":
+		if err := m.Close(); err != nil {
+			t.Fatalf("Close() = %v", err)
+		}
+		spared("Close returned")
+		s = p.Snapshot()
+	}
+	if err := unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0); err != nil {
+		t.Fatalf("kill escapee %d: %v", pid, err)
+	}
+	treeWaitPidfd(ctx, t, pidfd, "the escapee's death by the test's kill")
+	if end == "timeout" {
+		// Its stdout closed: the drain ends.
+		if s = waitFinal(ctx, t, p); !s.Info.TimedOut {
+			t.Errorf("final: timed out %v; want true", s.Info.TimedOut)
+		}
+	}
+	if term := fmt.Sprintf("term %d", pid); strings.Contains(s.Output.Text, term) {
+		t.Errorf("output %q holds %q; want no SIGTERM to reach the escapee", s.Output.Text, term)
 	}
 }
 
@@ -477,8 +545,9 @@ func TestTreeStoppedChildTermTrap(t *testing.T) {
 	}
 }
 
-// TestReviewTimeoutLostToSIGCONT: the timeout's decision (onTimeout →
-// haltChild) sends SIGSTOP to the child and then blocks in
+// TestTimeoutSurvivesSIGCONT pins that a SIGCONT sent around the deadline
+// (Signal(Interrupt) sends one) does not lose the timeout. The timeout's
+// decision (onTimeout → haltChild) sends SIGSTOP to the child and then blocks in
 // waitid(WSTOPPED|WEXITED) with no bound. Any SIGCONT that reaches the
 // child in between — and every Process.Signal(Terminate/Interrupt) sends
 // one to the whole tree — discards the pending SIGSTOP (or continues the
@@ -490,7 +559,7 @@ func TestTreeStoppedChildTermTrap(t *testing.T) {
 // The child ignores SIGINT (a shell with `trap ” INT`, as many scripts
 // are), and a caller forwards Ctrl-C as Signal(Interrupt) around the
 // deadline.
-func TestReviewTimeoutLostToSIGCONT(t *testing.T) {
+func TestTimeoutSurvivesSIGCONT(t *testing.T) {
 	t.Parallel()
 	treeEachMode(t, func(t *testing.T, mode treeMode) {
 		ctx := testCtx(t, 60*time.Second)

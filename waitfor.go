@@ -80,8 +80,8 @@ func (p *Process) WaitFor(ctx context.Context, re *regexp.Regexp, fromStart bool
 			}
 			return "", xerrors.Errorf("wait for %q in %q: no match before the process ended: %w", re, p.info.ID, ErrNotRunning)
 		}
-		if err := p.WaitOutput(ctx, cursor); err != nil {
-			return "", xerrors.Errorf("wait for %q: %w", re, err)
+		if err := p.waitStream(ctx, p.out, cursor); err != nil {
+			return "", xerrors.Errorf("wait for %q in %q: %w", re, p.info.ID, err)
 		}
 	}
 }

@@ -1,16 +1,24 @@
 package proc_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,9 +29,11 @@ import (
 	"github.com/procvisor/proc/proctest"
 )
 
-// The helpers every test file uses: helper processes, waiting, mock-clock
-// driving. Per-OS parts (descriptor and goroutine counts, /proc, pidfds,
-// cgroups) are in helpers_unix_test.go and helpers_linux_test.go.
+// TestMain and the helpers every test file uses: helper processes,
+// waiting, mock-clock driving, and (at the end) the scripted child and
+// log-file checks of the conveniences. Per-OS parts (descriptor and
+// goroutine counts, /proc, pidfds, cgroups) are in helpers_unix_test.go
+// and helpers_linux_test.go. A file's tests are in <file>_test.go.
 
 // helperEnv names the helper mode when the test binary runs as a child.
 const helperEnv = "PROC_TEST_HELPER"
@@ -398,4 +408,324 @@ func startTrapped(ctx context.Context, t *testing.T, m *proc.Manager, req proc.S
 		t.Fatalf("Start(%+v) = %v", req, r.err)
 	}
 	return r.p
+}
+
+// --- scripted children and log files --------------------------------------
+//
+// The cv helpers: a child scripted by its arguments (cv-script, cvReq), and
+// checks of log files and failing starts, shared by the tests of Run,
+// StartOrGet (manager_test.go), WaitFor (waitfor_test.go) and LogPath
+// (drain_test.go).
+
+// cvUnescape turns the escapes \n and \r of a script argument into bytes.
+var cvUnescape = strings.NewReplacer(`\n`, "\n", `\r`, "\r")
+
+var _ = helper("cv-script", cvScript)
+
+// cvScript runs its arguments as steps, in order:
+//
+//	out:TEXT   write TEXT to stdout (\n and \r escaped) in one write
+//	err:TEXT   write TEXT to stderr in one write
+//	bytes:TEXT write TEXT to stdout one byte per write, 2ms apart
+//	fill:N     write N bytes 'x' (no newline) to stdout
+//	lines:N    write N lines "filler %05d\n" (13 bytes each) to stdout
+//	wait       read one line from stdin (or end-of-file)
+//	sleep      read stdin until end-of-file
+//	exit:N     exit with code N
+//
+// and exits 0 after the last step.
+func cvScript(args []string) int {
+	in := bufio.NewReader(os.Stdin)
+	for _, step := range args {
+		op, arg, _ := strings.Cut(step, ":")
+		var err error
+		switch op {
+		case "out":
+			_, err = os.Stdout.WriteString(cvUnescape.Replace(arg))
+		case "err":
+			_, err = os.Stderr.WriteString(cvUnescape.Replace(arg))
+		case "bytes":
+			for _, b := range []byte(cvUnescape.Replace(arg)) {
+				if _, err = os.Stdout.Write([]byte{b}); err != nil {
+					break
+				}
+				// The child's behaviour: let every byte arrive on its own.
+				time.Sleep(2 * time.Millisecond)
+			}
+		case "fill":
+			n, _ := strconv.Atoi(arg)
+			chunk := bytes.Repeat([]byte{'x'}, 32<<10)
+			for n > 0 && err == nil {
+				k := min(n, len(chunk))
+				_, err = os.Stdout.Write(chunk[:k])
+				n -= k
+			}
+		case "lines":
+			n, _ := strconv.Atoi(arg)
+			_, err = os.Stdout.WriteString(cvFiller(n))
+		case "wait":
+			_, err = in.ReadString('\n')
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+		case "sleep":
+			_, err = io.Copy(io.Discard, in)
+		case "exit":
+			code, _ := strconv.Atoi(arg)
+			return code
+		default:
+			err = fmt.Errorf("unknown step %q", step)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "cv-script: %s: %v\n", step, err)
+			return 100
+		}
+	}
+	return 0
+}
+
+// cvFiller is what the step lines:n writes.
+func cvFiller(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "filler %05d\n", i)
+	}
+	return b.String()
+}
+
+// cvReq is a request that runs cvScript with steps.
+func cvReq(steps ...string) proc.StartRequest {
+	return helperReq("cv-script", steps...)
+}
+
+var _ = helper("cv-logorder", cvLogOrder)
+
+// cvLogOrder takes a log path and steps "out:TEXT" / "err:TEXT". It writes
+// each step to its stream and then waits until the log file holds
+// everything written so far, before the next step. So the pumps see the
+// steps in this order, and the log must hold them in this order.
+func cvLogOrder(args []string) int {
+	path, steps := args[0], args[1:]
+	var want []byte
+	deadline := time.Now().Add(20 * time.Second)
+	for _, step := range steps {
+		op, arg, _ := strings.Cut(step, ":")
+		text := cvUnescape.Replace(arg)
+		w := os.Stdout
+		if op == "err" {
+			w = os.Stderr
+		}
+		if _, err := w.WriteString(text); err != nil {
+			return 100
+		}
+		want = append(want, text...)
+		for {
+			got, err := os.ReadFile(path)
+			if err == nil && bytes.Equal(got, want) {
+				break
+			}
+			if err == nil && !bytes.HasPrefix(want, got) {
+				fmt.Fprintf(os.Stderr, "cv-logorder: log holds %q; want %q\n", got, want)
+				return 3
+			}
+			if time.Now().After(deadline) {
+				fmt.Fprintf(os.Stderr, "cv-logorder: log holds %q (%v); want %q\n", got, err, want)
+				return 4
+			}
+			// The child's behaviour: poll the file the parent writes.
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return 0
+}
+
+// cvPattern is a deterministic pseudo-random byte stream that a child and
+// the test both produce without storing it: chunk k (of cvPatternChunk
+// bytes) is one fixed pseudo-random block (splitmix64 of the seed), rotated
+// by an offset derived from k, with k in its first 8 bytes. Every chunk is
+// distinct, so a lost, repeated or reordered piece shows; and it costs a
+// copy per chunk, which keeps the test fast under -race.
+type cvPattern struct {
+	base []byte
+	k    uint64
+}
+
+// cvPatternChunk is the write size of cv-pattern and the compare size of
+// the test.
+const cvPatternChunk = 1 << 20
+
+func newCVPattern(seed uint64) *cvPattern {
+	g := &cvPattern{base: make([]byte, cvPatternChunk)}
+	for i := 0; i < len(g.base); i += 8 {
+		seed += 0x9e3779b97f4a7c15
+		z := seed
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+		z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+		binary.LittleEndian.PutUint64(g.base[i:], z^(z>>31))
+	}
+	return g
+}
+
+// next fills dst (cvPatternChunk bytes) with the next chunk.
+func (g *cvPattern) next(dst []byte) {
+	r := int((g.k * 0x9e3779b97f4a7c15 >> 32) % uint64(len(g.base)))
+	n := copy(dst, g.base[r:])
+	copy(dst[n:], g.base[:r])
+	binary.LittleEndian.PutUint64(dst, g.k)
+	g.k++
+}
+
+var _ = helper("cv-pattern", cvPatternHelper)
+
+// cvPatternHelper writes args[0] bytes (a multiple of cvPatternChunk) of
+// the pattern seeded with args[1] to stdout.
+func cvPatternHelper(args []string) int {
+	size, _ := strconv.ParseInt(args[0], 10, 64)
+	seed, _ := strconv.ParseUint(args[1], 10, 64)
+	g := newCVPattern(seed)
+	buf := make([]byte, cvPatternChunk)
+	for written := int64(0); written < size; written += int64(len(buf)) {
+		g.next(buf)
+		if _, err := os.Stdout.Write(buf); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	return 0
+}
+
+// cvBlockedCtx reports, once, when a blocking call first waits on it (calls
+// Done). WaitFor and Run only wait on their context after they have taken
+// their position (WaitFor: where in the stream it starts matching), so what
+// the test lets the child do after this report happens after the call began.
+type cvBlockedCtx struct {
+	context.Context
+	waiting context.Context    // done once a call waited
+	report  context.CancelFunc // ends waiting; idempotent
+}
+
+func newCVBlockedCtx(ctx context.Context) *cvBlockedCtx {
+	waiting, report := context.WithCancel(context.Background())
+	return &cvBlockedCtx{Context: ctx, waiting: waiting, report: report}
+}
+
+func (c *cvBlockedCtx) Done() <-chan struct{} {
+	c.report()
+	return c.Context.Done()
+}
+
+// cvWhileBlocked runs call with a context that runs then once call blocks
+// on it; then does not run if call returns without blocking. It returns
+// then's error (nil if then did not run).
+func cvWhileBlocked(ctx context.Context, call func(ctx context.Context), then func() error) error {
+	bctx := newCVBlockedCtx(ctx)
+	returned := make(chan struct{})
+	thenErr := make(chan error, 1)
+	go func() {
+		select {
+		case <-bctx.waiting.Done():
+			thenErr <- then()
+		case <-returned:
+			thenErr <- nil
+		}
+	}()
+	call(bctx)
+	close(returned)
+	return <-thenErr
+}
+
+// cvWaitForThen calls p.WaitFor and, once it blocks, then.
+func cvWaitForThen(ctx context.Context, t *testing.T, p *proc.Process, re *regexp.Regexp, fromStart bool, then func() error) (string, error) {
+	t.Helper()
+	var (
+		line string
+		err  error
+	)
+	thenErr := cvWhileBlocked(ctx, func(ctx context.Context) {
+		line, err = p.WaitFor(ctx, re, fromStart)
+	}, then)
+	if thenErr != nil {
+		t.Errorf("while WaitFor(%q, %v) was blocked: %v", re, fromStart, thenErr)
+	}
+	return line, err
+}
+
+// cvGo returns a then for cvWaitForThen that writes a line to p's stdin.
+func cvGo(p *proc.Process) func() error {
+	return func() error {
+		_, err := p.Write([]byte("go\n"))
+		return err
+	}
+}
+
+// cvHold holds the first call of Options.UpdateEnv until release: a start
+// is then past opening its log and before reserving its ID.
+type cvHold struct {
+	calls   atomic.Int32
+	held    chan struct{}
+	gate    context.Context    // done once released
+	release context.CancelFunc // idempotent
+}
+
+func cvHoldFirstUpdateEnv(t *testing.T) *cvHold {
+	h := &cvHold{held: make(chan struct{})}
+	h.gate, h.release = context.WithCancel(context.Background())
+	t.Cleanup(h.release) // never leave a start held
+	return h
+}
+
+func (h *cvHold) updateEnv(env []string) ([]string, error) {
+	if h.calls.Add(1) == 1 {
+		close(h.held)
+		<-h.gate.Done()
+	}
+	return env, nil
+}
+
+// cvStop ends a process started with Stdin running "sleep", and waits for it.
+func cvStop(ctx context.Context, t *testing.T, p *proc.Process) proc.Snapshot {
+	t.Helper()
+	if err := p.CloseStdin(); err != nil && !errors.Is(err, proc.ErrNotRunning) {
+		t.Errorf("CloseStdin() = %v", err)
+	}
+	return waitFinal(ctx, t, p)
+}
+
+// cvFailingStarts are requests whose start fails, on a Manager that runs a
+// process with ID "held".
+var cvFailingStarts = []struct {
+	name string
+	req  proc.StartRequest
+	want error
+}{
+	{"not-found", proc.StartRequest{Args: []string{"cv-no-such-program-7f3a"}}, exec.ErrNotFound},
+	{"invalid", proc.StartRequest{Command: "true", Args: []string{"true"}}, proc.ErrInvalid},
+	{"duplicate-id", proc.StartRequest{ID: "held", Command: "true"}, proc.ErrDuplicateID},
+}
+
+// cvWantFile fails unless the file at path holds want.
+func cvWantFile(t *testing.T, path, want string) {
+	t.Helper()
+	if got, err := os.ReadFile(path); err != nil || string(got) != want {
+		t.Errorf("log file %s = %q, %v; want %q", filepath.Base(path), got, err, want)
+	}
+}
+
+// cvLogPath is a named LogPath.
+type cvLogPath struct{ name, path string }
+
+// cvWantBadLogPaths checks that m refuses a start with each of the log
+// paths as ErrInvalid, and keeps no record of them.
+func cvWantBadLogPaths(t *testing.T, m *proc.Manager, paths []cvLogPath) {
+	t.Helper()
+	for _, tc := range paths {
+		req := cvReq("out:x\n")
+		req.LogPath = tc.path
+		if p, err := m.Start(req); !errors.Is(err, proc.ErrInvalid) || p != nil {
+			t.Errorf("%s: Start(LogPath %q) = %v, %v; want ErrInvalid", tc.name, tc.path, p, err)
+		}
+	}
+	if n := len(m.List()); n != 0 {
+		t.Errorf("List() after refused starts has %d records; want 0", n)
+	}
 }
