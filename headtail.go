@@ -1,21 +1,13 @@
 package proc
 
 import (
-	"bytes"
 	"context"
 	"io"
-	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"unicode/utf8"
 
 	"golang.org/x/xerrors"
 )
-
-// lineCutSuffix ends every line that rendering cut short.
-const lineCutSuffix = " ... [truncated]"
 
 var _ io.Writer = (*HeadTailBuffer)(nil)
 
@@ -79,44 +71,20 @@ type HeadTailBuffer struct {
 	polled atomic.Bool
 }
 
-// takePolled reports whether Output returned an unchanged rendering since
-// the last call.
-func (b *HeadTailBuffer) takePolled() bool {
-	return b.polled.Load() && b.polled.Swap(false)
+// Chunk is the result of a cursor read ([Process.ReadSince]).
+type Chunk struct {
+	// Data holds stored bytes starting at Next-len(Data); the caller owns it.
+	Data []byte `json:"data"`
+	// Next is the cursor to pass to the next read.
+	Next int64 `json:"next"`
+	// Lost counts bytes between the requested cursor and the first byte of
+	// Data that were not retained.
+	Lost int64 `json:"lost"`
+	// End is the length of the stream at the time of the read.
+	End int64 `json:"end"`
+	// EOF is true when the stream is final and Next has reached its end.
+	EOF bool `json:"eof"`
 }
-
-// followState is a buffer's flow control for followers (design section
-// 10), which only the pump obeys (Write never waits). caughtUp is the Next
-// of the last cursor read that reached the end: a WaitOutput at that
-// cursor is a follower's. waiting holds the cursors of followers blocked
-// in WaitOutput; the Write that wakes them turns them into leases (room
-// counts them as leases already: that Write must not drop their bytes
-// either, however much the pump read before they came). A lease
-// is held from that wake until the follower waits again: each cursor read
-// from a lease's cursor moves it to the read's Next. The pump does not
-// drop a byte at or after a lease's cursor (room) until the lease moves,
-// the pump is stopped, or it has waited followerGrace, after which the
-// leases are dropped (dropLeases). roomc gets a token whenever a lease
-// moves or goes. A buffer's mu guards it.
-type followState struct {
-	caughtUp int64
-	waiting  []int64
-	leases   []int64
-	roomc    chan struct{}
-}
-
-// rendering is a rendering of the stream when it was at bytes long, with
-// its Truncation in the same allocation.
-type rendering struct {
-	at    int64
-	out   Output
-	trunc Truncation
-}
-
-// followHold is how many writes in a row without a cursor read or wait
-// it takes before a buffer counts as no longer followed. A follower woken
-// by one write may not have read yet when the next comes.
-const followHold = 8
 
 // NewHeadTailBuffer returns an empty buffer that keeps up to headBytes
 // bytes from the start of the stream and tailBytes from its end, and whose
@@ -169,244 +137,6 @@ func (b *HeadTailBuffer) Write(p []byte) (int, error) {
 	b.read = false
 	b.wakeLocked()
 	return n, nil
-}
-
-// readSize returns how many bytes the pump should read at once, given a
-// read buffer of size bytes: all of them, unless the stream is followed (a
-// cursor read or wait happened within the last followHold writes), in
-// which case no more than the tail holds. A follower woken by one such
-// write can then read all of it before the next one overwrites it, where
-// a 64 KiB read into a 16 KiB tail would drop three quarters of it before
-// any reader could look.
-func (b *HeadTailBuffer) readSize(size int) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.followed == 0 && !b.read && b.waitc == nil {
-		return size
-	}
-	return min(size, b.tailMax)
-}
-
-// writeTailLocked appends p to the tail ring, dropping its oldest bytes
-// when it overflows.
-func (b *HeadTailBuffer) writeTailLocked(p []byte) {
-	b.noteDroppedLocked(p)
-	if len(p) >= b.tailMax {
-		// Only the last tailMax bytes can survive this write, so copy
-		// just those, over whatever the tail held.
-		if len(b.tail) < b.tailMax {
-			b.tail = make([]byte, b.tailMax)
-		}
-		copy(b.tail, p[len(p)-b.tailMax:])
-		b.tailPos, b.tailLen = 0, b.tailMax
-		return
-	}
-	if need := b.tailLen + len(p); need > len(b.tail) && len(b.tail) < b.tailMax {
-		b.resizeTailLocked(min(max(2*len(b.tail), need), b.tailMax))
-	}
-	size := len(b.tail)
-	w := (b.tailPos + b.tailLen) % size
-	k := copy(b.tail[w:], p)
-	copy(b.tail, p[k:])
-	b.tailLen += len(p)
-	if over := b.tailLen - size; over > 0 {
-		b.tailPos = (b.tailPos + over) % size
-		b.tailLen = size
-	}
-}
-
-// noteDroppedLocked records in b.dropped the byte that will sit just before
-// the tail once p is appended, if p makes the tail drop bytes. It runs
-// before p overwrites anything; b.total already counts p.
-func (b *HeadTailBuffer) noteDroppedLocked(p []byte) {
-	newLen := min(b.tailLen+len(p), b.tailMax)
-	if newLen < b.tailLen+len(p) {
-		before := b.total - int64(newLen) - 1 // the offset of the byte wanted
-		pStart := b.total - int64(len(p))
-		oldStart := pStart - int64(b.tailLen)
-		switch {
-		case before >= pStart:
-			b.dropped = p[before-pStart]
-		case before >= oldStart:
-			first, second := b.tailSegmentsLocked()
-			i := int(before - oldStart)
-			if i < len(first) {
-				b.dropped = first[i]
-			} else {
-				b.dropped = second[i-len(first)]
-			}
-		}
-	}
-}
-
-// lineStartLocked reports whether offset off is known to begin a line:
-// it is 0, or the byte before it is a retained or recorded newline.
-func (b *HeadTailBuffer) lineStartLocked(off int64) bool {
-	if off == 0 {
-		return true
-	}
-	headLen := int64(len(b.head))
-	tailStart := b.total - int64(b.tailLen)
-	switch before := off - 1; {
-	case before < headLen:
-		return b.head[before] == '\n'
-	case before >= tailStart && before < b.total:
-		first, second := b.tailSegmentsLocked()
-		i := int(before - tailStart)
-		if i < len(first) {
-			return first[i] == '\n'
-		}
-		return second[i-len(first)] == '\n'
-	case off == tailStart:
-		return b.dropped == '\n'
-	}
-	return false
-}
-
-// readSinceLine is ReadSince that also tells whether the first byte of
-// Data begins a line (for Process.WaitFor, after bytes were lost).
-func (b *HeadTailBuffer) readSinceLine(cursor int64, max int) (Chunk, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	c := b.readSinceLocked(cursor, max)
-	return c, b.lineStartLocked(c.Next - int64(len(c.Data)))
-}
-
-// resizeTailLocked moves the tail into a new linear slice of length size,
-// which must be at least tailLen.
-func (b *HeadTailBuffer) resizeTailLocked(size int) {
-	t := make([]byte, size)
-	first, second := b.tailSegmentsLocked()
-	k := copy(t, first)
-	copy(t[k:], second)
-	b.tail, b.tailPos = t, 0
-}
-
-// tailSegmentsLocked returns the tail's bytes in stream order as two
-// slices of the ring (second is empty unless the ring wraps).
-func (b *HeadTailBuffer) tailSegmentsLocked() (first, second []byte) {
-	end := b.tailPos + b.tailLen
-	if end <= len(b.tail) {
-		return b.tail[b.tailPos:end], nil
-	}
-	return b.tail[b.tailPos:], b.tail[:end-len(b.tail)]
-}
-
-// wakeLocked releases everyone blocked in WaitOutput. Closing a channel
-// never blocks, so it is fine under the mutex.
-func (b *HeadTailBuffer) wakeLocked() {
-	if b.waitc != nil {
-		close(b.waitc)
-		b.waitc = nil
-	}
-	// The followers woken hold leases until they read (followState).
-	if f := b.flow; f != nil {
-		f.leases = append(f.leases, f.waiting...)
-		f.waiting = f.waiting[:0]
-	}
-}
-
-// room returns how many of the next n bytes the pump can write without
-// dropping a byte at or after a lease's cursor, and, when that is none,
-// a channel that receives when a lease moves or goes.
-func (b *HeadTailBuffer) room(n int) (int, <-chan struct{}) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	f := b.flow
-	if f == nil {
-		return n, nil
-	}
-	k := int64(n)
-	// A waiting follower counts too: this write wakes it, with a lease.
-	for _, cursors := range [2][]int64{f.leases, f.waiting} {
-		for _, c := range cursors {
-			// Once the head is full, a write of k bytes drops what is
-			// left of [headMax, total+k-tailMax).
-			k = min(k, max(c, int64(b.headMax))+int64(b.tailMax)-b.total)
-		}
-	}
-	if k > 0 || b.finished {
-		return int(max(k, 0)), nil
-	}
-	if f.roomc == nil {
-		f.roomc = make(chan struct{}, 1)
-	}
-	return 0, f.roomc
-}
-
-// dropLeases ends every lease: their followers did not read in time, or
-// the pump is stopped. A follower that comes back reads what is left, and
-// counts Lost, as without flow control.
-func (b *HeadTailBuffer) dropLeases() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.flow != nil {
-		b.flow.leases = b.flow.leases[:0]
-		b.signalRoomLocked()
-	}
-}
-
-// signalRoomLocked wakes a pump waiting for room.
-func (b *HeadTailBuffer) signalRoomLocked() {
-	if f := b.flow; f != nil && f.roomc != nil {
-		// One token at most: a pump that finds one left over looks at
-		// the room again and waits anew. One channel for all waits: a
-		// follower makes the pump wait once per tail's worth of bytes.
-		select {
-		case f.roomc <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// takeLeaseLocked removes one lease at cursor and reports whether there
-// was one.
-func (b *HeadTailBuffer) takeLeaseLocked(cursor int64) bool {
-	if b.flow == nil {
-		return false
-	}
-	for i, c := range b.flow.leases {
-		if c == cursor {
-			b.flow.leases = append(b.flow.leases[:i], b.flow.leases[i+1:]...)
-			b.signalRoomLocked()
-			return true
-		}
-	}
-	return false
-}
-
-// unfollow ends the lease of a follower that read up to next and stops
-// following (Process.WaitFor once it matched), so that the pump does not
-// wait for it.
-func (b *HeadTailBuffer) unfollow(next int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.takeLeaseLocked(next)
-}
-
-// takeWaitingLocked removes one waiting follower at cursor.
-func (b *HeadTailBuffer) takeWaitingLocked(cursor int64) {
-	if b.flow == nil {
-		return
-	}
-	for i, c := range b.flow.waiting {
-		if c == cursor {
-			b.flow.waiting = append(b.flow.waiting[:i], b.flow.waiting[i+1:]...)
-			return
-		}
-	}
-}
-
-// growCapped returns buf with room for n more bytes, doubling its capacity
-// but never beyond limit (append's own growth would overshoot it).
-func growCapped(buf []byte, n, limit int) []byte {
-	need := len(buf) + n
-	if need <= cap(buf) {
-		return buf
-	}
-	grown := make([]byte, len(buf), min(max(2*cap(buf), need), limit))
-	copy(grown, buf)
-	return grown
 }
 
 // Len returns the number of bytes ever written, retained or not.
@@ -516,16 +246,6 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 	}
 }
 
-// indexLease returns the index of a lease at cursor, or -1.
-func (f *followState) indexLease(cursor int64) int {
-	for i, c := range f.leases {
-		if c == cursor {
-			return i
-		}
-	}
-	return -1
-}
-
 // ReadSince returns a copy of the stored bytes at and after the absolute
 // offset cursor (negative means 0), at most max of them (max <= 0: no
 // limit). When cursor falls in the omitted middle, Chunk.Lost counts the
@@ -560,6 +280,15 @@ func (b *HeadTailBuffer) ReadSinceInto(cursor int64, buf []byte) Chunk {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.readIntoLocked(cursor, buf)
+}
+
+// readSinceLine is ReadSince that also tells whether the first byte of
+// Data begins a line (for Process.WaitFor, after bytes were lost).
+func (b *HeadTailBuffer) readSinceLine(cursor int64, max int) (Chunk, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.readSinceLocked(cursor, max)
+	return c, b.lineStartLocked(c.Next - int64(len(c.Data)))
 }
 
 // readSizeLocked returns how many bytes ReadSince(cursor, max) would
@@ -609,27 +338,8 @@ func (b *HeadTailBuffer) readIntoLocked(cursor int64, buf []byte) Chunk {
 		c.Next = from + int64(n)
 	}
 	c.EOF = b.finished && c.Next >= c.End
-	if b.finished {
-		return c
-	}
-	if b.flow == nil {
-		if c.Next < c.End {
-			return c
-		}
-		b.flow = new(followState)
-	}
-	for i, l := range b.flow.leases {
-		// A follower reads: its lease moves on with it. A read from before
-		// the lease that reached past it (a reader that reads everything
-		// from the start each time) has seen the leased bytes as well.
-		if l == cursor || cursor < l && l < c.Next {
-			b.flow.leases[i] = c.Next
-			b.signalRoomLocked()
-			break
-		}
-	}
-	if c.Next >= c.End {
-		b.flow.caughtUp = c.Next
+	if !b.finished {
+		b.followReadLocked(cursor, c)
 	}
 	return c
 }
@@ -672,338 +382,124 @@ func (b *HeadTailBuffer) copyLocked(dst []byte, from int64) {
 	}
 }
 
-// Output renders the buffer as text: the head, then, only if bytes were
-// omitted, the marker "\n... [omitted N bytes] ...\n", then the tail. With
-// nothing omitted head and tail join seamlessly.
-//
-// At the omission marker, a partial UTF-8 character ending the head and up
-// to three continuation bytes starting the tail are left out of the text.
-// Every line longer than maxLineLength bytes is cut, backing off to the
-// start of a valid UTF-8 character the cut would split, and ends in
-// " ... [truncated]"; the cut line, that suffix included, renders in at
-// most maxLineLength bytes (with a limit shorter than the suffix, the
-// suffix alone). Its newline is kept. The marker ends the line before it
-// and is never cut itself.
-//
-// Truncation is nil unless bytes were omitted or lines were cut. Its byte
-// counts describe the stored bytes; what rendering leaves out at the
-// marker or by cutting lines does not change them. An empty buffer renders
-// as the zero Output.
-//
-// Output holds the buffer's lock only to copy the stored bytes into a
-// pooled scratch buffer (a finished buffer, which never changes, not even
-// that): the rendering and its allocations happen outside it, so a reader
-// never holds up a Write for longer than a copy. Until the buffer is
-// finished, the last rendering is kept and returned again, without a copy
-// or an allocation, as long as nothing was written since: callers share
-// its Truncation, which they must not modify.
-func (b *HeadTailBuffer) Output() Output {
-	if r := b.rendered.Load(); r != nil && r.at == b.size.Load() {
-		// polled tells the pump that someone polls faster than the
-		// stream changes (pump.read); it is only written when it
-		// changes, so pollers and pump do not fight over its cache line.
-		if !b.polled.Load() {
-			b.polled.Store(true)
+// writeTailLocked appends p to the tail ring, dropping its oldest bytes
+// when it overflows.
+func (b *HeadTailBuffer) writeTailLocked(p []byte) {
+	b.noteDroppedLocked(p)
+	if len(p) >= b.tailMax {
+		// Only the last tailMax bytes can survive this write, so copy
+		// just those, over whatever the tail held.
+		if len(b.tail) < b.tailMax {
+			b.tail = make([]byte, b.tailMax)
 		}
-		// Nothing was written since: the caller polls faster than the
-		// stream changes. Yield, so that a tight poller lets the writer
-		// run: a pump whose read returned after the runtime handed its
-		// P to a poller waits in the global run queue, which a poller
-		// that never yields leaves unvisited for a whole time slice
-		// (measured: 20 ms median per read; issue 16).
-		runtime.Gosched()
-		return r.out
-	}
-	b.mu.Lock()
-	if b.total == 0 {
-		b.mu.Unlock()
-		return Output{}
-	}
-	total := b.total
-	retained := int64(len(b.head) + b.tailLen)
-	head := b.head
-	first, second := b.tailSegmentsLocked()
-	var scratch *[]byte
-	finished := b.finished
-	if !finished {
-		// The storage changes with the next Write: copy it out. A
-		// finished buffer's slices never change again (Finish replaced
-		// them once, under the lock we hold), so they are read in place.
-		scratch = renderScratch.Get().(*[]byte)
-		buf := append((*scratch)[:0], head...)
-		buf = append(buf, first...)
-		buf = append(buf, second...)
-		*scratch = buf
-		head, first, second = buf[:len(head)], buf[len(head):], nil
-	}
-	b.mu.Unlock()
-	if scratch != nil {
-		defer renderScratch.Put(scratch)
-	}
-	r := b.render(head, first, second, total, retained)
-	if !finished {
-		b.mu.Lock()
-		// Keep the newest rendering, unless the buffer was finished
-		// meanwhile (Finish dropped it for good).
-		if old := b.rendered.Load(); !b.finished && (old == nil || old.at < total) {
-			b.rendered.Store(r)
-		}
-		b.mu.Unlock()
-	}
-	return r.out
-}
-
-// render renders the stored bytes head, first and second (the tail's two
-// segments) of a stream of total bytes of which retained are stored: two
-// allocations, the text and the rendering.
-func (b *HeadTailBuffer) render(head, first, second []byte, total, retained int64) *rendering {
-	omitted := total - retained
-
-	// Measure first so the text is a single exact allocation.
-	measure := renderState{lineMax: b.lineMax}
-	measure.render(head, first, second, omitted)
-	var sb strings.Builder
-	sb.Grow(measure.size)
-	out := renderState{lineMax: b.lineMax, out: &sb}
-	out.render(head, first, second, omitted)
-
-	r := &rendering{at: total, out: Output{Text: sb.String()}}
-	if omitted > 0 || out.cuts > 0 {
-		r.trunc = Truncation{
-			OriginalBytes: total,
-			RetainedBytes: retained,
-			OmittedBytes:  omitted,
-			LinesCut:      out.cuts,
-			Strategy:      "head_tail",
-		}
-		r.out.Truncation = &r.trunc
-	}
-	return r
-}
-
-// renderScratch holds the buffers Output copies a running buffer's bytes
-// into, so that a steady poller allocates only the text it returns.
-var renderScratch = sync.Pool{New: func() any { return new([]byte) }}
-
-// renderState renders a buffer's text. With out == nil it only measures:
-// size and cuts come out the same as when writing.
-type renderState struct {
-	lineMax int
-	out     *strings.Builder
-	size    int // bytes rendered
-	cuts    int // lines cut
-}
-
-// render renders head, then the marker if omitted > 0, then the tail given
-// as two segments.
-func (r *renderState) render(head, tail1, tail2 []byte, omitted int64) {
-	if omitted == 0 {
-		r.lines(byteSpans{head, tail1, tail2})
+		copy(b.tail, p[len(p)-b.tailMax:])
+		b.tailPos, b.tailLen = 0, b.tailMax
 		return
 	}
-	r.lines(byteSpans{trimPartialRune(head)})
-	r.marker(omitted)
-	tail := byteSpans{tail1, tail2}
-	tail.trimContinuation(utf8.UTFMax - 1)
-	r.lines(tail)
-}
-
-func (r *renderState) marker(omitted int64) {
-	var digits [20]byte
-	r.writeString("\n... [omitted ")
-	r.write(strconv.AppendInt(digits[:0], omitted, 10))
-	r.writeString(" bytes] ...\n")
-}
-
-// lines renders s, cutting every line longer than lineMax. Text between
-// cuts is written in one piece.
-func (r *renderState) lines(s byteSpans) {
-	n := s.len()
-	flushed := 0 // s[:flushed] has been rendered
-	for start := 0; n-start > r.lineMax; {
-		end := s.indexNewline(start)
-		if end < 0 {
-			end = n
-		}
-		window := start + r.lineMax + 1
-		if end < window {
-			start = s.skipShortLines(end+1, window)
-			continue
-		}
-		// The suffix counts against the limit: the cut line renders in
-		// at most lineMax bytes.
-		keep := s.runeStartBefore(start+max(r.lineMax-len(lineCutSuffix), 0), start)
-		s.writeTo(r, flushed, keep)
-		r.writeString(lineCutSuffix)
-		r.cuts++
-		flushed = end // the newline, if any, goes out with the next run
-		start = end + 1
+	if need := b.tailLen + len(p); need > len(b.tail) && len(b.tail) < b.tailMax {
+		b.resizeTailLocked(min(max(2*len(b.tail), need), b.tailMax))
 	}
-	s.writeTo(r, flushed, n)
-}
-
-// skipShortLines returns where to look for the next long line. A short
-// line ended just before start, and window is one past the last byte it
-// could have reached: every line that starts before window and ends inside
-// it is short too. Lines are usually much shorter than the limit, so
-// jumping past the last newline in the window skips many of them for the
-// price of one call. That backward scan goes byte by byte
-// (bytes.LastIndexByte is not vectorised), so it only looks at the
-// window's last few bytes.
-func (s *byteSpans) skipShortLines(start, window int) int {
-	const maxBack = 64
-	if nl := s.lastNewline(max(start, window-maxBack), window); nl >= 0 {
-		return nl + 1
-	}
-	return start
-}
-
-func (r *renderState) write(p []byte) {
-	r.size += len(p)
-	if r.out != nil {
-		r.out.Write(p)
+	size := len(b.tail)
+	w := (b.tailPos + b.tailLen) % size
+	k := copy(b.tail[w:], p)
+	copy(b.tail, p[k:])
+	b.tailLen += len(p)
+	if over := b.tailLen - size; over > 0 {
+		b.tailPos = (b.tailPos + over) % size
+		b.tailLen = size
 	}
 }
 
-func (r *renderState) writeString(s string) {
-	r.size += len(s)
-	if r.out != nil {
-		r.out.WriteString(s)
-	}
-}
-
-// trimPartialRune drops the bytes of an incomplete UTF-8 character ending
-// p: a valid start of a multi-byte character whose remaining bytes were
-// never stored.
-func trimPartialRune(p []byte) []byte {
-	for i := len(p) - 1; i >= 0 && i >= len(p)-(utf8.UTFMax-1); i-- {
-		if utf8.RuneStart(p[i]) {
-			// FullRune is false exactly for a valid prefix that is too
-			// short; it is true for ASCII, complete and invalid bytes.
-			if !utf8.FullRune(p[i:]) {
-				return p[:i]
-			}
-			return p
-		}
-	}
-	return p
-}
-
-// byteSpans is the concatenation of up to three byte slices, so rendering
-// can run over head and ring tail without first copying them together.
-// Positions are offsets into the concatenation.
-type byteSpans [3][]byte
-
-func (s *byteSpans) len() int {
-	return len(s[0]) + len(s[1]) + len(s[2])
-}
-
-// at returns the byte at position i < s.len().
-func (s *byteSpans) at(i int) byte {
-	for _, p := range s {
-		if i < len(p) {
-			return p[i]
-		}
-		i -= len(p)
-	}
-	panic("byteSpans: index out of range")
-}
-
-// indexNewline returns the position of the first '\n' at or after from,
-// or -1.
-func (s *byteSpans) indexNewline(from int) int {
-	off := 0
-	for _, p := range s {
-		if from < off+len(p) {
-			if j := bytes.IndexByte(p[max(from-off, 0):], '\n'); j >= 0 {
-				return max(from, off) + j
+// noteDroppedLocked records in b.dropped the byte that will sit just before
+// the tail once p is appended, if p makes the tail drop bytes. It runs
+// before p overwrites anything; b.total already counts p.
+func (b *HeadTailBuffer) noteDroppedLocked(p []byte) {
+	newLen := min(b.tailLen+len(p), b.tailMax)
+	if newLen < b.tailLen+len(p) {
+		before := b.total - int64(newLen) - 1 // the offset of the byte wanted
+		pStart := b.total - int64(len(p))
+		oldStart := pStart - int64(b.tailLen)
+		switch {
+		case before >= pStart:
+			b.dropped = p[before-pStart]
+		case before >= oldStart:
+			first, second := b.tailSegmentsLocked()
+			i := int(before - oldStart)
+			if i < len(first) {
+				b.dropped = first[i]
+			} else {
+				b.dropped = second[i-len(first)]
 			}
 		}
-		off += len(p)
-	}
-	return -1
-}
-
-// lastNewline returns the position of the last '\n' in [from, to), or -1.
-func (s *byteSpans) lastNewline(from, to int) int {
-	off := s.len()
-	for i := len(s) - 1; i >= 0; i-- {
-		p := s[i]
-		off -= len(p)
-		lo, hi := max(from-off, 0), min(to-off, len(p))
-		if lo >= hi {
-			continue
-		}
-		if j := bytes.LastIndexByte(p[lo:hi], '\n'); j >= 0 {
-			return off + lo + j
-		}
-	}
-	return -1
-}
-
-// trimContinuation drops up to limit UTF-8 continuation bytes from the
-// start of s.
-func (s *byteSpans) trimContinuation(limit int) {
-	for i := range s {
-		for limit > 0 && len(s[i]) > 0 && !utf8.RuneStart(s[i][0]) {
-			s[i] = s[i][1:]
-			limit--
-		}
-		if len(s[i]) > 0 {
-			return
-		}
 	}
 }
 
-// runeStartBefore returns where to cut s so that the kept text ends before
-// position cut without splitting a valid UTF-8 character: cut itself, or
-// the start (not before lo) of the valid character that cut falls inside.
-func (s *byteSpans) runeStartBefore(cut, lo int) int {
-	for i := cut; i >= lo && i > cut-utf8.UTFMax; i-- {
-		if !utf8.RuneStart(s.at(i)) {
-			continue
-		}
-		if i == cut {
-			return cut
-		}
-		var buf [utf8.UTFMax]byte
-		n := s.copyAt(buf[:], i)
-		r, size := utf8.DecodeRune(buf[:n])
-		valid := r != utf8.RuneError || size > 1
-		if valid && i+size > cut {
-			return i
-		}
-		return cut
+// lineStartLocked reports whether offset off is known to begin a line:
+// it is 0, or the byte before it is a retained or recorded newline.
+func (b *HeadTailBuffer) lineStartLocked(off int64) bool {
+	if off == 0 {
+		return true
 	}
-	return cut
+	headLen := int64(len(b.head))
+	tailStart := b.total - int64(b.tailLen)
+	switch before := off - 1; {
+	case before < headLen:
+		return b.head[before] == '\n'
+	case before >= tailStart && before < b.total:
+		first, second := b.tailSegmentsLocked()
+		i := int(before - tailStart)
+		if i < len(first) {
+			return first[i] == '\n'
+		}
+		return second[i-len(first)] == '\n'
+	case off == tailStart:
+		return b.dropped == '\n'
+	}
+	return false
 }
 
-// copyAt copies the bytes of s from position i into dst and returns how
-// many it copied.
-func (s *byteSpans) copyAt(dst []byte, i int) int {
-	n := 0
-	for _, p := range s {
-		if i < len(p) {
-			n += copy(dst[n:], p[i:])
-			i = 0
-		} else {
-			i -= len(p)
-		}
-		if n == len(dst) {
-			break
-		}
-	}
-	return n
+// resizeTailLocked moves the tail into a new linear slice of length size,
+// which must be at least tailLen.
+func (b *HeadTailBuffer) resizeTailLocked(size int) {
+	t := make([]byte, size)
+	first, second := b.tailSegmentsLocked()
+	k := copy(t, first)
+	copy(t[k:], second)
+	b.tail, b.tailPos = t, 0
 }
 
-// writeTo renders the bytes of s between positions from and to.
-func (s *byteSpans) writeTo(r *renderState, from, to int) {
-	off := 0
-	for _, p := range s {
-		lo, hi := max(from-off, 0), min(to-off, len(p))
-		if lo < hi {
-			r.write(p[lo:hi])
-		}
-		off += len(p)
+// tailSegmentsLocked returns the tail's bytes in stream order as two
+// slices of the ring (second is empty unless the ring wraps).
+func (b *HeadTailBuffer) tailSegmentsLocked() (first, second []byte) {
+	end := b.tailPos + b.tailLen
+	if end <= len(b.tail) {
+		return b.tail[b.tailPos:end], nil
 	}
+	return b.tail[b.tailPos:], b.tail[:end-len(b.tail)]
+}
+
+// wakeLocked releases everyone blocked in WaitOutput. Closing a channel
+// never blocks, so it is fine under the mutex.
+func (b *HeadTailBuffer) wakeLocked() {
+	if b.waitc != nil {
+		close(b.waitc)
+		b.waitc = nil
+	}
+	// The followers woken hold leases until they read (followState).
+	if f := b.flow; f != nil {
+		f.leases = append(f.leases, f.waiting...)
+		f.waiting = f.waiting[:0]
+	}
+}
+
+// growCapped returns buf with room for n more bytes, doubling its capacity
+// but never beyond limit (append's own growth would overshoot it).
+func growCapped(buf []byte, n, limit int) []byte {
+	need := len(buf) + n
+	if need <= cap(buf) {
+		return buf
+	}
+	grown := make([]byte, len(buf), min(max(2*cap(buf), need), limit))
+	copy(grown, buf)
+	return grown
 }
