@@ -118,8 +118,9 @@ func (pu *pump) run() {
 // median per wait, measured with the execution tracer). A yielded pump
 // waits in the global run queue, which busy Ps do visit. It tries only
 // within polledReads reads of seeing Output return an unchanged rendering
-// (HeadTailBuffer.polled), readSpins times and then for as long as that
-// goes on: tight pollers hold the Ps anyway. Without them it parks at
+// of any record (HeadTailBuffer.polled, anyPolled: pollers of another,
+// final record hold the Ps just the same), readSpins times and then for
+// as long as that goes on: tight pollers hold the Ps anyway. Without them it parks at
 // once: tries without pollers caught the pipe with a few KiB in it and
 // tripled the CPU of a plain capture (more, smaller reads).
 func (pu *pump) read(buf []byte) (int, error) {
@@ -136,7 +137,7 @@ func (pu *pump) read(buf []byte) (int, error) {
 	defer func() { pu.tryBuf = nil }()
 	// Pollers seen lately keep the tries on for polledReads more reads:
 	// right after a write they are busy rendering it, not calling.
-	if pu.dst.polled.Load() {
+	if pu.dst.polledLately() {
 		pu.polledReads = polledReads
 	}
 	spin := pu.polledReads > 0
@@ -153,7 +154,8 @@ func (pu *pump) read(buf []byte) (int, error) {
 			break // EOF, an error or a stopped pump: Read says which
 		}
 		if i >= readSpins {
-			if !pu.dst.takePolled() {
+			// Both taken: either says pollers hold the Ps.
+			if mine, other := pu.dst.takePolled(), takeAnyPolled(); !mine && !other {
 				break // the pollers have stopped
 			}
 			pu.polledReads = polledReads

@@ -1,5 +1,7 @@
 package proc
 
+import "sync/atomic"
+
 // Follower help (design section 10). A follower is a reader that reaches
 // the end of the stream and waits there (WaitOutput, then ReadSince or
 // ReadSinceInto from the cursor it waited at). The pump of a Process may
@@ -174,8 +176,24 @@ func (f *followState) indexLease(cursor int64) int {
 	return -1
 }
 
-// takePolled reports whether Output returned an unchanged rendering since
-// the last call.
+// anyPolled is set by Output when it returns a rendering again, of any
+// buffer, and cleared by a pump (takePolled): tight pollers of one record
+// keep the Ps from the pumps of every other record as well.
+var anyPolled atomic.Bool
+
+// polledLately reports whether Output returned an unchanged rendering of
+// b or of any other buffer since a pump last took the signal.
+func (b *HeadTailBuffer) polledLately() bool {
+	return b.polled.Load() || anyPolled.Load()
+}
+
+// takePolled reports whether Output returned an unchanged rendering of b
+// since the last call, and clears the signal.
 func (b *HeadTailBuffer) takePolled() bool {
 	return b.polled.Load() && b.polled.Swap(false)
+}
+
+// takeAnyPolled is takePolled for the signal of every buffer.
+func takeAnyPolled() bool {
+	return anyPolled.Load() && anyPolled.Swap(false)
 }

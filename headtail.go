@@ -40,35 +40,35 @@ type HeadTailBuffer struct {
 	tail    []byte
 	tailPos int
 	tailLen int
-	// dropped is the stream byte just before the tail when that byte was
-	// dropped (not in the head): it tells a line-based reader whether the
-	// tail starts a line.
-	dropped  byte
-	total    int64 // bytes ever written
-	finished bool
+	total   int64 // bytes ever written
 	// waitc is created by the first waiter and closed (then cleared) by the
 	// next Write or Finish, so writes without waiters allocate nothing.
 	waitc chan struct{}
-	// read is set by every cursor read and wait, and cleared by every
-	// Write; followed counts down the writes left before the stream is
-	// taken as no longer followed (see readSize).
-	read     bool
-	followed int
 	// flow is the followers' flow control (see followState), made by the
 	// first cursor read that reaches the end and dropped by Finish.
 	flow *followState
+	// read is set by every cursor read and wait, and cleared by every
+	// Write; followed counts down the writes left before the stream is
+	// taken as no longer followed (see readSize).
+	followed int
+	read     bool
+	finished bool
+	// dropped is the stream byte just before the tail when that byte was
+	// dropped (not in the head): it tells a line-based reader whether the
+	// tail starts a line.
+	dropped byte
 
+	// polled is set by Output when it returns a rendering again, and
+	// cleared by the pump (takePolled). It packs with the bytes above: the
+	// struct fits the 160-byte size class.
+	polled atomic.Bool
 	// size is total, stored after every Write, so that Len and a hit of
 	// rendered need no lock: a tight poller then never holds up the pump.
 	size atomic.Int64
 	// rendered is the last rendering Output made, replaced under mu. While
 	// nothing is written (its at equals size), Output returns it again
-	// without the lock, a copy or an allocation. Finish drops it, so that
-	// a retained final record keeps only its bytes.
+	// without the lock, a copy or an allocation; once finished, for good.
 	rendered atomic.Pointer[rendering]
-	// polled is set by Output when it returns a rendering again, and
-	// cleared by the pump (takePolled).
-	polled atomic.Bool
 }
 
 // Chunk is the result of a cursor read ([Process.ReadSince]).
@@ -154,7 +154,6 @@ func (b *HeadTailBuffer) Finish() {
 		return
 	}
 	b.finished = true
-	b.rendered.Store(nil)
 	b.signalRoomLocked()
 	b.flow = nil
 	if cap(b.head) > len(b.head) {

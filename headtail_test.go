@@ -349,6 +349,12 @@ func TestHeadTailBufferReaderAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _ = b.Output() }); n != 0 {
 		t.Errorf("Output() of an unchanged running buffer: %v allocations; want 0", n)
 	}
+	fin := proc.NewHeadTailBuffer(0, 0, 0)
+	_, _ = fin.Write(line)
+	fin.Finish()
+	if n := testing.AllocsPerRun(100, func() { _ = fin.Output() }); n != 0 {
+		t.Errorf("Output() of a finished buffer: %v allocations; want 0 (rendered once)", n)
+	}
 	if n := testing.AllocsPerRun(100, func() {
 		_, _ = b.Write(line)
 		_ = b.Output()

@@ -56,10 +56,12 @@ const lineCutSuffix = " ... [truncated]"
 // Output holds the buffer's lock only to copy the stored bytes into a
 // pooled scratch buffer (a finished buffer, which never changes, not even
 // that): the rendering and its allocations happen outside it, so a reader
-// never holds up a Write for longer than a copy. Until the buffer is
-// finished, the last rendering is kept and returned again, without a copy
-// or an allocation, as long as nothing was written since: callers share
-// its Truncation, which they must not modify.
+// never holds up a Write for longer than a copy. The last rendering is
+// kept and returned again, without a lock, a copy or an allocation, as
+// long as nothing was written since; a finished buffer's is made once and
+// kept for good (I1), so a final record's text costs its bytes twice once
+// it was rendered. Callers share its Truncation, which they must not
+// modify.
 func (b *HeadTailBuffer) Output() Output {
 	if r := b.rendered.Load(); r != nil && r.at == b.size.Load() {
 		// polled tells the pump that someone polls faster than the
@@ -67,6 +69,11 @@ func (b *HeadTailBuffer) Output() Output {
 		// changes, so pollers and pump do not fight over its cache line.
 		if !b.polled.Load() {
 			b.polled.Store(true)
+		}
+		// Every pump learns of it: a poller of any record, final ones
+		// included, holds a P as much as one of the pump's own record.
+		if !anyPolled.Load() {
+			anyPolled.Store(true)
 		}
 		// Nothing was written since: the caller polls faster than the
 		// stream changes. Yield, so that a tight poller lets the writer
@@ -104,15 +111,15 @@ func (b *HeadTailBuffer) Output() Output {
 		defer renderScratch.Put(scratch)
 	}
 	r := b.render(head, first, second, total, retained)
-	if !finished {
-		b.mu.Lock()
-		// Keep the newest rendering, unless the buffer was finished
-		// meanwhile (Finish dropped it for good).
-		if old := b.rendered.Load(); !b.finished && (old == nil || old.at < total) {
-			b.rendered.Store(r)
-		}
-		b.mu.Unlock()
+	b.mu.Lock()
+	// Keep the newest rendering. Once finished, the first one made of the
+	// final bytes stays: every later call returns that same one.
+	if old := b.rendered.Load(); old == nil || old.at < total {
+		b.rendered.Store(r)
+	} else if old.at == total && finished {
+		r = old
 	}
+	b.mu.Unlock()
 	return r.out
 }
 

@@ -146,7 +146,7 @@ func TestHeadTailBufferDefaults(t *testing.T) {
 // buffer nothing was written to since returns the same rendering (the
 // same Truncation), a Write makes the next Output render anew, and every
 // rendering equals that of a fresh buffer holding the same stream, before
-// and after Finish.
+// and after Finish; a finished buffer's rendering is made once.
 func TestHeadTailBufferOutputReused(t *testing.T) {
 	t.Parallel()
 	const head, tail, lineMax = 8, 8, 6
@@ -181,5 +181,9 @@ func TestHeadTailBufferOutputReused(t *testing.T) {
 		last = again
 	}
 	b.Finish()
-	check("after Finish", b.Output())
+	final := b.Output()
+	check("after Finish", final)
+	if again := b.Output(); final.Truncation == nil || again.Truncation != final.Truncation {
+		t.Errorf("after Finish: a second Output() rendered again; want the final rendering made once (I1)")
+	}
 }
