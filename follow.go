@@ -1,14 +1,29 @@
 package proc
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Follower help (design section 10). A follower is a reader that reaches
 // the end of the stream and waits there (WaitOutput, then ReadSince or
 // ReadSinceInto from the cursor it waited at). The pump of a Process may
 // help it keep up: it reads no more than the tail holds at once while the
 // stream is followed (readSize), and it does not overwrite bytes a woken
-// follower has not read yet (room), for a bounded time. Write itself
-// never waits; only the pump obeys these hooks (pump.writeFollowed).
+// follower has not read yet (room), for as long as it keeps up: a
+// follower that does not reach the end within followBound of its wake
+// loses the help until it catches up (hold). Write itself never waits;
+// only the pump obeys these hooks (pump.writeFollowed).
+
+// followBound is how long a follower has, from the write that woke it,
+// to reach the end of the stream (a cursor read whose Next is End) before
+// it loses the pump's help until it catches up (design section 10). It is
+// long next to a woken goroutine's scheduling delay on a loaded machine
+// and short next to anything a person notices; it is also the most one
+// wake of a follower can hold the pump, and so the child. A follower that
+// reads each wake's bytes at once meets it; one that reads in small
+// pieces, or stops reading, does not.
+const followBound = 5 * time.Millisecond
 
 // followState is a buffer's flow control for followers (design section
 // 10), which only the pump obeys (Write never waits). caughtUp is the Next
@@ -16,18 +31,29 @@ import "sync/atomic"
 // cursor is a follower's. waiting holds the cursors of followers blocked
 // in WaitOutput; the Write that wakes them turns them into leases (room
 // counts them as leases already: that Write must not drop their bytes
-// either, however much the pump read before they came). A lease
-// is held from that wake until the follower waits again: each cursor read
-// from a lease's cursor moves it to the read's Next. The pump does not
-// drop a byte at or after a lease's cursor (room) until the lease moves,
-// the pump is stopped, or it has waited followerGrace, after which the
-// leases are dropped (dropLeases). roomc gets a token whenever a lease
-// moves or goes. A buffer's mu guards it.
+// either, however much the pump read before they came). A lease is held
+// from that wake until the follower waits again: each cursor read from a
+// lease's cursor moves it to the read's Next. The pump does not drop a
+// byte at or after a lease's cursor (room) until the lease moves, the
+// pump is stopped, or followBound has passed since the lease's follower
+// was woken without it reaching the end (hold): the lease is then dropped,
+// and its follower is helped again only once a read of it reaches the end.
+// roomc gets a token whenever a lease moves or goes. A buffer's mu guards
+// it.
 type followState struct {
 	caughtUp int64
 	waiting  []int64
-	leases   []int64
+	leases   []lease
 	roomc    chan struct{}
+}
+
+// lease is a woken follower's claim on the bytes from cursor on. woken is
+// when the pump woke it, zero until the pump stamps it (stampWoken, hold);
+// a read that reaches the end clears it, so that the next wake starts a
+// new bound.
+type lease struct {
+	cursor int64
+	woken  time.Time
 }
 
 // followHold is how many writes in a row without a cursor read or wait
@@ -44,12 +70,16 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk) {
 		}
 		b.flow = new(followState)
 	}
-	for i, l := range b.flow.leases {
+	for i := range b.flow.leases {
 		// A follower reads: its lease moves on with it. A read from before
 		// the lease that reached past it (a reader that reads everything
 		// from the start each time) has seen the leased bytes as well.
-		if l == cursor || cursor < l && l < c.Next {
-			b.flow.leases[i] = c.Next
+		l := &b.flow.leases[i]
+		if l.cursor == cursor || cursor < l.cursor && l.cursor < c.Next {
+			l.cursor = c.Next
+			if c.Next >= c.End {
+				l.woken = time.Time{} // caught up: the bound starts anew
+			}
 			b.signalRoomLocked()
 			break
 		}
@@ -76,31 +106,90 @@ func (b *HeadTailBuffer) readSize(size int) int {
 }
 
 // room returns how many of the next n bytes the pump can write without
-// dropping a byte at or after a lease's cursor, and, when that is none,
-// a channel that receives when a lease moves or goes.
-func (b *HeadTailBuffer) room(n int) (int, <-chan struct{}) {
+// dropping a byte at or after a lease's cursor, and whether writing them
+// wakes waiting followers (the pump then stamps their leases: stampWoken).
+func (b *HeadTailBuffer) room(n int) (k int, wakes bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.flow == nil {
+		return n, false
+	}
+	return b.roomLocked(n), len(b.flow.waiting) > 0
+}
+
+// roomLocked is room's count.
+func (b *HeadTailBuffer) roomLocked(n int) int {
+	f := b.flow
+	if f == nil || b.finished {
+		return n
+	}
+	k := int64(n)
+	// Once the head is full, a write of k bytes drops what is left of
+	// [headMax, total+k-tailMax).
+	limit := func(c int64) { k = min(k, max(c, int64(b.headMax))+int64(b.tailMax)-b.total) }
+	for _, l := range f.leases {
+		limit(l.cursor)
+	}
+	// A waiting follower counts too: this write wakes it, with a lease.
+	for _, c := range f.waiting {
+		limit(c)
+	}
+	return int(max(k, 0))
+}
+
+// stampWoken gives every lease the pump has not stamped yet the time now,
+// just after the write that woke its follower.
+func (b *HeadTailBuffer) stampWoken(now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.flow != nil {
+		b.flow.stampLocked(now)
+	}
+}
+
+func (f *followState) stampLocked(now time.Time) {
+	for i := range f.leases {
+		if f.leases[i].woken.IsZero() {
+			f.leases[i].woken = now
+		}
+	}
+}
+
+// hold is called by a pump that found no room for n bytes, with the time
+// now. It drops the leases whose followers were woken followBound or more
+// ago and have not reached the end since (they lose the pump's help until
+// they catch up), and returns how many bytes the pump can write now; when
+// none, how long the pump may wait at most before it calls hold again,
+// and a channel that gets a token when a lease moves or goes. A lease not
+// stamped yet (its follower's WaitOutput found bytes already there) counts
+// as woken now.
+func (b *HeadTailBuffer) hold(n int, now time.Time) (int, time.Duration, <-chan struct{}) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	f := b.flow
 	if f == nil {
-		return n, nil
+		return n, 0, nil
 	}
-	k := int64(n)
-	// A waiting follower counts too: this write wakes it, with a lease.
-	for _, cursors := range [2][]int64{f.leases, f.waiting} {
-		for _, c := range cursors {
-			// Once the head is full, a write of k bytes drops what is
-			// left of [headMax, total+k-tailMax).
-			k = min(k, max(c, int64(b.headMax))+int64(b.tailMax)-b.total)
+	f.stampLocked(now)
+	kept := f.leases[:0]
+	for _, l := range f.leases {
+		if now.Sub(l.woken) < followBound {
+			kept = append(kept, l)
 		}
 	}
-	if k > 0 || b.finished {
-		return int(max(k, 0)), nil
+	clear(f.leases[len(kept):])
+	f.leases = kept
+	if k := b.roomLocked(n); k > 0 {
+		return k, 0, nil
+	}
+	wait := followBound
+	for _, l := range f.leases {
+		wait = min(wait, followBound-now.Sub(l.woken))
 	}
 	if f.roomc == nil {
 		f.roomc = make(chan struct{}, 1)
 	}
-	return 0, f.roomc
+	return 0, wait, f.roomc
 }
 
 // signalRoomLocked wakes a pump waiting for room.
@@ -143,12 +232,10 @@ func (b *HeadTailBuffer) takeLeaseLocked(cursor int64) bool {
 	if b.flow == nil {
 		return false
 	}
-	for i, c := range b.flow.leases {
-		if c == cursor {
-			b.flow.leases = append(b.flow.leases[:i], b.flow.leases[i+1:]...)
-			b.signalRoomLocked()
-			return true
-		}
+	if i := b.flow.indexLease(cursor); i >= 0 {
+		b.flow.leases = append(b.flow.leases[:i], b.flow.leases[i+1:]...)
+		b.signalRoomLocked()
+		return true
 	}
 	return false
 }
@@ -168,8 +255,8 @@ func (b *HeadTailBuffer) takeWaitingLocked(cursor int64) {
 
 // indexLease returns the index of a lease at cursor, or -1.
 func (f *followState) indexLease(cursor int64) int {
-	for i, c := range f.leases {
-		if c == cursor {
+	for i, l := range f.leases {
+		if l.cursor == cursor {
 			return i
 		}
 	}

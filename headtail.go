@@ -47,8 +47,8 @@ type HeadTailBuffer struct {
 	// flow is the followers' flow control (see followState), made by the
 	// first cursor read that reaches the end and dropped by Finish.
 	flow *followState
-	// read is set by every cursor read and wait, and cleared by every
-	// Write; followed counts down the writes left before the stream is
+	// read is set by every cursor read that reaches the end and every
+	// wait, and cleared by every Write; followed counts down the writes left before the stream is
 	// taken as no longer followed (see readSize).
 	followed int
 	read     bool
@@ -202,7 +202,7 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 		if b.total > cursor || b.finished {
 			if follower && !leased && !b.finished {
 				// It reads next: hold the bytes from cursor on.
-				f.leases = append(f.leases, cursor)
+				f.leases = append(f.leases, lease{cursor: cursor})
 			}
 			b.mu.Unlock()
 			return nil
@@ -325,7 +325,6 @@ func nonNegative(cursor int64) int64 {
 
 // readIntoLocked does the work of ReadSinceInto.
 func (b *HeadTailBuffer) readIntoLocked(cursor int64, buf []byte) Chunk {
-	b.read = true
 	cursor = nonNegative(cursor)
 	c := Chunk{Next: cursor, End: b.total}
 	if cursor < b.total {
@@ -337,6 +336,9 @@ func (b *HeadTailBuffer) readIntoLocked(cursor int64, buf []byte) Chunk {
 		c.Next = from + int64(n)
 	}
 	c.EOF = b.finished && c.Next >= c.End
+	// Only a read that reaches the end counts as following: one that
+	// reads in pieces behind it is helped by no smaller pump reads.
+	b.read = b.read || c.Next >= c.End
 	if !b.finished {
 		b.followReadLocked(cursor, c)
 	}
@@ -486,7 +488,9 @@ func (b *HeadTailBuffer) wakeLocked() {
 	}
 	// The followers woken hold leases until they read (followState).
 	if f := b.flow; f != nil {
-		f.leases = append(f.leases, f.waiting...)
+		for _, c := range f.waiting {
+			f.leases = append(f.leases, lease{cursor: c})
+		}
 		f.waiting = f.waiting[:0]
 	}
 }
