@@ -21,8 +21,8 @@ import (
 // long next to a woken goroutine's scheduling delay on a loaded machine
 // and short next to anything a person notices; it is also the most one
 // wake of a follower can hold the pump, and so the child. A follower that
-// reads each wake's bytes at once meets it; one that reads in small
-// pieces, or stops reading, does not.
+// reads each wake's bytes at once meets it; one that stops reading does
+// not, and one that reads them in pieces loses the help at once.
 const followBound = 5 * time.Millisecond
 
 // followState is a buffer's flow control for followers (design section
@@ -33,11 +33,13 @@ const followBound = 5 * time.Millisecond
 // counts them as leases already: that Write must not drop their bytes
 // either, however much the pump read before they came). A lease is held
 // from that wake until the follower waits again: each cursor read from a
-// lease's cursor moves it to the read's Next. The pump does not drop a
-// byte at or after a lease's cursor (room) until the lease moves, the
-// pump is stopped, or followBound has passed since the lease's follower
-// was woken without it reaching the end (hold): the lease is then dropped,
-// and its follower is helped again only once a read of it reaches the end.
+// lease's cursor that reaches the end moves it to the read's Next; one
+// that does not (the follower reads the wake's bytes in pieces) ends it.
+// The pump does not drop a byte at or after a lease's cursor (room) until
+// the lease moves or ends, the pump is stopped, or followBound has passed
+// since the lease's follower was woken without it reaching the end
+// (hold): the lease is then dropped. A follower without a lease is helped
+// again only once a read of it reaches the end.
 // roomc gets a token whenever a lease moves or goes. A buffer's mu guards
 // it.
 type followState struct {
@@ -76,9 +78,15 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk) {
 		// from the start each time) has seen the leased bytes as well.
 		l := &b.flow.leases[i]
 		if l.cursor == cursor || cursor < l.cursor && l.cursor < c.Next {
-			l.cursor = c.Next
-			if c.Next >= c.End {
-				l.woken = time.Time{} // caught up: the bound starts anew
+			switch {
+			case c.Next >= c.End:
+				// Caught up: the bound starts anew at the next wake.
+				l.cursor, l.woken = c.Next, time.Time{}
+			default:
+				// It reads the wake's bytes in pieces: helping it would
+				// run the child at its pace. It is helped again once a
+				// read of it reaches the end.
+				b.flow.leases = append(b.flow.leases[:i], b.flow.leases[i+1:]...)
 			}
 			b.signalRoomLocked()
 			break
