@@ -62,8 +62,8 @@ type pump struct {
 	tee      *tee            // nil without a tee for this stream
 	activity chan<- struct{} // capacity 1: "bytes arrived", never blocks
 	done     chan<- struct{} // buffered to the number of pumps
-	clock    quartz.Clock    // Options.Clock, for followerGrace
-	grace    *quartz.Timer   // made by the first wait for a follower
+	clock    quartz.Clock    // Options.Clock, for followBound
+	bound    *quartz.Timer   // made by the first wait for a follower
 	// holding is set while the pump waits for a follower to read; the
 	// drain's quiet window does not end then.
 	holding  atomic.Bool
@@ -118,8 +118,9 @@ func (pu *pump) run() {
 // median per wait, measured with the execution tracer). A yielded pump
 // waits in the global run queue, which busy Ps do visit. It tries only
 // within polledReads reads of seeing Output return an unchanged rendering
-// (HeadTailBuffer.polled), readSpins times and then for as long as that
-// goes on: tight pollers hold the Ps anyway. Without them it parks at
+// of any record (HeadTailBuffer.polled, anyPolled: pollers of another,
+// final record hold the Ps just the same), readSpins times and then for
+// as long as that goes on: tight pollers hold the Ps anyway. Without them it parks at
 // once: tries without pollers caught the pipe with a few KiB in it and
 // tripled the CPU of a plain capture (more, smaller reads).
 func (pu *pump) read(buf []byte) (int, error) {
@@ -136,7 +137,7 @@ func (pu *pump) read(buf []byte) (int, error) {
 	defer func() { pu.tryBuf = nil }()
 	// Pollers seen lately keep the tries on for polledReads more reads:
 	// right after a write they are busy rendering it, not calling.
-	if pu.dst.polled.Load() {
+	if pu.dst.polledLately() {
 		pu.polledReads = polledReads
 	}
 	spin := pu.polledReads > 0
@@ -153,7 +154,8 @@ func (pu *pump) read(buf []byte) (int, error) {
 			break // EOF, an error or a stopped pump: Read says which
 		}
 		if i >= readSpins {
-			if !pu.dst.takePolled() {
+			// Both taken: either says pollers hold the Ps.
+			if mine, other := pu.dst.takePolled(), takeAnyPolled(); !mine && !other {
 				break // the pollers have stopped
 			}
 			pu.polledReads = polledReads
@@ -163,55 +165,62 @@ func (pu *pump) read(buf []byte) (int, error) {
 	return pu.r.Read(buf)
 }
 
-// writeFollowed stores b as write does, but never drops bytes a follower
-// has not read (design section 10): while a follower woken by an earlier
-// write holds a lease (HeadTailBuffer.room), the pump writes what fits and
-// waits for the rest, as a pipe's writer waits for its reader; meanwhile
-// the child fills the pipe and then waits too. The wait ends when the
-// follower reads or waits again, when the drain stops the pump, or after
-// followerGrace without room on Options.Clock: the follower then counts as
-// gone, its lease is dropped, and a reader that comes back later learns
-// what it missed from Chunk.Lost.
+// writeFollowed stores b as write does, but does not drop bytes a
+// follower that keeps up has not read (design section 10): while a
+// follower woken by an earlier write holds a lease (HeadTailBuffer.room),
+// the pump writes what fits and waits for the rest, as a pipe's writer
+// waits for its reader; meanwhile the child fills the pipe and then waits
+// too. The wait ends when the follower reads or waits again, when the
+// drain stops the pump, or once followBound has passed since the
+// follower's wake without it reaching the end (HeadTailBuffer.hold): it
+// then loses the help until it catches up, and learns what it missed from
+// Chunk.Lost. So one wake holds the child at most followBound, on
+// Options.Clock.
 func (pu *pump) writeFollowed(b []byte) {
-	waiting := false // the grace timer runs
 	for len(b) > 0 {
-		k, roomc := pu.dst.room(len(b))
-		if k > 0 {
-			pu.write(b[:k])
-			b = b[k:]
-			select {
-			case pu.activity <- struct{}{}:
-			default:
+		k, wakes := pu.dst.room(len(b))
+		if k == 0 {
+			var wait time.Duration
+			var roomc <-chan struct{}
+			k, wait, roomc = pu.dst.hold(len(b), pu.clock.Now("pump", "follower"))
+			if k == 0 {
+				pu.waitRoom(wait, roomc)
+				continue
 			}
-			if waiting {
-				pu.grace.Stop("pump", "follower")
-				waiting = false
-			}
-			continue
 		}
-		pu.holding.Store(true)
-		if !waiting {
-			// One timer per pump, made at its first wait: waits come
-			// every tail's worth of bytes while a follower keeps up.
-			if pu.grace == nil {
-				pu.grace = pu.clock.NewTimer(followerGrace, "pump", "follower")
-			} else {
-				pu.grace.Reset(followerGrace, "pump", "follower")
-			}
-			waiting = true
-		}
+		pu.write(b[:k])
+		b = b[k:]
 		select {
-		case <-roomc:
-		case <-pu.stopped():
-			pu.dst.dropLeases()
-		case <-pu.grace.C:
-			waiting = false
-			pu.dst.dropLeases()
+		case pu.activity <- struct{}{}:
+		default:
 		}
-		pu.holding.Store(false)
+		if wakes {
+			// The bound of the followers this write woke starts now.
+			pu.dst.stampWoken(pu.clock.Now("pump", "follower"))
+		}
 	}
-	if waiting {
-		pu.grace.Stop("pump", "follower")
+}
+
+// waitRoom waits until a lease moves or goes (roomc), the pump is
+// stopped, or wait has passed.
+func (pu *pump) waitRoom(wait time.Duration, roomc <-chan struct{}) {
+	pu.holding.Store(true)
+	defer pu.holding.Store(false)
+	// One timer per pump, made at its first wait: waits come every
+	// tail's worth of bytes while a follower keeps up.
+	if pu.bound == nil {
+		pu.bound = pu.clock.NewTimer(wait, "pump", "follower")
+	} else {
+		pu.bound.Reset(wait, "pump", "follower")
+	}
+	select {
+	case <-roomc:
+		pu.bound.Stop("pump", "follower")
+	case <-pu.stopped():
+		pu.bound.Stop("pump", "follower")
+		pu.dst.dropLeases()
+	case <-pu.bound.C:
+		// hold drops the leases whose bound has passed.
 	}
 }
 
@@ -223,14 +232,6 @@ const readSpins = 4
 // polledReads is how many reads the pump keeps trying after it last saw
 // an Output call.
 const polledReads = 64
-
-// followerGrace bounds how long the pump waits for a follower to read,
-// without a byte written, before it counts the follower as gone. It is
-// long next to a scheduling delay (a follower on a loaded machine reads
-// within microseconds to a few milliseconds), and short enough that a
-// follower that vanished between WaitOutput and its read holds the child
-// once, briefly.
-const followerGrace = 250 * time.Millisecond
 
 // write stores b: in the log first, so that what a reader of the buffer
 // has seen is already in the file.
@@ -344,7 +345,7 @@ wait:
 }
 
 // pumpsHolding reports whether a pump is waiting for a follower to read
-// (pump.writeFollowed), which followerGrace bounds.
+// (pump.writeFollowed), which followBound bounds.
 func (p *Process) pumpsHolding() bool {
 	for _, pu := range p.pumps {
 		if pu.holding.Load() {

@@ -122,28 +122,3 @@ func TestHeadTailBufferWaitOutputBlocked(t *testing.T) {
 func headTailHasWaiter(b *HeadTailBuffer) bool {
 	return pumpTestLocked(b, func() bool { return b.waitc != nil })
 }
-
-// TestHeadTailBufferPolled pins the signal the pump tries its pipe on:
-// Output returning an unchanged rendering sets it, takePolled reports and
-// clears it, and an Output that renders anew does not set it.
-func TestHeadTailBufferPolled(t *testing.T) {
-	t.Parallel()
-	b := NewHeadTailBuffer(4, 4, 0)
-	_, _ = b.Write([]byte("abc"))
-	_ = b.Output() // renders
-	if b.takePolled() {
-		t.Errorf("takePolled() after a first Output = true; want false")
-	}
-	_ = b.Output() // unchanged
-	if !b.takePolled() {
-		t.Errorf("takePolled() after an unchanged Output = false; want true")
-	}
-	if b.takePolled() {
-		t.Errorf("second takePolled() = true; want false")
-	}
-	_, _ = b.Write([]byte("d"))
-	_ = b.Output() // renders anew
-	if b.takePolled() {
-		t.Errorf("takePolled() after Write + Output = true; want false")
-	}
-}

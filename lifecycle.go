@@ -429,6 +429,7 @@ func (p *Process) finish(exitedAt time.Time, timedOut bool) {
 	// A final record keeps only what it reports.
 	p.cmd = nil
 	p.pumps = nil
+	p.activity, p.pumpDone = nil, nil // the drain's, 224 bytes
 	p.mu.Unlock()
 
 	p.stopTimeout()

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -566,28 +567,28 @@ func (m *Manager) list(s *Scope) []Info {
 	}
 	m.mu.Unlock()
 
-	type entry struct {
-		info Info
-		seq  uint64
-	}
-	entries := make([]entry, len(procs))
-	for i, p := range procs {
-		entries[i] = entry{info: p.Info(), seq: p.seq}
-	}
-	sort.Slice(entries, func(i, j int) bool {
-		a, b := entries[i], entries[j]
-		if a.info.Running != b.info.Running {
-			return a.info.Running
+	// Newest first by the static keys (pointers sort cheaply), then
+	// running before final, read once per record: running ones fill infos
+	// from the front and final ones from the back, whose order is then
+	// reversed. One allocation, and no Info is copied twice.
+	slices.SortFunc(procs, func(a, b *Process) int {
+		if c := b.info.StartedAt.Compare(a.info.StartedAt); c != 0 {
+			return c
 		}
-		if !a.info.StartedAt.Equal(b.info.StartedAt) {
-			return a.info.StartedAt.After(b.info.StartedAt)
-		}
-		return a.seq > b.seq
+		return cmp.Compare(b.seq, a.seq)
 	})
-	infos := make([]Info, len(entries))
-	for i, e := range entries {
-		infos[i] = e.info
+	infos := make([]Info, len(procs))
+	front, back := 0, len(infos)
+	for _, p := range procs {
+		if info := p.Info(); info.Running {
+			infos[front] = info
+			front++
+		} else {
+			back--
+			infos[back] = info
+		}
 	}
+	slices.Reverse(infos[back:])
 	return infos
 }
 

@@ -194,46 +194,12 @@ type Usage struct {
 	Tree *TreeUsage `json:"tree,omitempty"`
 }
 
-// Output is a rendering of a head/tail buffer: the head, then, when bytes
-// were dropped, a marker "\n... [omitted N bytes] ...\n", then the tail.
-// Truncation is nil when nothing was cut.
-type Output struct {
-	Text       string      `json:"text"`
-	Truncation *Truncation `json:"truncation,omitempty"`
-}
-
-// Truncation says exactly what a rendering left out. Counts are of stored
-// bytes: OmittedBytes == OriginalBytes - RetainedBytes, and cutting long
-// lines (LinesCut) never changes OmittedBytes.
-type Truncation struct {
-	OriginalBytes int64  `json:"original_bytes"`
-	RetainedBytes int64  `json:"retained_bytes"`
-	OmittedBytes  int64  `json:"omitted_bytes"`
-	LinesCut      int    `json:"lines_cut"`
-	Strategy      string `json:"strategy"`
-}
-
 // Snapshot pairs a status with output read after it: if Info.Running is
 // false, Output and Stderr are final (I2).
 type Snapshot struct {
 	Info   Info   `json:"info"`
 	Output Output `json:"output"`
 	Stderr Output `json:"stderr"`
-}
-
-// Chunk is the result of a cursor read ([Process.ReadSince]).
-type Chunk struct {
-	// Data holds stored bytes starting at Next-len(Data); the caller owns it.
-	Data []byte `json:"data"`
-	// Next is the cursor to pass to the next read.
-	Next int64 `json:"next"`
-	// Lost counts bytes between the requested cursor and the first byte of
-	// Data that were not retained.
-	Lost int64 `json:"lost"`
-	// End is the length of the stream at the time of the read.
-	End int64 `json:"end"`
-	// EOF is true when the stream is final and Next has reached its end.
-	EOF bool `json:"eof"`
 }
 
 // TermSize is a terminal size in character cells.

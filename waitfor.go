@@ -43,7 +43,7 @@ func (p *Process) WaitFor(ctx context.Context, re *regexp.Regexp, fromStart bool
 		return string(bytes.TrimSuffix(l, []byte{'\r'}))
 	}
 	// A match ends the follow: its lease (section 10) must not hold the
-	// pump back until followerGrace.
+	// pump back until followBound.
 	next := int64(-1)
 	defer func() { p.out.unfollow(next) }()
 	for {

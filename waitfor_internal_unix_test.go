@@ -12,7 +12,7 @@ import (
 // TestWaitForLeavesNoLease pins that WaitFor, once it matched, holds no
 // lease: woken from its wait by the matching line, it read as a follower
 // does, and a lease left behind would hold the pump back for
-// followerGrace as soon as the child wrote a tail's worth more.
+// followBound as soon as the child wrote a tail's worth more.
 func TestWaitForLeavesNoLease(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)

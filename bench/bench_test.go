@@ -765,7 +765,7 @@ func heapAfterGC() int64 {
 
 // BenchmarkRetained keeps 2,000 final records, each of a process that
 // printed one short line, and measures the heap per record (HeapAlloc after
-// GC, before and after, divided by 2,000; target < 2 KiB) and List() over
+// GC, before and after, divided by 2,000; target < 1.5 KiB) and List() over
 // all of them (ns/op).
 func BenchmarkRetained(b *testing.B) {
 	b.Run("List", func(b *testing.B) {

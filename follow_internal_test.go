@@ -13,15 +13,18 @@ import (
 
 // TestPumpFollowerFlowControl pins the pump's flow control (design section
 // 10): a pump does not overwrite bytes a follower woken by its write has
-// not read, so a follower reading 3 bytes at a time through an 8-byte
-// tail loses nothing of 64 bytes that sit in the pipe at once; and the
-// pump stops holding back when the follower is gone (followerGrace on the
-// clock) or when the drain stops it.
+// not read, so a follower that reads each wake's bytes at once through an
+// 8-byte tail loses nothing of 64 bytes that sit in the pipe at once; and
+// the pump stops holding back when the drain stops it, when the follower
+// reads in pieces that do not reach the end, or once followBound (on the
+// clock) has passed since the follower's wake without it reaching the
+// end. A follower that reaches the end starts a new bound at its next
+// wake.
 func TestPumpFollowerFlowControl(t *testing.T) {
 	t.Parallel()
 	stream := []byte("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!?")
 
-	for _, release := range []string{"follower-reads", "follower-gone", "drain-stops"} {
+	for _, release := range []string{"follower-reads", "follower-gone", "small-reads", "caught-up", "drain-stops"} {
 		t.Run(release, func(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -29,6 +32,11 @@ func TestPumpFollowerFlowControl(t *testing.T) {
 			mClock := quartz.NewMock(t)
 			trap := mClock.Trap().NewTimer("pump", "follower")
 			defer trap.Close()
+			var resets *quartz.Trap
+			if release == "caught-up" {
+				resets = mClock.Trap().TimerReset("pump", "follower")
+				defer resets.Close()
+			}
 
 			b := NewHeadTailBuffer(4, 8, 0)
 			r, w, err := os.Pipe()
@@ -48,8 +56,9 @@ func TestPumpFollowerFlowControl(t *testing.T) {
 				_ = r.Close()
 			}()
 
-			// A follower: it read to the end (0), then waits there.
-			buf := make([]byte, 3)
+			// A follower: it read to the end (0), then waits there. Its
+			// buffer takes all that head and tail hold at once.
+			buf := make([]byte, 12)
 			if c := b.ReadSinceInto(0, buf); c.Next != 0 || c.End != 0 {
 				t.Fatalf("ReadSinceInto(0) of an empty buffer = %+v", c)
 			}
@@ -68,8 +77,8 @@ func TestPumpFollowerFlowControl(t *testing.T) {
 			// unread bytes (4 + 8), then waits for room, with a timer.
 			call := trap.MustWait(ctx)
 			call.MustRelease(ctx)
-			if call.Duration != followerGrace {
-				t.Errorf("follower timer set for %v; want %v", call.Duration, followerGrace)
+			if call.Duration != followBound {
+				t.Errorf("follower timer set for %v; want %v", call.Duration, followBound)
 			}
 			if got := b.Len(); got != 12 {
 				t.Fatalf("pump wrote %d bytes past an unread follower; want 12 (head 4 + tail 8)", got)
@@ -94,15 +103,42 @@ func TestPumpFollowerFlowControl(t *testing.T) {
 					t.Errorf("follower read %q, lost %d; want %q, lost 0", got, lost, stream)
 				}
 			case "follower-gone":
-				mClock.Advance(followerGrace - time.Nanosecond).MustWait(ctx)
+				mClock.Advance(followBound - time.Nanosecond).MustWait(ctx)
 				if got := b.Len(); got != 12 {
-					t.Errorf("before followerGrace: pump wrote %d bytes; want 12", got)
+					t.Errorf("before followBound: pump wrote %d bytes; want 12", got)
 				}
 				mClock.Advance(time.Nanosecond).MustWait(ctx)
 				spinUntil(ctx, t, "pump writing all", func() bool { return b.Len() == int64(len(stream)) })
 				if c := b.ReadSinceInto(4, make([]byte, 64)); c.Lost == 0 {
 					t.Errorf("gone follower: ReadSinceInto(4) = %+v; want bytes lost", c)
 				}
+			case "small-reads":
+				// A read from the lease that does not reach the end ends
+				// the help at once, with the clock standing still.
+				if c := b.ReadSinceInto(0, make([]byte, 6)); c.Next != 6 || c.Next >= c.End {
+					t.Fatalf("ReadSinceInto(0) = %+v; want 6 bytes, not the end", c)
+				}
+				spinUntil(ctx, t, "pump writing all", func() bool { return b.Len() == int64(len(stream)) })
+				if c := b.ReadSinceInto(6, buf); c.Lost == 0 {
+					t.Errorf("follower reading in pieces: ReadSinceInto(6) = %+v; want bytes lost", c)
+				}
+			case "caught-up":
+				// A read that reaches the end ends the bound; the next one
+				// runs in full from the next wake.
+				mClock.Advance(followBound / 2).MustWait(ctx)
+				if c := b.ReadSinceInto(0, make([]byte, 64)); c.Next != 12 || c.End != 12 {
+					t.Fatalf("ReadSinceInto(0) = %+v; want to the end, 12", c)
+				}
+				reset := resets.MustWait(ctx)
+				reset.MustRelease(ctx)
+				if reset.Duration != followBound {
+					t.Errorf("after the follower caught up, the pump waits %v; want a full bound, %v", reset.Duration, followBound)
+				}
+				if got := b.Len(); got != 20 {
+					t.Errorf("after the follower caught up: pump wrote %d bytes; want 20", got)
+				}
+				mClock.Advance(followBound).MustWait(ctx)
+				spinUntil(ctx, t, "pump writing all", func() bool { return b.Len() == int64(len(stream)) })
 			case "drain-stops":
 				pu.stop()
 				if !stopTakesPipe {
@@ -160,5 +196,30 @@ func TestLeaseMovesWithReadFromStart(t *testing.T) {
 	}
 	if n, _ := b.room(1); n != 1 {
 		t.Errorf("room(1) after the follower read past its lease from the start = %d; want 1", n)
+	}
+}
+
+// TestHeadTailBufferPolled pins the signal the pump tries its pipe on:
+// Output returning an unchanged rendering sets it, takePolled reports and
+// clears it, and an Output that renders anew does not set it.
+func TestHeadTailBufferPolled(t *testing.T) {
+	t.Parallel()
+	b := NewHeadTailBuffer(4, 4, 0)
+	_, _ = b.Write([]byte("abc"))
+	_ = b.Output() // renders
+	if b.takePolled() {
+		t.Errorf("takePolled() after a first Output = true; want false")
+	}
+	_ = b.Output() // unchanged
+	if !b.takePolled() {
+		t.Errorf("takePolled() after an unchanged Output = false; want true")
+	}
+	if b.takePolled() {
+		t.Errorf("second takePolled() = true; want false")
+	}
+	_, _ = b.Write([]byte("d"))
+	_ = b.Output() // renders anew
+	if b.takePolled() {
+		t.Errorf("takePolled() after Write + Output = true; want false")
 	}
 }

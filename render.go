@@ -1,0 +1,387 @@
+package proc
+
+import (
+	"bytes"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// Rendering (design section 3): Output turns a buffer's stored bytes into
+// text, the head, the omission marker, the tail, with long lines cut. It
+// copies under the buffer's lock and renders outside it.
+
+// Output is a rendering of a head/tail buffer: the head, then, when bytes
+// were dropped, a marker "\n... [omitted N bytes] ...\n", then the tail.
+// Truncation is nil when nothing was cut.
+type Output struct {
+	Text       string      `json:"text"`
+	Truncation *Truncation `json:"truncation,omitempty"`
+}
+
+// Truncation says exactly what a rendering left out. Counts are of stored
+// bytes: OmittedBytes == OriginalBytes - RetainedBytes, and cutting long
+// lines (LinesCut) never changes OmittedBytes.
+type Truncation struct {
+	OriginalBytes int64  `json:"original_bytes"`
+	RetainedBytes int64  `json:"retained_bytes"`
+	OmittedBytes  int64  `json:"omitted_bytes"`
+	LinesCut      int    `json:"lines_cut"`
+	Strategy      string `json:"strategy"`
+}
+
+// lineCutSuffix ends every line that rendering cut short.
+const lineCutSuffix = " ... [truncated]"
+
+// Output renders the buffer as text: the head, then, only if bytes were
+// omitted, the marker "\n... [omitted N bytes] ...\n", then the tail. With
+// nothing omitted head and tail join seamlessly.
+//
+// At the omission marker, a partial UTF-8 character ending the head and up
+// to three continuation bytes starting the tail are left out of the text.
+// Every line longer than maxLineLength bytes is cut, backing off to the
+// start of a valid UTF-8 character the cut would split, and ends in
+// " ... [truncated]"; the cut line, that suffix included, renders in at
+// most maxLineLength bytes (with a limit shorter than the suffix, the
+// suffix alone). Its newline is kept. The marker ends the line before it
+// and is never cut itself.
+//
+// Truncation is nil unless bytes were omitted or lines were cut. Its byte
+// counts describe the stored bytes; what rendering leaves out at the
+// marker or by cutting lines does not change them. An empty buffer renders
+// as the zero Output.
+//
+// Output holds the buffer's lock only to copy the stored bytes into a
+// pooled scratch buffer (a finished buffer, which never changes, not even
+// that): the rendering and its allocations happen outside it, so a reader
+// never holds up a Write for longer than a copy. The last rendering is
+// kept and returned again, without a lock, a copy or an allocation, as
+// long as nothing was written since; a finished buffer's is made once and
+// kept for good (I1), so a final record's text costs its bytes twice once
+// it was rendered. Callers share its Truncation, which they must not
+// modify.
+func (b *HeadTailBuffer) Output() Output {
+	if r := b.rendered.Load(); r != nil && r.at == b.size.Load() {
+		// polled tells the pump that someone polls faster than the
+		// stream changes (pump.read); it is only written when it
+		// changes, so pollers and pump do not fight over its cache line.
+		if !b.polled.Load() {
+			b.polled.Store(true)
+		}
+		// Every pump learns of it: a poller of any record, final ones
+		// included, holds a P as much as one of the pump's own record.
+		if !anyPolled.Load() {
+			anyPolled.Store(true)
+		}
+		// Nothing was written since: the caller polls faster than the
+		// stream changes. Yield, so that a tight poller lets the writer
+		// run: a pump whose read returned after the runtime handed its
+		// P to a poller waits in the global run queue, which a poller
+		// that never yields leaves unvisited for a whole time slice
+		// (measured: 20 ms median per read; issue 16).
+		runtime.Gosched()
+		return r.out
+	}
+	b.mu.Lock()
+	if b.total == 0 {
+		b.mu.Unlock()
+		return Output{}
+	}
+	total := b.total
+	retained := int64(len(b.head) + b.tailLen)
+	head := b.head
+	first, second := b.tailSegmentsLocked()
+	var scratch *[]byte
+	finished := b.finished
+	if !finished {
+		// The storage changes with the next Write: copy it out. A
+		// finished buffer's slices never change again (Finish replaced
+		// them once, under the lock we hold), so they are read in place.
+		scratch = renderScratch.Get().(*[]byte)
+		buf := append((*scratch)[:0], head...)
+		buf = append(buf, first...)
+		buf = append(buf, second...)
+		*scratch = buf
+		head, first, second = buf[:len(head)], buf[len(head):], nil
+	}
+	b.mu.Unlock()
+	if scratch != nil {
+		defer renderScratch.Put(scratch)
+	}
+	r := b.render(head, first, second, total, retained)
+	b.mu.Lock()
+	// Keep the newest rendering. Once finished, the first one made of the
+	// final bytes stays: every later call returns that same one.
+	if old := b.rendered.Load(); old == nil || old.at < total {
+		b.rendered.Store(r)
+	} else if old.at == total && finished {
+		r = old
+	}
+	b.mu.Unlock()
+	return r.out
+}
+
+// rendering is a rendering of the stream when it was at bytes long, with
+// its Truncation in the same allocation.
+type rendering struct {
+	at    int64
+	out   Output
+	trunc Truncation
+}
+
+// render renders the stored bytes head, first and second (the tail's two
+// segments) of a stream of total bytes of which retained are stored: two
+// allocations, the text and the rendering.
+func (b *HeadTailBuffer) render(head, first, second []byte, total, retained int64) *rendering {
+	omitted := total - retained
+
+	// Measure first so the text is a single exact allocation.
+	measure := renderState{lineMax: b.lineMax}
+	measure.render(head, first, second, omitted)
+	var sb strings.Builder
+	sb.Grow(measure.size)
+	out := renderState{lineMax: b.lineMax, out: &sb}
+	out.render(head, first, second, omitted)
+
+	r := &rendering{at: total, out: Output{Text: sb.String()}}
+	if omitted > 0 || out.cuts > 0 {
+		r.trunc = Truncation{
+			OriginalBytes: total,
+			RetainedBytes: retained,
+			OmittedBytes:  omitted,
+			LinesCut:      out.cuts,
+			Strategy:      "head_tail",
+		}
+		r.out.Truncation = &r.trunc
+	}
+	return r
+}
+
+// renderScratch holds the buffers Output copies a running buffer's bytes
+// into, so that a steady poller allocates only the text it returns.
+var renderScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+// renderState renders a buffer's text. With out == nil it only measures:
+// size and cuts come out the same as when writing.
+type renderState struct {
+	lineMax int
+	out     *strings.Builder
+	size    int // bytes rendered
+	cuts    int // lines cut
+}
+
+// render renders head, then the marker if omitted > 0, then the tail given
+// as two segments.
+func (r *renderState) render(head, tail1, tail2 []byte, omitted int64) {
+	if omitted == 0 {
+		r.lines(byteSpans{head, tail1, tail2})
+		return
+	}
+	r.lines(byteSpans{trimPartialRune(head)})
+	r.marker(omitted)
+	tail := byteSpans{tail1, tail2}
+	tail.trimContinuation(utf8.UTFMax - 1)
+	r.lines(tail)
+}
+
+func (r *renderState) marker(omitted int64) {
+	var digits [20]byte
+	r.writeString("\n... [omitted ")
+	r.write(strconv.AppendInt(digits[:0], omitted, 10))
+	r.writeString(" bytes] ...\n")
+}
+
+// lines renders s, cutting every line longer than lineMax. Text between
+// cuts is written in one piece.
+func (r *renderState) lines(s byteSpans) {
+	n := s.len()
+	flushed := 0 // s[:flushed] has been rendered
+	for start := 0; n-start > r.lineMax; {
+		end := s.indexNewline(start)
+		if end < 0 {
+			end = n
+		}
+		window := start + r.lineMax + 1
+		if end < window {
+			start = s.skipShortLines(end+1, window)
+			continue
+		}
+		// The suffix counts against the limit: the cut line renders in
+		// at most lineMax bytes.
+		keep := s.runeStartBefore(start+max(r.lineMax-len(lineCutSuffix), 0), start)
+		s.writeTo(r, flushed, keep)
+		r.writeString(lineCutSuffix)
+		r.cuts++
+		flushed = end // the newline, if any, goes out with the next run
+		start = end + 1
+	}
+	s.writeTo(r, flushed, n)
+}
+
+// skipShortLines returns where to look for the next long line. A short
+// line ended just before start, and window is one past the last byte it
+// could have reached: every line that starts before window and ends inside
+// it is short too. Lines are usually much shorter than the limit, so
+// jumping past the last newline in the window skips many of them for the
+// price of one call. That backward scan goes byte by byte
+// (bytes.LastIndexByte is not vectorised), so it only looks at the
+// window's last few bytes.
+func (s *byteSpans) skipShortLines(start, window int) int {
+	const maxBack = 64
+	if nl := s.lastNewline(max(start, window-maxBack), window); nl >= 0 {
+		return nl + 1
+	}
+	return start
+}
+
+func (r *renderState) write(p []byte) {
+	r.size += len(p)
+	if r.out != nil {
+		r.out.Write(p)
+	}
+}
+
+func (r *renderState) writeString(s string) {
+	r.size += len(s)
+	if r.out != nil {
+		r.out.WriteString(s)
+	}
+}
+
+// trimPartialRune drops the bytes of an incomplete UTF-8 character ending
+// p: a valid start of a multi-byte character whose remaining bytes were
+// never stored.
+func trimPartialRune(p []byte) []byte {
+	for i := len(p) - 1; i >= 0 && i >= len(p)-(utf8.UTFMax-1); i-- {
+		if utf8.RuneStart(p[i]) {
+			// FullRune is false exactly for a valid prefix that is too
+			// short; it is true for ASCII, complete and invalid bytes.
+			if !utf8.FullRune(p[i:]) {
+				return p[:i]
+			}
+			return p
+		}
+	}
+	return p
+}
+
+// byteSpans is the concatenation of up to three byte slices, so rendering
+// can run over head and ring tail without first copying them together.
+// Positions are offsets into the concatenation.
+type byteSpans [3][]byte
+
+func (s *byteSpans) len() int {
+	return len(s[0]) + len(s[1]) + len(s[2])
+}
+
+// at returns the byte at position i < s.len().
+func (s *byteSpans) at(i int) byte {
+	for _, p := range s {
+		if i < len(p) {
+			return p[i]
+		}
+		i -= len(p)
+	}
+	panic("byteSpans: index out of range")
+}
+
+// indexNewline returns the position of the first '\n' at or after from,
+// or -1.
+func (s *byteSpans) indexNewline(from int) int {
+	off := 0
+	for _, p := range s {
+		if from < off+len(p) {
+			if j := bytes.IndexByte(p[max(from-off, 0):], '\n'); j >= 0 {
+				return max(from, off) + j
+			}
+		}
+		off += len(p)
+	}
+	return -1
+}
+
+// lastNewline returns the position of the last '\n' in [from, to), or -1.
+func (s *byteSpans) lastNewline(from, to int) int {
+	off := s.len()
+	for i := len(s) - 1; i >= 0; i-- {
+		p := s[i]
+		off -= len(p)
+		lo, hi := max(from-off, 0), min(to-off, len(p))
+		if lo >= hi {
+			continue
+		}
+		if j := bytes.LastIndexByte(p[lo:hi], '\n'); j >= 0 {
+			return off + lo + j
+		}
+	}
+	return -1
+}
+
+// trimContinuation drops up to limit UTF-8 continuation bytes from the
+// start of s.
+func (s *byteSpans) trimContinuation(limit int) {
+	for i := range s {
+		for limit > 0 && len(s[i]) > 0 && !utf8.RuneStart(s[i][0]) {
+			s[i] = s[i][1:]
+			limit--
+		}
+		if len(s[i]) > 0 {
+			return
+		}
+	}
+}
+
+// runeStartBefore returns where to cut s so that the kept text ends before
+// position cut without splitting a valid UTF-8 character: cut itself, or
+// the start (not before lo) of the valid character that cut falls inside.
+func (s *byteSpans) runeStartBefore(cut, lo int) int {
+	for i := cut; i >= lo && i > cut-utf8.UTFMax; i-- {
+		if !utf8.RuneStart(s.at(i)) {
+			continue
+		}
+		if i == cut {
+			return cut
+		}
+		var buf [utf8.UTFMax]byte
+		n := s.copyAt(buf[:], i)
+		r, size := utf8.DecodeRune(buf[:n])
+		valid := r != utf8.RuneError || size > 1
+		if valid && i+size > cut {
+			return i
+		}
+		return cut
+	}
+	return cut
+}
+
+// copyAt copies the bytes of s from position i into dst and returns how
+// many it copied.
+func (s *byteSpans) copyAt(dst []byte, i int) int {
+	n := 0
+	for _, p := range s {
+		if i < len(p) {
+			n += copy(dst[n:], p[i:])
+			i = 0
+		} else {
+			i -= len(p)
+		}
+		if n == len(dst) {
+			break
+		}
+	}
+	return n
+}
+
+// writeTo renders the bytes of s between positions from and to.
+func (s *byteSpans) writeTo(r *renderState, from, to int) {
+	off := 0
+	for _, p := range s {
+		lo, hi := max(from-off, 0), min(to-off, len(p))
+		if lo < hi {
+			r.write(p[lo:hi])
+		}
+		off += len(p)
+	}
+}
