@@ -7,6 +7,7 @@ replace github.com/procvisor/proc => ../
 require (
 	github.com/mattn/go-runewidth v0.0.23
 	github.com/procvisor/proc v0.0.0-00010101000000-000000000000
+	go.uber.org/goleak v1.3.0
 	golang.org/x/xerrors v0.0.0-20240903120638-7835f813f4da
 )
 
