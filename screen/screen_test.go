@@ -35,7 +35,11 @@ func TestMain(m *testing.M) {
 // full 24x80 screen frames times, the way a TUI repaints: home, then
 // every row rewritten with colours and erased to its end.
 func redrawArgs(frames int) ([]string, map[string]string) {
-	return []string{os.Args[0], strconv.Itoa(frames)}, map[string]string{helperEnv: "redraw"}
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	return []string{exe, strconv.Itoa(frames)}, map[string]string{helperEnv: "redraw"}
 }
 
 func redraw(args []string) int {
@@ -176,10 +180,12 @@ func TestResize(t *testing.T) {
 	skipWithoutTTY(t)
 	ctx := testCtx(t)
 	m := proctest.NewManager(t, proc.Options{})
+	// The child waits in sleep, not read: bash runs a trap once the
+	// foreground command ends, and a read on the terminal may not end.
 	s, err := screen.Start(m, proc.StartRequest{Args: []string{"bash", "-c",
 		`stty -echo; for i in $(seq 20); do echo "line $i"; done
 trap 'echo "winch $(stty size)"; printf "%050d"; exit 0' WINCH
-echo "ready $(stty size)"; while :; do read -r x; done`}})
+echo "ready $(stty size)"; while :; do sleep 0.05; done`}})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -194,7 +200,7 @@ echo "ready $(stty size)"; while :; do read -r x; done`}})
 		t.Errorf("Scrollback(100) after the shrink = %q; want line 1 .. line 12", sb)
 	}
 	if err := s.Process().Wait(ctx); err != nil {
-		t.Fatalf("Wait: %v", err)
+		t.Fatalf("Wait: %v (%q)", err, s.Text())
 	}
 	// The child saw the new size, and the screen wrapped its 50 columns
 	// at 40.

@@ -114,26 +114,44 @@ type savedCursor struct {
 }
 
 // scrollback is a ring of the rows that scrolled off the top of the main
-// screen, as text.
+// screen. A row is kept as cells (its trailing blanks cut) and made text
+// only when read, so that scrolling a line costs a copy, not an
+// allocation, once the ring is full.
 type scrollback struct {
-	rows  []string
+	rows  []line
 	start int // index of the oldest row once the ring is full
 	limit int
 }
 
-func (s *scrollback) push(row string) {
+func (s *scrollback) push(l *line) {
 	if s.limit <= 0 {
 		return
 	}
-	if len(s.rows) < s.limit {
-		s.rows = append(s.rows, row)
-		return
+	end := len(l.c)
+	for end > 0 && l.c[end-1] == 0 && len(l.marks) == 0 {
+		end--
 	}
-	s.rows[s.start] = row
-	s.start = (s.start + 1) % len(s.rows)
+	var slot *line
+	if len(s.rows) < s.limit {
+		s.rows = append(s.rows, line{})
+		slot = &s.rows[len(s.rows)-1]
+	} else {
+		slot = &s.rows[s.start]
+		s.start = (s.start + 1) % len(s.rows)
+	}
+	slot.c = append(slot.c[:0], l.c[:end]...)
+	slot.marks = nil
+	if len(l.marks) > 0 {
+		slot.marks = make(map[int]string, len(l.marks))
+		for x, m := range l.marks {
+			slot.marks[x] = m
+		}
+	}
 }
 
-// last returns the newest n rows, oldest first.
+func (s *scrollback) len() int { return len(s.rows) }
+
+// last returns the newest n rows as text, oldest first.
 func (s *scrollback) last(n int) []string {
 	n = min(n, len(s.rows))
 	if n <= 0 {
@@ -141,8 +159,10 @@ func (s *scrollback) last(n int) []string {
 	}
 	out := make([]string, n)
 	first := len(s.rows) - n
+	var buf []byte
 	for i := range out {
-		out[i] = s.rows[(s.start+first+i)%len(s.rows)]
+		buf = appendRow(buf[:0], &s.rows[(s.start+first+i)%len(s.rows)])
+		out[i] = string(buf)
 	}
 	return out
 }
@@ -964,7 +984,7 @@ func (t *term) scrollUpIn(from, n int, toScrollback bool) {
 	keep := toScrollback && from == 0 && t.g == &t.main
 	for i := 0; i < n; i++ {
 		if keep {
-			t.sb.push(t.rowText(from + i))
+			t.sb.push(&ls[from+i])
 		}
 	}
 	rotate(ls[from:t.bot], n)
@@ -991,6 +1011,12 @@ func (t *term) scrollDownIn(from, n int) {
 // rotate moves ls left by k: ls[k] becomes ls[0].
 func rotate(ls []line, k int) {
 	if k <= 0 || k >= len(ls) {
+		return
+	}
+	if k == 1 { // a line scrolled: the common case
+		first := ls[0]
+		copy(ls, ls[1:])
+		ls[len(ls)-1] = first
 		return
 	}
 	reverse(ls[:k])
@@ -1110,7 +1136,7 @@ func dropMarksFrom(l *line, x int) {
 // appendRow appends a row as text, trailing blanks trimmed, to b.
 func appendRow(b []byte, l *line) []byte {
 	end := len(l.c)
-	for end > 0 && (l.c[end-1] == 0 || l.c[end-1] == ' ') && l.marks[end-1] == "" {
+	for end > 0 && (l.c[end-1] == 0 || l.c[end-1] == ' ') && (len(l.marks) == 0 || l.marks[end-1] == "") {
 		end--
 	}
 	for x, r := range l.c[:end] {
@@ -1146,8 +1172,7 @@ func (t *term) resize(rows, cols int) {
 		dropTop = need - dropBottom
 	}
 	for i := 0; i < dropTop; i++ {
-		t.scratch = appendRow(t.scratch[:0], &t.main.lines[i])
-		t.sb.push(string(t.scratch))
+		t.sb.push(&t.main.lines[i])
 	}
 	for _, g := range []*grid{&t.main, &t.alt} {
 		old := g.lines[dropTop : t.rows-dropBottom]

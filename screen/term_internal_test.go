@@ -182,8 +182,8 @@ func TestTermResize(t *testing.T) {
 	// The cursor at the top: blank rows below it go first.
 	tm = feed("top")
 	tm.resize(2, 2)
-	if got, want := tm.text(), "to"; got != want || len(tm.sb.rows) != 0 {
-		t.Errorf("text = %q, scrollback %q; want %q and none", got, tm.sb.rows, want)
+	if got, want := tm.text(), "to"; got != want || tm.sb.len() != 0 {
+		t.Errorf("text = %q, scrollback %q; want %q and none", got, tm.sb.last(9), want)
 	}
 	// Growing adds blank rows and columns.
 	tm.resize(4, 20)
