@@ -42,10 +42,13 @@ var DefaultSize = proc.TermSize{Rows: 24, Cols: 80}
 const ScrollbackRows = 1000
 
 // Screen is the terminal screen of a process started by [Start]. Its
-// methods are safe for concurrent use. It needs no closing: it holds no
-// goroutine but, while a reply to a query is on its way to the process,
-// the one that writes it, which ends when the write does (the process
-// read it, exited, or its Manager was closed).
+// methods are safe for concurrent use; each reads the screen after every
+// byte the pump has handed over so far. It needs no closing: it holds no
+// goroutine but, while the pump hands over bytes faster than the emulator
+// reads them, the one that feeds them to it (which ends when it caught
+// up), and while a reply to a query is on its way to the process, the one
+// that writes it (which ends when the write does: the process read it,
+// exited, or its Manager was closed).
 type Screen struct {
 	// started is closed once Start's call to the Starter returned; p is
 	// set before (nil if that start failed).
@@ -68,7 +71,22 @@ type Screen struct {
 	repliesDead bool
 	// teeErr is why the request's own OutputTee stopped.
 	teeErr error
+
+	// inMu guards the fields below; it is a leaf (taken under mu or
+	// alone).
+	inMu sync.Mutex
+	// backlog holds bytes from the pump that the emulator has not read
+	// yet, at most maxBacklog; spare is the buffer it swaps with. feeding
+	// is set while the goroutine that feeds the backlog to the emulator
+	// runs.
+	backlog, spare []byte
+	feeding        bool
 }
+
+// maxBacklog bounds the bytes the pump hands over faster than the
+// emulator reads them; beyond it the pump feeds the emulator itself,
+// which holds it, and the program, as a slow terminal would.
+const maxBacklog = 256 << 10
 
 // Start starts req on s (a *proc.Manager or *proc.Scope) under a terminal,
 // with a Screen as its OutputTee, and returns the Screen; the process is
@@ -119,9 +137,9 @@ func (s *Screen) Process() *proc.Process { return s.p }
 // text are kept, so line i is row i). Wide characters appear once,
 // combining marks after their base.
 func (s *Screen) Text() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.term.text()
+	var text string
+	s.look(func() { text = s.term.text() })
+	return text
 }
 
 // Scrollback returns the last n rows that scrolled off the top of the main
@@ -130,26 +148,25 @@ func (s *Screen) Text() string {
 // program draws on the alternate screen never scroll into it; rows that
 // shrinking the screen pushed off the top do.
 func (s *Screen) Scrollback(n int) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.term.sb.last(n)
+	var rows []string
+	s.look(func() { rows = s.term.sb.last(n) })
+	return rows
 }
 
 // Cursor returns the cursor's row and column, 0-based. After a character
 // was written in the last column the cursor stays in that column until the
 // next character wraps.
 func (s *Screen) Cursor() (row, col int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.term.y, s.term.x
+	s.look(func() { row, col = s.term.y, s.term.x })
+	return row, col
 }
 
 // AltScreen reports whether the program switched to the alternate screen,
 // as full-screen programs (vim, less, top) do.
 func (s *Screen) AltScreen() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.term.g == &s.term.alt
+	var alt bool
+	s.look(func() { alt = s.term.g == &s.term.alt })
+	return alt
 }
 
 // Resize resizes the process's terminal (the program gets SIGWINCH) and
@@ -159,18 +176,19 @@ func (s *Screen) AltScreen() bool {
 // right, not reflowed. Its errors are those of Process.Resize: a zero
 // dimension is proc.ErrInvalid, a process that exited proc.ErrNotRunning.
 func (s *Screen) Resize(size proc.TermSize) error {
-	s.mu.Lock()
-	// The lock is held across the resize of the terminal so that the
-	// pump's next bytes, which may be the program's answer to SIGWINCH,
-	// reach the emulator only once it has the new size.
-	if err := s.p.Resize(size); err != nil {
-		s.mu.Unlock()
+	var err error
+	s.look(func() {
+		// The bytes before the resize were read at the old size (look
+		// fed the backlog), and the lock is held across the resize of the
+		// terminal so that the next ones, which may be the program's
+		// answer to SIGWINCH, are read at the new size.
+		if err = s.p.Resize(size); err == nil {
+			s.term.resize(int(size.Rows), int(size.Cols))
+		}
+	})
+	if err != nil {
 		return xerrors.Errorf("screen: %w", err)
 	}
-	s.term.resize(int(size.Rows), int(size.Cols))
-	ch, answer := s.publishLocked()
-	s.mu.Unlock()
-	s.after(ch, answer)
 	return nil
 }
 
@@ -183,13 +201,16 @@ func (s *Screen) Wait(ctx context.Context, re *regexp.Regexp) (string, error) {
 		return "", xerrors.Errorf("screen: wait: nil regexp: %w", proc.ErrInvalid)
 	}
 	for {
-		s.mu.Lock()
-		row, ok := s.matchLocked(re)
-		if !ok && s.changed == nil {
-			s.changed = make(chan struct{})
-		}
-		changed := s.changed
-		s.mu.Unlock()
+		var row string
+		var ok bool
+		var changed chan struct{}
+		s.look(func() {
+			row, ok = s.matchLocked(re)
+			if !ok && s.changed == nil {
+				s.changed = make(chan struct{})
+			}
+			changed = s.changed
+		})
 		if ok {
 			return row, nil
 		}
@@ -198,9 +219,9 @@ func (s *Screen) Wait(ctx context.Context, re *regexp.Regexp) (string, error) {
 		case <-s.p.Done():
 			// Done closes after the last byte reached the tee: this
 			// look is at the final screen.
-			s.mu.Lock()
-			row, ok := s.matchLocked(re)
-			s.mu.Unlock()
+			var row string
+			var ok bool
+			s.look(func() { row, ok = s.matchLocked(re) })
 			if ok {
 				return row, nil
 			}
@@ -237,11 +258,21 @@ type tee struct {
 
 func (t *tee) Write(b []byte) (int, error) {
 	s := t.scr
-	s.mu.Lock()
-	s.term.write(b)
-	ch, answer := s.publishLocked()
-	s.mu.Unlock()
-	s.after(ch, answer)
+	s.inMu.Lock()
+	if !ForceInline && len(s.backlog)+len(b) <= maxBacklog {
+		s.backlog = append(s.backlog, b...)
+		start := !s.feeding
+		s.feeding = true
+		s.inMu.Unlock()
+		if start {
+			// Stopped by an empty backlog; a Write after that starts
+			// another.
+			go s.feed()
+		}
+	} else {
+		s.inMu.Unlock()
+		s.look(func() { s.term.write(b) })
+	}
 	if t.own != nil {
 		n, err := t.own.Write(b)
 		if err == nil && n < len(b) {
@@ -255,6 +286,41 @@ func (t *tee) Write(b []byte) (int, error) {
 		}
 	}
 	return len(b), nil
+}
+
+// feed feeds the backlog to the emulator until it is empty.
+func (s *Screen) feed() {
+	for {
+		s.inMu.Lock()
+		if len(s.backlog) == 0 {
+			s.feeding = false
+			s.inMu.Unlock()
+			return
+		}
+		s.inMu.Unlock()
+		s.look(func() {})
+	}
+}
+
+// look runs f on the emulator under mu once the emulator has read the
+// backlog, then sends what the emulator produced (replies, Wait's
+// wake-up) after releasing the lock.
+func (s *Screen) look(f func()) {
+	s.mu.Lock()
+	s.inMu.Lock()
+	in := s.backlog
+	s.backlog = s.spare[:0]
+	s.inMu.Unlock()
+	if len(in) > 0 {
+		s.term.write(in)
+	}
+	s.inMu.Lock()
+	s.spare = in[:0]
+	s.inMu.Unlock()
+	f()
+	ch, answer := s.publishLocked()
+	s.mu.Unlock()
+	s.after(ch, answer)
 }
 
 // publishLocked takes the emulator's replies into the queue and the Wait
@@ -309,3 +375,4 @@ func (s *Screen) answer() {
 		}
 	}
 }
+var ForceInline bool

@@ -15,10 +15,12 @@ import (
 // terminals differ. It is not safe for concurrent use; Screen locks it.
 //
 // Why not github.com/charmbracelet/x/vt (v0.1.0): it keeps styled cells
-// and copies the whole screen for every line that scrolls, so it ran
+// and copies the whole screen for every line that scrolls, so it read
 // `seq 100000` at 0.5 MB/s here, far slower than a terminal delivers it.
-// This one keeps a screen of rune rows, scrolls by moving row headers and
-// writes runs of ASCII in one loop (see BenchmarkEmulator).
+// This one keeps each screen as a ring of rune rows (a scroll turns the
+// ring), remembers where each row's text ends (clearing and keeping a row
+// cost what it holds), keeps the scrollback as cells rendered only when
+// read, and writes runs of ASCII in one loop (see BenchmarkEmulator).
 type term struct {
 	rows, cols int
 	main, alt  grid
@@ -95,13 +97,25 @@ var widths = &runewidth.Condition{StrictEmojiNeutral: true}
 
 // line is one row of cells. A cell is 0 (blank), a character, or
 // wideTail. Combining marks sit in marks, keyed by their base's column.
+// Every cell from end on is blank, so that clearing, trimming and keeping
+// a row cost what it holds, not its width.
 type line struct {
 	c     []rune
+	end   int
 	marks map[int]string
 }
 
+// blank clears the whole line.
+func (l *line) blank() {
+	clear(l.c[:l.end])
+	l.end = 0
+	l.marks = nil
+}
+
+// grid is a screen: a ring of rows, row y at lines[(off+y) % rows].
 type grid struct {
 	lines []line
+	off   int
 	saved savedCursor // DECSC for this screen
 }
 
@@ -127,7 +141,7 @@ func (s *scrollback) push(l *line) {
 	if s.limit <= 0 {
 		return
 	}
-	end := len(l.c)
+	end := l.end
 	for end > 0 && l.c[end-1] == 0 && len(l.marks) == 0 {
 		end--
 	}
@@ -140,6 +154,7 @@ func (s *scrollback) push(l *line) {
 		s.start = (s.start + 1) % len(s.rows)
 	}
 	slot.c = append(slot.c[:0], l.c[:end]...)
+	slot.end = end
 	slot.marks = nil
 	if len(l.marks) > 0 {
 		slot.marks = make(map[int]string, len(l.marks))
@@ -683,8 +698,7 @@ func (t *term) switchScreen(alt, clearAlt bool) {
 
 func (t *term) clearGrid(g *grid) {
 	for i := range g.lines {
-		clear(g.lines[i].c)
-		g.lines[i].marks = nil
+		g.lines[i].blank()
 	}
 }
 
@@ -789,14 +803,14 @@ func (t *term) printASCII(run []byte) {
 		}
 		return
 	}
-	l := &t.g.lines[t.y]
+	l := t.g.row(t.y)
 	for _, b := range run {
 		if t.wrapPending {
 			t.wrapPending = false
 			if t.autowrap {
 				t.x = 0
 				t.index()
-				l = &t.g.lines[t.y]
+				l = t.g.row(t.y)
 			}
 		}
 		put(l, t.x, rune(b))
@@ -820,6 +834,9 @@ func put(l *line, x int, r rune) {
 		c[x+1] = 0
 	}
 	c[x] = r
+	if x >= l.end {
+		l.end = x + 1
+	}
 	if len(l.marks) > 0 {
 		delete(l.marks, x)
 	}
@@ -858,7 +875,7 @@ func (t *term) print(r rune) {
 		t.x = 0
 		t.index()
 	}
-	l := &t.g.lines[t.y]
+	l := t.g.row(t.y)
 	if t.insert {
 		t.shiftRight(l, t.x, w)
 	}
@@ -881,7 +898,7 @@ func (t *term) addMark(r rune) {
 	if !t.wrapPending {
 		x--
 	}
-	l := &t.g.lines[t.y]
+	l := t.g.row(t.y)
 	if x >= 0 && l.c[x] == wideTail {
 		x--
 	}
@@ -969,7 +986,8 @@ func (t *term) reverseIndex() {
 	}
 }
 
-// Scrolling moves row headers, not cells.
+// Scrolling moves rows, not cells: the whole screen scrolls by turning
+// its ring of rows, a region by swapping rows.
 
 // scrollUpIn moves rows from..bot-1 up by n, blank rows entering at the
 // bottom of the region. Rows leaving the top of the main screen go to the
@@ -980,17 +998,22 @@ func (t *term) scrollUpIn(from, n int, toScrollback bool) {
 	if n <= 0 {
 		return
 	}
-	ls := t.g.lines
-	keep := toScrollback && from == 0 && t.g == &t.main
-	for i := 0; i < n; i++ {
-		if keep {
-			t.sb.push(&ls[from+i])
+	g := t.g
+	if toScrollback && from == 0 && g == &t.main {
+		for i := 0; i < n; i++ {
+			t.sb.push(g.row(i))
 		}
 	}
-	rotate(ls[from:t.bot], n)
+	if from == 0 && t.bot == t.rows {
+		for i := 0; i < n; i++ {
+			g.row(i).blank()
+		}
+		g.off = (g.off + n) % t.rows
+		return
+	}
+	g.rotate(from, t.bot, n)
 	for i := t.bot - n; i < t.bot; i++ {
-		clear(ls[i].c)
-		ls[i].marks = nil
+		g.row(i).blank()
 	}
 }
 
@@ -1000,33 +1023,36 @@ func (t *term) scrollDownIn(from, n int) {
 	if n <= 0 {
 		return
 	}
-	ls := t.g.lines
-	rotate(ls[from:t.bot], t.bot-from-n)
+	t.g.rotate(from, t.bot, t.bot-from-n)
 	for i := from; i < from+n; i++ {
-		clear(ls[i].c)
-		ls[i].marks = nil
+		t.g.row(i).blank()
 	}
 }
 
-// rotate moves ls left by k: ls[k] becomes ls[0].
-func rotate(ls []line, k int) {
-	if k <= 0 || k >= len(ls) {
-		return
+// row returns screen row y.
+func (g *grid) row(y int) *line {
+	i := g.off + y
+	if i >= len(g.lines) {
+		i -= len(g.lines)
 	}
-	if k == 1 { // a line scrolled: the common case
-		first := ls[0]
-		copy(ls, ls[1:])
-		ls[len(ls)-1] = first
-		return
-	}
-	reverse(ls[:k])
-	reverse(ls[k:])
-	reverse(ls)
+	return &g.lines[i]
 }
 
-func reverse(ls []line) {
-	for i, j := 0, len(ls)-1; i < j; i, j = i+1, j-1 {
-		ls[i], ls[j] = ls[j], ls[i]
+// rotate moves screen rows from..to-1 up by k: row from+k becomes row
+// from.
+func (g *grid) rotate(from, to, k int) {
+	if k <= 0 || k >= to-from {
+		return
+	}
+	g.reverse(from, from+k)
+	g.reverse(from+k, to)
+	g.reverse(from, to)
+}
+
+func (g *grid) reverse(from, to int) {
+	for i, j := from, to-1; i < j; i, j = i+1, j-1 {
+		a, b := g.row(i), g.row(j)
+		*a, *b = *b, *a
 	}
 }
 
@@ -1038,7 +1064,7 @@ func (t *term) clearCells(y, from, to int) {
 	if from >= to {
 		return
 	}
-	l := &t.g.lines[y]
+	l := t.g.row(y)
 	c := l.c
 	if c[from] == wideTail && from > 0 {
 		c[from-1] = 0
@@ -1047,9 +1073,14 @@ func (t *term) clearCells(y, from, to int) {
 		c[to] = 0
 	}
 	clear(c[from:to])
-	for x := range l.marks {
-		if x >= from-1 && x < to {
-			delete(l.marks, x)
+	if to >= l.end {
+		l.end = min(l.end, from)
+	}
+	if len(l.marks) > 0 {
+		for x := range l.marks {
+			if x >= from-1 && x < to {
+				delete(l.marks, x)
+			}
 		}
 	}
 }
@@ -1086,7 +1117,7 @@ func (t *term) eraseDisplay(mode int) {
 
 func (t *term) insertCells(n int) {
 	t.wrapPending = false
-	t.shiftRight(&t.g.lines[t.y], t.x, n)
+	t.shiftRight(t.g.row(t.y), t.x, n)
 }
 
 // shiftRight moves cells x.. right by n, blanks entering at x; cells
@@ -1099,6 +1130,7 @@ func (t *term) shiftRight(l *line, x, n int) {
 	}
 	copy(c[x+n:], c[x:t.cols-n])
 	clear(c[x : x+n])
+	l.end = min(l.end+n, t.cols)
 	if c[t.cols-1] != wideTail && t.cols > 1 && widths.RuneWidth(c[t.cols-1]) == 2 {
 		c[t.cols-1] = 0
 	}
@@ -1108,7 +1140,7 @@ func (t *term) shiftRight(l *line, x, n int) {
 func (t *term) deleteCells(n int) {
 	t.wrapPending = false
 	n = min(n, t.cols-t.x)
-	l := &t.g.lines[t.y]
+	l := t.g.row(t.y)
 	c := l.c
 	if c[t.x] == wideTail && t.x > 0 {
 		c[t.x-1] = 0
@@ -1135,7 +1167,7 @@ func dropMarksFrom(l *line, x int) {
 
 // appendRow appends a row as text, trailing blanks trimmed, to b.
 func appendRow(b []byte, l *line) []byte {
-	end := len(l.c)
+	end := l.end
 	for end > 0 && (l.c[end-1] == 0 || l.c[end-1] == ' ') && (len(l.marks) == 0 || l.marks[end-1] == "") {
 		end--
 	}
@@ -1172,14 +1204,14 @@ func (t *term) resize(rows, cols int) {
 		dropTop = need - dropBottom
 	}
 	for i := 0; i < dropTop; i++ {
-		t.sb.push(&t.main.lines[i])
+		t.sb.push(t.main.row(i))
 	}
 	for _, g := range []*grid{&t.main, &t.alt} {
-		old := g.lines[dropTop : t.rows-dropBottom]
-		g.lines = newLines(rows, cols)
-		for i := range old {
-			copyLine(&g.lines[i], &old[i])
+		lines := newLines(rows, cols)
+		for i := range t.rows - dropTop - dropBottom {
+			copyLine(&lines[i], g.row(dropTop+i))
 		}
+		g.lines, g.off = lines, 0
 		s := &g.saved
 		s.x, s.y = min(s.x, cols-1), min(max(s.y-dropTop, 0), rows-1)
 	}
@@ -1196,7 +1228,8 @@ func (t *term) resize(rows, cols int) {
 
 // copyLine copies src into dst, which may be narrower or wider.
 func copyLine(dst, src *line) {
-	n := copy(dst.c, src.c)
+	n := copy(dst.c, src.c[:src.end])
+	dst.end = n
 	if n > 0 && n < len(src.c) && src.c[n] == wideTail {
 		dst.c[n-1] = 0
 	}
@@ -1212,7 +1245,7 @@ func copyLine(dst, src *line) {
 
 // rowText returns row y of the visible screen as text.
 func (t *term) rowText(y int) string {
-	t.scratch = appendRow(t.scratch[:0], &t.g.lines[y])
+	t.scratch = appendRow(t.scratch[:0], t.g.row(y))
 	return string(t.scratch)
 }
 
@@ -1222,7 +1255,7 @@ func (t *term) text() string {
 	var out []byte
 	blank := 0 // blank rows seen since the last row with text
 	for y := range t.g.lines {
-		t.scratch = appendRow(t.scratch[:0], &t.g.lines[y])
+		t.scratch = appendRow(t.scratch[:0], t.g.row(y))
 		if len(t.scratch) == 0 {
 			blank++
 			continue
