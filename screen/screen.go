@@ -259,7 +259,7 @@ type tee struct {
 func (t *tee) Write(b []byte) (int, error) {
 	s := t.scr
 	s.inMu.Lock()
-	if !ForceInline && len(s.backlog)+len(b) <= maxBacklog {
+	if len(s.backlog)+len(b) <= maxBacklog {
 		s.backlog = append(s.backlog, b...)
 		start := !s.feeding
 		s.feeding = true
@@ -375,4 +375,3 @@ func (s *Screen) answer() {
 		}
 	}
 }
-var ForceInline bool
