@@ -73,7 +73,7 @@ func testCtx(t *testing.T) context.Context {
 
 func skipWithoutTTY(t *testing.T) {
 	if runtime.GOOS == "windows" {
-		t.Skip("proc has terminals on Unix only; TestStartUnsupported runs here")
+		t.Skip("proc has terminals on Unix only; TestStartUnsupported runs on Windows")
 	}
 }
 
@@ -397,7 +397,7 @@ func TestStartErrors(t *testing.T) {
 	if _, err := screen.Start(nil, proc.StartRequest{Args: []string{"true"}}); !errors.Is(err, proc.ErrInvalid) {
 		t.Errorf("Start(nil) = %v; want ErrInvalid", err)
 	}
-	if _, err := screen.Start(m, proc.StartRequest{}); !errors.Is(err, proc.ErrInvalid) {
+	if _, err := screen.Start(m, proc.StartRequest{}); runtime.GOOS != "windows" && !errors.Is(err, proc.ErrInvalid) {
 		t.Errorf("Start(no command) = %v; want ErrInvalid", err)
 	}
 	if len(m.List()) != 0 {
