@@ -1,0 +1,198 @@
+package screen
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// feed returns a 5x10 emulator that was written in.
+func feed(in ...string) *term {
+	t := newTerm(5, 10, 3)
+	for _, s := range in {
+		t.write([]byte(s))
+	}
+	return t
+}
+
+func TestTermText(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, in, want string
+	}{
+		{"plain", "ab\r\ncd", "ab\ncd"},
+		{"overwrite-in-place", "Working\rDo", "Dorking"},
+		{"progress", "50%\r100%", "100%"},
+		{"lf-keeps-column", "ab\ncd", "ab\n  cd"},
+		{"backspace", "abc\b\bX", "aXc"},
+		{"erase-line-right", "abcdef\r\x1b[2C\x1b[K", "ab"},
+		{"erase-line-left", "abcdef\x1b[3D\x1b[1K", "    ef"},
+		{"erase-line-all", "abc\x1b[2K", ""},
+		{"cursor-position", "\x1b[3;4Hx", "\n\n   x"},
+		{"cursor-up-redraw", "one\r\ntwo\r\n\x1b[2AONE\r\nTWO", "ONE\nTWO"},
+		{"erase-display-below", "a\r\nb\r\nc\x1b[2;1H\x1b[J", "a"},
+		{"erase-display-above", "a\r\nb\r\nc\x1b[2;1H\x1b[1J", "\n\nc"},
+		{"erase-display-all", "a\r\nb\x1b[2J", ""},
+		{"autowrap", "0123456789ab", "0123456789\nab"},
+		{"pending-wrap-then-cr", "0123456789\rX", "X123456789"},
+		{"no-autowrap", "\x1b[?7l0123456789ab", "012345678b"},
+		{"tab", "a\tb", "a       b"},
+		{"colours-dropped", "\x1b[1;31mred\x1b[0m ok", "red ok"},
+		{"osc-title-skipped", "\x1b]0;title\x07a\x1b]2;t\x1b\\b", "ab"},
+		{"dcs-skipped", "\x1bP1$r0m\x1b\\x", "x"},
+		{"utf8", "héllo", "héllo"},
+		{"utf8-split-bytes", "h\xc3", "h"},
+		{"wide", "中文x", "中文x"},
+		{"wide-overwritten-half", "中\r \x08\x1b[C\x1b[Cx", "  x"},
+		{"wide-at-edge-wraps", "012345678中", "012345678\n中"},
+		{"combining", "e\u0301x", "e\u0301x"},
+		{"insert-chars", "abc\r\x1b[2@", "  abc"},
+		{"delete-chars", "abcdef\r\x1b[2P", "cdef"},
+		{"erase-chars", "abcdef\r\x1b[2X", "  cdef"},
+		{"insert-mode", "abc\r\x1b[4hX\x1b[4l", "Xabc"},
+		{"insert-line", "a\r\nb\x1b[1;1H\x1b[L", "\na\nb"},
+		{"delete-line", "a\r\nb\r\nc\x1b[1;1H\x1b[M", "b\nc"},
+		{"reverse-index-at-top", "a\x1b[H\x1bMz", "z\na"},
+		{"dec-graphics", "\x1b(0lqk\x1b(Bq", "┌─┐q"},
+		{"repeat", "x\x1b[3b", "xxxx"},
+		{"save-restore", "ab\x1b7\r\ncd\x1b8X", "abX\ncd"},
+		{"invalid-utf8", "a\xffb", "a\ufffdb"},
+		{"csi-split", "ab\x1b[", "ab"},
+		{"can-aborts", "\x1b[2\x18Jx", "Jx"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			if got := feed(c.in).text(); got != c.want {
+				t.Errorf("write(%q): text = %q; want %q", c.in, got, c.want)
+			}
+		})
+	}
+}
+
+func TestTermSplitWrites(t *testing.T) {
+	t.Parallel()
+	in := "\x1b[1;31mhé中\x1b]0;t\x1b\\llo\x1b[2;3Hx\x1b[6n"
+	whole := feed(in)
+	for i := 1; i < len(in); i++ {
+		split := feed(in[:i], in[i:])
+		if split.text() != whole.text() || string(split.reply) != string(whole.reply) {
+			t.Errorf("split at %d: text %q reply %q; whole: %q %q", i, split.text(), split.reply, whole.text(), whole.reply)
+		}
+	}
+}
+
+func TestTermScroll(t *testing.T) {
+	t.Parallel()
+	tm := newTerm(3, 10, 4)
+	for i := 1; i <= 9; i++ {
+		fmt.Fprintf(writerFunc(tm.write), "%d\r\n", i)
+	}
+	if got, want := tm.text(), "8\n9"; got != want {
+		t.Errorf("text = %q; want %q", got, want)
+	}
+	if got, want := strings.Join(tm.sb.last(10), ","), "4,5,6,7"; got != want {
+		t.Errorf("scrollback = %q; want %q (oldest first, bounded at 4)", got, want)
+	}
+	if got, want := strings.Join(tm.sb.last(2), ","), "6,7"; got != want {
+		t.Errorf("scrollback(2) = %q; want %q", got, want)
+	}
+	if got := tm.sb.last(0); got != nil {
+		t.Errorf("scrollback(0) = %q; want nil", got)
+	}
+}
+
+func TestTermScrollRegion(t *testing.T) {
+	t.Parallel()
+	// A status line at the bottom stays while the region above scrolls,
+	// and lines leaving a region below the top are not scrollback.
+	tm := feed("\x1b[5;1Hstatus\x1b[1;4r\x1b[4;1H", "a\r\nb\r\nc\r\nd\r\ne")
+	if got, want := tm.text(), "b\nc\nd\ne\nstatus"; got != want {
+		t.Errorf("text = %q; want %q", got, want)
+	}
+	if got, want := strings.Join(tm.sb.last(9), ","), ",,a"; got != want {
+		t.Errorf("scrollback = %q; want %q", got, want)
+	}
+	tm = feed("x\x1b[2;4r\x1b[4;1H", "a\r\nb\r\nc\r\nd")
+	if got := tm.sb.last(9); len(got) != 0 {
+		t.Errorf("scrollback = %q; want none from a region below the top", got)
+	}
+}
+
+func TestTermAltScreen(t *testing.T) {
+	t.Parallel()
+	tm := feed("shell$ ", "\x1b[?1049h\x1b[H\x1b[2Jfull")
+	if tm.g != &tm.alt || tm.text() != "full" {
+		t.Fatalf("on the alternate screen: alt %v text %q", tm.g == &tm.alt, tm.text())
+	}
+	tm.write([]byte("\x1b[?1049l"))
+	if tm.g != &tm.main || tm.text() != "shell$" {
+		t.Fatalf("left: alt %v text %q", tm.g == &tm.alt, tm.text())
+	}
+	if tm.y != 0 || tm.x != 7 {
+		t.Errorf("cursor after leaving = %d,%d; want 0,7 (restored)", tm.y, tm.x)
+	}
+}
+
+func TestTermReplies(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ in, want string }{
+		{"ab\r\nc\x1b[6n", "\x1b[2;2R"},
+		{"\x1b[?6n", "\x1b[?1;1R"},
+		{"\x1b[c", "\x1b[?62;22c"},
+		{"\x1b[0c", "\x1b[?62;22c"},
+		{"\x1b[>c", "\x1b[>1;10;0c"},
+		{"\x1b[5n", "\x1b[0n"},
+		{"\x1b[18t", "\x1b[8;5;10t"},
+		{"\x1b[?2004$p", "\x1b[?2004;2$y"},
+		{"\x1b[?2004h\x1b[?2004$p", "\x1b[?2004;1$y"},
+		{"\x1b[?7$p", "\x1b[?7;1$y"},
+		{"\x1b[?9999$p", "\x1b[?9999;0$y"},
+		{"\x1b]11;?\x07", "\x1b]11;rgb:0000/0000/0000\x07"},
+		{"\x1b]10;?\x1b\\", "\x1b]10;rgb:ffff/ffff/ffff\x1b\\"},
+		{"\x1b[3;5r\x1b[?6h\x1b[2;1H\x1b[6n", "\x1b[2;1R"},
+		{"0123456789\x1b[6n", "\x1b[1;10R"},
+	}
+	for _, c := range cases {
+		if got := string(feed(c.in).reply); got != c.want {
+			t.Errorf("write(%q): reply %q; want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestTermResize(t *testing.T) {
+	t.Parallel()
+	// The cursor on the last row: shrinking pushes the top rows into the
+	// scrollback and keeps the cursor's row.
+	tm := feed("a\r\nb\r\nc\r\nd\r\ne")
+	tm.resize(2, 10)
+	if got, want := tm.text(), "d\ne"; got != want {
+		t.Errorf("text = %q; want %q", got, want)
+	}
+	if got, want := strings.Join(tm.sb.last(9), ","), "a,b,c"; got != want {
+		t.Errorf("scrollback = %q; want %q", got, want)
+	}
+	if tm.y != 1 || tm.x != 1 {
+		t.Errorf("cursor = %d,%d; want 1,1", tm.y, tm.x)
+	}
+	tm.write([]byte("X"))
+	if got, want := tm.text(), "d\neX"; got != want {
+		t.Errorf("after writing: text = %q; want %q", got, want)
+	}
+	// The cursor at the top: blank rows below it go first.
+	tm = feed("top")
+	tm.resize(2, 2)
+	if got, want := tm.text(), "to"; got != want || tm.sb.len() != 0 {
+		t.Errorf("text = %q, scrollback %q; want %q and none", got, tm.sb.last(9), want)
+	}
+	// Growing adds blank rows and columns.
+	tm.resize(4, 20)
+	tm.write([]byte("\x1b[4;15Hz"))
+	if got, want := tm.text(), "to\n\n\n              z"; got != want {
+		t.Errorf("grown: text = %q; want %q", got, want)
+	}
+}
+
+type writerFunc func([]byte)
+
+func (f writerFunc) Write(b []byte) (int, error) { f(b); return len(b), nil }
