@@ -38,6 +38,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 		}()
 	}
 	p := m.newProcess(sp, seq, log)
+	p.watch = sp.watch.of(p)
 	var ends ioEnds
 	defer func() { ends.close(err != nil) }()
 	if err := p.connect(cmd, sp, &ends); err != nil {
@@ -52,6 +53,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 		pu.done = p.pumpDone
 		pu.log = p.log
 		pu.clock = p.m.clock
+		p.watch.attach(pu, p.out)
 	}
 	return p, nil
 }
@@ -210,6 +212,7 @@ func (m *Manager) startInTree(p *Process, cmd *exec.Cmd, sp *spec) error {
 // after the record and its tree are registered, so that the end is always
 // seen by the Manager.
 func (p *Process) begin() {
+	p.startActivityWatch()
 	for _, pu := range p.pumps {
 		// Stopped by EOF, or by the drain once the child exited (drain.go).
 		go pu.run()
@@ -309,7 +312,7 @@ func (p *Process) finish(exitedAt time.Time, timedOut bool) {
 	// The Manager counts the record as final before anyone can see Done
 	// close: a Start right after Wait finds the slot free.
 	after := p.m.recordFinal(p)
-	close(p.done)
+	p.finalStep(now) // closes p.done with the final event
 	after()
 }
 

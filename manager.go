@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -101,6 +102,9 @@ type Options struct {
 	// cgroups with the controller enabled (Linux) or a job (Windows);
 	// without, Start fails with ErrUnsupported.
 	Limits Limits
+	// EventHistory is how many events Manager.Events keeps (design
+	// section 19); older ones are dropped and counted as lost. 0: 4096.
+	EventHistory int
 	// KeepOnHostExit lets the process trees outlive a host process that
 	// dies without Close (SIGKILL, a crash, the OOM killer). By default
 	// they are killed within about 100 ms of the host's death (design
@@ -126,6 +130,7 @@ func (o Options) withDefaults() Options {
 	o.KillGrace = positiveOr(o.KillGrace, DefaultKillGrace)
 	o.RetainExited = positiveOr(o.RetainExited, DefaultRetainExited)
 	o.MaxRetained = positiveOr(o.MaxRetained, DefaultMaxRetained)
+	o.EventHistory = positiveOr(o.EventHistory, DefaultEventHistory)
 	return o
 }
 
@@ -218,6 +223,15 @@ type StartRequest struct {
 	// StderrTee is OutputTee for the stderr stream, with SeparateStderr;
 	// without it, it receives nothing.
 	StderrTee io.Writer `json:"-"`
+	// Watch lists named patterns the lines of the Output stream are
+	// matched against; each match is an EventMatched event (see [Watch]).
+	// An empty or repeated name, or a bad pattern, is ErrInvalid.
+	Watch []Watch `json:"watch,omitempty"`
+	// WatchActivity appends EventWaitingForInput each time the tree begins
+	// to wait for input and EventListening for each new listener, noticed
+	// within 250 ms (it polls Activity on Options.Clock). Linux only:
+	// elsewhere the start fails with ErrUnsupported.
+	WatchActivity bool `json:"watch_activity,omitempty"`
 }
 
 // Manager starts and supervises processes and keeps their records. Create
@@ -268,6 +282,8 @@ type Manager struct {
 
 	// contain is how this Manager holds trees, decided at the first Start.
 	contain containState
+
+	events eventLog // design section 19 (events.go)
 }
 
 // NewManager returns a Manager configured by opts (see [Options] for the
@@ -285,6 +301,7 @@ func NewManager(opts Options) *Manager {
 		closeDone:  make(chan struct{}),
 		stopCtx:    stopCtx,
 		cancelStop: cancelStop,
+		events:     eventLog{max: opts.EventHistory},
 	}
 }
 
@@ -343,6 +360,7 @@ func (m *Manager) Signal(id string, sig Signal) error {
 // error wrapping ErrRunning if the record is not final, ErrNotFound if
 // there is none. Its process tree stays with the Manager until it is empty.
 func (m *Manager) Remove(id string) error {
+	now := m.clock.Now("manager", "remove")
 	m.mu.Lock()
 	p, ok := m.records[id]
 	if !ok {
@@ -353,7 +371,7 @@ func (m *Manager) Remove(id string) error {
 		m.mu.Unlock()
 		return xerrors.Errorf("remove %q: %w", id, ErrRunning)
 	}
-	m.dropLocked(p)
+	m.dropLocked(p, now)
 	m.mu.Unlock()
 	return nil
 }
@@ -425,6 +443,7 @@ func (m *Manager) Close() error {
 	}
 	m.exits.Wait()
 	m.contain.close()
+	m.events.close()
 	return nil
 }
 
@@ -445,6 +464,8 @@ type Scope struct {
 	owner string
 	// closed is guarded by m.mu.
 	closed bool
+	// eventsClosed is set when Close returns: WaitEvent's ErrClosed.
+	eventsClosed atomic.Bool
 }
 
 // Start starts req as this scope's owner. req.Owner must be empty or equal
@@ -531,6 +552,8 @@ func (s *Scope) Close() error {
 	m.stopTrees(m.stopCtx, trees, "manager", "kill-grace")
 	waitDone(procs)
 	m.settle(trees)
+	s.eventsClosed.Store(true)
+	m.events.wakeAll()
 	return nil
 }
 
@@ -633,6 +656,7 @@ func (m *Manager) reserveAndLaunch(spec *spec, s *Scope) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.eventStarted()
 	p.begin()
 	return p, nil
 }
@@ -721,6 +745,7 @@ type spec struct {
 	limits       Limits // the request's, defaults filled in
 	size         TermSize
 	asked        asked
+	watch        *eventWatch // nil without Watch and WatchActivity
 }
 
 // prepare validates req (section 8 of the design) and resolves its command,
@@ -770,6 +795,9 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 		return nil, err
 	}
 	sp.dir = dir
+	if sp.watch, err = newEventWatch(req, sp.maxLine); err != nil {
+		return nil, err
+	}
 	sp.env = m.environ(req, sp.id)
 	return sp, nil
 }
@@ -961,16 +989,17 @@ func (m *Manager) pruneAt(now time.Time) {
 		if !expired && len(m.finals) <= m.opts.MaxRetained {
 			break
 		}
-		m.dropLocked(oldest)
+		m.dropLocked(oldest, now)
 	}
 }
 
 // dropLocked forgets p. Its process tree is not forgotten: the registry
 // keeps it until it is seen empty, so that Close still stops it (I4). The
-// caller must hold m.mu.
-func (m *Manager) dropLocked(p *Process) {
+// caller must hold m.mu. now is when, for the removed event.
+func (m *Manager) dropLocked(p *Process, now time.Time) {
 	if m.records[p.info.ID] == p {
 		delete(m.records, p.info.ID)
+		m.eventRemovedLocked(p, now)
 	}
 	for i, f := range m.finals {
 		if f == p {
@@ -995,7 +1024,7 @@ func (m *Manager) recordFinal(p *Process) (after func()) {
 		arm = !m.reapArmed
 		m.reapArmed = true
 		for len(m.finals) > m.opts.MaxRetained {
-			m.dropLocked(m.finals[0])
+			m.dropLocked(m.finals[0], p.finalAt())
 		}
 	}
 	return func() {

@@ -1,0 +1,176 @@
+package proc
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/coder/quartz"
+)
+
+// scanHarness runs an eventWatch as the pump does, without a process:
+// feed hands it chunks, end flushes it as finalStep does, and matches
+// reads the matched events from the Manager.
+type scanHarness struct {
+	m *Manager
+	w *eventWatch
+}
+
+func newScanHarness(t *testing.T, watches []Watch, maxLine int) *scanHarness {
+	t.Helper()
+	m := NewManager(Options{Clock: quartz.NewMock(t)})
+	t.Cleanup(func() { _ = m.Close() })
+	w, err := newEventWatch(StartRequest{Watch: watches}, maxLine)
+	if err != nil {
+		t.Fatalf("newEventWatch(%+v) = %v", watches, err)
+	}
+	p := &Process{m: m, info: Info{ID: "scan"}, done: make(chan struct{})}
+	w.of(p)
+	w.pump = &pump{}
+	w.pump.ended.Store(true)
+	return &scanHarness{m: m, w: w}
+}
+
+func (h *scanHarness) matches() []string {
+	evs, _, _ := h.m.Events(0, 0)
+	var got []string
+	for _, ev := range evs {
+		got = append(got, ev.Watch+"="+ev.Line)
+	}
+	return got
+}
+
+// wantMatches is the rule of design section 19, applied line by line to
+// the whole text: each line without '\n' and a trailing '\r', cut to
+// maxLine bytes (not splitting a character), against each watch in order.
+func wantMatches(text string, watches []Watch, maxLine int) []string {
+	lines := strings.Split(text, "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1] // the text ended with a newline
+	}
+	done := make([]bool, len(watches))
+	var want []string
+	for _, l := range lines {
+		l = strings.TrimSuffix(l, "\r")
+		if len(l) > maxLine {
+			l = l[:maxLine]
+			for !utf8.ValidString(l) {
+				l = l[:len(l)-1]
+			}
+		}
+		for i, wa := range watches {
+			if done[i] || !regexp.MustCompile(wa.Pattern).MatchString(l) {
+				continue
+			}
+			want = append(want, wa.Name+"="+l)
+			done[i] = wa.Once
+		}
+	}
+	return want
+}
+
+// TestWatchScan feeds texts to the line watches in chunks cut at every
+// place (and at random places), and checks that the matches are those of
+// matching each whole line: lines that span chunks, lines longer than
+// MaxLineLength (matched on their first MaxLineLength bytes, never half a
+// character), "\r\n" lines, an unterminated last line, Once, and several
+// watches on one line in the request's order. The patterns take every
+// path that proposes lines: a literal, the pattern without assertions,
+// and every line.
+func TestWatchScan(t *testing.T) {
+	t.Parallel()
+	const maxLine = 16
+	watches := []Watch{
+		{Name: "ready", Pattern: `^ready$`},
+		{Name: "err", Pattern: `error`},
+		{Name: "warn", Pattern: `(?i)warn\b`},
+		{Name: "port", Pattern: `\bport \d+$`},
+		{Name: "first", Pattern: `^x`, Once: true},
+		{Name: "end", Pattern: `é$`},
+	}
+	texts := map[string]string{
+		"plain":       "ready\nnot ready\nan error here\nWARN now\nport 80\nx1\nx2\n",
+		"crlf":        "ready\r\nerror\r\nport 8080\r\n\r\nwarn\r\n",
+		"long":        "a line much longer than sixteen bytes with error at the end\nready\n" + strings.Repeat("e", 40) + "error\n",
+		"cut-at-16":   "0123456789abcdeé\nport 1234567890\r\nport 12345678901\r\n",
+		"cut-char":    "0123456789abcdeé tail\n012345678901234é\n",
+		"exact-cr":    "ready\r\n0123456789error\r\n0123456789012error\r\n",
+		"no-newline":  "x first\nready",
+		"long-last":   "ready\n" + strings.Repeat("z", 100) + "error",
+		"empty-lines": "\n\n\nready\n\n",
+		"many":        strings.Repeat("filler line\nready\nerror warn port 9\n", 50),
+	}
+	for name, text := range texts {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			want := wantMatches(text, watches, maxLine)
+			check := func(cuts []int) {
+				t.Helper()
+				h := newScanHarness(t, watches, maxLine)
+				prev := 0
+				for _, c := range append(cuts, len(text)) {
+					h.w.scan([]byte(text[prev:c]))
+					prev = c
+				}
+				h.w.flush()
+				if got := h.matches(); fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("chunks cut at %v: matches %q; want %q", cuts, got, want)
+				}
+			}
+			check(nil)
+			for i := 1; i < len(text) && i < 200; i++ {
+				check([]int{i})
+			}
+			rng := rand.New(rand.NewPCG(1, uint64(len(text))))
+			for range 50 {
+				var cuts []int
+				for c := rng.IntN(8); c < len(text); c += 1 + rng.IntN(12) {
+					cuts = append(cuts, c)
+				}
+				check(cuts)
+			}
+		})
+	}
+}
+
+// TestWatchPrefilter pins that what proposes candidate lines never misses
+// a line the pattern matches: patterns whose assertions mean something
+// else in a chunk of many lines than in one line.
+func TestWatchPrefilter(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		pattern string
+		lit     bool // a required literal is found
+	}{
+		{`ready`, true},
+		{`^listening on port (\d+)$`, true},
+		{`(?i)ready`, false},
+		{`^\d+ passed$`, true},
+		{`\d+$`, false},
+		{`^$`, false},
+		{`\Afoo\z`, true},
+		{`(?m)^a$`, true},
+		{`\bok\b|\bfail`, false},
+		{`[[:upper:]]{3}`, false},
+	}
+	text := "foo\nREADY\nready\n12 passed\n\na\nok then\nfail\nABC\n99\nlistening on port 80\n"
+	for _, tc := range cases {
+		lit, pre := prefilter(tc.pattern)
+		if (lit != nil) != tc.lit {
+			t.Errorf("prefilter(%q) literal %q; want one: %v", tc.pattern, lit, tc.lit)
+		}
+		if lit == nil && pre == nil {
+			t.Errorf("prefilter(%q) found neither a literal nor a pattern", tc.pattern)
+		}
+		watches := []Watch{{Name: "w", Pattern: tc.pattern}}
+		h := newScanHarness(t, watches, 2048)
+		h.w.scan([]byte(text))
+		want := wantMatches(text, watches, 2048)
+		if got := h.matches(); fmt.Sprint(got) != fmt.Sprint(want) || len(want) == 0 {
+			t.Errorf("pattern %q: matches %q; want %q (not none)", tc.pattern, got, want)
+		}
+	}
+}
