@@ -472,3 +472,23 @@ func TestEventsFinalStep(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEventsWatchActivitySupport: WatchActivity starts where Activity
+// works (Linux) and is ErrUnsupported elsewhere, starting nothing.
+func TestEventsWatchActivitySupport(t *testing.T) {
+	t.Parallel()
+	ctx, m := testManager(t, proc.Options{})
+	req := mgrExitReq(0)
+	req.WatchActivity = true
+	p, err := m.Start(req)
+	switch {
+	case watchActivityErr == nil && err != nil:
+		t.Fatalf("Start(WatchActivity) = %v; want nil", err)
+	case watchActivityErr != nil && !errors.Is(err, watchActivityErr):
+		t.Fatalf("Start(WatchActivity) = %v, %v; want %v", p, err, watchActivityErr)
+	case err == nil:
+		waitFinal(ctx, t, p)
+	case len(m.List()) != 0:
+		t.Errorf("a refused start left records %v", m.List())
+	}
+}
