@@ -345,13 +345,14 @@ type lineWatch struct {
 	re   *regexp.Regexp
 	once bool
 	done bool // a Once watch that matched
-	// lit is a string every match contains, found by bytes.Index at
-	// memory speed; nil if the pattern has none. Otherwise pre, the
-	// pattern without its assertions (^ $ \A \z \b \B), finds candidates
-	// in many lines at once; nil if it could not be made: every line is
-	// then a candidate. Either only proposes lines: re decides.
-	lit []byte
-	pre *regexp.Regexp
+	// lits are strings one of which every match contains, found by
+	// bytes.Index at memory speed; nil if the pattern has none. Otherwise
+	// pre, the pattern without its assertions (^ $ \A \z \b \B), finds
+	// candidates in many lines at once; nil if it could not be made:
+	// every line is then a candidate. Either only proposes lines: re
+	// decides.
+	lits [][]byte
+	pre  *regexp.Regexp
 }
 
 // newEventWatch validates and compiles what req asks of the event stream;
@@ -378,7 +379,7 @@ func newEventWatch(req StartRequest, maxLine int) (*eventWatch, error) {
 			return nil, xerrors.Errorf("start: Watch %q: %v: %w", wa.Name, err, ErrInvalid)
 		}
 		lw := lineWatch{name: wa.Name, re: re, once: wa.Once}
-		lw.lit, lw.pre = prefilter(wa.Pattern)
+		lw.lits, lw.pre = prefilter(wa.Pattern)
 		w.watches = append(w.watches, lw)
 	}
 	w.live = len(w.watches)
@@ -387,16 +388,16 @@ func newEventWatch(req StartRequest, maxLine int) (*eventWatch, error) {
 }
 
 // prefilter finds what proposes candidate lines for pattern (see
-// lineWatch): a literal every match holds, else the pattern with its
-// assertions made empty, which matches wherever the pattern matches a line
-// (and more).
-func prefilter(pattern string) (lit []byte, pre *regexp.Regexp) {
+// lineWatch): literals one of which every match holds, else the pattern
+// with its assertions made empty, which matches wherever the pattern
+// matches a line (and more).
+func prefilter(pattern string) (lits [][]byte, pre *regexp.Regexp) {
 	tree, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
 		return nil, nil
 	}
-	if lit = requiredLiteral(tree); len(lit) > 0 && !bytes.ContainsAny(lit, "\n") {
-		return lit, nil
+	if lits = requiredLiterals(tree); lits != nil {
+		return lits, nil
 	}
 	pre, err = regexp.Compile(withoutAssertions(tree).String())
 	if err != nil {
@@ -405,31 +406,56 @@ func prefilter(pattern string) (lit []byte, pre *regexp.Regexp) {
 	return nil, pre
 }
 
-// requiredLiteral returns the longest case-sensitive literal that every
-// match of re contains, looking at re and the pieces of a concatenation.
-func requiredLiteral(re *syntax.Regexp) []byte {
-	for re.Op == syntax.OpCapture {
-		re = re.Sub[0]
-	}
-	literal := func(r *syntax.Regexp) []byte {
-		for r.Op == syntax.OpCapture {
-			r = r.Sub[0]
+// maxLiterals bounds the literals a watch searches for: each costs a pass
+// over the output.
+const maxLiterals = 4
+
+// requiredLiterals returns case-sensitive literals, one of which every
+// match of re contains (none empty or holding a newline, which no line
+// has), or nil if it finds no such set of at most maxLiterals.
+func requiredLiterals(re *syntax.Regexp) [][]byte {
+	switch re.Op {
+	case syntax.OpCapture, syntax.OpPlus:
+		return requiredLiterals(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return requiredLiterals(re.Sub[0])
 		}
-		if r.Op != syntax.OpLiteral || r.Flags&syntax.FoldCase != 0 {
+	case syntax.OpLiteral:
+		lit := []byte(string(re.Rune))
+		if re.Flags&syntax.FoldCase != 0 || len(lit) == 0 || bytes.IndexByte(lit, '\n') >= 0 {
 			return nil
 		}
-		return []byte(string(r.Rune))
-	}
-	if re.Op != syntax.OpConcat {
-		return literal(re)
-	}
-	var best []byte
-	for _, sub := range re.Sub {
-		if l := literal(sub); len(l) > len(best) {
-			best = l
+		return [][]byte{lit}
+	case syntax.OpConcat:
+		// The piece whose shortest literal is longest searches best.
+		var best [][]byte
+		for _, sub := range re.Sub {
+			if lits := requiredLiterals(sub); lits != nil && (best == nil || shortest(lits) > shortest(best)) {
+				best = lits
+			}
 		}
+		return best
+	case syntax.OpAlternate:
+		var all [][]byte
+		for _, sub := range re.Sub {
+			lits := requiredLiterals(sub)
+			if lits == nil || len(all)+len(lits) > maxLiterals {
+				return nil
+			}
+			all = append(all, lits...)
+		}
+		return all
 	}
-	return best
+	return nil
+}
+
+func shortest(lits [][]byte) int {
+	n := len(lits[0])
+	for _, l := range lits[1:] {
+		n = min(n, len(l))
+	}
+	return n
 }
 
 // withoutAssertions replaces every empty-width assertion in re (in place)
@@ -536,10 +562,15 @@ func (w *eventWatch) scanLines(region []byte) {
 // next line that may match begins to match, or len(region) if none can.
 func (lw *lineWatch) next(region []byte, pos int) int {
 	switch {
-	case lw.lit != nil:
-		if i := bytes.Index(region[pos:], lw.lit); i >= 0 {
-			return pos + i
+	case lw.lits != nil:
+		at := len(region)
+		for _, lit := range lw.lits {
+			// An occurrence that begins before at is the earlier one.
+			if i := bytes.Index(region[pos:min(at+len(lit)-1, len(region))], lit); i >= 0 {
+				at = pos + i
+			}
 		}
+		return at
 	case lw.pre != nil:
 		if loc := lw.pre.FindIndex(region[pos:]); loc != nil {
 			return pos + loc[0]

@@ -90,6 +90,7 @@ func TestWatchScan(t *testing.T) {
 		{Name: "port", Pattern: `\bport \d+$`},
 		{Name: "first", Pattern: `^x`, Once: true},
 		{Name: "end", Pattern: `é$`},
+		{Name: "alt", Pattern: `^(filler|port|an) `},
 	}
 	texts := map[string]string{
 		"plain":       "ready\nnot ready\nan error here\nWARN now\nport 80\nx1\nx2\n",
@@ -143,27 +144,31 @@ func TestWatchPrefilter(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		pattern string
-		lit     bool // a required literal is found
+		lits    int // required literals found
 	}{
-		{`ready`, true},
-		{`^listening on port (\d+)$`, true},
-		{`(?i)ready`, false},
-		{`^\d+ passed$`, true},
-		{`\d+$`, false},
-		{`^$`, false},
-		{`\Afoo\z`, true},
-		{`(?m)^a$`, true},
-		{`\bok\b|\bfail`, false},
-		{`[[:upper:]]{3}`, false},
+		{`ready`, 1},
+		{`^listening on port (\d+)$`, 1},
+		{`(?i)ready`, 0},
+		{`^\d+ passed$`, 1},
+		{`\d+$`, 0},
+		{`^$`, 0},
+		{`\Afoo\z`, 1},
+		{`(?m)^a$`, 1},
+		{`\bok\b|\bfail`, 2},
+		{`^(PASS|FAIL|ok)\b`, 3},
+		{`x?(then|fail)`, 2},
+		{`(ok|\d)`, 0},
+		{`[[:upper:]]{3}`, 0},
+		{`(the){2}n`, 1},
 	}
-	text := "foo\nREADY\nready\n12 passed\n\na\nok then\nfail\nABC\n99\nlistening on port 80\n"
+	text := "foo\nREADY\nready\n12 passed\n\na\nok then\nfail\nABC\n99\nlistening on port 80\nPASS x\nFAIL\nthethen\n"
 	for _, tc := range cases {
-		lit, pre := prefilter(tc.pattern)
-		if (lit != nil) != tc.lit {
-			t.Errorf("prefilter(%q) literal %q; want one: %v", tc.pattern, lit, tc.lit)
+		lits, pre := prefilter(tc.pattern)
+		if len(lits) != tc.lits {
+			t.Errorf("prefilter(%q) literals %q; want %d", tc.pattern, lits, tc.lits)
 		}
-		if lit == nil && pre == nil {
-			t.Errorf("prefilter(%q) found neither a literal nor a pattern", tc.pattern)
+		if lits == nil && pre == nil {
+			t.Errorf("prefilter(%q) found neither literals nor a pattern", tc.pattern)
 		}
 		watches := []Watch{{Name: "w", Pattern: tc.pattern}}
 		h := newScanHarness(t, watches, 2048)
