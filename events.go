@@ -337,6 +337,7 @@ type eventWatch struct {
 	over    bool   // the current line is longer than partial holds
 	live    int    // watches not yet done
 	cand    []int  // scanLines: each watch's next candidate
+	regions int    // scanLines calls, for anchorEvery
 }
 
 // lineWatch is one compiled Watch.
@@ -351,9 +352,23 @@ type lineWatch struct {
 	// candidates in many lines at once; nil if it could not be made:
 	// every line is then a candidate. Either only proposes lines: re
 	// decides.
-	lits [][]byte
+	lits []anchored
 	pre  *regexp.Regexp
 }
+
+// anchored is a literal found by its rarest byte: IndexByte looks for
+// lit[anchor] at memory speed, and only those places are compared. The
+// first byte, which bytes.Index looks for, is often a common one ('e' of
+// "error"), and a search that meets it every few bytes is ten times
+// slower.
+type anchored struct {
+	lit    []byte
+	anchor int
+}
+
+// anchorEvery is how often, in regions scanned, the anchors are chosen
+// again from the output itself.
+const anchorEvery = 256
 
 // newEventWatch validates and compiles what req asks of the event stream;
 // nil when it asks nothing. maxLine is the record's MaxLineLength.
@@ -379,7 +394,11 @@ func newEventWatch(req StartRequest, maxLine int) (*eventWatch, error) {
 			return nil, xerrors.Errorf("start: Watch %q: %v: %w", wa.Name, err, ErrInvalid)
 		}
 		lw := lineWatch{name: wa.Name, re: re, once: wa.Once}
-		lw.lits, lw.pre = prefilter(wa.Pattern)
+		lits, pre := prefilter(wa.Pattern)
+		for _, lit := range lits {
+			lw.lits = append(lw.lits, anchored{lit: lit})
+		}
+		lw.pre = pre
 		w.watches = append(w.watches, lw)
 	}
 	w.live = len(w.watches)
@@ -537,6 +556,10 @@ func (w *eventWatch) scanLines(region []byte) {
 	for k := range w.cand {
 		w.cand[k] = -1 // not looked for yet
 	}
+	if w.regions%anchorEvery == 0 {
+		w.chooseAnchors(region)
+	}
+	w.regions++
 	for pos := 0; pos < len(region) && w.live > 0; {
 		at := len(region)
 		for k := range w.watches {
@@ -564,11 +587,8 @@ func (lw *lineWatch) next(region []byte, pos int) int {
 	switch {
 	case lw.lits != nil:
 		at := len(region)
-		for _, lit := range lw.lits {
-			// An occurrence that begins before at is the earlier one.
-			if i := bytes.Index(region[pos:min(at+len(lit)-1, len(region))], lit); i >= 0 {
-				at = pos + i
-			}
+		for _, a := range lw.lits {
+			at = min(at, a.index(region, pos))
 		}
 		return at
 	case lw.pre != nil:
@@ -700,4 +720,46 @@ func (w *eventWatch) of(p *Process) *eventWatch {
 		w.p = p
 	}
 	return w
+}
+
+// index returns where in region, at or after pos, a.lit first occurs, or
+// len(region).
+func (a anchored) index(region []byte, pos int) int {
+	c := a.lit[a.anchor]
+	for i := pos + a.anchor; i < len(region); {
+		j := bytes.IndexByte(region[i:], c)
+		if j < 0 {
+			break
+		}
+		start := i + j - a.anchor
+		if start+len(a.lit) <= len(region) && bytes.Equal(region[start:start+len(a.lit)], a.lit) {
+			return start
+		}
+		i += j + 1
+	}
+	return len(region)
+}
+
+// chooseAnchors makes each literal's anchor the byte of it that region
+// holds fewest of.
+func (w *eventWatch) chooseAnchors(region []byte) {
+	var counts [256]int
+	for i := range counts {
+		counts[i] = -1 // not counted yet
+	}
+	for k := range w.watches {
+		for l := range w.watches[k].lits {
+			a := &w.watches[k].lits[l]
+			best := 0
+			for i, c := range a.lit {
+				if counts[c] < 0 {
+					counts[c] = bytes.Count(region, a.lit[i:i+1])
+				}
+				if counts[c] < counts[a.lit[best]] {
+					best = i
+				}
+			}
+			a.anchor = best
+		}
+	}
 }
