@@ -337,7 +337,9 @@ type eventWatch struct {
 	over    bool   // the current line is longer than partial holds
 	live    int    // watches not yet done
 	cand    []int  // scanLines: each watch's next candidate
-	regions int    // scanLines calls, for anchorEvery
+	// untilAnchors counts down the regions until the anchors are chosen
+	// again (anchorEvery).
+	untilAnchors int
 }
 
 // lineWatch is one compiled Watch.
@@ -366,9 +368,14 @@ type anchored struct {
 	anchor int
 }
 
-// anchorEvery is how often, in regions scanned, the anchors are chosen
-// again from the output itself.
-const anchorEvery = 256
+// The anchors are chosen from the output itself: from the first region of
+// at least anchorSample bytes, then again every anchorEvery regions (of
+// that size) after. A smaller region is no sample: the first reads of a
+// command often hold a line or two.
+const (
+	anchorSample = 8 << 10
+	anchorEvery  = 256
+)
 
 // newEventWatch validates and compiles what req asks of the event stream;
 // nil when it asks nothing. maxLine is the record's MaxLineLength.
@@ -556,10 +563,10 @@ func (w *eventWatch) scanLines(region []byte) {
 	for k := range w.cand {
 		w.cand[k] = -1 // not looked for yet
 	}
-	if w.regions%anchorEvery == 0 {
+	if w.untilAnchors--; w.untilAnchors < 0 && len(region) >= anchorSample {
 		w.chooseAnchors(region)
+		w.untilAnchors = anchorEvery
 	}
-	w.regions++
 	for pos := 0; pos < len(region) && w.live > 0; {
 		at := len(region)
 		for k := range w.watches {
@@ -622,7 +629,7 @@ func (w *eventWatch) matchLine(line []byte, over bool) {
 	var text string
 	for k := range w.watches {
 		lw := &w.watches[k]
-		if lw.done || !lw.re.Match(line) {
+		if lw.done || !lw.mayMatch(line) || !lw.re.Match(line) {
 			continue
 		}
 		if text == "" {
@@ -762,4 +769,18 @@ func (w *eventWatch) chooseAnchors(region []byte) {
 			a.anchor = best
 		}
 	}
+}
+
+// mayMatch reports whether line holds one of lw's literals, if it has
+// any: the regexp, far slower, runs only then.
+func (lw *lineWatch) mayMatch(line []byte) bool {
+	if lw.lits == nil {
+		return true
+	}
+	for _, a := range lw.lits {
+		if a.index(line, 0) < len(line) {
+			return true
+		}
+	}
+	return false
 }

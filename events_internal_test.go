@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"regexp"
@@ -178,4 +179,50 @@ func TestWatchPrefilter(t *testing.T) {
 			t.Errorf("pattern %q: matches %q; want %q (not none)", tc.pattern, got, want)
 		}
 	}
+}
+
+// BenchmarkWatchScan scans 64 KiB chunks of log lines (one in 650 holding
+// "error") with the three watches of bench's BenchmarkWatch, as the pump
+// hands them over: the matching's own cost, without a process.
+func BenchmarkWatchScan(b *testing.B) {
+	var text []byte
+	for i := 0; len(text) < 1<<20; i++ {
+		level, msg := "INFO", "served"
+		if i%650 == 300 {
+			level, msg = "WARN", "error"
+		}
+		text = fmt.Appendf(text, "2026-11-25T14:%02d:%02d.%03dZ %s http: GET /api/v1/items/%05d 200 %s in 1.%03dms\n",
+			i/60%60, i%60, i%1000, level, i, msg, i%1000)
+	}
+	watches := []Watch{
+		{Name: "error", Pattern: `\berror\b`},
+		{Name: "ready", Pattern: `listening on port (\d+)`},
+		{Name: "done", Pattern: `^(PASS|FAIL)\b`},
+	}
+	m := NewManager(Options{Clock: quartz.NewMock(b).WithLogger(quartz.NoOpLogger), EventHistory: 16})
+	b.Cleanup(func() { _ = m.Close() })
+	w, err := newEventWatch(StartRequest{Watch: watches}, DefaultMaxLineLength)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w.of(&Process{m: m, info: Info{ID: "bench"}, done: make(chan struct{})})
+	const chunk = 64 << 10
+	b.Run("scan", func(b *testing.B) {
+		b.SetBytes(int64(len(text)))
+		b.ReportAllocs()
+		for b.Loop() {
+			for i := 0; i < len(text); i += chunk {
+				w.scan(text[i:min(i+chunk, len(text))])
+			}
+		}
+	})
+	// The floor: one pass of IndexByte over the same chunks.
+	b.Run("indexbyte", func(b *testing.B) {
+		b.SetBytes(int64(len(text)))
+		for b.Loop() {
+			for i := 0; i < len(text); i += chunk {
+				_ = bytes.IndexByte(text[i:min(i+chunk, len(text))], 0)
+			}
+		}
+	})
 }
