@@ -60,6 +60,7 @@ type pump struct {
 	dst      *HeadTailBuffer
 	log      *logFile        // nil without LogPath; shared by the pumps
 	tee      *tee            // nil without a tee for this stream
+	watch    *eventWatch     // nil unless this stream's lines are watched
 	activity chan<- struct{} // capacity 1: "bytes arrived", never blocks
 	done     chan<- struct{} // buffered to the number of pumps
 	clock    quartz.Clock    // Options.Clock, for followBound
@@ -239,6 +240,7 @@ func (pu *pump) write(b []byte) {
 	pu.log.write(b)
 	pu.tee.write(b)
 	_, _ = pu.dst.Write(b)
+	pu.watch.scan(b)
 }
 
 // stopped returns a channel that stop closes.

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/procvisor/proc"
@@ -136,4 +137,60 @@ func ExampleStartRequest_json() {
 	fmt.Printf("timeout %v, exit %d, stdout %q, stderr %q\n",
 		req.Timeout, *snap.Info.ExitCode, snap.Output.Text, snap.Stderr.Text)
 	// Output: timeout 5s, exit 0, stdout "out\n", stderr "err\n"
+}
+
+// An agent loop: start three background commands, end the turn, and sleep
+// in WaitEvent until one of them needs attention: the build finished, the
+// server printed that it is ready, the tests failed. One cursor, no
+// goroutine per command.
+func ExampleManager_WaitEvent() {
+	m := proc.NewManager(proc.Options{})
+	defer m.Close()
+
+	for _, req := range []proc.StartRequest{
+		{ID: "build", Command: "echo compiling; echo built"},
+		{ID: "server", Command: "echo starting; echo listening on :8080; exec sleep 60",
+			Watch: []proc.Watch{{Name: "ready", Pattern: `^listening on (\S+)$`, Once: true}}},
+		{ID: "tests", Command: "echo ok TestA; echo FAIL TestB; exit 1",
+			Watch: []proc.Watch{{Name: "failure", Pattern: `^FAIL `}}},
+	} {
+		if _, err := m.Start(req); err != nil {
+			fmt.Println("start:", err)
+			return
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var cursor int64
+	var attention []string
+	for len(attention) < 4 {
+		if err := m.WaitEvent(ctx, cursor); err != nil {
+			fmt.Println("wait:", err)
+			return
+		}
+		evs, next, lost := m.Events(cursor, 0)
+		if lost > 0 {
+			fmt.Println("lost", lost, "events: look at m.List()")
+		}
+		cursor = next
+		for _, ev := range evs {
+			switch ev.Kind {
+			case proc.EventMatched:
+				attention = append(attention, fmt.Sprintf("%s: %s: %s", ev.ID, ev.Watch, ev.Line))
+			case proc.EventFinal:
+				attention = append(attention, fmt.Sprintf("%s: exited %d", ev.ID, *ev.Info.ExitCode))
+			}
+		}
+	}
+	// The commands run side by side: the order of their events varies.
+	slices.Sort(attention)
+	for _, a := range attention {
+		fmt.Println(a)
+	}
+	// Output:
+	// build: exited 0
+	// server: ready: listening on :8080
+	// tests: exited 1
+	// tests: failure: FAIL TestB
 }

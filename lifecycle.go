@@ -63,6 +63,7 @@ func (m *Manager) reserveAndLaunch(spec *spec, s *Scope) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.eventStarted()
 	p.begin()
 	return p, nil
 }
@@ -116,6 +117,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 		}()
 	}
 	p := m.newProcess(sp, seq, log)
+	p.watch = sp.watch.of(p)
 	var ends ioEnds
 	defer func() { ends.close(err != nil) }()
 	if err := p.connect(cmd, sp, &ends); err != nil {
@@ -130,6 +132,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 		pu.done = p.pumpDone
 		pu.log = p.log
 		pu.clock = p.m.clock
+		p.watch.attach(pu, p.out)
 	}
 	return p, nil
 }
@@ -341,6 +344,7 @@ func forkOnFreshGoroutine(start func() error) error {
 // after the record and its tree are registered, so that the end is always
 // seen by the Manager.
 func (p *Process) begin() {
+	p.startActivityWatch()
 	for _, pu := range p.pumps {
 		// Stopped by EOF, or by the drain once the child exited (drain.go).
 		go pu.run()
@@ -441,7 +445,7 @@ func (p *Process) finish(exitedAt time.Time, timedOut bool) {
 	// The Manager counts the record as final before anyone can see Done
 	// close: a Start right after Wait finds the slot free.
 	after := p.m.recordFinal(p)
-	close(p.done)
+	p.finalStep(now) // closes p.done with the final event
 	after()
 }
 

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cdr.dev/slog/v3"
@@ -100,6 +101,9 @@ type Options struct {
 	// cgroups with the controller enabled (Linux) or a job (Windows);
 	// without, Start fails with ErrUnsupported.
 	Limits Limits
+	// EventHistory is how many events Manager.Events keeps (design
+	// section 19); older ones are dropped and counted as lost. 0: 4096.
+	EventHistory int
 	// KeepOnHostExit lets the process trees outlive a host process that
 	// dies without Close (SIGKILL, a crash, the OOM killer). By default
 	// they are killed within about 100 ms of the host's death (design
@@ -125,6 +129,7 @@ func (o Options) withDefaults() Options {
 	o.KillGrace = positiveOr(o.KillGrace, DefaultKillGrace)
 	o.RetainExited = positiveOr(o.RetainExited, DefaultRetainExited)
 	o.MaxRetained = positiveOr(o.MaxRetained, DefaultMaxRetained)
+	o.EventHistory = positiveOr(o.EventHistory, DefaultEventHistory)
 	return o
 }
 
@@ -227,6 +232,15 @@ type StartRequest struct {
 	// StderrTee is OutputTee for the stderr stream, with SeparateStderr;
 	// without it, it receives nothing.
 	StderrTee io.Writer `json:"-"`
+	// Watch lists named patterns the lines of the Output stream are
+	// matched against; each match is an EventMatched event (see [Watch]).
+	// An empty or repeated name, or a bad pattern, is ErrInvalid.
+	Watch []Watch `json:"watch,omitempty"`
+	// WatchActivity appends EventWaitingForInput each time the tree begins
+	// to wait for input and EventListening for each new listener, noticed
+	// within 250 ms (it polls Activity on Options.Clock). Linux only:
+	// elsewhere the start fails with ErrUnsupported.
+	WatchActivity bool `json:"watch_activity,omitempty"`
 }
 
 // Manager starts and supervises processes and keeps their records. Create
@@ -276,6 +290,8 @@ type Manager struct {
 	finals    []*Process
 	reapArmed bool
 	reapTimer *quartz.Timer
+
+	events eventLog // design section 19 (events.go)
 }
 
 // NewManager returns a Manager configured by opts (see [Options] for the
@@ -294,6 +310,7 @@ func NewManager(opts Options) *Manager {
 		closeDone:  make(chan struct{}),
 		stopCtx:    stopCtx,
 		cancelStop: cancelStop,
+		events:     eventLog{max: opts.EventHistory},
 	}
 }
 
@@ -352,6 +369,7 @@ func (m *Manager) Signal(id string, sig Signal) error {
 // error wrapping ErrRunning if the record is not final, ErrNotFound if
 // there is none. Its process tree stays with the Manager until it is empty.
 func (m *Manager) Remove(id string) error {
+	now := m.clock.Now("manager", "remove")
 	m.mu.Lock()
 	p, ok := m.records[id]
 	if !ok {
@@ -362,7 +380,7 @@ func (m *Manager) Remove(id string) error {
 		m.mu.Unlock()
 		return xerrors.Errorf("remove %q: %w", id, ErrRunning)
 	}
-	m.dropLocked(p)
+	m.dropLocked(p, now)
 	m.mu.Unlock()
 	return nil
 }
@@ -428,6 +446,7 @@ func (m *Manager) Close() error {
 	m.trees.releaseAll()
 	m.exits.Wait()
 	m.trees.close()
+	m.events.close()
 	return nil
 }
 
@@ -448,6 +467,8 @@ type Scope struct {
 	owner string
 	// closed is guarded by m.mu.
 	closed bool
+	// eventsClosed is set when Close returns: WaitEvent's ErrClosed.
+	eventsClosed atomic.Bool
 }
 
 // Start starts req as this scope's owner. req.Owner must be empty or equal
@@ -534,6 +555,8 @@ func (s *Scope) Close() error {
 	m.trees.stop(m.stopCtx, trees, "manager", "kill-grace")
 	waitDone(procs)
 	m.trees.settle(trees)
+	s.eventsClosed.Store(true)
+	m.events.wakeAll()
 	return nil
 }
 
@@ -654,6 +677,7 @@ type spec struct {
 	limits       Limits // the request's, defaults filled in
 	size         TermSize
 	asked        asked
+	watch        *eventWatch // nil without Watch and WatchActivity
 }
 
 // prepare validates req (section 8 of the design) and resolves its command,
@@ -703,6 +727,9 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 		return nil, err
 	}
 	sp.dir = dir
+	if sp.watch, err = newEventWatch(req, sp.maxLine); err != nil {
+		return nil, err
+	}
 	sp.env = m.environ(req, sp.id)
 	return sp, nil
 }

@@ -233,6 +233,7 @@ type Process struct {
 	input  inputID         // the stdin pipe or terminal, as Activity finds it
 	log    *logFile        // nil without LogPath
 	tees   tees            // the state StartRequest.OutputTee and StderrTee share
+	watch  *eventWatch     // nil without StartRequest.Watch and WatchActivity
 
 	cmd      *exec.Cmd // owned by the exit goroutine
 	pumps    []*pump
@@ -270,11 +271,17 @@ func (p *Process) ID() string { return p.info.ID }
 // Info returns the record's status. Running stays true until the record is
 // final; then ExitCode, ExitedAt and Usage are set and never change.
 func (p *Process) Info() Info {
-	info := p.info
 	// Running is derived from Done, so that it turns false exactly when
 	// Done closes (section 2), and a running record's Info takes no lock:
 	// tight pollers do not queue on p.mu.
-	info.Running = !p.isFinal()
+	return p.infoAs(!p.isFinal())
+}
+
+// infoAs is Info of a record that is running or, a moment before Done
+// closes, final (the final event's Info).
+func (p *Process) infoAs(running bool) Info {
+	info := p.info
+	info.Running = running
 	if !info.Running {
 		p.mu.Lock()
 		info.TimedOut = p.timedOut
@@ -313,7 +320,8 @@ func (p *Process) startedWith(req StartRequest) bool {
 	return req.Command == p.info.Command && slices.Equal(req.Args, p.info.Args) &&
 		req.WorkDir == p.asked.workDir && req.Owner == p.info.Owner &&
 		maps.Equal(req.Env, p.asked.env) && slices.Equal(req.UnsetEnv, p.asked.unsetEnv) &&
-		req.ClearEnv == p.asked.clearEnv && req.Background == p.info.Background
+		req.ClearEnv == p.asked.clearEnv && req.Background == p.info.Background &&
+		p.watch.sameAs(req)
 }
 
 // Output renders the output buffer: the combined stream, or stdout alone

@@ -23,16 +23,17 @@ func (m *Manager) pruneAt(now time.Time) {
 		if !expired && len(m.finals) <= m.opts.MaxRetained {
 			break
 		}
-		m.dropLocked(oldest)
+		m.dropLocked(oldest, now)
 	}
 }
 
 // dropLocked forgets p. Its process tree is not forgotten: the registry
 // keeps it until it is seen empty, so that Close still stops it (I4). The
-// caller must hold m.mu.
-func (m *Manager) dropLocked(p *Process) {
+// caller must hold m.mu. now is when, for the removed event.
+func (m *Manager) dropLocked(p *Process, now time.Time) {
 	if m.records[p.info.ID] == p {
 		delete(m.records, p.info.ID)
+		m.eventRemovedLocked(p, now)
 	}
 	for i, f := range m.finals {
 		if f == p {
@@ -57,7 +58,7 @@ func (m *Manager) recordFinal(p *Process) (after func()) {
 		arm = !m.reapArmed
 		m.reapArmed = true
 		for len(m.finals) > m.opts.MaxRetained {
-			m.dropLocked(m.finals[0])
+			m.dropLocked(m.finals[0], p.finalAt())
 		}
 	}
 	return func() {

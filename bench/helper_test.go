@@ -15,8 +15,11 @@ import (
 const benchHelperEnv = "PROC_BENCH_HELPER"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(benchHelperEnv) == "paced" {
+	switch os.Getenv(benchHelperEnv) {
+	case "paced":
 		os.Exit(pacedWriter(os.Args[1:]))
+	case "log-lines":
+		os.Exit(logLinesWriter(os.Args[1:]))
 	}
 	os.Exit(m.Run())
 }

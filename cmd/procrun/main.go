@@ -11,6 +11,10 @@
 // -wait-for never matched and the command exited 0), 126 when the command
 // could not be run, 127 when it was not found. -h prints the usage and
 // exits 0.
+//
+// The snapshot also lists the record's events (started, the lines each
+// -watch NAME=REGEXP matched, final); with -follow the matches are
+// reported on stderr as they happen.
 package main
 
 import (
@@ -91,6 +95,7 @@ type config struct {
 	logPath string
 	limits  proc.Limits
 	contain string
+	watches []proc.Watch
 }
 
 // runArgs parses args and runs the command (or the demonstration). It
@@ -117,6 +122,22 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	flags.IntVar(&cfg.limits.Pids, "pids", 0, "most processes the tree may hold at once (needs the pids controller)")
 	flags.Float64Var(&cfg.limits.CPUs, "cpus", 0, "CPU bandwidth of the tree in cores, e.g. 0.5 (needs the cpu controller)")
 	flags.StringVar(&cfg.contain, "containment", "", `how the tree is held: "cgroup", "group", or "" (cgroup where it works)`)
+	flags.Func("watch", "NAME=REGEXP: report output lines that match REGEXP as events named NAME (repeatable; printed as they happen with -follow)", func(v string) error {
+		name, pattern, ok := strings.Cut(v, "=")
+		if !ok || name == "" {
+			return xerrors.Errorf("%q is not NAME=REGEXP", v)
+		}
+		if _, err := regexp.Compile(pattern); err != nil {
+			return err
+		}
+		for _, w := range cfg.watches {
+			if w.Name == name {
+				return xerrors.Errorf("a watch named %q was given before", name)
+			}
+		}
+		cfg.watches = append(cfg.watches, proc.Watch{Name: name, Pattern: pattern})
+		return nil
+	})
 	flags.Usage = func() {
 		fmt.Fprintln(stderr, "usage: procrun [flags] -- CMD [ARGS...]\n       procrun            (a demonstration)")
 		flags.PrintDefaults()
@@ -170,6 +191,7 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 		Stdin:     cfg.stdin,
 		TTY:       cfg.tty,
 		LogPath:   cfg.logPath,
+		Watch:     cfg.watches,
 	}
 	if cfg.shell {
 		req.Args, req.Command = nil, strings.Join(argv, " ")
@@ -219,6 +241,7 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 		}()
 	}
 	reported := make(chan struct{})
+	matched := make(chan struct{})
 	if cfg.follow {
 		// Reports on stderr, beside the streamed output, when the command
 		// starts to wait for input and the ports it opens. Stopped when the
@@ -227,6 +250,15 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 			defer close(reported)
 			reportActivity(p, stderr)
 		}()
+		// Reports the watches' matches as they happen. Stopped at the
+		// record's final event, or when the Manager is closed; joined
+		// before the snapshot is printed.
+		go func() {
+			defer close(matched)
+			reportMatches(m, stderr)
+		}()
+	} else {
+		close(matched)
 	}
 	var readyErr error
 	if ready != nil && !cfg.follow {
@@ -243,16 +275,24 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 		if cfg.follow {
 			<-reported
 		}
+		<-matched
 		return 0, err
 	}
 	if cfg.follow {
 		<-reported
 	}
+	<-matched
 	snap := p.Snapshot()
+	// The one record's events, after the snapshot's fields.
+	evs, _, _ := m.Events(0, 0)
+	out := struct {
+		proc.Snapshot
+		Events []proc.Event `json:"events"`
+	}{snap, evs}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false) // output for people and scripts, not for a web page
-	if err := enc.Encode(snap); err != nil {
+	if err := enc.Encode(out); err != nil {
 		return 0, xerrors.Errorf("print snapshot: %w", err)
 	}
 	code := exitNoExitCode
@@ -294,6 +334,27 @@ func reportActivity(p *proc.Process, w io.Writer) {
 		case <-p.Done():
 			return
 		case <-ticker.C:
+		}
+	}
+}
+
+// reportMatches prints a line to w for each matched event of m's one
+// record, as it is appended, until its final event (or until m is closed).
+func reportMatches(m *proc.Manager, w io.Writer) {
+	var cursor int64
+	for {
+		if m.WaitEvent(context.Background(), cursor) != nil {
+			return // closed
+		}
+		var evs []proc.Event
+		evs, cursor, _ = m.Events(cursor, 0)
+		for _, ev := range evs {
+			switch ev.Kind {
+			case proc.EventMatched:
+				fmt.Fprintf(w, "procrun: matched %s: %s\n", ev.Watch, ev.Line)
+			case proc.EventFinal:
+				return
+			}
 		}
 	}
 }

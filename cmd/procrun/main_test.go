@@ -107,6 +107,9 @@ func TestProcrun(t *testing.T) {
 		{"bad-dir", []string{"-dir", "/procrun-test-no-such-dir", "--", "true"}, 125},
 		{"wait-for-never-matched", []string{"-wait-for", "ready", "--", "echo", "nope"}, 125},
 		{"wait-for-failed-command", []string{"-wait-for", "ready", "--", "sh", "-c", "exit 5"}, 5},
+		{"watch-no-name", []string{"-watch", "=x", "--", "true"}, 2},
+		{"watch-bad-pattern", []string{"-watch", "a=(", "--", "true"}, 2},
+		{"watch-twice", []string{"-watch", "a=x", "-watch", "a=y", "--", "true"}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -172,4 +175,39 @@ func TestProcrun(t *testing.T) {
 			t.Errorf("decoded output = %q; want %q", snap.Output.Text, "<a & b>\n")
 		}
 	})
+}
+
+// TestProcrunWatch: -watch NAME=REGEXP with -follow prints each match on
+// stderr as it happens, and the snapshot lists the record's events:
+// started, the matches in order, final.
+func TestProcrunWatch(t *testing.T) {
+	t.Parallel()
+	ctx, bin := prBuild(t)
+	r := prRun(ctx, t, bin, t.TempDir(), "-follow", "-watch", "ready=^ready$", "-watch", "num=[0-9]+",
+		"--", "sh", "-c", `echo hi; echo ready; echo 42; printf "last 7"`)
+	if r.code != 0 {
+		t.Fatalf("procrun exited %d; stderr %q", r.code, r.stderr)
+	}
+	for _, want := range []string{"procrun: matched ready: ready\n", "procrun: matched num: 42\n", "procrun: matched num: last 7\n"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr %q; want it to hold %q", r.stderr, want)
+		}
+	}
+	// The streamed output comes before the snapshot on stdout: decode
+	// from where the JSON begins.
+	var out struct {
+		proc.Snapshot
+		Events []proc.Event `json:"events"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout[strings.Index(r.stdout, "{"):]), &out); err != nil {
+		t.Fatalf("procrun printed no snapshot (%v): stdout %q", err, r.stdout)
+	}
+	var got []string
+	for _, ev := range out.Events {
+		got = append(got, strings.TrimSpace(string(ev.Kind)+" "+ev.Watch+" "+ev.Line))
+	}
+	want := []string{"started", "matched ready ready", "matched num 42", "matched num last 7", "final"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("snapshot events %q; want %q", got, want)
+	}
 }
