@@ -82,11 +82,11 @@ const (
 
 // plainToken kinds.
 const (
-	tokText  = iota // text[i:end] is printable: characters, invalid bytes, tabs
-	tokCR           // carriage return
-	tokBS           // backspace
-	tokCSI          // a CSI sequence without private markers or intermediates
-	tokNone         // anything dropped without effect
+	tokText = iota // text[i:end] is printable: characters, invalid bytes, tabs
+	tokCR          // carriage return
+	tokBS          // backspace
+	tokCSI         // a CSI sequence without private markers or intermediates
+	tokNone        // anything dropped without effect
 )
 
 type plainToken struct {
