@@ -767,7 +767,7 @@ func (b *HeadTailBuffer) render(head, first, second []byte, total, retained int6
 	out := renderState{lineMax: b.lineMax, out: &sb}
 	out.render(head, first, second, omitted)
 
-	r := &rendering{at: total, out: Output{Text: sb.String()}}
+	r := &rendering{at: total, out: Output{Text: sb.String(), marker: out.markerAt}}
 	if omitted > 0 || out.cuts > 0 {
 		r.trunc = Truncation{
 			OriginalBytes: total,
@@ -792,6 +792,8 @@ type renderState struct {
 	out     *strings.Builder
 	size    int // bytes rendered
 	cuts    int // lines cut
+	// markerAt is where the omission marker was rendered (Output.marker).
+	markerAt [2]int
 }
 
 // render renders head, then the marker if omitted > 0, then the tail given
@@ -810,9 +812,11 @@ func (r *renderState) render(head, tail1, tail2 []byte, omitted int64) {
 
 func (r *renderState) marker(omitted int64) {
 	var digits [20]byte
+	r.markerAt[0] = r.size
 	r.writeString("\n... [omitted ")
 	r.write(strconv.AppendInt(digits[:0], omitted, 10))
 	r.writeString(" bytes] ...\n")
+	r.markerAt[1] = r.size
 }
 
 // lines renders s, cutting every line longer than lineMax. Text between

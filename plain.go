@@ -2,6 +2,7 @@ package proc
 
 import (
 	"encoding/binary"
+	"math"
 	"strings"
 	"unicode/utf8"
 	"unsafe"
@@ -32,7 +33,7 @@ import (
 // The result is never longer than text. Plain runs in time linear in
 // len(text) and makes one allocation, which the result keeps: a line that
 // is overwritten and wider than 256 columns may make it larger than text
-// (by up to 24 bytes per column of such a line).
+// (by up to 12 bytes per column of such a line).
 func Plain(text string) string {
 	if text == "" {
 		return ""
@@ -46,7 +47,8 @@ func Plain(text string) string {
 }
 
 // A line that an overwrite or an erase changes is edited as an array of
-// cells, one per column. A cell is three offsets into the text: src, the
+// cells, one per column. A cell is three offsets into the text (32 bits
+// each, 64 for a text of 4 GiB or more): src, the
 // first byte of the character it holds (which is also when it was
 // written), and pre and suf, when an erase-in-line to the left (CSI 1 K)
 // or to the right (CSI 0 K) was made with the cursor on this cell (0:
@@ -56,7 +58,6 @@ func Plain(text string) string {
 // cell it covers, and a line erased over and over would cost its width
 // each time.
 const (
-	plainCellSize = 24
 	// plainStackCells cells are kept on the stack; a wider edited line
 	// uses the end of the result's allocation, which plainNeed sizes.
 	plainStackCells = 256
@@ -64,14 +65,32 @@ const (
 	plainMaxParam = 1 << 30
 )
 
-type plainCells []byte
+type plainCells struct {
+	b    []byte
+	wide bool // 64-bit fields
+}
+
+// plainCellSize is the size of a cell for a text of n bytes.
+func plainCellSize(n int) int {
+	if uint64(n) > math.MaxUint32 {
+		return 24
+	}
+	return 12
+}
 
 func (c plainCells) get(i, field int) int {
-	return int(binary.NativeEndian.Uint64(c[i*plainCellSize+field*8:]))
+	if c.wide {
+		return int(binary.NativeEndian.Uint64(c.b[(3*i+field)*8:]))
+	}
+	return int(binary.NativeEndian.Uint32(c.b[(3*i+field)*4:]))
 }
 
 func (c plainCells) set(i, field, v int) {
-	binary.NativeEndian.PutUint64(c[i*plainCellSize+field*8:], uint64(v))
+	if c.wide {
+		binary.NativeEndian.PutUint64(c.b[(3*i+field)*8:], uint64(v))
+	} else {
+		binary.NativeEndian.PutUint32(c.b[(3*i+field)*4:], uint32(v))
+	}
 }
 
 const (
@@ -269,7 +288,7 @@ func plainNeed(w int, text string) int {
 		e, special := plainLineEnd(text, s)
 		if special {
 			if edited, cells := plainMeasure(text, s, e); edited && cells > plainStackCells {
-				need = max(need, w+e+cells*plainCellSize)
+				need = max(need, w+e+cells*plainCellSize(len(text)))
 			}
 		}
 		s = e + 1
@@ -283,7 +302,8 @@ func plainNeed(w int, text string) int {
 // placed after that are never overwritten while they are in use.
 func plainAppend(buf []byte, w int, text string) int {
 	base := w
-	var stack [plainStackCells * plainCellSize]byte
+	var stack [plainStackCells * 24]byte
+	wide := plainCellSize(len(text)) == 24
 	for s := 0; s < len(text); {
 		e, special := plainLineEnd(text, s)
 		if !special {
@@ -291,9 +311,9 @@ func plainAppend(buf []byte, w int, text string) int {
 		} else if edited, cells := plainMeasure(text, s, e); !edited {
 			w = plainCopyLine(buf, w, text, s, e)
 		} else {
-			scratch := plainCells(stack[:])
+			scratch := plainCells{b: stack[:], wide: wide}
 			if cells > plainStackCells {
-				scratch = buf[base+e:]
+				scratch.b = buf[base+e:]
 			}
 			w = plainEditLine(buf, w, text, s, e, scratch)
 		}
@@ -390,4 +410,28 @@ func plainEditLine(buf []byte, w int, text string, s, e int, cells plainCells) i
 		w += copy(buf[w:], text[src:src+size])
 	}
 	return w
+}
+
+// Plain returns o.Text as [Plain] leaves it, with the head and the tail
+// (the text before and after the omission marker) made plain separately
+// and the marker between them as it is. The rendering recorded where the
+// marker is; Plain never searches the text for it, so text a command
+// printed that looks like a marker is treated as any other. An Output
+// built by hand, or decoded from JSON, has no recorded marker and is made
+// plain whole. o.Truncation still describes the bytes of o: Plain changes
+// nothing in o. One allocation, as Plain.
+func (o Output) Plain() string {
+	start, end := o.marker[0], o.marker[1]
+	if end == 0 || start > end || end > len(o.Text) {
+		return Plain(o.Text)
+	}
+	head, tail := o.Text[:start], o.Text[end:]
+	buf := make([]byte, max(plainNeed(0, head), plainNeed(end, tail)))
+	w := plainAppend(buf, 0, head)
+	w += copy(buf[w:], o.Text[start:end])
+	w = plainAppend(buf, w, tail)
+	if w == 0 {
+		return ""
+	}
+	return unsafe.String(&buf[0], w)
 }

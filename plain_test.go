@@ -3,6 +3,7 @@ package proc_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -190,4 +191,179 @@ func FuzzPlain(f *testing.F) {
 			t.Fatalf("Plain(%q) = %q: valid UTF-8 became invalid", in, out)
 		}
 	})
+}
+
+// TestPlainGolden keeps Plain's results as files a reviewer can read:
+// testdata/plain/<case>.txt is the input, <case>.golden what Plain makes
+// of it, and <case>.truncated.golden what Output().Plain() makes of it
+// once it went through a buffer keeping 96 bytes of head and of tail
+// (the omission marker between the two, kept as it is). `go test -run
+// TestPlainGolden -update` rewrites them.
+func TestPlainGolden(t *testing.T) {
+	t.Parallel()
+	inputs, err := filepath.Glob(filepath.Join("testdata", "plain", "*.txt"))
+	if err != nil || len(inputs) == 0 {
+		t.Fatalf("no inputs in testdata/plain (%v)", err)
+	}
+	for _, name := range inputs {
+		base := strings.TrimSuffix(name, ".txt")
+		t.Run(filepath.Base(base), func(t *testing.T) {
+			t.Parallel()
+			in, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := proc.NewHeadTailBuffer(96, 96, 0)
+			_, _ = b.Write(in)
+			b.Finish()
+			for file, got := range map[string]string{
+				base + ".golden":           proc.Plain(string(in)),
+				base + ".truncated.golden": b.Output().Plain(),
+			} {
+				if *updateGolden {
+					if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				want, err := os.ReadFile(file)
+				if err != nil {
+					t.Fatalf("%v (run with -update to create it)", err)
+				}
+				if got != string(want) {
+					t.Errorf("%s differs:\ngot:\n%s\nwant:\n%s", file, got, want)
+				}
+			}
+		})
+	}
+}
+
+var _ = helper("plain-print", func(args []string) int {
+	for _, a := range args {
+		_, _ = os.Stdout.WriteString(a)
+	}
+	return 0
+})
+
+// TestOutputPlain runs records that print progress bars, colours and
+// more than their buffers keep, and reads Output().Plain(): head and tail
+// plain, the marker and Truncation as they are.
+func TestOutputPlain(t *testing.T) {
+	t.Parallel()
+	ctx, m := testManager(t, proc.Options{})
+	var progress strings.Builder
+	for i := 0; i <= 100; i += 5 {
+		progress.WriteString("\r\x1b[36mdownloading\x1b[0m " + strings.Repeat("#", i/5) + " " + strconv.Itoa(i) + "%")
+	}
+	head := "\x1b[1;32mstarting\x1b[0m\n" + progress.String() + "\n"
+	filler := strings.Repeat("\x1b[2mfiller line\x1b[0m\n", 100)
+	tail := "\x1b]0;title\x07Working\rDone\x1b[K\n\x1b[31merror\x1b[0m: none\n"
+
+	for _, tc := range []struct {
+		name      string
+		req       proc.StartRequest
+		wantPlain string
+		omitted   int64
+	}{
+		{
+			name:      "whole",
+			req:       helperReq("plain-print", head, tail),
+			wantPlain: "starting\ndownloading #################### 100%\nDone\nerror: none\n",
+		},
+		{
+			name: "truncated",
+			req: func() proc.StartRequest {
+				r := helperReq("plain-print", head, filler, tail)
+				r.HeadBytes, r.TailBytes = len(head), len(tail)
+				return r
+			}(),
+			omitted:   int64(len(filler)),
+			wantPlain: "starting\ndownloading #################### 100%\n" + "\n... [omitted " + strconv.Itoa(len(filler)) + " bytes] ...\n" + "Done\nerror: none\n",
+		},
+		{
+			name: "marker-inside-lines",
+			req: func() proc.StartRequest {
+				r := helperReq("plain-print", head, filler, tail)
+				r.HeadBytes, r.TailBytes = len(head)+4, len(tail)+3 // cuts mid-line, mid-escape
+				return r
+			}(),
+			omitted: int64(len(filler)) - 7,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := mustStart(t, m, tc.req)
+			snap := waitFinal(ctx, t, p)
+			out := snap.Output
+			got := out.Plain()
+			if tc.wantPlain == "" {
+				// Plain of head and tail, each as the rendering cut them.
+				marker := "\n... [omitted " + strconv.FormatInt(tc.omitted, 10) + " bytes] ...\n"
+				h, tl, ok := strings.Cut(out.Text, marker)
+				if !ok {
+					t.Fatalf("Output().Text %q has no marker %q", out.Text, marker)
+				}
+				tc.wantPlain = proc.Plain(h) + marker + proc.Plain(tl)
+			}
+			if got != tc.wantPlain {
+				t.Errorf("Output().Plain() = %q; want %q", got, tc.wantPlain)
+			}
+			if tc.omitted == 0 && out.Truncation != nil {
+				t.Errorf("Truncation = %+v; want nil", *out.Truncation)
+			}
+			if tc.omitted > 0 && (out.Truncation == nil || out.Truncation.OmittedBytes != tc.omitted) {
+				t.Errorf("Truncation = %+v; want %d bytes omitted", out.Truncation, tc.omitted)
+			}
+			if again := p.Output(); again.Text != out.Text || again.Truncation == nil != (out.Truncation == nil) {
+				t.Errorf("Output() changed after Plain(): %q -> %q", out.Text, again.Text)
+			}
+		})
+	}
+
+	// An Output built by hand (or decoded from JSON) has no recorded
+	// marker: text that looks like one is plain text like any other.
+	fake := proc.Output{Text: "a\rb\n... [omitted 5 bytes] ...\nc\x1b[1mD\n"}
+	if got, want := fake.Plain(), "b\n... [omitted 5 bytes] ...\ncD\n"; got != want {
+		t.Errorf("hand-built Output.Plain() = %q; want %q", got, want)
+	}
+}
+
+// Benchmarks of Plain: typical progress-bar output (a line redrawn with
+// \r, colours), and 8 MB of backspaces and erases, where a naive cell
+// array that shifts or re-blanks goes quadratic. Compare ns/op per MB
+// across them (b.SetBytes): all stay linear. Several goroutines run them
+// at once (RunParallel), each over the whole input: sustained load.
+func BenchmarkPlain(b *testing.B) {
+	const size = 8 << 20
+	fill := func(unit string) string { return strings.Repeat(unit, size/len(unit)) }
+	var bar strings.Builder
+	for bar.Len() < size {
+		for i := 0; i <= 100; i++ {
+			bar.WriteString("\r\x1b[36m" + strings.Repeat("━", i/5) + strings.Repeat(" ", 20-i/5) + "\x1b[0m " + strconv.Itoa(i) + "%")
+		}
+		bar.WriteString("\ndone\n")
+	}
+	wide := strings.Repeat("é", 100_000)
+	for _, bc := range []struct{ name, in string }{
+		{"plain-log", fill("2026-11-25T14:10:00Z INFO request served path=/api/v1/items status=200\n")},
+		{"colour-log", fill("\x1b[2m2026-11-25\x1b[0m \x1b[32mINFO\x1b[0m request served \x1b[1mstatus\x1b[0m=200\n")},
+		{"progress-bar", bar.String()},
+		{"backspaces", "x" + fill("ab\b\b")},
+		{"backspaces-long-line", strings.Repeat("x", size/4) + fill("\b")},
+		{"erase-prefix-wide-line", wide + fill("\x1b[99999D\x1b[50000C\x1b[1K")},
+		{"erase-whole-line", strings.Repeat("y", size/4) + fill("\x1b[2Kz")},
+		{"cr-overwrite-wide", wide + fill("\r\x1b[99999Gé")},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bc.in)))
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if out := proc.Plain(bc.in); len(out) > len(bc.in) {
+						b.Fatal("longer than the input")
+					}
+				}
+			})
+		})
+	}
 }

@@ -199,6 +199,10 @@ type Usage struct {
 type Output struct {
 	Text       string      `json:"text"`
 	Truncation *Truncation `json:"truncation,omitempty"`
+	// marker is where the rendering put the omission marker in Text:
+	// [marker[0], marker[1]), or zero when there is none. Output.Plain
+	// reads it; nothing searches Text for the marker.
+	marker [2]int
 }
 
 // Truncation says exactly what a rendering left out. Counts are of stored
