@@ -91,6 +91,9 @@ type config struct {
 	logPath string
 	limits  proc.Limits
 	contain string
+	plain   bool
+	quiet   bool
+	dropEnv []string
 }
 
 // runArgs parses args and runs the command (or the demonstration). It
@@ -116,6 +119,12 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	})
 	flags.IntVar(&cfg.limits.Pids, "pids", 0, "most processes the tree may hold at once (needs the pids controller)")
 	flags.Float64Var(&cfg.limits.CPUs, "cpus", 0, "CPU bandwidth of the tree in cores, e.g. 0.5 (needs the cpu controller)")
+	flags.BoolVar(&cfg.plain, "plain", false, "print the output as plain text (escape sequences removed, progress bars redrawn as a terminal would) instead of the JSON snapshot")
+	flags.BoolVar(&cfg.quiet, "quiet-env", false, "a quiet environment: NO_COLOR, PAGER=cat, no git prompts, CI=1, TERM=dumb without -tty")
+	flags.Func("drop-env", "remove inherited environment variables whose names match this glob, e.g. '*_TOKEN' (repeatable)", func(v string) error {
+		cfg.dropEnv = append(cfg.dropEnv, v)
+		return nil
+	})
 	flags.StringVar(&cfg.contain, "containment", "", `how the tree is held: "cgroup", "group", or "" (cgroup where it works)`)
 	flags.Usage = func() {
 		fmt.Fprintln(stderr, "usage: procrun [flags] -- CMD [ARGS...]\n       procrun            (a demonstration)")
@@ -170,6 +179,9 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 		Stdin:     cfg.stdin,
 		TTY:       cfg.tty,
 		LogPath:   cfg.logPath,
+
+		NonInteractive: cfg.quiet,
+		DropEnv:        cfg.dropEnv,
 	}
 	if cfg.shell {
 		req.Args, req.Command = nil, strings.Join(argv, " ")
@@ -249,11 +261,8 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 		<-reported
 	}
 	snap := p.Snapshot()
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false) // output for people and scripts, not for a web page
-	if err := enc.Encode(snap); err != nil {
-		return 0, xerrors.Errorf("print snapshot: %w", err)
+	if err := printSnapshot(stdout, snap, cfg.plain); err != nil {
+		return 0, err
 	}
 	code := exitNoExitCode
 	if c := snap.Info.ExitCode; c != nil && *c >= 0 {
@@ -262,6 +271,24 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 	// A -wait-for that never matched fails a command that exited 0 (125);
 	// a failing command's own code says more.
 	return code, readyErr
+}
+
+// printSnapshot prints snap as indented JSON, or with plain only its
+// output as plain text (stderr after stdout with SeparateStderr).
+func printSnapshot(w io.Writer, snap proc.Snapshot, plain bool) error {
+	if plain {
+		if _, err := io.WriteString(w, snap.Output.Plain()+snap.Stderr.Plain()); err != nil {
+			return xerrors.Errorf("print output: %w", err)
+		}
+		return nil
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // output for people and scripts, not for a web page
+	if err := enc.Encode(snap); err != nil {
+		return xerrors.Errorf("print snapshot: %w", err)
+	}
+	return nil
 }
 
 // activityPoll is how often -follow looks at what the command is doing.
