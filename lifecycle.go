@@ -189,6 +189,7 @@ func (m *Manager) newProcess(sp *spec, seq uint64, log *logFile) *Process {
 			Background: sp.req.Background,
 			Running:    true,
 			LogPath:    sp.req.LogPath,
+			DroppedEnv: sp.droppedEnv,
 		},
 	}
 }

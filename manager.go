@@ -61,6 +61,11 @@ type Options struct {
 	// OwnerEnv, if set, names an environment variable that carries the
 	// request's Owner to the child.
 	OwnerEnv string
+	// DropEnv is the default of StartRequest.DropEnv: path.Match patterns
+	// of inherited variable names removed from every child's environment
+	// (a request with a DropEnv of its own, even empty, replaces it). A
+	// malformed pattern is ErrInvalid at Start.
+	DropEnv []string
 	// HeadBytes and TailBytes size each output buffer. 0: 16 KiB each.
 	HeadBytes int
 	TailBytes int
@@ -174,6 +179,19 @@ type StartRequest struct {
 	// sees only Env, and Options.OwnerEnv if set. UnsetEnv still applies.
 	// For callers that must control exactly what a child sees.
 	ClearEnv bool `json:"clear_env,omitempty"`
+	// NonInteractive sets, unless Env sets them, TERM=dumb (not with
+	// TTY), NO_COLOR=1, PAGER=cat, GIT_PAGER=cat, GH_PAGER=cat,
+	// GIT_TERMINAL_PROMPT=0, DEBIAN_FRONTEND=noninteractive and CI=1, so
+	// that a command neither pages, nor prompts for git credentials, nor
+	// paints colours. UnsetEnv still removes them.
+	NonInteractive bool `json:"non_interactive"`
+	// DropEnv holds path.Match patterns ("*_TOKEN", "*SECRET*", "AWS_*")
+	// of variable names removed from the inherited environment
+	// (os.Environ() and Options.UpdateEnv); Env, Options.OwnerEnv and what
+	// NonInteractive sets are never dropped. The names removed, never the
+	// values, are in Info.DroppedEnv. nil: Options.DropEnv; an empty list
+	// drops nothing. A malformed pattern is ErrInvalid.
+	DropEnv []string `json:"drop_env"`
 	// Owner tags the record for a [Scope].
 	Owner string `json:"owner,omitempty"`
 	// Background is recorded for callers and changes nothing here.
@@ -334,7 +352,8 @@ func (m *Manager) Run(ctx context.Context, req StartRequest) (Snapshot, error) {
 
 // StartOrGet makes retried starts idempotent. If req.ID names a running or
 // retained record started with the same Command, Args, WorkDir (as
-// requested), Owner, Env, UnsetEnv, ClearEnv and Background, it returns
+// requested), Owner, Env, UnsetEnv, ClearEnv, Background, NonInteractive
+// and DropEnv (nil and empty differ), it returns
 // that record with started == false; other parameters are ErrDuplicateID. Calls with one ID start at most one
 // process however many race: a call that finds a start in progress waits
 // for it. Without an ID it is Start.
@@ -669,6 +688,7 @@ type spec struct {
 	args         []string
 	dir          string
 	env          []string
+	droppedEnv   []string // inherited names DropEnv removed
 	headBytes    int
 	tailBytes    int
 	drainQuiet   time.Duration
@@ -692,6 +712,9 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 	if err := m.opts.Limits.validate("Options.Limits"); err != nil {
 		return nil, err
 	}
+	if err := validDropEnv("Options.DropEnv", m.opts.DropEnv); err != nil {
+		return nil, err
+	}
 	sp := &spec{
 		req:          req,
 		id:           req.ID,
@@ -707,6 +730,8 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 			env:      maps.Clone(req.Env),
 			unsetEnv: slices.Clone(req.UnsetEnv),
 			clearEnv: req.ClearEnv,
+			quiet:    req.NonInteractive,
+			dropEnv:  slices.Clone(req.DropEnv),
 		},
 	}
 	if sp.id == "" {
@@ -730,7 +755,7 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 	if sp.watch, err = newEventWatch(req, sp.maxLine); err != nil {
 		return nil, err
 	}
-	sp.env = m.environ(req, sp.id)
+	sp.env, sp.droppedEnv = m.environ(req, sp.id)
 	return sp, nil
 }
 
@@ -787,7 +812,7 @@ func validate(req StartRequest) error {
 			return err
 		}
 	}
-	return nil
+	return validDropEnv("StartRequest.DropEnv", req.DropEnv)
 }
 
 func validEnvName(name string) error {
@@ -829,10 +854,11 @@ func (m *Manager) workDir(requested string) (string, error) {
 }
 
 // environ builds the child's environment: os.Environ(), then UpdateEnv
-// (or nothing with ClearEnv), then the request's overrides, then its
-// removals, then the owner. The result is never nil: a nil Env would make
-// exec.Cmd inherit ours.
-func (m *Manager) environ(req StartRequest, id string) []string {
+// (or nothing with ClearEnv), less what DropEnv drops, then the request's
+// overrides (NonInteractive's under Env's), then its removals, then the
+// owner. The result is never nil: a nil Env would make exec.Cmd inherit
+// ours. dropped names the variables DropEnv removed.
+func (m *Manager) environ(req StartRequest, id string) (_, dropped []string) {
 	var env []string
 	if !req.ClearEnv {
 		env = os.Environ()
@@ -853,6 +879,7 @@ func (m *Manager) environ(req StartRequest, id string) []string {
 	if m.opts.OwnerEnv != "" && req.Owner != "" {
 		overrides[m.opts.OwnerEnv] = req.Owner
 	}
+	addQuietEnv(overrides, req)
 	drop := make(map[string]bool, len(overrides)+len(req.UnsetEnv))
 	for k := range overrides {
 		drop[envKey(k)] = true
@@ -860,6 +887,7 @@ func (m *Manager) environ(req StartRequest, id string) []string {
 	for _, k := range req.UnsetEnv {
 		drop[envKey(k)] = true
 	}
+	env, dropped = dropInherited(env, m.dropPatterns(req), func(key string) bool { return drop[key] })
 	out := make([]string, 0, len(env)+len(overrides))
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")
@@ -881,7 +909,7 @@ func (m *Manager) environ(req StartRequest, id string) []string {
 			out = append(out, k+"="+overrides[k])
 		}
 	}
-	return out
+	return out, dropped
 }
 
 // enter registers background work that is about to act (a timer callback,

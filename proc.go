@@ -180,6 +180,10 @@ type Info struct {
 	// prefixed with which tee it was, or why a tee was cut off; that tee
 	// received nothing more. The process and its Output were unaffected.
 	TeeError string `json:"tee_error,omitempty"`
+	// DroppedEnv names the inherited variables StartRequest.DropEnv (or
+	// Options.DropEnv) removed from the child's environment, sorted. It
+	// never holds their values.
+	DroppedEnv []string `json:"dropped_env,omitempty"`
 }
 
 // Usage is the resource usage of a final process: User, System and MaxRSS
@@ -310,18 +314,27 @@ type asked struct {
 	env      map[string]string
 	unsetEnv []string
 	clearEnv bool
+	quiet    bool     // NonInteractive
+	dropEnv  []string // as requested: nil (the default) is not empty
 }
 
 // startedWith reports whether req asks for what p was started with, as
 // StartOrGet compares: Command, Args, WorkDir as requested, Owner, Env,
-// UnsetEnv, ClearEnv and Background. A nil Env or UnsetEnv equals an empty
-// one.
+// UnsetEnv, ClearEnv, Background, NonInteractive and DropEnv. A nil Env or
+// UnsetEnv equals an empty one.
 func (p *Process) startedWith(req StartRequest) bool {
 	return req.Command == p.info.Command && slices.Equal(req.Args, p.info.Args) &&
 		req.WorkDir == p.asked.workDir && req.Owner == p.info.Owner &&
 		maps.Equal(req.Env, p.asked.env) && slices.Equal(req.UnsetEnv, p.asked.unsetEnv) &&
 		req.ClearEnv == p.asked.clearEnv && req.Background == p.info.Background &&
-		p.watch.sameAs(req)
+		p.watch.sameAs(req) &&
+		req.NonInteractive == p.asked.quiet && sameDropEnv(req.DropEnv, p.asked.dropEnv)
+}
+
+// sameDropEnv compares DropEnv lists, where nil (the Manager's default)
+// differs from empty (drop nothing).
+func sameDropEnv(a, b []string) bool {
+	return (a == nil) == (b == nil) && slices.Equal(a, b)
 }
 
 // Output renders the output buffer: the combined stream, or stdout alone

@@ -19,6 +19,10 @@ import (
 type Output struct {
 	Text       string      `json:"text"`
 	Truncation *Truncation `json:"truncation,omitempty"`
+	// marker is where the rendering put the omission marker in Text:
+	// [marker[0], marker[1]), or zero when there is none. Output.Plain
+	// reads it; nothing searches Text for the marker.
+	marker [2]int
 }
 
 // Truncation says exactly what a rendering left out. Counts are of stored
@@ -145,7 +149,7 @@ func (b *HeadTailBuffer) render(head, first, second []byte, total, retained int6
 	out := renderState{lineMax: b.lineMax, out: &sb}
 	out.render(head, first, second, omitted)
 
-	r := &rendering{at: total, out: Output{Text: sb.String()}}
+	r := &rendering{at: total, out: Output{Text: sb.String(), marker: out.markerAt}}
 	if omitted > 0 || out.cuts > 0 {
 		r.trunc = Truncation{
 			OriginalBytes: total,
@@ -170,6 +174,8 @@ type renderState struct {
 	out     *strings.Builder
 	size    int // bytes rendered
 	cuts    int // lines cut
+	// markerAt is where the omission marker was rendered (Output.marker).
+	markerAt [2]int
 }
 
 // render renders head, then the marker if omitted > 0, then the tail given
@@ -188,9 +194,11 @@ func (r *renderState) render(head, tail1, tail2 []byte, omitted int64) {
 
 func (r *renderState) marker(omitted int64) {
 	var digits [20]byte
+	r.markerAt[0] = r.size
 	r.writeString("\n... [omitted ")
 	r.write(strconv.AppendInt(digits[:0], omitted, 10))
 	r.writeString(" bytes] ...\n")
+	r.markerAt[1] = r.size
 }
 
 // lines renders s, cutting every line longer than lineMax. Text between

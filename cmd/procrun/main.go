@@ -96,6 +96,9 @@ type config struct {
 	limits  proc.Limits
 	contain string
 	watches []proc.Watch
+	plain   bool
+	quiet   bool
+	dropEnv []string
 }
 
 // runArgs parses args and runs the command (or the demonstration). It
@@ -121,6 +124,12 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	})
 	flags.IntVar(&cfg.limits.Pids, "pids", 0, "most processes the tree may hold at once (needs the pids controller)")
 	flags.Float64Var(&cfg.limits.CPUs, "cpus", 0, "CPU bandwidth of the tree in cores, e.g. 0.5 (needs the cpu controller)")
+	flags.BoolVar(&cfg.plain, "plain", false, "print the output as plain text (escape sequences removed, progress bars redrawn as a terminal would) instead of the JSON snapshot")
+	flags.BoolVar(&cfg.quiet, "quiet-env", false, "a quiet environment: NO_COLOR, PAGER=cat, no git prompts, CI=1, TERM=dumb without -tty")
+	flags.Func("drop-env", "remove inherited environment variables whose names match this glob, e.g. '*_TOKEN' (repeatable)", func(v string) error {
+		cfg.dropEnv = append(cfg.dropEnv, v)
+		return nil
+	})
 	flags.StringVar(&cfg.contain, "containment", "", `how the tree is held: "cgroup", "group", or "" (cgroup where it works)`)
 	flags.Func("watch", "NAME=REGEXP: report output lines that match REGEXP as events named NAME (repeatable; printed as they happen with -follow)", func(v string) error {
 		name, pattern, ok := strings.Cut(v, "=")
@@ -192,6 +201,9 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 		TTY:       cfg.tty,
 		LogPath:   cfg.logPath,
 		Watch:     cfg.watches,
+
+		NonInteractive: cfg.quiet,
+		DropEnv:        cfg.dropEnv,
 	}
 	if cfg.shell {
 		req.Args, req.Command = nil, strings.Join(argv, " ")
@@ -285,15 +297,8 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 	snap := p.Snapshot()
 	// The one record's events, after the snapshot's fields.
 	evs, _, _ := m.Events(0, 0)
-	out := struct {
-		proc.Snapshot
-		Events []proc.Event `json:"events"`
-	}{snap, evs}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false) // output for people and scripts, not for a web page
-	if err := enc.Encode(out); err != nil {
-		return 0, xerrors.Errorf("print snapshot: %w", err)
+	if err := printSnapshot(stdout, snap, evs, cfg.plain); err != nil {
+		return 0, err
 	}
 	code := exitNoExitCode
 	if c := snap.Info.ExitCode; c != nil && *c >= 0 {
@@ -302,6 +307,28 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 	// A -wait-for that never matched fails a command that exited 0 (125);
 	// a failing command's own code says more.
 	return code, readyErr
+}
+
+// printSnapshot prints snap as indented JSON, or with plain only its
+// output as plain text (stderr after stdout with SeparateStderr).
+func printSnapshot(w io.Writer, snap proc.Snapshot, evs []proc.Event, plain bool) error {
+	if plain {
+		if _, err := io.WriteString(w, snap.Output.Plain()+snap.Stderr.Plain()); err != nil {
+			return xerrors.Errorf("print output: %w", err)
+		}
+		return nil
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // output for people and scripts, not for a web page
+	out := struct {
+		proc.Snapshot
+		Events []proc.Event `json:"events"`
+	}{snap, evs}
+	if err := enc.Encode(out); err != nil {
+		return xerrors.Errorf("print snapshot: %w", err)
+	}
+	return nil
 }
 
 // activityPoll is how often -follow looks at what the command is doing.

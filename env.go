@@ -1,0 +1,96 @@
+package proc
+
+import (
+	"path"
+	"slices"
+	"strings"
+
+	"golang.org/x/xerrors"
+)
+
+// quietEnv is what StartRequest.NonInteractive sets (design section 18):
+// a command neither pages, nor prompts for git credentials, nor paints
+// colours. TERM=dumb is added without a TTY only.
+var quietEnv = [...][2]string{
+	{"NO_COLOR", "1"},
+	{"PAGER", "cat"},
+	{"GIT_PAGER", "cat"},
+	{"GH_PAGER", "cat"},
+	{"GIT_TERMINAL_PROMPT", "0"},
+	{"DEBIAN_FRONTEND", "noninteractive"},
+	{"CI", "1"},
+}
+
+// addQuietEnv adds the variables NonInteractive sets to overrides, except
+// those the request's Env sets.
+func addQuietEnv(overrides map[string]string, req StartRequest) {
+	if !req.NonInteractive {
+		return
+	}
+	set := func(name, value string) {
+		for k := range req.Env {
+			if envKey(k) == envKey(name) {
+				return
+			}
+		}
+		overrides[name] = value
+	}
+	for _, kv := range quietEnv {
+		set(kv[0], kv[1])
+	}
+	if !req.TTY {
+		set("TERM", "dumb")
+	}
+}
+
+// dropPatterns returns the DropEnv patterns of req: its own, or
+// Options.DropEnv when it has none (nil).
+func (m *Manager) dropPatterns(req StartRequest) []string {
+	if req.DropEnv != nil {
+		return req.DropEnv
+	}
+	return m.opts.DropEnv
+}
+
+// validDropEnv checks DropEnv patterns: path.Match must accept each.
+func validDropEnv(field string, patterns []string) error {
+	for _, p := range patterns {
+		if _, err := path.Match(p, ""); err != nil {
+			return xerrors.Errorf("start: %s pattern %q: %v: %w", field, p, err, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// dropInherited removes from env (the inherited environment, as NAME=value
+// entries) the variables whose names match a pattern, except those keep
+// reports (the request's own, the owner's, NonInteractive's: they replace
+// the inherited ones anyway). It returns what is left and the names it
+// removed, sorted and once each; never a value. Names compare as the OS
+// does (case-insensitively on Windows).
+func dropInherited(env, patterns []string, keep func(key string) bool) (kept, dropped []string) {
+	if len(patterns) == 0 {
+		return env, nil
+	}
+	kept = env[:0:0]
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !keep(envKey(name)) && matchesAny(patterns, name) {
+			dropped = append(dropped, name)
+			continue
+		}
+		kept = append(kept, kv)
+	}
+	slices.Sort(dropped)
+	return kept, slices.Compact(dropped)
+}
+
+func matchesAny(patterns []string, name string) bool {
+	for _, p := range patterns {
+		// Validated before: Match cannot fail here.
+		if ok, _ := path.Match(envKey(p), envKey(name)); ok {
+			return true
+		}
+	}
+	return false
+}

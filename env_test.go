@@ -1,0 +1,217 @@
+package proc_test
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/procvisor/proc"
+)
+
+// envInherited is the inherited environment the tests' UpdateEnv makes
+// (in place of the test process's own, which parallel tests cannot set
+// and whose names the patterns below might match).
+var envInherited = []string{
+	"GH_TOKEN=tok-7d1e", "MY_SECRET_X=sec-5b2a", "AWS_KEY=aws-9c3f",
+	"AWS_REGION=inherited-region", "CI=inherited-ci", "PAGER=less", "TERM=xterm-256color",
+	"KEEP_ME=1",
+}
+
+func envUpdate([]string) ([]string, error) {
+	return slices.Clone(envInherited), nil
+}
+
+// envChild runs the mgr-env helper with req's settings and returns the
+// child's real environment as a map, and the record's final Info.
+func envChild(t *testing.T, m *proc.Manager, edit func(*proc.StartRequest)) (map[string]string, proc.Info) {
+	t.Helper()
+	ctx := testCtx(t)
+	req := helperReq("mgr-env")
+	edit(&req)
+	p := mustStart(t, m, req)
+	env := map[string]string{}
+	for _, kv := range mgrEnviron(ctx, t, p) {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	return env, p.Info()
+}
+
+func TestNonInteractive(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, proc.Options{UpdateEnv: envUpdate})
+	env, _ := envChild(t, m, func(r *proc.StartRequest) {
+		r.NonInteractive = true
+		r.Env["GIT_PAGER"] = "delta" // the request's own Env wins
+		r.UnsetEnv = []string{"GH_PAGER"}
+	})
+	want := map[string]string{
+		"TERM": "dumb", "NO_COLOR": "1", "PAGER": "cat", "GIT_PAGER": "delta",
+		"GIT_TERMINAL_PROMPT": "0", "DEBIAN_FRONTEND": "noninteractive", "CI": "1",
+	}
+	for k, v := range want {
+		if got, ok := env[k]; !ok || got != v {
+			t.Errorf("NonInteractive child: %s=%q (set %v); want %q", k, got, ok, v)
+		}
+	}
+	if v, ok := env["GH_PAGER"]; ok {
+		t.Errorf("NonInteractive child with UnsetEnv GH_PAGER: GH_PAGER=%q; want it unset", v)
+	}
+
+	// The control: without NonInteractive the inherited values stay.
+	env, _ = envChild(t, m, func(*proc.StartRequest) {})
+	if env["PAGER"] != "less" || env["TERM"] != "xterm-256color" || env["CI"] != "inherited-ci" {
+		t.Errorf("without NonInteractive: PAGER=%q TERM=%q CI=%q; want the inherited less, xterm-256color, inherited-ci",
+			env["PAGER"], env["TERM"], env["CI"])
+	}
+	if _, ok := env["NO_COLOR"]; ok {
+		t.Error("without NonInteractive the child has NO_COLOR")
+	}
+
+	// ClearEnv: nothing inherited, NonInteractive's variables still set.
+	env, _ = envChild(t, m, func(r *proc.StartRequest) { r.ClearEnv, r.NonInteractive = true, true })
+	if env["NO_COLOR"] != "1" || env["TERM"] != "dumb" || env["KEEP_ME"] != "" {
+		t.Errorf("ClearEnv + NonInteractive: NO_COLOR=%q TERM=%q KEEP_ME=%q; want 1, dumb, unset", env["NO_COLOR"], env["TERM"], env["KEEP_ME"])
+	}
+}
+
+func TestDropEnv(t *testing.T) {
+	t.Parallel()
+	sink := &mgrLogSink{t: t}
+	m := newManager(t, proc.Options{
+		Logger:    sink.logger(),
+		UpdateEnv: envUpdate,
+		OwnerEnv:  "AWS_OWNER",
+		DropEnv:   []string{"*_TOKEN", "*SECRET*", "AWS_*", "CI", "NOT_SET_ANYWHERE"},
+	})
+	secrets := []string{"tok-7d1e", "sec-5b2a", "aws-9c3f"}
+
+	// The Manager's patterns; the request's own Env, the owner and what
+	// NonInteractive sets survive them.
+	env, info := envChild(t, m, func(r *proc.StartRequest) {
+		r.Env["AWS_REGION"] = "mine"
+		r.Owner = "alice"
+		r.NonInteractive = true
+	})
+	for _, name := range []string{"GH_TOKEN", "MY_SECRET_X", "AWS_KEY"} {
+		if v, ok := env[name]; ok {
+			t.Errorf("DropEnv: the child has %s=%q", name, v)
+		}
+	}
+	for k, v := range map[string]string{"AWS_REGION": "mine", "AWS_OWNER": "alice", "CI": "1", "KEEP_ME": "1"} {
+		if env[k] != v {
+			t.Errorf("DropEnv: the child has %s=%q; want %q", k, env[k], v)
+		}
+	}
+	if want := []string{"AWS_KEY", "GH_TOKEN", "MY_SECRET_X"}; !slices.Equal(info.DroppedEnv, want) {
+		t.Errorf("Info.DroppedEnv = %q; want %q", info.DroppedEnv, want)
+	}
+	encoded, err := json.Marshal(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(encoded), `"dropped_env":["AWS_KEY","GH_TOKEN","MY_SECRET_X"]`) {
+		t.Errorf("Info as JSON lacks dropped_env: %s", encoded)
+	}
+	for _, s := range secrets {
+		if strings.Contains(string(encoded), s) {
+			t.Errorf("Info as JSON holds the dropped value %q: %s", s, encoded)
+		}
+	}
+
+	// A request's own list replaces the Manager's; an empty one drops
+	// nothing.
+	env, info = envChild(t, m, func(r *proc.StartRequest) { r.DropEnv = []string{"GH_*"} })
+	if _, ok := env["GH_TOKEN"]; ok || env["AWS_KEY"] != "aws-9c3f" || !slices.Equal(info.DroppedEnv, []string{"GH_TOKEN"}) {
+		t.Errorf("DropEnv GH_*: GH_TOKEN present %v, AWS_KEY=%q, DroppedEnv %q; want absent, aws-9c3f, [GH_TOKEN]", ok, env["AWS_KEY"], info.DroppedEnv)
+	}
+	env, info = envChild(t, m, func(r *proc.StartRequest) { r.DropEnv = []string{} })
+	if env["GH_TOKEN"] != "tok-7d1e" || info.DroppedEnv != nil {
+		t.Errorf("empty DropEnv: GH_TOKEN=%q, DroppedEnv %q; want tok-7d1e, nil", env["GH_TOKEN"], info.DroppedEnv)
+	}
+	// ClearEnv inherits nothing, so nothing is dropped.
+	env, info = envChild(t, m, func(r *proc.StartRequest) { r.ClearEnv = true })
+	if _, ok := env["GH_TOKEN"]; ok || info.DroppedEnv != nil {
+		t.Errorf("ClearEnv: GH_TOKEN present %v, DroppedEnv %q; want absent, nil", ok, info.DroppedEnv)
+	}
+
+	if err := m.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	for _, e := range sink.snapshot() {
+		text := mgrEntryText(e)
+		for _, s := range secrets {
+			if strings.Contains(text, s) {
+				t.Errorf("log entry at %v holds the dropped value %q: %s", e.Level, s, text)
+			}
+		}
+	}
+}
+
+func TestDropEnvMalformed(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, proc.Options{})
+	req := helperReq("mgr-env")
+	req.DropEnv = []string{"OK_*", "BAD_[", "ALSO_OK"}
+	if p, err := m.Start(req); !errors.Is(err, proc.ErrInvalid) || !strings.Contains(err.Error(), "BAD_[") {
+		t.Errorf("Start(DropEnv BAD_[) = %v, %v; want an ErrInvalid naming the pattern", p, err)
+	}
+	bad := newManager(t, proc.Options{DropEnv: []string{"[z-a"}})
+	if p, err := bad.Start(helperReq("mgr-env")); !errors.Is(err, proc.ErrInvalid) {
+		t.Errorf("Start with Options.DropEnv [z-a = %v, %v; want ErrInvalid", p, err)
+	}
+	// A request's own list replaces the malformed default.
+	req = helperReq("mgr-env")
+	req.DropEnv = []string{}
+	if _, err := bad.Start(req); !errors.Is(err, proc.ErrInvalid) {
+		t.Errorf("Start with a malformed Options.DropEnv and an empty own list = %v; want ErrInvalid still (the Manager is misconfigured)", err)
+	}
+	if n := len(m.List()) + len(bad.List()); n != 0 {
+		t.Errorf("refused starts left %d records", n)
+	}
+}
+
+func TestStartOrGetQuietEnv(t *testing.T) {
+	t.Parallel()
+	ctx, m := testManager(t, proc.Options{})
+	orig := helperReq("mgr-exit", "0")
+	orig.ID, orig.NonInteractive, orig.DropEnv = "quiet", true, []string{"A_*"}
+	p, started, err := m.StartOrGet(orig)
+	if err != nil || !started {
+		t.Fatalf("first StartOrGet() = %v, %v; want true, nil", started, err)
+	}
+	waitFinal(ctx, t, p)
+	for _, tc := range []struct {
+		name string
+		edit func(*proc.StartRequest)
+		same bool
+	}{
+		{"equal", func(*proc.StartRequest) {}, true},
+		{"equal-copy", func(r *proc.StartRequest) { r.DropEnv = []string{"A_*"} }, true},
+		{"not-non-interactive", func(r *proc.StartRequest) { r.NonInteractive = false }, false},
+		{"other-drop-env", func(r *proc.StartRequest) { r.DropEnv = []string{"B_*"} }, false},
+		{"nil-drop-env", func(r *proc.StartRequest) { r.DropEnv = nil }, false},
+	} {
+		req := orig
+		tc.edit(&req)
+		got, started, err := m.StartOrGet(req)
+		switch {
+		case tc.same && (err != nil || started || got != p):
+			t.Errorf("%s: StartOrGet() = %p, %v, %v; want %p, false, nil", tc.name, got, started, err, p)
+		case !tc.same && (!errors.Is(err, proc.ErrDuplicateID) || started || got != nil):
+			t.Errorf("%s: StartOrGet() = %p, %v, %v; want nil, false, ErrDuplicateID", tc.name, got, started, err)
+		}
+	}
+	// nil (the Manager's default) and empty (drop nothing) differ.
+	bare := helperReq("mgr-exit", "0")
+	bare.ID = "bare"
+	if _, _, err := m.StartOrGet(bare); err != nil {
+		t.Fatalf("StartOrGet(bare) = %v", err)
+	}
+	bare.DropEnv = []string{}
+	if _, _, err := m.StartOrGet(bare); !errors.Is(err, proc.ErrDuplicateID) {
+		t.Errorf("StartOrGet(bare with an empty DropEnv) = %v; want ErrDuplicateID", err)
+	}
+}
