@@ -3,23 +3,18 @@
 package proc
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
-	"time"
 
+	"github.com/procvisor/proc/internal/cgroup2"
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
 )
@@ -33,6 +28,10 @@ import (
 // which the runtime poller reports without a thread or a spin. Creating
 // and removing cgroups happens off the start-to-final path: a worker keeps
 // one spare cgroup ready and removes those that are done.
+//
+// This file is the policy: the pool, naming, and leftovers. The cgroup v2
+// file mechanics (mount discovery, the directory handle, the clone probe)
+// are internal/cgroup2's.
 
 // cgroupPrefix marks the cgroups a Manager makes, so that they can be told
 // from any other: "procvisor-<PID namespace>-<host pid>-<host start
@@ -69,12 +68,12 @@ type cgroupHost struct {
 // cgroup v2 directory is ErrInvalid; anything else that stops cgroups from
 // working is ErrUnsupported, saying why.
 func openCgroupHost(parent string, keep bool) (*cgroupHost, error) {
-	mount, root, err := cgroup2Mount()
+	mount, root, err := cgroup2.Mount()
 	if err != nil {
 		return nil, xerrors.Errorf("cgroup v2: %v: %w", err, ErrUnsupported)
 	}
 	if parent == "" {
-		self, err := selfCgroup()
+		self, err := cgroup2.Self()
 		if err != nil {
 			return nil, xerrors.Errorf("cgroup v2: %v: %w", err, ErrUnsupported)
 		}
@@ -83,7 +82,7 @@ func openCgroupHost(parent string, keep bool) (*cgroupHost, error) {
 			return nil, xerrors.Errorf("cgroup v2: this process's cgroup %s is outside the mount's root %s: %w", self, root, ErrUnsupported)
 		}
 		parent = filepath.Join(mount, rel)
-	} else if !isCgroup2Dir(parent) {
+	} else if !cgroup2.IsDir(parent) {
 		return nil, xerrors.Errorf("cgroup parent %s is not a cgroup v2 directory: %w", parent, ErrInvalid)
 	}
 	parent = filepath.Clean(parent)
@@ -109,7 +108,7 @@ func openCgroupHost(parent string, keep bool) (*cgroupHost, error) {
 			return nil, xerrors.Errorf("cgroup v2: make %s: %v: %w", h.dir, err, ErrUnsupported)
 		}
 	}
-	h.enableControllers()
+	cgroup2.Dir{Path: h.dir}.EnableControllers(limitControllers)
 	if err := h.probe(); err != nil {
 		_ = os.Remove(h.dir)
 		return nil, err
@@ -117,84 +116,23 @@ func openCgroupHost(parent string, keep bool) (*cgroupHost, error) {
 	return h, nil
 }
 
-// cpuPeriod is the period of cpu.max, and the CPU rate's unit of account.
-const cpuPeriod = 100 * time.Millisecond
-
-// cpuQuota is the share of cpuPeriod, in microseconds, that cpus cores
-// may use in each period: at least the kernel's minimum of 1 ms.
-func cpuQuota(cpus float64) int64 {
-	return max(int64(math.Round(cpus*float64(cpuPeriod.Microseconds()))), 1000)
-}
-
-// limitControllers are the controllers behind Limits.
+// limitControllers are the controllers behind Limits. The Manager's
+// cgroup enables those its parent delegates to it, for the record cgroups
+// (it holds no process itself, so the kernel allows it).
 var limitControllers = []string{"memory", "pids", "cpu"}
-
-// enableControllers enables for the record cgroups every controller of
-// limitControllers that the parent delegates to the Manager's cgroup. The
-// Manager's cgroup holds no process itself, so the kernel allows it. What
-// cannot be enabled is found missing when a limit needs it.
-func (h *cgroupHost) enableControllers() {
-	data, err := os.ReadFile(filepath.Join(h.dir, "cgroup.controllers"))
-	if err != nil {
-		return
-	}
-	have := strings.Fields(string(data))
-	for _, c := range limitControllers {
-		if slices.Contains(have, c) {
-			_ = os.WriteFile(filepath.Join(h.dir, "cgroup.subtree_control"), []byte("+"+c), 0)
-		}
-	}
-}
 
 // limit writes l into the record cgroup dir, before any child is in it. A
 // limit whose controller is not enabled there is ErrUnsupported.
 func (h *cgroupHost) limit(dir string, l Limits) error {
-	if err := writeLimits(dir, l); err != nil {
-		if !errors.Is(err, ErrUnsupported) {
-			return xerrors.Errorf("start: %w", err)
-		}
-		return xerrors.Errorf("start: %v (the controller must be enabled in cgroup.subtree_control of %s, the parent of the Manager's cgroup; set Options.CgroupParent to a delegated cgroup that enables it): %w",
-			err, filepath.Dir(h.dir), ErrUnsupported)
+	err := cgroup2.Dir{Path: dir}.SetLimits(cgroup2.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPUs: l.CPUs})
+	if err == nil {
+		return nil
 	}
-	return nil
-}
-
-// writeLimits writes the non-zero limits of l into the cgroup dir:
-// memory.max in bytes, pids.max, and cpu.max as "quota period" in
-// microseconds. A controller file that is missing is ErrUnsupported.
-func writeLimits(dir string, l Limits) error {
-	type limitFile struct {
-		set        bool
-		controller string
-		file       string
-		value      string
+	if !errors.Is(err, cgroup2.ErrNoController) {
+		return xerrors.Errorf("start: %w", err)
 	}
-	for _, f := range []limitFile{
-		{l.MemoryBytes > 0, "memory", "memory.max", strconv.FormatInt(l.MemoryBytes, 10)},
-		{l.Pids > 0, "pids", "pids.max", strconv.Itoa(l.Pids)},
-		{l.CPUs > 0, "cpu", "cpu.max", fmt.Sprintf("%d %d", cpuQuota(l.CPUs), cpuPeriod.Microseconds())},
-	} {
-		if !f.set {
-			continue
-		}
-		path := filepath.Join(dir, f.file)
-		// O_WRONLY without O_CREATE: a missing file is a missing controller.
-		file, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if errors.Is(err, os.ErrNotExist) {
-			return xerrors.Errorf("%s limit: the %s controller is not enabled for the record's cgroup %s: %w", f.controller, f.controller, dir, ErrUnsupported)
-		}
-		if err != nil {
-			return xerrors.Errorf("%s limit: %w", f.controller, err)
-		}
-		_, err = file.WriteString(f.value)
-		if cerr := file.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return xerrors.Errorf("%s limit: write %s to %s: %w", f.controller, f.value, path, err)
-		}
-	}
-	return nil
+	return xerrors.Errorf("start: %v (the controller must be enabled in cgroup.subtree_control of %s, the parent of the Manager's cgroup; set Options.CgroupParent to a delegated cgroup that enables it): %w",
+		err, filepath.Dir(h.dir), ErrUnsupported)
 }
 
 // removeLeftovers removes the cgroups that Managers whose host process is
@@ -257,14 +195,14 @@ func hostLives(pid int, start string) bool {
 // record cgroups are below it), waits until it is empty, and removes it.
 func removeDeadManager(dir string) {
 	records, _ := filepath.Glob(filepath.Join(dir, "t*"))
-	all := &cgroupTree{dir: dir}
-	if all.populated() {
-		_ = all.kill()
+	all := cgroup2.Dir{Path: dir}
+	if all.Populated() {
+		_ = all.Kill()
 		for _, r := range records {
-			_ = (&cgroupTree{dir: r}).kill()
+			_ = cgroup2.Dir{Path: r}.Kill()
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), killWait)
-		all.waitEmpty(ctx)
+		all.WaitEmpty(ctx)
 		cancel()
 	}
 	for _, r := range records {
@@ -279,8 +217,8 @@ func removeDeadManager(dir string) {
 // nothing open.
 type recordCgroup struct {
 	dir    string
-	dirFD  int      // -1 unless open
-	events *os.File // nil unless open
+	dirFD  int             // -1 unless open
+	events *cgroup2.Events // nil unless open
 }
 
 // open opens what a start needs.
@@ -289,7 +227,7 @@ func (rc *recordCgroup) open() error {
 	if err != nil {
 		return xerrors.Errorf("open cgroup: %w", err)
 	}
-	events, err := os.Open(filepath.Join(rc.dir, "cgroup.events"))
+	events, err := cgroup2.Dir{Path: rc.dir}.OpenEvents()
 	if err != nil {
 		_ = unix.Close(fd)
 		return xerrors.Errorf("open cgroup: %w", err)
@@ -305,9 +243,9 @@ func (rc *recordCgroup) close() {
 		rc.dirFD = -1
 	}
 	if rc.events != nil {
-		// Not set to nil: a tree may be reading it (ReadAt on a closed
-		// *os.File fails safely), and a spare is opened again in take.
-		_ = rc.events.Close()
+		// Not set to nil: a tree may be reading it (a read of a closed
+		// file fails safely), and a spare is opened again in take.
+		rc.events.Close()
 	}
 }
 
@@ -318,27 +256,16 @@ func (rc *recordCgroup) discard() {
 }
 
 // probe starts a child inside a fresh record cgroup, to learn whether
-// clone3 into a cgroup works here (seccomp refuses it in some containers).
-// The child execs a path that cannot exist, inside the cgroup directory
-// itself: ENOENT means it was cloned and ran; anything else is the refusal.
-// The cgroup becomes the first spare: nothing ran in it for good.
+// clone3 into a cgroup works here (cgroup2.Dir.ProbeClone). The cgroup
+// becomes the first spare: nothing ran in it for good.
 func (h *cgroupHost) probe() error {
 	rc, err := h.create()
-	if err == nil {
-		err = rc.open()
-		if err != nil {
-			rc.discard()
-		}
-	}
 	if err != nil {
 		return xerrors.Errorf("cgroup v2: %v: %w", err, ErrUnsupported)
 	}
-	_, err = syscall.ForkExec(filepath.Join(rc.dir, "absent"), []string{"absent"}, &syscall.ProcAttr{
-		Sys: &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: rc.dirFD},
-	})
-	if !errors.Is(err, syscall.ENOENT) {
+	if err := (cgroup2.Dir{Path: rc.dir}).ProbeClone(); err != nil {
 		rc.discard()
-		return xerrors.Errorf("cgroup v2: starting a child inside a cgroup (clone3) failed: %v: %w", err, ErrUnsupported)
+		return xerrors.Errorf("cgroup v2: %v: %w", err, ErrUnsupported)
 	}
 	h.giveBack(rc)
 	return nil
@@ -483,37 +410,25 @@ func (h *cgroupHost) close() {
 	removeCgroup(h.dir)
 }
 
-// removeCgroup removes an empty cgroup directory, and the cgroups a
-// member made below it (a tree may use cgroups of its own), deepest first.
-// It fails (EBUSY) only if a member lives on that the kernel has not torn
-// down; such a cgroup is left for the next Manager on this parent.
-func removeCgroup(dir string) {
-	err := unix.Rmdir(dir)
-	if err == nil || errors.Is(err, unix.ENOENT) {
-		return
-	}
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		if e.IsDir() {
-			removeCgroup(filepath.Join(dir, e.Name()))
-		}
-	}
-	_ = unix.Rmdir(dir)
-}
+// removeCgroup removes an empty cgroup directory and the cgroups a member
+// made below it. A member the kernel has not torn down keeps it (EBUSY):
+// such a cgroup is left for the next Manager on this parent.
+func removeCgroup(dir string) { cgroup2.Dir{Path: dir}.Remove() }
 
-// cgroupTree is a record's cgroup.
+// cgroupTree is a record's cgroup: the tree's mechanics are
+// cgroup2.Dir's.
 type cgroupTree struct {
-	host *cgroupHost   // nil for a dead Manager's cgroup (removeLeftovers)
-	rc   *recordCgroup // nil likewise
-	dir  string
-	rel  string // as /proc/<pid>/cgroup names it
+	host *cgroupHost
+	rc   *recordCgroup
+	d    cgroup2.Dir
 
 	// mu guards the fields below. It is a leaf lock.
 	mu       sync.Mutex
 	released bool
-	// waiters are the cgroup.events files waitEmpty is blocked on: a
-	// removed cgroup's file is never notified again, so release ends them.
-	waiters map[*os.File]bool
+	// waiters end the waitEmpty calls in progress: a removed cgroup's
+	// cgroup.events is never notified again, so release ends them.
+	waiters map[int]context.CancelFunc
+	next    int
 }
 
 func (c *cgroupTree) signal(sig Signal) error {
@@ -521,174 +436,31 @@ func (c *cgroupTree) signal(sig Signal) error {
 		return ErrNotRunning
 	}
 	if sig == Kill {
-		return c.kill()
+		return c.d.Kill()
 	}
 	// Terminate and Interrupt go to every member listed, then SIGCONT, so
-	// that a stopped member runs its handler. A member started during a
-	// pass is caught by the next.
-	seen := map[int]bool{}
-	for range 3 {
-		fresh := 0
-		for _, pid := range c.procs() {
-			if seen[pid] {
-				continue
-			}
-			seen[pid] = true
-			fresh++
-			c.signalMember(pid, unixSignal(sig))
-		}
-		if fresh == 0 {
-			break
-		}
-	}
-	if len(seen) == 0 {
+	// that a stopped member runs its handler.
+	if c.d.SignalAll(unixSignal(sig)) == 0 {
 		return ErrNotRunning
 	}
 	return nil
 }
 
-// signalMember sends sig (then SIGCONT, unless sig is SIGKILL) to pid if
-// it is still a member: a
-// pidfd pins the process, and its cgroup is read after the pidfd was
-// opened, so a PID reused by a stranger in between is never signalled.
-func (c *cgroupTree) signalMember(pid int, sig unix.Signal) {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return
-	}
-	defer unix.Close(fd)
-	if !c.holds(pid) {
-		return
-	}
-	if unix.PidfdSendSignal(fd, sig, nil, 0) == nil && sig != unix.SIGKILL {
-		_ = unix.PidfdSendSignal(fd, unix.SIGCONT, nil, 0)
-	}
-}
-
-// holds reports whether /proc/<pid>/cgroup names this cgroup.
-func (c *cgroupTree) holds(pid int) bool {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
-	if err != nil {
-		return false
-	}
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		if rest, ok := bytes.CutPrefix(line, []byte("0::")); ok {
-			return string(rest) == c.rel
-		}
-	}
-	return false
-}
-
-// kill ends every member at once: cgroup.kill, or, on kernels before
-// 5.14, freezing the cgroup and killing each member.
-func (c *cgroupTree) kill() error {
-	err := os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
-	if err == nil {
-		// cgroup.kill signals each process through its leader thread; a
-		// process whose leader thread already exited (pthread_exit) while
-		// others run is missed. A process-directed kill reaches it.
-		for _, pid := range c.procs() {
-			if state, _, ok := procStat(strconv.Itoa(pid)); ok && state == 'Z' {
-				c.signalMember(pid, unix.SIGKILL)
-			}
-		}
-		return nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return xerrors.Errorf("kill cgroup: %w", err)
-	}
-	// Frozen members cannot fork; a fatal signal still ends them.
-	freeze := filepath.Join(c.dir, "cgroup.freeze")
-	_ = os.WriteFile(freeze, []byte("1"), 0)
-	defer func() { _ = os.WriteFile(freeze, []byte("0"), 0) }()
-	for _, pid := range c.procs() {
-		_ = unix.Kill(pid, unix.SIGKILL)
-	}
-	return nil
-}
-
-// procs lists cgroup.procs.
-func (c *cgroupTree) procs() []int {
-	data, err := os.ReadFile(filepath.Join(c.dir, "cgroup.procs"))
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, f := range bytes.Fields(data) {
-		if pid, err := strconv.Atoi(string(f)); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// populated reads "populated" from cgroup.events: whether any live process
-// is in the cgroup. A cgroup that is gone is not populated.
-func (c *cgroupTree) populated() bool {
-	if c.rc == nil {
-		data, err := os.ReadFile(filepath.Join(c.dir, "cgroup.events"))
-		return err == nil && eventsPopulated(data)
-	}
-	var buf [128]byte
-	n, err := c.rc.events.ReadAt(buf[:], 0)
-	return (err == nil || errors.Is(err, io.EOF)) && eventsPopulated(buf[:n])
-}
-
-func eventsPopulated(data []byte) bool {
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		if v, ok := bytes.CutPrefix(line, []byte("populated ")); ok {
-			return string(bytes.TrimSpace(v)) != "0"
-		}
-	}
-	return false
-}
+// populated reports whether any live process is in the cgroup, through
+// the record's open cgroup.events.
+func (c *cgroupTree) populated() bool { return c.rc.events.Populated() }
 
 func (c *cgroupTree) alive() bool { return c.populated() }
 
-// usage reads the tree's accounting: cpu.stat (always there), and
-// memory.peak, pids.peak and memory.events where their controllers are
-// enabled.
+// usage reads the tree's accounting (cgroup2.Dir.Usage).
 func (c *cgroupTree) usage() *TreeUsage {
-	u := &TreeUsage{}
-	stat := readKeyed(filepath.Join(c.dir, "cpu.stat"))
-	u.User = time.Duration(stat["user_usec"]) * time.Microsecond
-	u.System = time.Duration(stat["system_usec"]) * time.Microsecond
-	u.MemoryPeak = readInt(filepath.Join(c.dir, "memory.peak"))
-	u.PidsPeak = int(readInt(filepath.Join(c.dir, "pids.peak")))
-	u.OOMKills = int(readKeyed(filepath.Join(c.dir, "memory.events"))["oom_kill"])
-	return u
-}
-
-// readKeyed reads a cgroup file of "key value" lines; missing is empty.
-func readKeyed(path string) map[string]int64 {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil
-	}
-	m := map[string]int64{}
-	for _, line := range strings.Split(string(data), "\n") {
-		if k, v, ok := strings.Cut(line, " "); ok {
-			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-				m[k] = n
-			}
-		}
-	}
-	return m
-}
-
-// readInt reads a cgroup file holding one integer; missing is 0.
-func readInt(path string) int64 {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-	return n
+	u := c.d.Usage()
+	return &TreeUsage{User: u.User, System: u.System, MemoryPeak: u.MemoryPeak, PidsPeak: u.PidsPeak, OOMKills: u.OOMKills}
 }
 
 // members lists cgroup.procs: every process in the cgroup, however it
 // left its session or process group.
-func (c *cgroupTree) members() ([]int, bool) { return c.procs(), true }
+func (c *cgroupTree) members() ([]int, bool) { return c.d.Procs(), true }
 
 // rewatch: the watchdog kills the Manager's whole cgroup; nothing to
 // register.
@@ -697,42 +469,29 @@ func (c *cgroupTree) rewatch(*watchdog) {}
 // reaped: a cgroup names this tree for as long as we hold it.
 func (c *cgroupTree) reaped() {}
 
-// waitEmpty waits on cgroup.events, which the kernel marks changed when
-// "populated" flips, through the runtime poller: no thread is parked and
-// nothing spins.
+// waitEmpty waits until the cgroup is empty (cgroup2.Dir.WaitEmpty), ctx
+// ends, or the cgroup is released.
 func (c *cgroupTree) waitEmpty(ctx context.Context) {
-	fd, err := unix.Open(filepath.Join(c.dir, "cgroup.events"), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return // the cgroup is gone
-	}
-	f := os.NewFile(uintptr(fd), "cgroup.events")
-	defer f.Close()
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return
-	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	c.mu.Lock()
 	if c.released {
 		c.mu.Unlock()
 		return // it was empty, and is gone
 	}
 	if c.waiters == nil {
-		c.waiters = map[*os.File]bool{}
+		c.waiters = map[int]context.CancelFunc{}
 	}
-	c.waiters[f] = true
+	c.next++
+	id := c.next
+	c.waiters[id] = cancel
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
-		delete(c.waiters, f)
+		delete(c.waiters, id)
 		c.mu.Unlock()
 	}()
-	stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(pastDeadline) })
-	defer stop()
-	buf := make([]byte, 256)
-	_ = rc.Read(func(fd uintptr) bool {
-		n, err := unix.Pread(int(fd), buf, 0)
-		return err != nil || !eventsPopulated(buf[:max(n, 0)])
-	})
+	c.d.WaitEmpty(ctx)
 }
 
 // release hands the cgroup to the worker for removal. The tree is empty:
@@ -740,79 +499,13 @@ func (c *cgroupTree) waitEmpty(ctx context.Context) {
 func (c *cgroupTree) release() {
 	c.mu.Lock()
 	c.released = true
-	for f := range c.waiters {
-		_ = f.SetReadDeadline(pastDeadline)
-	}
+	waiters := c.waiters
+	c.waiters = nil
 	c.mu.Unlock()
+	for _, cancel := range waiters {
+		cancel()
+	}
 	c.host.done(c.rc)
-}
-
-// cgroup2Mount finds the cgroup v2 mount in /proc/self/mountinfo: its
-// mount point and the cgroup path it shows as its root.
-func cgroup2Mount() (mount, root string, err error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", "", err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// "id parent major:minor root mountpoint options ... - fstype source super"
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		fields, after := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(fields) < 5 || len(after) < 1 || after[0] != "cgroup2" {
-			continue
-		}
-		return unescapeMount(fields[4]), unescapeMount(fields[3]), nil
-	}
-	if err := sc.Err(); err != nil {
-		return "", "", err
-	}
-	return "", "", errors.New("no cgroup2 file system is mounted")
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-// selfCgroup is this process's cgroup v2 path (the "0::" line).
-func selfCgroup() (string, error) {
-	data, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return "", err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "0::"); ok {
-			return rest, nil
-		}
-	}
-	return "", errors.New("this process is in no cgroup v2 (no 0:: line in /proc/self/cgroup)")
-}
-
-// isCgroup2Dir reports whether dir is a directory of a cgroup v2 file
-// system.
-func isCgroup2Dir(dir string) bool {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
-		return false
-	}
-	_, err := os.Stat(filepath.Join(dir, "cgroup.procs"))
-	return err == nil
 }
 
 // selfPIDNamespace is the inode number of this process's PID namespace:

@@ -5,11 +5,9 @@ package proc
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -17,59 +15,6 @@ import (
 	"syscall"
 	"testing"
 )
-
-// TestWriteLimitsFiles pins the values written into a cgroup laid out like
-// one with the memory, pids and cpu controllers (these machines have none
-// on their cgroup v2 mount, so the real files cannot be written here), and
-// that a missing controller file is ErrUnsupported naming the controller.
-func TestWriteLimitsFiles(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name   string
-		limits Limits
-		want   map[string]string
-	}{
-		{"all", Limits{MemoryBytes: 2 << 30, Pids: 256, CPUs: 1.5},
-			map[string]string{"memory.max": "2147483648", "pids.max": "256", "cpu.max": "150000 100000"}},
-		{"half-a-core", Limits{CPUs: 0.5}, map[string]string{"memory.max": "max", "pids.max": "max", "cpu.max": "50000 100000"}},
-		{"tiny-cpu-gets-the-kernel-minimum", Limits{CPUs: 0.001}, map[string]string{"cpu.max": "1000 100000"}},
-		{"memory-only", Limits{MemoryBytes: 64 << 20}, map[string]string{"memory.max": "67108864", "pids.max": "max"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			for _, f := range []string{"memory.max", "pids.max", "cpu.max"} {
-				if err := os.WriteFile(filepath.Join(dir, f), []byte("max"), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := writeLimits(dir, tc.limits); err != nil {
-				t.Fatalf("writeLimits(%+v) = %v", tc.limits, err)
-			}
-			for f, want := range tc.want {
-				got, err := os.ReadFile(filepath.Join(dir, f))
-				if err != nil || string(got) != want {
-					t.Errorf("%s = %q, %v; want %q", f, got, err, want)
-				}
-			}
-		})
-	}
-
-	t.Run("missing-controller", func(t *testing.T) {
-		t.Parallel()
-		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, "memory.max"), []byte("max"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		err := writeLimits(dir, Limits{MemoryBytes: 1 << 20, Pids: 8})
-		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "pids controller") {
-			t.Errorf("writeLimits with no pids.max = %v; want ErrUnsupported naming the pids controller", err)
-		}
-		if _, statErr := os.Stat(filepath.Join(dir, "pids.max")); !errors.Is(statErr, os.ErrNotExist) {
-			t.Errorf("writeLimits created pids.max (%v); a missing controller must not be faked", statErr)
-		}
-	})
-}
 
 // TestParseCgroupName pins which names a Manager takes for another
 // Manager's cgroup: only its own pattern, never anything else.
@@ -144,11 +89,11 @@ func TestWatchdogReplacedDuringStart(t *testing.T) {
 	if _, err := m.Run(context.Background(), StartRequest{Args: []string{"true"}}); err != nil {
 		t.Fatalf("first Run: %v", err)
 	}
-	// A start past containment(): it holds the first watchdog.
+	// A start past the containment decision: it holds the first watchdog.
 	cmd := exec.Command("sleep", "60")
-	setup, err := m.setupTree(cmd, false, Limits{})
+	setup, err := m.trees.setup(cmd, false, Limits{})
 	if err != nil {
-		t.Fatalf("setupTree: %v", err)
+		t.Fatalf("setup: %v", err)
 	}
 	old := setup.guard
 	// The watchdog is killed from outside; the next Start replaces it.
@@ -161,14 +106,14 @@ func TestWatchdogReplacedDuringStart(t *testing.T) {
 	if _, err := m.Run(context.Background(), StartRequest{Args: []string{"true"}}); err != nil {
 		t.Fatalf("Run after the watchdog died: %v", err)
 	}
-	m.contain.mu.Lock()
-	cur := m.contain.guard
-	m.contain.mu.Unlock()
+	m.trees.contain.mu.Lock()
+	cur := m.trees.contain.guard
+	m.trees.contain.mu.Unlock()
 	if cur == old || cur == nil {
 		t.Fatalf("the watchdog was not replaced")
 	}
 	// The start goes on, as launchRegistered does it.
-	if err := setup.start(cmd); err != nil {
+	if err := forkOn(setup)(cmd.Start); err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
@@ -176,10 +121,8 @@ func TestWatchdogReplacedDuringStart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("started: %v", err)
 	}
-	m.mu.Lock()
-	m.registerLocked(tr)
-	m.mu.Unlock()
-	m.contain.recheck(tr)
+	m.trees.register(tr)
+	m.trees.recheck(tr)
 
 	buf := make([]byte, cur.end)
 	if _, err := cur.groups.ReadAt(buf, 0); err != nil {

@@ -11,11 +11,9 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 
 	"cdr.dev/slog/v3"
 	"github.com/coder/quartz"
@@ -129,6 +127,16 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// positiveOr is the one "zero means default" rule: v if it is positive,
+// else def. Negative values were refused before they get here, or (in
+// Options) mean the default too.
+func positiveOr[T int | int64 | float64 | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
 // StartRequest describes one process to start. Exactly one of Command and
 // Args must be set.
 //
@@ -225,12 +233,35 @@ type StartRequest struct {
 // for concurrent use. The caller must call [Manager.Close] when done: it
 // stops every process the manager started and waits for them (I4).
 type Manager struct {
+	// Set by NewManager and never changed.
 	opts   Options
 	clock  quartz.Clock
 	logger slog.Logger
+	// stopCtx ends when Close begins: a timeout's stop or a Scope.Close
+	// in progress gives way to Close, which stops every tree itself.
+	stopCtx    context.Context
+	cancelStop context.CancelFunc
+	// closeDone is closed when the first Close returns; later calls wait.
+	closeDone chan struct{}
 
-	// mu guards the fields below. Lock order: Manager.mu before Process.mu;
-	// never held while calling the clock, logging or signalling.
+	// trees owns the end of every process tree (tree.go): the registry,
+	// the stop policy and the containment decision. It has its own mutex,
+	// never taken under mu.
+	trees *treeKeeper
+
+	// background counts timer callbacks and tree watchers in flight;
+	// Close ends them (stopCtx) and waits for them. Add only under mu
+	// while !closed (enter).
+	background sync.WaitGroup
+	// exits counts exit goroutines, so that Close also waits for those of
+	// records dropped before it looked (their goroutines may still be
+	// finishing). Process.begin adds; Close's wait comes after waiting for
+	// every record it stops to end, which every begin precedes.
+	exits sync.WaitGroup
+
+	// mu guards the fields below. Lock order: Manager.mu before
+	// Process.mu; never held while calling the clock, logging or
+	// signalling.
 	mu      sync.Mutex
 	closed  bool
 	seq     uint64
@@ -241,33 +272,9 @@ type Manager struct {
 	// notFinal counts records (and starts in progress) that are not final.
 	notFinal int
 	// finals lists final records in the order they became final.
-	finals []*Process
-	// trees is the registry of process trees (tree.go): every tree from
-	// the moment its child starts until it is seen empty with its record
-	// final, whether or not the record is still retained. Close stops
-	// them all (I4).
-	trees     map[*tree]struct{}
+	finals    []*Process
 	reapArmed bool
 	reapTimer *quartz.Timer
-	// background counts timer callbacks and tree watchers in flight;
-	// Close ends them (stopCtx) and waits for them. Add only under mu
-	// while !closed.
-	background sync.WaitGroup
-	// stopCtx ends when Close begins: a timeout's stop or a Scope.Close
-	// in progress gives way to Close, which stops every tree itself.
-	stopCtx    context.Context
-	cancelStop context.CancelFunc
-	// closeDone is closed when the first Close returns; later calls wait.
-	closeDone chan struct{}
-
-	// exits counts exit goroutines, so that Close also waits for those of
-	// records dropped before it looked (their goroutines may still be
-	// finishing). Process.begin adds; Close's wait comes after waiting for
-	// every record it stops to end, which every begin precedes.
-	exits sync.WaitGroup
-
-	// contain is how this Manager holds trees, decided at the first Start.
-	contain containState
 }
 
 // NewManager returns a Manager configured by opts (see [Options] for the
@@ -275,13 +282,14 @@ type Manager struct {
 func NewManager(opts Options) *Manager {
 	opts = opts.withDefaults()
 	stopCtx, cancelStop := context.WithCancel(context.Background())
+	logger := opts.Logger.Named("proc")
 	return &Manager{
 		opts:       opts,
 		clock:      opts.Clock,
-		logger:     opts.Logger.Named("proc"),
+		logger:     logger,
 		records:    make(map[string]*Process),
 		starting:   make(map[string]chan struct{}),
-		trees:      make(map[*tree]struct{}),
+		trees:      newTreeKeeper(opts, logger),
 		closeDone:  make(chan struct{}),
 		stopCtx:    stopCtx,
 		cancelStop: cancelStop,
@@ -411,20 +419,14 @@ func (m *Manager) Close() error {
 	for _, p := range procs {
 		p.stopping()
 	}
-	m.stopTrees(context.Background(), m.registeredTrees(nil), "manager", "kill-grace")
+	m.trees.stop(context.Background(), m.trees.registered(nil), "manager", "kill-grace")
 	waitDone(procs)
 
 	// Every tree is empty now, or holds a member the kernel would not tear
 	// down: the registry lets go of them all.
-	m.mu.Lock()
-	trees := m.trees
-	m.trees = map[*tree]struct{}{}
-	m.mu.Unlock()
-	for t := range trees {
-		t.sys.release()
-	}
+	m.trees.releaseAll()
 	m.exits.Wait()
-	m.contain.close()
+	m.trees.close()
 	return nil
 }
 
@@ -526,11 +528,11 @@ func (s *Scope) Close() error {
 	for _, p := range procs {
 		p.stopping()
 	}
-	trees := m.registeredTrees(&s.owner)
+	trees := m.trees.registered(&s.owner)
 	// If Close begins meanwhile, it takes over and finishes the records.
-	m.stopTrees(m.stopCtx, trees, "manager", "kill-grace")
+	m.trees.stop(m.stopCtx, trees, "manager", "kill-grace")
 	waitDone(procs)
-	m.settle(trees)
+	m.trees.settle(trees)
 	return nil
 }
 
@@ -587,76 +589,6 @@ func (m *Manager) list(s *Scope) []Info {
 		infos[i] = e.info
 	}
 	return infos
-}
-
-// start starts req; s is the Scope it came through, or nil.
-func (m *Manager) start(req StartRequest, s *Scope) (*Process, error) {
-	// Refuse early, before running the caller's hooks; reserveAndLaunch
-	// checks again under the lock.
-	m.mu.Lock()
-	closed := m.closed || (s != nil && s.closed)
-	m.mu.Unlock()
-	if closed {
-		return nil, xerrors.Errorf("start: %w", ErrClosed)
-	}
-	spec, err := m.prepare(req)
-	if err != nil {
-		return nil, err
-	}
-	return m.reserveAndLaunch(spec, s)
-}
-
-func (m *Manager) reserveAndLaunch(spec *spec, s *Scope) (*Process, error) {
-	m.prune()
-
-	// Reserve the ID and a running slot before anything starts.
-	m.mu.Lock()
-	switch {
-	case m.closed || (s != nil && s.closed):
-		m.mu.Unlock()
-		return nil, xerrors.Errorf("start: %w", ErrClosed)
-	case m.records[spec.id] != nil || m.starting[spec.id] != nil:
-		m.mu.Unlock()
-		return nil, xerrors.Errorf("start %q: id is in use: %w", spec.id, ErrDuplicateID)
-	case m.opts.MaxRunning > 0 && m.notFinal >= m.opts.MaxRunning:
-		m.mu.Unlock()
-		return nil, xerrors.Errorf("start: %d processes running: %w", m.notFinal, ErrLimit)
-	}
-	registered := make(chan struct{})
-	m.starting[spec.id] = registered
-	m.notFinal++
-	m.seq++
-	seq := m.seq
-	m.mu.Unlock()
-
-	p, err := m.launchRegistered(spec, seq, registered)
-	if err != nil {
-		return nil, err
-	}
-	p.begin()
-	return p, nil
-}
-
-// launchRegistered launches spec and then registers the record, or gives
-// back the reservation, even if the CommandContext hook panics: a start
-// left half-reserved would hold Close forever.
-func (m *Manager) launchRegistered(spec *spec, seq uint64, registered chan struct{}) (p *Process, err error) {
-	defer func() {
-		m.mu.Lock()
-		delete(m.starting, spec.id)
-		if p == nil {
-			m.notFinal--
-		} else {
-			m.records[spec.id] = p
-			m.registerLocked(p.tree)
-		}
-		m.mu.Unlock()
-		if p != nil {
-			m.contain.recheck(p.tree)
-		}
-		close(registered)
-	}()
-	return m.launch(spec, seq)
 }
 
 func (m *Manager) run(ctx context.Context, req StartRequest, s *Scope) (Snapshot, error) {
@@ -836,28 +768,6 @@ func validEnvName(name string) error {
 	return nil
 }
 
-// positiveOr is the one "zero means default" rule: v if it is positive,
-// else def. Negative values were refused before they get here, or (in
-// Options) mean the default too.
-func positiveOr[T int | int64 | float64 | time.Duration](v, def T) T {
-	if v > 0 {
-		return v
-	}
-	return def
-}
-
-// quotePath quotes a path for an error message so that it reads as
-// written: %q would double every backslash of a Windows path. A path
-// holding a quote or an unprintable character is quoted by strconv.
-func quotePath(path string) string {
-	for _, r := range path {
-		if r == '"' || !unicode.IsPrint(r) {
-			return strconv.Quote(path)
-		}
-	}
-	return `"` + path + `"`
-}
-
 // workDir resolves the work dir: the request's (which must exist), then
 // Options.WorkingDir (if it exists), then $HOME, then the current directory.
 func (m *Manager) workDir(requested string) (string, error) {
@@ -943,125 +853,6 @@ func (m *Manager) environ(req StartRequest, id string) []string {
 		}
 	}
 	return out
-}
-
-// prune drops records that retention says must go. It runs on access as
-// well as from the reap timer, so memory stays bounded either way.
-func (m *Manager) prune() {
-	m.pruneAt(m.clock.Now("manager", "prune"))
-}
-
-// pruneAt drops expired and surplus final records.
-func (m *Manager) pruneAt(now time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for len(m.finals) > 0 {
-		oldest := m.finals[0]
-		expired := !now.Before(oldest.finalAt().Add(m.opts.RetainExited))
-		if !expired && len(m.finals) <= m.opts.MaxRetained {
-			break
-		}
-		m.dropLocked(oldest)
-	}
-}
-
-// dropLocked forgets p. Its process tree is not forgotten: the registry
-// keeps it until it is seen empty, so that Close still stops it (I4). The
-// caller must hold m.mu.
-func (m *Manager) dropLocked(p *Process) {
-	if m.records[p.info.ID] == p {
-		delete(m.records, p.info.ID)
-	}
-	for i, f := range m.finals {
-		if f == p {
-			m.finals = append(m.finals[:i], m.finals[i+1:]...)
-			break
-		}
-	}
-}
-
-// recordFinal is called once by the exit goroutine of p, after p's status
-// is final and before Done closes: the running count and the retention list
-// change at once. It returns what must happen after Done closes: watching
-// p's tree until it is empty (if finish could not settle it) and arming
-// the reap timer.
-func (m *Manager) recordFinal(p *Process) (after func()) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.notFinal--
-	arm := false
-	if m.records[p.info.ID] == p && !m.closed {
-		m.finals = append(m.finals, p)
-		arm = !m.reapArmed
-		m.reapArmed = true
-		for len(m.finals) > m.opts.MaxRetained {
-			m.dropLocked(m.finals[0])
-		}
-	}
-	return func() {
-		if p.tree.alive() {
-			m.watch(p.tree)
-		}
-		if arm {
-			m.armReap(m.opts.RetainExited)
-		}
-	}
-}
-
-// watch waits, in a goroutine of its own, until t (whose record is final
-// but which has live members, such as a background child) is empty, and
-// then settles it. The goroutine ends when t is empty or Close begins;
-// Close waits for it.
-func (m *Manager) watch(t *tree) {
-	if !m.enter() {
-		return // Close stops t
-	}
-	go func() {
-		defer m.background.Done()
-		t.sys.waitEmpty(m.stopCtx)
-		m.settle([]*tree{t})
-	}()
-}
-
-// armReap schedules the reap timer. Only one is armed at a time
-// (m.reapArmed); it re-arms itself for the next record to expire.
-func (m *Manager) armReap(d time.Duration) {
-	// Registered as background work, so that Close never returns while a
-	// timer is being armed behind its back.
-	if !m.enter() {
-		return
-	}
-	defer m.background.Done()
-	t := m.clock.AfterFunc(d, m.reap, "manager", "reap")
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		t.Stop("manager", "reap")
-		return
-	}
-	m.reapTimer = t
-	m.mu.Unlock()
-}
-
-func (m *Manager) reap() {
-	if !m.enter() {
-		return
-	}
-	defer m.background.Done()
-
-	now := m.clock.Now("manager", "reap")
-	m.pruneAt(now)
-
-	m.mu.Lock()
-	m.reapTimer = nil
-	if m.closed || len(m.finals) == 0 {
-		m.reapArmed = false
-		m.mu.Unlock()
-		return
-	}
-	next := m.finals[0].finalAt().Add(m.opts.RetainExited).Sub(now)
-	m.mu.Unlock()
-	m.armReap(next)
 }
 
 // enter registers background work that is about to act (a timer callback,

@@ -3,25 +3,30 @@ package proc
 import (
 	"context"
 	"errors"
+	"os/exec"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"cdr.dev/slog/v3"
+	"github.com/coder/quartz"
 	"golang.org/x/xerrors"
 )
 
 // Process trees (design section 6). A record's tree is its child and
 // everything the child starts. One type, tree, owns a tree's end:
 // signalling it, deciding whether any member is alive, killing it, and
-// waiting until it is empty. The Manager registers every tree from the
-// moment its child starts until it is seen empty with its record final,
-// whether or not the record is still retained; Process.Signal, the
-// timeout, Close, Scope.Close and retention all go through it.
+// waiting until it is empty. One type, treeKeeper, owns the trees of a
+// Manager: it registers every tree from the moment its child starts until
+// it is seen empty with its record final, whether or not the record is
+// still retained, applies the stop policy, and decides how trees are held;
+// Process.Signal, the timeout, Close, Scope.Close and retention all go
+// through these two.
 //
 // The OS mechanism behind a tree is a treeSys: a cgroup v2 directory
 // (Linux), a session and process group (Unix), or a Job Object (Windows).
+// Backends do mechanics only; what to do and when is decided here.
 
 // Containment says how a Manager holds its process trees. See
 // [Options.Containment].
@@ -115,14 +120,49 @@ func (t *tree) alive() bool {
 	return false
 }
 
-// registerLocked adds t to the registry. The caller holds m.mu.
-func (m *Manager) registerLocked(t *tree) {
-	m.trees[t] = struct{}{}
+// treeKeeper is the one owner of the end of a Manager's trees (design
+// section 6): the registry of every tree from the moment its child starts
+// until it is seen empty with its record final, settling, the stop policy,
+// and the containment decision (how trees are held, decided at the first
+// Start). Its methods are safe for concurrent use. It never calls back
+// into the Manager.
+type treeKeeper struct {
+	clock  quartz.Clock
+	logger slog.Logger
+	grace  time.Duration // Options.KillGrace
+	// contain is how trees are held; it has a mutex of its own.
+	contain containState
+
+	// mu guards set. It is a leaf lock: nothing else is taken, no
+	// signal sent, nothing logged while it is held.
+	mu  sync.Mutex
+	set map[*tree]struct{}
+}
+
+func newTreeKeeper(opts Options, logger slog.Logger) *treeKeeper {
+	return &treeKeeper{
+		clock:  opts.Clock,
+		logger: logger,
+		grace:  opts.KillGrace,
+		contain: containState{
+			mode:   opts.Containment,
+			parent: opts.CgroupParent,
+			keep:   opts.KeepOnHostExit,
+		},
+		set: make(map[*tree]struct{}),
+	}
+}
+
+// register adds t, whose child just started, to the registry.
+func (k *treeKeeper) register(t *tree) {
+	k.mu.Lock()
+	k.set[t] = struct{}{}
+	k.mu.Unlock()
 }
 
 // settle takes the trees among ts whose record is final and that have no
 // live member out of the registry, and releases them.
-func (m *Manager) settle(ts []*tree) {
+func (k *treeKeeper) settle(ts []*tree) {
 	var done []*tree
 	for _, t := range ts {
 		if t.final.Load() && !t.alive() {
@@ -132,27 +172,27 @@ func (m *Manager) settle(ts []*tree) {
 	if len(done) == 0 {
 		return
 	}
-	m.mu.Lock()
+	k.mu.Lock()
 	released := done[:0]
 	for _, t := range done {
 		// Only the caller that takes it out releases it.
-		if _, ok := m.trees[t]; ok {
-			delete(m.trees, t)
+		if _, ok := k.set[t]; ok {
+			delete(k.set, t)
 			released = append(released, t)
 		}
 	}
-	m.mu.Unlock()
+	k.mu.Unlock()
 	for _, t := range released {
 		t.sys.release()
 	}
 }
 
-// registeredTrees returns the registered trees, of one owner if owner is
+// registered returns the registered trees, of one owner if owner is
 // non-nil.
-func (m *Manager) registeredTrees(owner *string) (ts []*tree) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for t := range m.trees {
+func (k *treeKeeper) registered(owner *string) (ts []*tree) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for t := range k.set {
 		if owner == nil || t.owner == *owner {
 			ts = append(ts, t)
 		}
@@ -160,25 +200,39 @@ func (m *Manager) registeredTrees(owner *string) (ts []*tree) {
 	return ts
 }
 
-// stopTrees is the stop policy, the one place that ends trees: terminate
-// every live tree (SIGCONT follows), wait until each is empty for at most
-// KillGrace (a clock timer tagged tags), kill what is left, and wait
-// until it is empty. If ctx ends during the grace, it returns at once
-// without killing: the caller that ended ctx (Close) takes over. The wait
-// after the kill is bounded by killWait, a safety net in real time for a
-// member the kernel is slow to tear down, not a policy.
-func (m *Manager) stopTrees(ctx context.Context, ts []*tree, tags ...string) {
-	m.graceThenKill(ctx, signalEach(ts, Terminate), tags...)
+// releaseAll empties the registry and releases every tree in it: Close
+// calls it once every tree is empty, or holds a member the kernel would not
+// tear down.
+func (k *treeKeeper) releaseAll() {
+	k.mu.Lock()
+	set := k.set
+	k.set = map[*tree]struct{}{}
+	k.mu.Unlock()
+	for t := range set {
+		t.sys.release()
+	}
 }
 
-// graceThenKill is the rest of stopTrees, for trees that were just sent
-// Terminate: wait until each is empty for at most KillGrace, then kill.
-func (m *Manager) graceThenKill(ctx context.Context, live []*tree, tags ...string) {
+// stop is the stop policy, the one place that ends trees: terminate every
+// live tree (SIGCONT follows), wait until each is empty for at most
+// KillGrace (a clock timer tagged tags), kill what is left, and wait until
+// it is empty. If ctx ends during the grace, it returns at once without
+// killing: the caller that ended ctx (Close) takes over. The wait after
+// the kill is bounded by killWait, a safety net in real time for a member
+// the kernel is slow to tear down, not a policy.
+func (k *treeKeeper) stop(ctx context.Context, ts []*tree, tags ...string) {
+	k.graceThenKill(ctx, signalEach(ts, Terminate), tags...)
+}
+
+// graceThenKill is the rest of stop, for trees that were just sent
+// Terminate (the timeout sends it itself): wait until each is empty for at
+// most KillGrace, then kill.
+func (k *treeKeeper) graceThenKill(ctx context.Context, live []*tree, tags ...string) {
 	if len(live) == 0 {
 		return
 	}
 	grace, cancel := context.WithCancel(ctx)
-	timer := m.clock.NewTimer(m.opts.KillGrace, tags...)
+	timer := k.clock.NewTimer(k.grace, tags...)
 	waited := make(chan struct{})
 	// Ends the grace when the timer fires; stops once the waits are over.
 	go func() {
@@ -206,7 +260,7 @@ func (m *Manager) graceThenKill(ctx context.Context, live []*tree, tags ...strin
 	for _, t := range killed {
 		t.sys.waitEmpty(bound)
 		if t.alive() {
-			m.logger.Warn(context.Background(), "a killed process tree still has live members",
+			k.logger.Warn(context.Background(), "a killed process tree still has live members",
 				slog.F("containment", t.kind), slog.F("owner", t.owner))
 		}
 	}
@@ -229,9 +283,17 @@ func signalEach(ts []*tree, sig Signal) []*tree {
 // containState is how a Manager holds its trees, decided at the first
 // Start that needs it, and its host-death watchdog.
 type containState struct {
-	// mu guards the fields below. It is a leaf lock, held while the
-	// Manager's cgroup is made and probed and the watchdog started, never
-	// while logging.
+	mode   Containment // Options.Containment
+	parent string      // Options.CgroupParent
+	keep   bool        // Options.KeepOnHostExit
+
+	// mu guards the fields below. It is not a leaf: decide holds it while
+	// the Manager's cgroup is made and probed (taking cgroupHost.mu, and
+	// forking the probe child) and while a watchdog is started (a fork) or
+	// asked whether it is lost (taking watchdog.mu), so that concurrent
+	// first Starts wait for one decision. Lock order: containState.mu
+	// before cgroupHost.mu and watchdog.mu; treeKeeper.mu is never taken
+	// under it, and nothing is logged or signalled under it.
 	mu      sync.Mutex
 	decided bool
 	host    *cgroupHost // nil: no cgroups
@@ -239,24 +301,51 @@ type containState struct {
 	guard   *watchdog   // nil with KeepOnHostExit, on Windows, or until started
 }
 
-// containment returns the Manager's cgroup host, or nil when its children
+// setup decides how the child of cmd is held and prepares cmd for it (the
+// backend's SysProcAttr, a record cgroup): the portable containment and
+// limits decision, over the backend's mechanics (setupTree). The tree is
+// made by the returned setup's started, once the child is forked.
+func (k *treeKeeper) setup(cmd *exec.Cmd, tty bool, limits Limits) (*treeSetup, error) {
+	host, guard, err := k.decide()
+	if err != nil {
+		return nil, err
+	}
+	if host == nil && !limits.IsZero() && !limitsWithoutCgroup {
+		return nil, k.limitsUnsupported(limits)
+	}
+	return setupTree(cmd, tty, host, guard, limits)
+}
+
+// limitsUnsupported is the error of a start with limits whose tree would
+// be a process group, which cannot enforce any.
+func (k *treeKeeper) limitsUnsupported(l Limits) error {
+	why := "Options.Containment is group"
+	k.contain.mu.Lock()
+	if k.contain.err != nil {
+		why = "cgroups cannot be used: " + k.contain.err.Error()
+	}
+	k.contain.mu.Unlock()
+	return xerrors.Errorf("start: limits %+v need a cgroup (Linux) or a job (Windows); %s: %w", l, why, ErrUnsupported)
+}
+
+// decide returns the Manager's cgroup host, or nil when its children
 // lead sessions instead: with ContainGroup, and with ContainAuto where
 // cgroups cannot be used (logged once on Linux). With ContainCgroup a missing
 // cgroup is an error wrapping ErrUnsupported, and a CgroupParent that is
 // not a cgroup v2 directory one wrapping ErrInvalid in either mode. It
 // also returns the watchdog that kills the trees if the host dies, started
 // here with the first Start unless KeepOnHostExit is set.
-func (m *Manager) containment() (*cgroupHost, *watchdog, error) {
-	mode := m.opts.Containment
+func (k *treeKeeper) decide() (*cgroupHost, *watchdog, error) {
+	c := &k.contain
+	mode := c.mode
 	if !mode.valid() {
 		return nil, nil, xerrors.Errorf("start: Options.Containment %q: want %q, %q or %q: %w",
 			mode, ContainAuto, ContainGroup, ContainCgroup, ErrInvalid)
 	}
-	c := &m.contain
 	c.mu.Lock()
 	first := !c.decided
 	if first && mode != ContainGroup {
-		c.host, c.err = openCgroupHost(m.opts.CgroupParent, m.opts.KeepOnHostExit)
+		c.host, c.err = openCgroupHost(c.parent, c.keep)
 	}
 	c.decided = true
 	host, err := c.host, c.err
@@ -273,7 +362,7 @@ func (m *Manager) containment() (*cgroupHost, *watchdog, error) {
 		lost, c.guard = c.guard, nil
 	}
 	restarted := false
-	if c.guard == nil && !m.opts.KeepOnHostExit {
+	if c.guard == nil && !c.keep {
 		c.guard, guardErr = startWatchdog(host.path())
 		restarted = guardErr == nil && lost != nil
 	}
@@ -281,12 +370,12 @@ func (m *Manager) containment() (*cgroupHost, *watchdog, error) {
 	c.mu.Unlock()
 	if lost != nil {
 		lost.abandon()
-		m.logger.Warn(context.Background(), "the host-death watchdog was gone; started a new one")
+		k.logger.Warn(context.Background(), "the host-death watchdog was gone; started a new one")
 	}
 	// Only Linux has cgroups to miss; elsewhere sessions (or jobs) are
 	// simply how trees are held.
 	if first && err != nil && runtime.GOOS == "linux" {
-		m.logger.Info(context.Background(), "cgroups cannot be used; children lead sessions instead",
+		k.logger.Info(context.Background(), "cgroups cannot be used; children lead sessions instead",
 			slog.Error(err))
 	}
 	if guardErr != nil {
@@ -295,8 +384,8 @@ func (m *Manager) containment() (*cgroupHost, *watchdog, error) {
 	if restarted {
 		// The newest watchdog for each: another may have replaced this
 		// one meanwhile.
-		for _, t := range m.registeredTrees(nil) {
-			c.recheck(t)
+		for _, t := range k.registered(nil) {
+			k.recheck(t)
 		}
 	}
 	return host, guard, nil
@@ -306,7 +395,8 @@ func (m *Manager) containment() (*cgroupHost, *watchdog, error) {
 // registered with it already. A start calls it once its tree is in the
 // registry: a watchdog replaced while the start was under way registered
 // the trees of the registry only.
-func (c *containState) recheck(t *tree) {
+func (k *treeKeeper) recheck(t *tree) {
+	c := &k.contain
 	c.mu.Lock()
 	guard := c.guard
 	c.mu.Unlock()
@@ -317,7 +407,8 @@ func (c *containState) recheck(t *tree) {
 
 // close stops the watchdog and removes the Manager's cgroups, once every
 // tree has left them.
-func (c *containState) close() {
+func (k *treeKeeper) close() {
+	c := &k.contain
 	c.mu.Lock()
 	host, guard := c.host, c.guard
 	c.mu.Unlock()

@@ -7,53 +7,38 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"github.com/procvisor/proc/internal/cgroup2"
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
 )
 
-// treeSetup prepares one child to start inside a new tree, and makes the
-// tree once it started.
+// treeSetup is one child prepared to start inside a new tree; started
+// makes the tree once the child is forked.
 type treeSetup struct {
 	host    *cgroupHost   // nil in group mode
 	rc      *recordCgroup // the record's cgroup
 	limited bool          // limits were written into it
 	guard   *watchdog     // group mode: registers the group
-	// deathsig: the child has Pdeathsig set, which fires when the thread
-	// that forked it exits, so start forks on a thread that never does.
+	// deathsig: the child has Pdeathsig set (see pdeathsig).
 	deathsig bool
 }
 
-// start starts cmd. With Pdeathsig it forks on a new goroutine: that runs
-// on a thread no goroutine is locked to, whereas the caller's thread may be
-// locked and end with its goroutine (golang/go#27505), killing the child
-// with it. Not covered: a pool thread that forked a child and that another
-// goroutine later locks and returns from (so ending it). A goroutine locked
-// to one thread for the Manager's life would cover that too; forking
-// through it cost this process 110-180 us of CPU per start in a trial,
-// against 20-35 us for this hop.
-func (s *treeSetup) start(cmd *exec.Cmd) error {
-	if !s.deathsig {
-		return cmd.Start()
-	}
-	errc := make(chan error, 1) // buffered: the goroutine never blocks on it
-	go func() { errc <- cmd.Start() }()
-	return <-errc
-}
+// pdeathsig reports whether the child has Pdeathsig set. It fires when the
+// thread that forked the child exits, so the fork site (forkOn) forks it
+// on a fresh goroutine (see forkOnFreshGoroutine).
+func (s *treeSetup) pdeathsig() bool { return s.deathsig }
 
-// setupTree prepares cmd: a new session, and with cgroups the record's
-// cgroup, which the child is cloned into.
-func (m *Manager) setupTree(cmd *exec.Cmd, tty bool, limits Limits) (*treeSetup, error) {
+// setupTree prepares cmd for the tree the keeper decided on: a new
+// session, and with host the record's cgroup, which the child is cloned
+// into, with limits written into it before. It is mechanics only: the
+// decision (treeKeeper.setup) was made before.
+func setupTree(cmd *exec.Cmd, tty bool, host *cgroupHost, guard *watchdog, limits Limits) (*treeSetup, error) {
 	setupSession(cmd, tty)
-	host, guard, err := m.containment()
 	switch {
-	case err != nil:
-		return nil, err
-	case host == nil && !limits.IsZero():
-		return nil, m.limitsUnsupported(limits)
 	case host == nil && guard != nil:
 		// The watchdog learns of the group only once Start returned; a
 		// host killed in that instant would leave the child running. The
-		// kernel kills it then instead (see start).
+		// kernel kills it then instead (see pdeathsig).
 		cmd.SysProcAttr.Pdeathsig = unix.SIGKILL
 		return &treeSetup{guard: guard, deathsig: true}, nil
 	case host == nil:
@@ -93,7 +78,7 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 	}
 	_ = unix.Close(s.rc.dirFD)
 	s.rc.dirFD = -1
-	c := &cgroupTree{host: s.host, rc: s.rc, dir: s.rc.dir, rel: filepath.Join(s.host.rel, filepath.Base(s.rc.dir))}
+	c := &cgroupTree{host: s.host, rc: s.rc, d: cgroup2.Dir{Path: s.rc.dir, Rel: filepath.Join(s.host.rel, filepath.Base(s.rc.dir))}}
 	return &tree{sys: c, kind: string(ContainCgroup), owner: owner}, nil
 }
 

@@ -25,21 +25,18 @@ func (*cgroupHost) path() string { return "" }
 // treeSetup: every child leads a new session.
 type treeSetup struct{ guard *watchdog }
 
-func (m *Manager) setupTree(cmd *exec.Cmd, tty bool, limits Limits) (*treeSetup, error) {
+// setupTree makes the child lead a new session; host is always nil here.
+func setupTree(cmd *exec.Cmd, tty bool, _ *cgroupHost, guard *watchdog, _ Limits) (*treeSetup, error) {
 	setupSession(cmd, tty)
-	_, guard, err := m.containment()
-	if err != nil {
-		return nil, err
-	}
-	if !limits.IsZero() {
-		return nil, m.limitsUnsupported(limits)
-	}
 	return &treeSetup{guard: guard}, nil
 }
 
-// start starts cmd.
-func (s *treeSetup) start(cmd *exec.Cmd) error { return cmd.Start() }
+// pdeathsig: there is no Pdeathsig here; the child is forked where the
+// caller runs.
+func (s *treeSetup) pdeathsig() bool { return false }
 
+// started makes the tree of the child cmd started: its process group,
+// registered with the watchdog.
 func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 	if cmd.Process == nil {
 		return nil, nil

@@ -38,6 +38,9 @@ func setupSession(cmd *exec.Cmd, tty bool) {
 	attr.Foreground = false
 }
 
+// limitsWithoutCgroup: a process group enforces no Limits.
+const limitsWithoutCgroup = false
+
 // unixSignal is the signal number of a portable Signal.
 func unixSignal(sig Signal) unix.Signal {
 	switch sig {
@@ -272,16 +275,4 @@ func (g *groupTree) waitEmpty(ctx context.Context) {
 		// Without /proc (pids is nil) this is a short pause.
 		waitPIDs(ctx, pids)
 	}
-}
-
-// limitsUnsupported is the error of a start with limits whose tree would
-// be a process group, which cannot enforce any.
-func (m *Manager) limitsUnsupported(l Limits) error {
-	why := "Options.Containment is group"
-	m.contain.mu.Lock()
-	if m.contain.err != nil {
-		why = "cgroups cannot be used: " + m.contain.err.Error()
-	}
-	m.contain.mu.Unlock()
-	return xerrors.Errorf("start: limits %+v need a cgroup (Linux) or a job (Windows); %s: %w", l, why, ErrUnsupported)
 }

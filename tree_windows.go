@@ -44,6 +44,9 @@ func (*watchdog) lost() bool { return false }
 
 func (*watchdog) abandon() {}
 
+// limitsWithoutCgroup: a job enforces Limits itself.
+const limitsWithoutCgroup = true
+
 // treeSetup starts the child in a new console process group, so that
 // CTRL_BREAK can be sent to it and its children, and suspended, so that
 // started can put it into its job before it runs a single instruction:
@@ -52,16 +55,18 @@ func (*watchdog) abandon() {}
 // "Access is denied" for a process that has already exited).
 type treeSetup struct{ limits Limits }
 
-func (m *Manager) setupTree(cmd *exec.Cmd, _ bool, limits Limits) (*treeSetup, error) {
-	if _, _, err := m.containment(); err != nil {
-		return nil, err
-	}
+// setupTree sets the creation flags of treeSetup; the job is made, and
+// limits set on it, by started.
+func setupTree(cmd *exec.Cmd, _ bool, _ *cgroupHost, _ *watchdog, limits Limits) (*treeSetup, error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.CreationFlags |= windows.CREATE_NEW_PROCESS_GROUP | windows.CREATE_SUSPENDED
 	return &treeSetup{limits: limits}, nil
 }
+
+// pdeathsig: Windows has none; the child is forked where the caller runs.
+func (s *treeSetup) pdeathsig() bool { return false }
 
 // started puts the child, started suspended, into a new Job Object and
 // then lets it run. On error the child is still suspended and the caller
@@ -72,9 +77,6 @@ func (m *Manager) setupTree(cmd *exec.Cmd, _ bool, limits Limits) (*treeSetup, e
 // process (it has just the one). The documented alternative, creating the
 // child inside the job (PROC_THREAD_ATTRIBUTE_JOB_LIST), is out of reach
 // through os/exec too.
-// start starts cmd.
-func (s *treeSetup) start(cmd *exec.Cmd) error { return cmd.Start() }
-
 func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 	if cmd.Process == nil {
 		return nil, nil

@@ -101,7 +101,7 @@ func startWatchdog(cgroupDir string) (*watchdog, error) {
 
 // send writes one line, at once or not at all: a watchdog that is gone
 // (killed from outside) or stuck (stopped, its pipe full) makes it fail,
-// and the Manager starts a new one (containment).
+// and the Manager starts a new one (treeKeeper.decide).
 func (d *watchdog) send(line string) error {
 	return d.locked(func() error {
 		if err := writeOnce(d.w, []byte(line+"\n")); err != nil {

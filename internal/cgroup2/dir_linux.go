@@ -1,0 +1,267 @@
+package cgroup2
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"golang.org/x/xerrors"
+)
+
+// Dir is a cgroup v2 directory. Its methods are safe for concurrent use;
+// a Dir that is gone (removed) reads as empty and unpopulated.
+type Dir struct {
+	// Path is the directory, absolute.
+	Path string
+	// Rel is the cgroup as /proc/<pid>/cgroup names it (below the mount's
+	// root); "" where it is not known, and then Holds is false.
+	Rel string
+}
+
+func (d Dir) file(name string) string { return filepath.Join(d.Path, name) }
+
+// Procs lists cgroup.procs: every process in the cgroup.
+func (d Dir) Procs() []int {
+	data, err := os.ReadFile(d.file("cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	return parseProcs(data)
+}
+
+// parseProcs reads the PIDs of cgroup.procs, one a line.
+func parseProcs(data []byte) []int {
+	var pids []int
+	for _, f := range bytes.Fields(data) {
+		if pid, err := strconv.Atoi(string(f)); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// Populated reads "populated" from cgroup.events: whether any live process
+// is in the cgroup or below it.
+func (d Dir) Populated() bool {
+	data, err := os.ReadFile(d.file("cgroup.events"))
+	return err == nil && parsePopulated(data)
+}
+
+// parsePopulated reads the "populated" line of cgroup.events; a file
+// without one is not populated.
+func parsePopulated(data []byte) bool {
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte("populated ")); ok {
+			return string(bytes.TrimSpace(v)) != "0"
+		}
+	}
+	return false
+}
+
+// Events is cgroup.events held open, so that Populated costs one pread.
+type Events struct{ f *os.File }
+
+// OpenEvents opens d's cgroup.events.
+func (d Dir) OpenEvents() (*Events, error) {
+	f, err := os.Open(d.file("cgroup.events"))
+	if err != nil {
+		return nil, err
+	}
+	return &Events{f: f}, nil
+}
+
+// Populated is [Dir.Populated] through the open file. After Close it
+// reports false.
+func (e *Events) Populated() bool {
+	var buf [128]byte
+	n, err := e.f.ReadAt(buf[:], 0)
+	return (err == nil || errors.Is(err, io.EOF)) && parsePopulated(buf[:n])
+}
+
+// Close closes the file. Populated may race with it: a read of a closed
+// *os.File fails safely.
+func (e *Events) Close() { _ = e.f.Close() }
+
+// Holds reports whether /proc/<pid>/cgroup names d.
+func (d Dir) Holds(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil || d.Rel == "" {
+		return false
+	}
+	path, ok := parseCgroupFile(data)
+	return ok && path == d.Rel
+}
+
+// SignalMember sends sig (then SIGCONT, unless sig is SIGKILL) to pid if
+// it is still a member: a pidfd pins the process, and its cgroup is read
+// after the pidfd was opened, so a PID reused by a stranger in between is
+// never signalled.
+func (d Dir) SignalMember(pid int, sig unix.Signal) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	if !d.Holds(pid) {
+		return
+	}
+	if unix.PidfdSendSignal(fd, sig, nil, 0) == nil && sig != unix.SIGKILL {
+		_ = unix.PidfdSendSignal(fd, unix.SIGCONT, nil, 0)
+	}
+}
+
+// SignalAll sends sig (and SIGCONT) to every member listed in
+// cgroup.procs, in up to three passes so that a member started during a
+// pass is caught by the next. It returns how many members it signalled.
+func (d Dir) SignalAll(sig unix.Signal) int {
+	seen := map[int]bool{}
+	for range 3 {
+		fresh := 0
+		for _, pid := range d.Procs() {
+			if seen[pid] {
+				continue
+			}
+			seen[pid] = true
+			fresh++
+			d.SignalMember(pid, sig)
+		}
+		if fresh == 0 {
+			break
+		}
+	}
+	return len(seen)
+}
+
+// Kill ends every member at once: cgroup.kill, or, on kernels before
+// 5.14, freezing the cgroup and killing each member. A cgroup written
+// cgroup.kill also kills what is cloned into it later: it must not be
+// reused.
+func (d Dir) Kill() error {
+	err := os.WriteFile(d.file("cgroup.kill"), []byte("1"), 0)
+	if err == nil {
+		// cgroup.kill signals each process through its leader thread; a
+		// process whose leader thread already exited (pthread_exit) while
+		// others run is missed. A process-directed kill reaches it.
+		for _, pid := range d.Procs() {
+			if zombie(pid) {
+				d.SignalMember(pid, unix.SIGKILL)
+			}
+		}
+		return nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return xerrors.Errorf("kill cgroup: %w", err)
+	}
+	// Frozen members cannot fork; a fatal signal still ends them.
+	freeze := d.file("cgroup.freeze")
+	_ = os.WriteFile(freeze, []byte("1"), 0)
+	defer func() { _ = os.WriteFile(freeze, []byte("0"), 0) }()
+	for _, pid := range d.Procs() {
+		_ = unix.Kill(pid, unix.SIGKILL)
+	}
+	return nil
+}
+
+// zombie reports whether /proc/<pid>/stat says Z: for a member of a
+// cgroup, a process whose leader thread exited while others run on.
+func zombie(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// "pid (comm) state ...": comm may hold spaces and parens.
+	i := bytes.LastIndexByte(data, ')')
+	return i >= 0 && i+2 < len(data) && data[i+2] == 'Z'
+}
+
+// WaitEmpty returns once cgroup.events says "populated 0", the cgroup is
+// gone, or ctx ends. It waits through the runtime poller, which the kernel
+// wakes when "populated" flips: no thread is parked and nothing spins. A
+// removed cgroup's file is never notified again: whoever removes it ends
+// ctx first.
+func (d Dir) WaitEmpty(ctx context.Context) {
+	fd, err := unix.Open(d.file("cgroup.events"), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return // the cgroup is gone
+	}
+	f := os.NewFile(uintptr(fd), "cgroup.events")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(pastDeadline) })
+	defer stop()
+	buf := make([]byte, 256)
+	_ = rc.Read(func(fd uintptr) bool {
+		n, err := unix.Pread(int(fd), buf, 0)
+		return err != nil || !parsePopulated(buf[:max(n, 0)])
+	})
+}
+
+// pastDeadline stops a blocked read at once.
+var pastDeadline = time.Unix(1, 0)
+
+// EnableControllers enables for d's children every controller of names
+// that d has (cgroup.controllers). d must hold no process itself. What
+// cannot be enabled is found missing when a limit needs it.
+func (d Dir) EnableControllers(names []string) {
+	data, err := os.ReadFile(d.file("cgroup.controllers"))
+	if err != nil {
+		return
+	}
+	have := strings.Fields(string(data))
+	for _, c := range names {
+		if slices.Contains(have, c) {
+			_ = os.WriteFile(d.file("cgroup.subtree_control"), []byte("+"+c), 0)
+		}
+	}
+}
+
+// Remove removes the cgroup, and the cgroups a member made below it,
+// deepest first. It fails (EBUSY) only if a member lives on that the
+// kernel has not torn down; such a cgroup is left in place.
+func (d Dir) Remove() { remove(d.Path) }
+
+func remove(dir string) {
+	err := unix.Rmdir(dir)
+	if err == nil || errors.Is(err, unix.ENOENT) {
+		return
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() {
+			remove(filepath.Join(dir, e.Name()))
+		}
+	}
+	_ = unix.Rmdir(dir)
+}
+
+// ProbeClone starts a child inside d, to learn whether clone3 into a
+// cgroup works here (seccomp refuses it in some containers). The child
+// execs a path that cannot exist, inside the cgroup directory itself:
+// ENOENT means it was cloned and ran (and is gone); anything else is the
+// refusal. This is the only fork of the package.
+func (d Dir) ProbeClone() error {
+	fd, err := unix.Open(d.Path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return xerrors.Errorf("open cgroup: %w", err)
+	}
+	defer unix.Close(fd)
+	_, err = syscall.ForkExec(d.file("absent"), []string{"absent"}, &syscall.ProcAttr{
+		Sys: &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd},
+	})
+	if !errors.Is(err, syscall.ENOENT) {
+		return xerrors.Errorf("starting a child inside a cgroup (clone3) failed: %v", err)
+	}
+	return nil
+}

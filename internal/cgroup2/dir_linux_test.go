@@ -1,0 +1,165 @@
+package cgroup2
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// testDir makes a cgroup for the test below this process's own cgroup, or
+// skips where cgroup v2 cannot be written. It is named as package proc's
+// test cgroups are ("proc-test-<pid>-..."), so that proc's sweep removes it
+// if this process dies before its cleanup, which kills what is left in it
+// and removes it, and fails the test if it cannot.
+func testDir(t *testing.T) Dir {
+	t.Helper()
+	mount, root, err := Mount()
+	if err != nil {
+		t.Skipf("no cgroup v2 (%v): these tests run on the development machines and in CI, where it is writable", err)
+	}
+	self, err := Self()
+	if err != nil {
+		t.Skipf("no cgroup v2 (%v): these tests run where it is writable", err)
+	}
+	rel, ok := strings.CutPrefix(self, root)
+	if !ok {
+		t.Skipf("this process's cgroup %s is outside the mount's root %s", self, root)
+	}
+	name := fmt.Sprintf("proc-test-%d-cgroup2-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "_"))
+	d := Dir{Path: filepath.Join(mount, rel, name), Rel: filepath.Join(self, name)}
+	if err := os.Mkdir(d.Path, 0o755); err != nil {
+		t.Skipf("cgroup v2 at %s is not writable (%v): these tests run where it is", filepath.Dir(d.Path), err)
+	}
+	t.Cleanup(func() {
+		_ = d.Kill()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		d.WaitEmpty(ctx)
+		d.Remove()
+		if _, err := os.Stat(d.Path); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("test cgroup %s left behind (%v)", d.Path, err)
+		}
+	})
+	return d
+}
+
+// startIn starts argv cloned into d.
+func startIn(t *testing.T, d Dir, argv ...string) *exec.Cmd {
+	t.Helper()
+	fd, err := unix.Open(d.Path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("open %s: %v", d.Path, err)
+	}
+	defer unix.Close(fd)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %q in %s: %v", argv, d.Path, err)
+	}
+	return cmd
+}
+
+// TestDir drives a handle through a tree's life: probe, members,
+// populated, signal, kill, wait until empty, usage, removal.
+func TestDir(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	d := testDir(t)
+	if err := d.ProbeClone(); err != nil {
+		t.Fatalf("ProbeClone: %v", err)
+	}
+	if d.Populated() || len(d.Procs()) != 0 {
+		t.Fatalf("after the probe: populated %v, procs %v; want an empty cgroup (the probe child is gone)", d.Populated(), d.Procs())
+	}
+
+	// Usage: a child that burns some CPU in the cgroup is accounted.
+	burn := startIn(t, d, "sh", "-c", "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done")
+	if err := burn.Wait(); err != nil {
+		t.Fatalf("burn: %v", err)
+	}
+	if u := d.Usage(); u.User+u.System <= 0 {
+		t.Errorf("Usage = %+v after a child burned CPU in the cgroup; want user+system > 0", u)
+	}
+
+	sleeper := startIn(t, d, "sleep", "60")
+	pid := sleeper.Process.Pid
+	events, err := d.OpenEvents()
+	if err != nil {
+		t.Fatalf("OpenEvents: %v", err)
+	}
+	defer events.Close()
+	if !d.Populated() || !events.Populated() {
+		t.Errorf("populated %v (events file %v) with a member; want true", d.Populated(), events.Populated())
+	}
+	if got := d.Procs(); !slices.Equal(got, []int{pid}) {
+		t.Errorf("Procs = %v; want [%d]", got, pid)
+	}
+	if !d.Holds(pid) || d.Holds(os.Getpid()) {
+		t.Errorf("Holds(member) = %v, Holds(this process) = %v; want true, false", d.Holds(pid), d.Holds(os.Getpid()))
+	}
+
+	// WaitEmpty ends with its ctx while the cgroup is populated.
+	short, stop := context.WithCancel(ctx)
+	stop()
+	d.WaitEmpty(short)
+	if !d.Populated() {
+		t.Fatal("the member is gone after WaitEmpty with an ended ctx")
+	}
+
+	if n := d.SignalAll(unix.SIGTERM); n != 1 {
+		t.Errorf("SignalAll(SIGTERM) = %d; want 1", n)
+	}
+	err = sleeper.Wait()
+	if st, ok := sleeper.ProcessState.Sys().(syscall.WaitStatus); !ok || st.Signal() != syscall.SIGTERM {
+		t.Errorf("sleep ended %v; want SIGTERM", err)
+	}
+
+	// Kill, then wait until empty: the killed members are not reaped yet.
+	killed := startIn(t, d, "sh", "-c", "sleep 60 & exec sleep 60")
+	if err := d.Kill(); err != nil {
+		t.Fatalf("Kill: %v", err)
+	}
+	d.WaitEmpty(ctx)
+	if ctx.Err() != nil || d.Populated() || events.Populated() {
+		t.Errorf("after Kill and WaitEmpty: ctx %v, populated %v; want an empty cgroup", ctx.Err(), d.Populated())
+	}
+	_ = killed.Wait()
+	if st, ok := killed.ProcessState.Sys().(syscall.WaitStatus); !ok || st.Signal() != syscall.SIGKILL {
+		t.Errorf("killed child ended %v; want SIGKILL", killed.ProcessState)
+	}
+
+	// Remove takes cgroups a member made below too.
+	sub := filepath.Join(d.Path, "sub", "deeper")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatalf("make %s: %v", sub, err)
+	}
+	d.Remove()
+	if _, err := os.Stat(d.Path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after Remove, %s: %v; want it gone", d.Path, err)
+	}
+	if d.Populated() || d.Procs() != nil {
+		t.Errorf("a removed cgroup reads populated %v, procs %v; want empty", d.Populated(), d.Procs())
+	}
+	d.WaitEmpty(ctx) // returns at once for a cgroup that is gone
+}
+
+// TestMountFindsThisProcess pins discovery against the running system:
+// the mount holds this process's cgroup, and IsDir says so.
+func TestMountFindsThisProcess(t *testing.T) {
+	t.Parallel()
+	d := testDir(t)
+	if !IsDir(d.Path) || IsDir(t.TempDir()) {
+		t.Errorf("IsDir(test cgroup) = %v, IsDir(temp dir) = %v; want true, false", IsDir(d.Path), IsDir(t.TempDir()))
+	}
+}
