@@ -104,6 +104,9 @@ type Options struct {
 	// they are killed within about 100 ms of the host's death (design
 	// section 14; the README says what each OS can do).
 	KeepOnHostExit bool
+	// Sandbox is the default of every request's Sandbox: a request that
+	// sets none is restricted by this one. nil: unrestricted.
+	Sandbox *Sandbox
 }
 
 func (o Options) withDefaults() Options {
@@ -201,6 +204,9 @@ type StartRequest struct {
 	// Limits bound the process tree; a zero field takes Options.Limits'
 	// value. See [Limits].
 	Limits Limits `json:"limits,omitzero"`
+	// Sandbox restricts the tree: the files it may change, the network.
+	// nil takes Options.Sandbox. See [Sandbox].
+	Sandbox *Sandbox `json:"sandbox,omitempty"`
 	// LogPath, if set, also appends the full output, unbounded, to this
 	// file: both streams in arrival order, written before the in-memory
 	// buffer. An existing file is appended to with its mode unchanged; a new
@@ -248,6 +254,9 @@ type Manager struct {
 	// the stop policy and the containment decision. It has its own mutex,
 	// never taken under mu.
 	trees *treeKeeper
+	// sandbox is the first-use sandbox probe (sandbox.go); its own mutex,
+	// a leaf.
+	sandbox sandboxCache
 
 	// background counts timer callbacks and tree watchers in flight;
 	// Close ends them (stopCtx) and waits for them. Add only under mu
@@ -653,6 +662,8 @@ type spec struct {
 	limits       Limits // the request's, defaults filled in
 	size         TermSize
 	asked        asked
+	sandbox      *sandboxStart // nil: unrestricted
+	sandboxInfo  string        // Info.Sandbox
 }
 
 // prepare validates req (section 8 of the design) and resolves its command,
@@ -665,6 +676,10 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 		return nil, xerrors.Errorf("start: Options.OwnerEnv %q holds '=' or NUL: %w", name, ErrInvalid)
 	}
 	if err := m.opts.Limits.validate("Options.Limits"); err != nil {
+		return nil, err
+	}
+	sb, sbInfo, err := m.sandboxFor(req)
+	if err != nil {
 		return nil, err
 	}
 	sp := &spec{
@@ -682,7 +697,10 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 			env:      maps.Clone(req.Env),
 			unsetEnv: slices.Clone(req.UnsetEnv),
 			clearEnv: req.ClearEnv,
+			sandbox:  req.Sandbox.clone(),
 		},
+		sandbox:     sb,
+		sandboxInfo: sbInfo,
 	}
 	if sp.id == "" {
 		sp.id = uuid.NewString()

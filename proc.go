@@ -43,13 +43,15 @@
 // child leads a new session and process group (a Job Object on Windows).
 // Signal, the timeout and Close reach the whole tree, and unless
 // [Options.KeepOnHostExit] is set the trees die with the host process even
-// when it dies without Close.
+// when it dies without Close. A [Sandbox] (Linux, macOS) restricts what a
+// tree may do: which files it may change, and whether it may use the
+// network.
 //
 // # What proc does not do
 //
 // proc has no transport (no HTTP, no RPC), does not restart processes, does
 // not parse shell syntax itself (commands go to [Options.Shell] or run as an
-// exact argv), and does not sandbox what it runs.
+// exact argv), and restricts what it runs only when asked ([Sandbox]).
 package proc
 
 import (
@@ -171,6 +173,11 @@ type Info struct {
 	// Limits is what the OS enforces on the tree: the request's limits,
 	// each zero field taken from Options.Limits.
 	Limits Limits `json:"limits"`
+	// Sandbox says what restricts the tree (StartRequest.Sandbox, or
+	// Options.Sandbox): "landlock abi 7, seccomp, no connect, no
+	// capabilities" (Linux, network off), "landlock abi 7, network, no
+	// capabilities" (network on), "seatbelt" (macOS); "" unrestricted.
+	Sandbox string `json:"sandbox,omitempty"`
 	// TeeError is the first error of StartRequest.OutputTee or StderrTee,
 	// prefixed with which tee it was, or why a tee was cut off; that tee
 	// received nothing more. The process and its Output were unaffected.
@@ -332,6 +339,7 @@ type asked struct {
 	env      map[string]string
 	unsetEnv []string
 	clearEnv bool
+	sandbox  *Sandbox
 }
 
 // startedWith reports whether req asks for what p was started with, as
@@ -342,7 +350,8 @@ func (p *Process) startedWith(req StartRequest) bool {
 	return req.Command == p.info.Command && slices.Equal(req.Args, p.info.Args) &&
 		req.WorkDir == p.asked.workDir && req.Owner == p.info.Owner &&
 		maps.Equal(req.Env, p.asked.env) && slices.Equal(req.UnsetEnv, p.asked.unsetEnv) &&
-		req.ClearEnv == p.asked.clearEnv && req.Background == p.info.Background
+		req.ClearEnv == p.asked.clearEnv && req.Background == p.info.Background &&
+		sameSandbox(req.Sandbox, p.asked.sandbox)
 }
 
 // Output renders the output buffer: the combined stream, or stdout alone
