@@ -36,6 +36,13 @@ func needSandbox(t testing.TB) string {
 	return sup.Describe(false)
 }
 
+// stressSandboxed says whether TestStress sandboxes a third of its starts:
+// wherever the kernel can.
+func stressSandboxed() bool {
+	_, err := sbSupport()
+	return err == nil
+}
+
 // sbModes are the containments every sandbox test runs in.
 var sbModes = []proc.Containment{proc.ContainCgroup, proc.ContainGroup}
 

@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -91,6 +92,7 @@ type config struct {
 	logPath string
 	limits  proc.Limits
 	contain string
+	sandbox *proc.Sandbox // nil: unrestricted
 }
 
 // runArgs parses args and runs the command (or the demonstration). It
@@ -117,6 +119,31 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	flags.IntVar(&cfg.limits.Pids, "pids", 0, "most processes the tree may hold at once (needs the pids controller)")
 	flags.Float64Var(&cfg.limits.CPUs, "cpus", 0, "CPU bandwidth of the tree in cores, e.g. 0.5 (needs the cpu controller)")
 	flags.StringVar(&cfg.contain, "containment", "", `how the tree is held: "cgroup", "group", or "" (cgroup where it works)`)
+	sandbox := func() *proc.Sandbox {
+		if cfg.sandbox == nil {
+			cfg.sandbox = &proc.Sandbox{}
+		}
+		return cfg.sandbox
+	}
+	flags.BoolFunc("sandbox", "restrict the tree: read and execute everywhere, change nothing (but -write roots), no network (but -net)", func(v string) error {
+		on, err := strconv.ParseBool(v)
+		if on {
+			sandbox()
+		} else {
+			cfg.sandbox = nil
+		}
+		return err
+	})
+	flags.Func("write", "with the sandbox (implied): a directory or file the tree may change; repeatable", func(v string) error {
+		abs, err := filepath.Abs(v)
+		sandbox().WritableRoots = append(sandbox().WritableRoots, abs)
+		return err
+	})
+	flags.BoolFunc("net", "with the sandbox (implied): leave the network as it is", func(v string) error {
+		on, err := strconv.ParseBool(v)
+		sandbox().Network = on
+		return err
+	})
 	flags.Usage = func() {
 		fmt.Fprintln(stderr, "usage: procrun [flags] -- CMD [ARGS...]\n       procrun            (a demonstration)")
 		flags.PrintDefaults()
@@ -170,6 +197,7 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 		Stdin:     cfg.stdin,
 		TTY:       cfg.tty,
 		LogPath:   cfg.logPath,
+		Sandbox:   cfg.sandbox,
 	}
 	if cfg.shell {
 		req.Args, req.Command = nil, strings.Join(argv, " ")

@@ -584,3 +584,83 @@ func TestDescribe(t *testing.T) {
 		}
 	}
 }
+
+// The "held-host" helper starts "sleep 100" sandboxed, with ExitKill as
+// its argument says, prints its PID and waits to be killed, never
+// releasing it.
+func init() { helpers["held-host"] = heldHostHelper }
+
+func heldHostHelper(args []string) int {
+	sup, err := Probe(Steps{})
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	cmd := exec.Command("sleep", "100")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if _, err := Start(cmd, Policy{ExitKill: args[0] == "exitkill"}, sup); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	fmt.Println(cmd.Process.Pid)
+	select {} // until killed
+}
+
+// TestExitKillHostDies: a child held with ExitKill dies with its host
+// (group mode's guarantee of section 14 before the watchdog knows the
+// child); without ExitKill the same child outlives it, which shows the
+// test can see the difference.
+func TestExitKillHostDies(t *testing.T) {
+	t.Parallel()
+	support(t)
+	for _, mode := range []string{"exitkill", "plain"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			cmd := exec.Command(os.Args[0], mode)
+			cmd.Env = append(os.Environ(), helperEnv+"=held-host", "GORACE=atexit_sleep_ms=0")
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			line, err := bufio.NewReader(out).ReadString('\n')
+			pid, perr := strconv.Atoi(strings.TrimSpace(line))
+			if err != nil || perr != nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				t.Fatalf("host said %q: %v %v", line, err, perr)
+			}
+			fd, err := unix.PidfdOpen(pid, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(fd)
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			died := pollIn(ctx, fd, 2*time.Second)
+			if !died {
+				_ = unix.Kill(pid, unix.SIGKILL)
+			}
+			if want := mode == "exitkill"; died != want {
+				t.Errorf("held child died with its host: %v; want %v", died, want)
+			}
+		})
+	}
+}
+
+// pollIn waits up to d (or ctx's end) for fd to be readable.
+func pollIn(ctx context.Context, fd int, d time.Duration) bool {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		d = time.Until(dl)
+	}
+	for {
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(d.Milliseconds()))
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil && n > 0
+	}
+}
