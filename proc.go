@@ -344,7 +344,8 @@ type asked struct {
 
 // startedWith reports whether req asks for what p was started with, as
 // StartOrGet compares: Command, Args, WorkDir as requested, Owner, Env,
-// UnsetEnv, ClearEnv and Background. A nil Env or UnsetEnv equals an empty
+// UnsetEnv, ClearEnv, Background and Sandbox (as requested: nil, the
+// default, equals only nil). A nil Env or UnsetEnv equals an empty
 // one.
 func (p *Process) startedWith(req StartRequest) bool {
 	return req.Command == p.info.Command && slices.Equal(req.Args, p.info.Args) &&
