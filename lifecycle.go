@@ -190,6 +190,7 @@ func (m *Manager) newProcess(sp *spec, seq uint64, log *logFile) *Process {
 			Running:    true,
 			LogPath:    sp.req.LogPath,
 			DroppedEnv: sp.droppedEnv,
+			Sandbox:    sp.sandboxInfo,
 		},
 	}
 }
@@ -284,8 +285,11 @@ func (m *Manager) startInTree(p *Process, cmd *exec.Cmd, sp *spec) error {
 		setCommandLine(cmd, m.opts.Shell, sp.req.Command)
 	}
 	p.info.StartedAt = m.clock.Now("process", "start")
-	startErr := forkOn(setup)(cmd.Start)
+	release, startErr := fork(setup, sp, cmd)
 	t, err := setup.started(cmd, sp.req.Owner)
+	if release != nil {
+		release()
+	}
 	switch {
 	case startErr != nil:
 		return xerrors.Errorf("start %s: %w", quotePath(sp.name), startErr)
@@ -304,6 +308,23 @@ func (m *Manager) startInTree(p *Process, cmd *exec.Cmd, sp *spec) error {
 	return nil
 }
 
+// fork forks cmd on its fork site: for a sandboxed start a restricted
+// thread of its own (sandbox_*.go), else forkOn's. A sandboxed child is
+// held at its exec until that thread is gone; release (nil if nothing
+// is held) is called once started registered the child. The sandbox
+// never takes Pdeathsig, which fires when the forking thread ends: a
+// backend that wants the child killed with the host until it is
+// registered (pdeathsig) gets the held child killed instead
+// (exitKill).
+func fork(setup *treeSetup, sp *spec, cmd *exec.Cmd) (release func(), err error) {
+	if sp.sandbox == nil {
+		return nil, forkOn(setup)(cmd.Start)
+	}
+	s := *sp.sandbox
+	s.exitKill = setup.pdeathsig()
+	return s.start(cmd, sp.req.TTY)
+}
+
 // A forkSite runs start (cmd.Start, which forks the child) on a thread of
 // its choosing: the child inherits that thread's state, and Pdeathsig
 // fires when that thread exits.
@@ -311,11 +332,8 @@ type forkSite func(start func() error) error
 
 // forkOn is the fork site of setup's child.
 //
-// The seam for the sandbox (design section 17): a sandboxed start will
-// get a site here that runs start on a dedicated thread, locked to its
-// goroutine, on which the restrictions were applied (they are inherited
-// by the child and cannot be undone, so that thread forks only sandboxed
-// children). Nothing else changes: setupTree and started stay as they are.
+// A sandboxed start does not come here: fork gives it a restricted thread
+// of its own (design section 17).
 func forkOn(setup *treeSetup) forkSite {
 	if setup.pdeathsig() {
 		return forkOnFreshGoroutine

@@ -114,6 +114,9 @@ type Options struct {
 	// they are killed within about 100 ms of the host's death (design
 	// section 14; the README says what each OS can do).
 	KeepOnHostExit bool
+	// Sandbox is the default of every request's Sandbox: a request that
+	// sets none is restricted by this one. nil: unrestricted.
+	Sandbox *Sandbox
 }
 
 func (o Options) withDefaults() Options {
@@ -225,6 +228,9 @@ type StartRequest struct {
 	// Limits bound the process tree; a zero field takes Options.Limits'
 	// value. See [Limits].
 	Limits Limits `json:"limits,omitzero"`
+	// Sandbox restricts the tree: the files it may change, the network.
+	// nil takes Options.Sandbox. See [Sandbox].
+	Sandbox *Sandbox `json:"sandbox,omitempty"`
 	// LogPath, if set, also appends the full output, unbounded, to this
 	// file: both streams in arrival order, written before the in-memory
 	// buffer. An existing file is appended to with its mode unchanged; a new
@@ -281,6 +287,9 @@ type Manager struct {
 	// the stop policy and the containment decision. It has its own mutex,
 	// never taken under mu.
 	trees *treeKeeper
+	// sandbox is the first-use sandbox probe (sandbox.go); its own mutex,
+	// a leaf.
+	sandbox sandboxCache
 
 	// background counts timer callbacks and tree watchers in flight;
 	// Close ends them (stopCtx) and waits for them. Add only under mu
@@ -352,8 +361,8 @@ func (m *Manager) Run(ctx context.Context, req StartRequest) (Snapshot, error) {
 
 // StartOrGet makes retried starts idempotent. If req.ID names a running or
 // retained record started with the same Command, Args, WorkDir (as
-// requested), Owner, Env, UnsetEnv, ClearEnv, Background, NonInteractive
-// and DropEnv (nil and empty differ), it returns
+// requested), Owner, Env, UnsetEnv, ClearEnv, Background, NonInteractive,
+// DropEnv (nil and empty differ) and Sandbox, it returns
 // that record with started == false; other parameters are ErrDuplicateID. Calls with one ID start at most one
 // process however many race: a call that finds a start in progress waits
 // for it. Without an ID it is Start.
@@ -697,7 +706,9 @@ type spec struct {
 	limits       Limits // the request's, defaults filled in
 	size         TermSize
 	asked        asked
-	watch        *eventWatch // nil without Watch and WatchActivity
+	watch        *eventWatch   // nil without Watch and WatchActivity
+	sandbox      *sandboxStart // nil: unrestricted
+	sandboxInfo  string        // Info.Sandbox
 }
 
 // prepare validates req (section 8 of the design) and resolves its command,
@@ -713,6 +724,10 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 		return nil, err
 	}
 	if err := validDropEnv("Options.DropEnv", m.opts.DropEnv); err != nil {
+		return nil, err
+	}
+	sb, sbInfo, err := m.sandboxFor(req)
+	if err != nil {
 		return nil, err
 	}
 	sp := &spec{
@@ -732,7 +747,10 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 			clearEnv: req.ClearEnv,
 			quiet:    req.NonInteractive,
 			dropEnv:  slices.Clone(req.DropEnv),
+			sandbox:  req.Sandbox.clone(),
 		},
+		sandbox:     sb,
+		sandboxInfo: sbInfo,
 	}
 	if sp.id == "" {
 		sp.id = uuid.NewString()

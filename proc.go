@@ -48,13 +48,15 @@
 // child leads a new session and process group (a Job Object on Windows).
 // Signal, the timeout and Close reach the whole tree, and unless
 // [Options.KeepOnHostExit] is set the trees die with the host process even
-// when it dies without Close.
+// when it dies without Close. A [Sandbox] (Linux, macOS) restricts what a
+// tree may do: which files it may change, and whether it may use the
+// network.
 //
 // # What proc does not do
 //
 // proc has no transport (no HTTP, no RPC), does not restart processes, does
 // not parse shell syntax itself (commands go to [Options.Shell] or run as an
-// exact argv), and does not sandbox what it runs.
+// exact argv), and restricts what it runs only when asked ([Sandbox]).
 package proc
 
 import (
@@ -176,6 +178,11 @@ type Info struct {
 	// Limits is what the OS enforces on the tree: the request's limits,
 	// each zero field taken from Options.Limits.
 	Limits Limits `json:"limits"`
+	// Sandbox says what restricts the tree (StartRequest.Sandbox, or
+	// Options.Sandbox): "landlock abi 7, seccomp, no connect, no
+	// capabilities" (Linux, network off), "landlock abi 7, network, no
+	// capabilities" (network on), "seatbelt" (macOS); "" unrestricted.
+	Sandbox string `json:"sandbox,omitempty"`
 	// TeeError is the first error of StartRequest.OutputTee or StderrTee,
 	// prefixed with which tee it was, or why a tee was cut off; that tee
 	// received nothing more. The process and its Output were unaffected.
@@ -316,11 +323,13 @@ type asked struct {
 	clearEnv bool
 	quiet    bool     // NonInteractive
 	dropEnv  []string // as requested: nil (the default) is not empty
+	sandbox  *Sandbox
 }
 
 // startedWith reports whether req asks for what p was started with, as
 // StartOrGet compares: Command, Args, WorkDir as requested, Owner, Env,
-// UnsetEnv, ClearEnv, Background, NonInteractive and DropEnv. A nil Env or
+// UnsetEnv, ClearEnv, Background, NonInteractive, DropEnv and Sandbox
+// (as requested: nil, the default, equals only nil). A nil Env or
 // UnsetEnv equals an empty one.
 func (p *Process) startedWith(req StartRequest) bool {
 	return req.Command == p.info.Command && slices.Equal(req.Args, p.info.Args) &&
@@ -328,7 +337,8 @@ func (p *Process) startedWith(req StartRequest) bool {
 		maps.Equal(req.Env, p.asked.env) && slices.Equal(req.UnsetEnv, p.asked.unsetEnv) &&
 		req.ClearEnv == p.asked.clearEnv && req.Background == p.info.Background &&
 		p.watch.sameAs(req) &&
-		req.NonInteractive == p.asked.quiet && sameDropEnv(req.DropEnv, p.asked.dropEnv)
+		req.NonInteractive == p.asked.quiet && sameDropEnv(req.DropEnv, p.asked.dropEnv) &&
+		sameSandbox(req.Sandbox, p.asked.sandbox)
 }
 
 // sameDropEnv compares DropEnv lists, where nil (the Manager's default)

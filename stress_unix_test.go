@@ -93,7 +93,8 @@ type stressRun struct {
 // result; after Close no descriptor, goroutine or live member of any
 // process group may remain (I4). It runs isolated (isolated), so
 // that the descriptor and goroutine counts are its own. It runs once per
-// containment mode (treeModes).
+// containment mode (treeModes). Where the kernel can, a third of the main
+// mix is sandboxed (read-only, no network).
 func TestStress(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -295,6 +296,11 @@ func (r *stressRun) one(i int) {
 		req.Args = []string{"cat"}
 		req.Stdin = true
 	}
+	if i%3 == 0 && stressSandboxed() {
+		// A third of the starts are sandboxed (read-only, no network):
+		// every kind must end exactly as without it.
+		req.Sandbox = &proc.Sandbox{}
+	}
 	var p *proc.Process
 	var err error
 	if i%2 == 0 {
@@ -327,6 +333,9 @@ func (r *stressRun) one(i int) {
 		return
 	}
 	r.check(p, kind, i)
+	if sandboxed := p.Info().Sandbox != ""; sandboxed != (req.Sandbox != nil) {
+		t.Errorf("%s: Info.Sandbox %q for Sandbox %v", p.ID(), p.Info().Sandbox, req.Sandbox)
+	}
 	r.tick()
 }
 

@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -99,6 +100,7 @@ type config struct {
 	plain   bool
 	quiet   bool
 	dropEnv []string
+	sandbox *proc.Sandbox // nil: unrestricted
 }
 
 // runArgs parses args and runs the command (or the demonstration). It
@@ -146,6 +148,31 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 		cfg.watches = append(cfg.watches, proc.Watch{Name: name, Pattern: pattern})
 		return nil
+	})
+	sandbox := func() *proc.Sandbox {
+		if cfg.sandbox == nil {
+			cfg.sandbox = &proc.Sandbox{}
+		}
+		return cfg.sandbox
+	}
+	flags.BoolFunc("sandbox", "restrict the tree: read and execute everywhere, change nothing (but -write roots), no network (but -net)", func(v string) error {
+		on, err := strconv.ParseBool(v)
+		if on {
+			sandbox()
+		} else {
+			cfg.sandbox = nil
+		}
+		return err
+	})
+	flags.Func("write", "with the sandbox (implied): a directory or file the tree may change; repeatable", func(v string) error {
+		abs, err := filepath.Abs(v)
+		sandbox().WritableRoots = append(sandbox().WritableRoots, abs)
+		return err
+	})
+	flags.BoolFunc("net", "with the sandbox (implied): leave the network as it is", func(v string) error {
+		on, err := strconv.ParseBool(v)
+		sandbox().Network = on
+		return err
 	})
 	flags.Usage = func() {
 		fmt.Fprintln(stderr, "usage: procrun [flags] -- CMD [ARGS...]\n       procrun            (a demonstration)")
@@ -204,6 +231,7 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 
 		NonInteractive: cfg.quiet,
 		DropEnv:        cfg.dropEnv,
+		Sandbox:        cfg.sandbox,
 	}
 	if cfg.shell {
 		req.Args, req.Command = nil, strings.Join(argv, " ")

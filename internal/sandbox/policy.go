@@ -1,0 +1,40 @@
+package sandbox
+
+// Policy is what a child and everything it starts may do: read and
+// execute everywhere, change files only beneath WritableRoots (and the
+// devices below), and use the network only with Network.
+type Policy struct {
+	// WritableRoots are absolute paths of existing directories or files;
+	// the caller validated them.
+	WritableRoots []string
+	// Network leaves the network as it is; false refuses every socket but
+	// AF_UNIX stream and seqpacket ones, every connect(2) and io_uring.
+	Network bool
+	// TTY is the child's terminal device (/dev/pts/N), which it may read,
+	// write and control (ioctls) together with /dev/tty; "" without one.
+	TTY string
+	// ExitKill (Linux) kills the child if the host dies while it is held
+	// (PTRACE_O_EXITKILL), until [Held.Release]: for a caller whose own
+	// guard against the host's death covers the child only once it knows
+	// the child's PID.
+	ExitKill bool
+}
+
+// UnsupportedError says that the kernel (or the host) cannot enforce a
+// policy: which step of the probe failed and what to change. The caller
+// wraps it in its own "unsupported" sentinel.
+type UnsupportedError struct {
+	Step string // "landlock", "seccomp", "hold" or "capabilities"
+	Msg  string // what is missing and what to change
+	Err  error  // the system call's error, if one failed
+}
+
+func (e *UnsupportedError) Error() string {
+	s := "sandbox " + e.Step + ": " + e.Msg
+	if e.Err != nil {
+		s += " (" + e.Err.Error() + ")"
+	}
+	return s
+}
+
+func (e *UnsupportedError) Unwrap() error { return e.Err }

@@ -1,0 +1,162 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+	"golang.org/x/xerrors"
+)
+
+// The seccomp half, for the network off: Landlock's network rules cover
+// TCP only, so UDP, raw and MPTCP sockets and io_uring are refused here.
+// socket(2) and socketpair(2) are allowed only for AF_UNIX stream and
+// seqpacket sockets; connect(2) is refused outright (below Landlock ABI 9
+// the kernel cannot tell a Unix socket the tree made from a host daemon's,
+// and seccomp cannot read the path); datagram Unix sockets are refused
+// because sendto(2) reaches any of them by path without a connect; io_uring
+// is refused with EPERM, as a kernel with io_uring disabled does, so that
+// programs fall back to plain system calls. A system call of another
+// architecture (i386 or x32 on amd64) kills the process: its numbers mean
+// other calls, so the filter could not tell what it asks for.
+
+// filterArch is the AUDIT_ARCH_* value of the architectures the filter is
+// written for; 0 elsewhere.
+var filterArch = map[string]uint32{
+	"amd64": unix.AUDIT_ARCH_X86_64,
+	"arm64": unix.AUDIT_ARCH_AARCH64,
+}[runtime.GOARCH]
+
+// x32Bit marks the x32 system calls on amd64.
+const x32Bit = 0x40000000
+
+// Offsets in struct seccomp_data: nr, arch, then the arguments (64-bit;
+// their low words come first on both little-endian architectures).
+const (
+	offNr   = 0
+	offArch = 4
+	offArg0 = 16
+	offArg1 = 24
+)
+
+// Return values of the filter.
+const (
+	retAllow  = unix.SECCOMP_RET_ALLOW
+	retKill   = unix.SECCOMP_RET_KILL_PROCESS
+	retEACCES = unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES)
+	retEPERM  = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+)
+
+// bpf assembles a classic BPF program whose conditional jumps go forward
+// to labels, resolved by prog.
+type bpf struct {
+	ins    []unix.SockFilter
+	labels map[string]int
+	jumps  []bpfJump
+}
+
+type bpfJump struct {
+	at     int
+	jt, jf string // "" falls through
+}
+
+func (b *bpf) stmt(code uint16, k uint32) {
+	b.ins = append(b.ins, unix.SockFilter{Code: code, K: k})
+}
+
+func (b *bpf) load(off uint32) { b.stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, off) }
+func (b *bpf) ret(v uint32)    { b.stmt(unix.BPF_RET|unix.BPF_K, v) }
+func (b *bpf) label(name string) {
+	b.labels[name] = len(b.ins)
+}
+
+// jump compares the accumulator with k (op BPF_JEQ or BPF_JGE) and goes
+// to jt if true, jf if false.
+func (b *bpf) jump(op uint16, k uint32, jt, jf string) {
+	b.jumps = append(b.jumps, bpfJump{at: len(b.ins), jt: jt, jf: jf})
+	b.stmt(unix.BPF_JMP|op|unix.BPF_K, k)
+}
+
+// prog resolves the jumps.
+func (b *bpf) prog() ([]unix.SockFilter, error) {
+	rel := func(from int, to string) (uint8, error) {
+		if to == "" {
+			return 0, nil
+		}
+		d := b.labels[to] - from - 1
+		if _, ok := b.labels[to]; !ok || d < 0 || d > 255 {
+			return 0, xerrors.Errorf("seccomp filter: bad jump to %q", to)
+		}
+		return uint8(d), nil
+	}
+	for _, j := range b.jumps {
+		var err error
+		if b.ins[j.at].Jt, err = rel(j.at, j.jt); err != nil {
+			return nil, err
+		}
+		if b.ins[j.at].Jf, err = rel(j.at, j.jf); err != nil {
+			return nil, err
+		}
+	}
+	return b.ins, nil
+}
+
+// networkFilter is the seccomp program for the network off.
+func networkFilter() ([]unix.SockFilter, error) {
+	if filterArch == 0 {
+		return nil, xerrors.New("seccomp filter: no filter for " + runtime.GOARCH)
+	}
+	b := &bpf{labels: map[string]int{}}
+	b.load(offArch)
+	b.jump(unix.BPF_JEQ, filterArch, "", "kill")
+	b.load(offNr)
+	if runtime.GOARCH == "amd64" {
+		b.jump(unix.BPF_JGE, x32Bit, "kill", "")
+	}
+	b.jump(unix.BPF_JEQ, unix.SYS_CONNECT, "eacces", "")
+	for _, nr := range []uint32{unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER} {
+		b.jump(unix.BPF_JEQ, nr, "eperm", "")
+	}
+	b.jump(unix.BPF_JEQ, unix.SYS_SOCKET, "socket", "")
+	b.jump(unix.BPF_JEQ, unix.SYS_SOCKETPAIR, "socket", "allow")
+	b.label("socket")
+	b.load(offArg0) // the domain
+	b.jump(unix.BPF_JEQ, unix.AF_UNIX, "", "eacces")
+	b.load(offArg1) // the type, with SOCK_NONBLOCK and SOCK_CLOEXEC
+	b.stmt(unix.BPF_ALU|unix.BPF_AND|unix.BPF_K, 0xf)
+	b.jump(unix.BPF_JEQ, unix.SOCK_STREAM, "allow", "")
+	b.jump(unix.BPF_JEQ, unix.SOCK_SEQPACKET, "allow", "eacces")
+	b.label("eacces")
+	b.ret(retEACCES)
+	b.label("eperm")
+	b.ret(retEPERM)
+	b.label("kill")
+	b.ret(retKill)
+	b.label("allow")
+	b.ret(retAllow)
+	return b.prog()
+}
+
+// installFilter installs prog on the calling thread only (no TSYNC flag).
+// The thread must have no-new-privileges already.
+func installFilter(prog []unix.SockFilter) error {
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog)))
+	runtime.KeepAlive(prog)
+	if errno != 0 {
+		return xerrors.Errorf("seccomp: %w", errno)
+	}
+	return nil
+}
+
+// seccompActionAvail reports whether the kernel's seccomp filters know
+// action (SECCOMP_GET_ACTION_AVAIL, Linux 4.14).
+func seccompActionAvail(action uint32) error {
+	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_GET_ACTION_AVAIL, 0, uintptr(unsafe.Pointer(&action)))
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}

@@ -1,0 +1,249 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"errors"
+	"os/exec"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+	"golang.org/x/xerrors"
+)
+
+// Start starts cmd restricted by p, as sup (from [Probe]) allows, and
+// returns once the child is held: stopped at its exec, before it ran any
+// code of its own.
+//
+// Every restriction (Landlock, the seccomp filter, no-new-privileges, no
+// capabilities) applies to one OS thread and is inherited at fork: Start
+// restricts a new locked thread — never the main thread, which Go never
+// ends — forks cmd from it and lets it end (its goroutine returns while
+// still locked). The rest of the process is never restricted.
+//
+// Until that thread is gone the child shares its Landlock domain, so it
+// could signal the thread (a SIGKILL there kills the host) or read the
+// host's memory through /proc/<host>/task/<tid>. So the child is started
+// traced (SysProcAttr.Ptrace) by that thread: it stops at its exec, the
+// thread consumes the stop (so that the exec's SIGTRAP is never
+// delivered) and ends, and the kernel then detaches the child, which runs
+// on untraced. The hold cannot be had with Pdeathsig, which fires when the
+// forking thread ends: a cmd with Pdeathsig set is refused.
+//
+// cmd's SysProcAttr is kept (Setsid, Setctty, UseCgroupFD: the child is
+// cloned into its cgroup from the restricted thread); Ptrace is set. cmd's
+// standard streams should be *os.File (or nil): os/exec's copying
+// goroutines are not restricted, but files it opens on the thread are.
+//
+// On success the caller must call [Held.Release] exactly once, after
+// registering the child wherever it must be (with p.ExitKill the thread
+// waits for it). On error cmd did not start, or was started and reaped.
+func Start(cmd *exec.Cmd, p Policy, sup Support) (*Held, error) {
+	return start(cmd, p, sup, true)
+}
+
+// Held is a child started by [Start], held at its exec until the
+// restricted thread ends.
+type Held struct {
+	release chan struct{} // closed by Release
+}
+
+// Release lets the restricted thread end (it was waiting only with
+// Policy.ExitKill, after clearing that): the kernel then resumes the
+// child. It must be called once; the child may be dead already.
+func (h *Held) Release() { close(h.release) }
+
+// start is Start; hold false starts the child without the hold (for the
+// test that shows the hold is what closes the window).
+func start(cmd *exec.Cmd, p Policy, sup Support, hold bool) (*Held, error) {
+	if sup.ABI < MinABI {
+		return nil, xerrors.New("sandbox: start without a successful Probe")
+	}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	if cmd.SysProcAttr.Pdeathsig != 0 {
+		return nil, xerrors.New("sandbox: Pdeathsig fires when the restricted thread ends: it cannot be combined with the sandbox")
+	}
+	cmd.SysProcAttr.Ptrace = hold
+	ruleset, err := newRuleset(p, sup.ABI)
+	if err != nil {
+		return nil, xerrors.Errorf("sandbox: %w", err)
+	}
+	defer unix.Close(ruleset)
+	var filter []unix.SockFilter
+	if !p.Network {
+		if filter, err = networkFilter(); err != nil {
+			return nil, xerrors.Errorf("sandbox: %w", err)
+		}
+	}
+	h := &Held{release: make(chan struct{})}
+	started := make(chan error, 1) // buffered: the thread never blocks on it
+	onOwnThread(func() {
+		if err := restrictThread(ruleset, filter); err != nil {
+			started <- xerrors.Errorf("sandbox: restrict the thread: %w", err)
+			return
+		}
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		pid := cmd.Process.Pid
+		held := hold && awaitExecStop(pid)
+		exitKill := held && p.ExitKill && unix.PtraceSetOptions(pid, unix.PTRACE_O_EXITKILL) == nil
+		started <- nil
+		if exitKill {
+			// The host's death now kills the child until the caller
+			// registered it; then the option goes, so that this thread's
+			// end does not kill it.
+			<-h.release
+			_ = unix.PtraceSetOptions(pid, 0)
+		}
+		// Returning while locked ends the thread: the kernel detaches the
+		// child, which resumes without the SIGTRAP its exec raised.
+	})
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// onOwnThread runs f on a goroutine locked to an OS thread other than the
+// main one, and returns at once; the goroutine returns while still
+// locked, so that Go ends the thread with it (except the main thread,
+// which Go keeps: there the restrictions would stay, so it is avoided).
+func onOwnThread(f func()) {
+	// Stopped when f returns (its thread ends with it).
+	go func() {
+		runtime.LockOSThread()
+		if !onMainThread() {
+			f()
+			return
+		}
+		movedOffMain.Add(1)
+		// Keep the main thread while another goroutine locks a thread,
+		// which cannot be this one then; then let the main thread go.
+		locked := make(chan struct{})
+		// Stopped when f returns (its thread ends with it).
+		go func() {
+			runtime.LockOSThread()
+			close(locked)
+			f()
+		}()
+		<-locked
+		runtime.UnlockOSThread()
+	}()
+}
+
+// movedOffMain counts the goroutines that landed on the main thread (for
+// a test).
+var movedOffMain atomic.Int32
+
+// onMainThread reports whether the calling goroutine runs on the main
+// thread; a variable so that a test can play that case.
+var onMainThread = func() bool { return unix.Gettid() == unix.Getpid() }
+
+// restrictThread restricts the calling thread: no-new-privileges (which
+// Landlock and seccomp need), no capabilities for a child (the bounding,
+// ambient and inheritable sets emptied: a root child's exec then grants
+// none), the seccomp filter (if any), then the Landlock ruleset.
+func restrictThread(ruleset int, filter []unix.SockFilter) error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return xerrors.Errorf("no-new-privileges: %w", err)
+	}
+	if err := dropCapabilities(); err != nil {
+		return err
+	}
+	if filter != nil {
+		if err := installFilter(filter); err != nil {
+			return err
+		}
+	}
+	return restrictSelf(ruleset)
+}
+
+// dropCapabilities empties the thread's bounding set (where it has
+// CAP_SETPCAP: a root host), ambient set and inheritable set. Its own
+// effective and permitted sets stay: the child loses them at its exec,
+// and meanwhile they keep the child from reading this thread's memory
+// (the kernel refuses /proc access to a task with more capabilities).
+func dropCapabilities() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return xerrors.Errorf("capget: %w", err)
+	}
+	if data[unix.CAP_SETPCAP/32].Effective&(1<<(unix.CAP_SETPCAP%32)) != 0 {
+		for c := 0; c < 64; c++ {
+			err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+			if errors.Is(err, unix.EINVAL) {
+				break // past the kernel's last capability
+			}
+			if err != nil {
+				return xerrors.Errorf("drop capability %d from the bounding set: %w", c, err)
+			}
+		}
+	} else if unix.Getuid() == 0 || unix.Geteuid() == 0 {
+		return xerrors.New("a root host without CAP_SETPCAP cannot empty the bounding set")
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		return xerrors.Errorf("clear the ambient capabilities: %w", err)
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return xerrors.Errorf("clear the inheritable capabilities: %w", err)
+	}
+	return nil
+}
+
+// si_code values of SIGCHLD (include/uapi/asm-generic/siginfo.h).
+const (
+	cldTrapped = 4
+	cldStopped = 5
+)
+
+// chldInfo is the siginfo_t of SIGCHLD, as unix.Siginfo's padding holds
+// it: pid, uid, status.
+type chldInfo struct {
+	Signo, Errno, Code, _ int32
+	Pid, UID, Status      int32
+	_                     [100]byte
+}
+
+// awaitExecStop waits, on the tracer thread, until the traced child pid
+// stops at its exec or dies first, and reports whether it is held. The
+// stop is consumed (a waitid without WNOWAIT): its signal, the exec's
+// SIGTRAP, is then never delivered. A dead child is left unreaped, for
+// its owner's Wait.
+//
+// A signal sent to the child between its fork and this stop (nobody knows
+// its PID yet) would stop it first and be consumed instead, and the
+// SIGTRAP would then end it: a documented limit, not a leak.
+func awaitExecStop(pid int) (held bool) {
+	var info chldInfo
+	si := (*unix.Siginfo)(unsafe.Pointer(&info))
+	for {
+		err := unix.Waitid(unix.P_PID, pid, si, unix.WSTOPPED|unix.WEXITED|unix.WNOWAIT, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || (info.Code != cldTrapped && info.Code != cldStopped) {
+			return false // dead (or unwaitable): nothing to hold
+		}
+		break
+	}
+	for {
+		// The child is stopped and stays so (only SIGKILL moves a traced,
+		// stopped task): consume the stop. WNOHANG: had it been killed in
+		// between, this finds nothing and leaves the corpse.
+		info = chldInfo{}
+		err := unix.Waitid(unix.P_PID, pid, si, unix.WSTOPPED|unix.WNOHANG, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil && info.Pid == int32(pid)
+	}
+}

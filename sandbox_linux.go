@@ -1,0 +1,67 @@
+//go:build linux
+
+package proc
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+
+	"golang.org/x/xerrors"
+
+	"github.com/procvisor/proc/internal/sandbox"
+)
+
+// On Linux the sandbox is internal/sandbox: Landlock, seccomp,
+// no-new-privileges and no capabilities on one thread that forks the
+// child, holds it at its exec until that thread is gone, and ends.
+
+type (
+	sandboxSteps  = sandbox.Steps   // the probe's steps; nil ones ask the kernel
+	sandboxKernel = sandbox.Support // the Landlock ABI found
+)
+
+// probeSandbox asks the kernel once; lasting is false for an error of
+// the moment, which is not kept.
+func probeSandbox(steps sandboxSteps) (k sandboxKernel, err error, lasting bool) {
+	k, err = sandbox.Probe(steps)
+	var u *sandbox.UnsupportedError
+	return k, err, err == nil || errors.As(err, &u)
+}
+
+// describeSandbox says what a policy is enforced with, for Info.Sandbox.
+func describeSandbox(k sandboxKernel, sb *Sandbox) string { return k.Describe(sb.Network) }
+
+// sandboxStart is a start's sandbox: the policy, what the probe found,
+// and (group mode, host-death guard) whether the held child dies with the
+// host until its group is registered.
+type sandboxStart struct {
+	sb       *Sandbox
+	kernel   sandboxKernel
+	exitKill bool
+}
+
+// start starts cmd under the sandbox from a restricted thread, and
+// returns the function that lets the held child go, to call once the
+// child was registered (it must be called whenever start succeeded).
+func (s *sandboxStart) start(cmd *exec.Cmd, tty bool) (release func(), err error) {
+	p := sandbox.Policy{WritableRoots: s.sb.WritableRoots, Network: s.sb.Network, ExitKill: s.exitKill}
+	if s.exitKill {
+		// The backend's Pdeathsig would fire when the restricted thread
+		// ends: the hold's PTRACE_O_EXITKILL does its job instead.
+		cmd.SysProcAttr.Pdeathsig = 0
+	}
+	if tty {
+		// connect made the terminal's slave end the child's stdin.
+		f, ok := cmd.Stdin.(*os.File)
+		if !ok {
+			return nil, xerrors.New("sandbox: the terminal is not the child's stdin")
+		}
+		p.TTY = f.Name()
+	}
+	h, err := sandbox.Start(cmd, p, s.kernel)
+	if err != nil {
+		return nil, err
+	}
+	return h.Release, nil
+}

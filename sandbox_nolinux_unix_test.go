@@ -1,0 +1,7 @@
+//go:build unix && !linux
+
+package proc_test
+
+// stressSandboxed: TestStress sandboxes on Linux only (macOS's
+// sandbox-exec is not verified at runtime here).
+func stressSandboxed() bool { return false }

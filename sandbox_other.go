@@ -1,0 +1,34 @@
+//go:build !linux && !darwin
+
+package proc
+
+import (
+	"os/exec"
+
+	"golang.org/x/xerrors"
+)
+
+// The sandbox needs Linux (Landlock, seccomp) or macOS (sandbox-exec):
+// elsewhere every sandboxed start fails with ErrUnsupported.
+
+type (
+	sandboxSteps  struct{}
+	sandboxKernel struct{}
+)
+
+func probeSandbox(sandboxSteps) (sandboxKernel, error, bool) {
+	return sandboxKernel{}, xerrors.New("sandbox: needs Linux (Landlock and seccomp) or macOS (sandbox-exec)"), true
+}
+
+func describeSandbox(sandboxKernel, *Sandbox) string { return "" }
+
+// sandboxStart is never used: the probe refuses every policy.
+type sandboxStart struct {
+	sb       *Sandbox
+	kernel   sandboxKernel
+	exitKill bool
+}
+
+func (s *sandboxStart) start(*exec.Cmd, bool) (func(), error) {
+	return nil, xerrors.Errorf("sandbox: %w", ErrUnsupported)
+}
