@@ -50,13 +50,14 @@ const ScrollbackRows = 1000
 // that writes it (which ends when the write does: the process read it,
 // exited, or its Manager was closed).
 type Screen struct {
-	// started is closed once Start's call to the Starter returned; p is
-	// set before (nil if that start failed).
+	// started is closed once Start's call of s.Start returned; p is set
+	// before (nil if that start failed).
 	started chan struct{}
 
-	// mu guards the fields below. It is held while the emulator runs on
-	// the pump's bytes and while the terminal is resized, never while
-	// writing to the process or to the request's own tee.
+	// mu guards the fields below, down to inMu. It is held while the
+	// emulator runs and while the terminal is resized, never while
+	// writing to the process or to the request's own tee, nor while
+	// closing changed. Lock order: mu before inMu.
 	mu   sync.Mutex
 	p    *proc.Process
 	term *term
@@ -72,8 +73,9 @@ type Screen struct {
 	// teeErr is why the request's own OutputTee stopped.
 	teeErr error
 
-	// inMu guards the fields below; it is a leaf (taken under mu or
-	// alone).
+	// inMu guards the fields below; it is a leaf (taken alone or under
+	// mu), so that the pump never waits for the emulator to hand over
+	// bytes, only to append them.
 	inMu sync.Mutex
 	// backlog holds bytes from the pump that the emulator has not read
 	// yet, at most maxBacklog; spare is the buffer it swaps with. feeding
