@@ -34,8 +34,8 @@ import (
 	"golang.org/x/xerrors"
 )
 
-// DefaultSize is the terminal size Start uses when the request has none.
-var DefaultSize = proc.TermSize{Rows: 24, Cols: 80}
+// defaultSize is the terminal size Start uses when the request has none.
+var defaultSize = proc.TermSize{Rows: 24, Cols: 80}
 
 // ScrollbackRows is how many rows that scrolled off the top a Screen
 // keeps; older ones are dropped.
@@ -50,13 +50,14 @@ const ScrollbackRows = 1000
 // that writes it (which ends when the write does: the process read it,
 // exited, or its Manager was closed).
 type Screen struct {
-	// started is closed once Start's call to the Starter returned; p is
-	// set before (nil if that start failed).
+	// started is closed once Start's call of s.Start returned; p is set
+	// before (nil if that start failed).
 	started chan struct{}
 
-	// mu guards the fields below. It is held while the emulator runs on
-	// the pump's bytes and while the terminal is resized, never while
-	// writing to the process or to the request's own tee.
+	// mu guards the fields below, down to inMu. It is held while the
+	// emulator runs and while the terminal is resized, never while
+	// writing to the process or to the request's own tee, nor while
+	// closing changed. Lock order: mu before inMu.
 	mu   sync.Mutex
 	p    *proc.Process
 	term *term
@@ -72,8 +73,9 @@ type Screen struct {
 	// teeErr is why the request's own OutputTee stopped.
 	teeErr error
 
-	// inMu guards the fields below; it is a leaf (taken under mu or
-	// alone).
+	// inMu guards the fields below; it is a leaf (taken alone or under
+	// mu), so that the pump never waits for the emulator to hand over
+	// bytes, only to append them.
 	inMu sync.Mutex
 	// backlog holds bytes from the pump that the emulator has not read
 	// yet, at most maxBacklog; spare is the buffer it swaps with. feeding
@@ -94,10 +96,10 @@ const maxBacklog = 256 << 10
 //
 // It sets req.TTY, and req.Stdin (the replies to the program's queries are
 // typed into the terminal through Process.Write); a zero req.Size becomes
-// [DefaultSize]. The request's own OutputTee, if any, still gets every
-// byte, in order, after the screen has seen it; if its Write fails (or
-// writes short) it is fed no more, [Screen.TeeError] says why, and the
-// screen goes on. Start's errors are those of s.Start, and an error
+// 24 rows by 80 columns. The request's own OutputTee, if any, still gets
+// every byte, in order, from the pump, as proc feeds a tee; if its Write
+// fails (or writes short) it is fed no more, [Screen.TeeError] says why,
+// and the screen goes on. Start's errors are those of s.Start, and an error
 // wrapping proc.ErrInvalid for a Size with one zero dimension; on Windows
 // (no terminals in proc) it wraps proc.ErrUnsupported.
 func Start(s interface {
@@ -107,7 +109,7 @@ func Start(s interface {
 		return nil, xerrors.Errorf("screen: start: no Manager or Scope: %w", proc.ErrInvalid)
 	}
 	if req.Size == (proc.TermSize{}) {
-		req.Size = DefaultSize
+		req.Size = defaultSize
 	}
 	if req.Size.Rows == 0 || req.Size.Cols == 0 {
 		return nil, xerrors.Errorf("screen: start: Size %dx%d has a zero dimension: %w", req.Size.Rows, req.Size.Cols, proc.ErrInvalid)

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -403,4 +405,101 @@ func TestStartErrors(t *testing.T) {
 	if len(m.List()) != 0 {
 		t.Errorf("records after failed starts: %d", len(m.List()))
 	}
+}
+
+// TestRealPrograms runs full-screen programs as a user would: vim and
+// less paint on the alternate screen and leave it. It skips a program
+// that is not installed (both are on the CI machine).
+func TestRealPrograms(t *testing.T) {
+	t.Parallel()
+	skipWithoutTTY(t)
+	t.Run("vim", func(t *testing.T) {
+		t.Parallel()
+		if _, err := exec.LookPath("vim"); err != nil {
+			t.Skip("vim is not installed")
+		}
+		ctx := testCtx(t)
+		m := proctest.NewManager(t, proc.Options{})
+		file := filepath.Join(t.TempDir(), "notes.txt")
+		if err := os.WriteFile(file, []byte("first line\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := screen.Start(m, proc.StartRequest{
+			Args: []string{"vim", "-u", "NONE", "-N", "-n", file},
+			Env:  map[string]string{"TERM": "xterm-256color"},
+			Size: proc.TermSize{Rows: 8, Cols: 40},
+		})
+		if err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		if _, err := s.Wait(ctx, regexp.MustCompile(`notes\.txt`)); err != nil {
+			t.Fatalf("Wait: %v (%q)", err, s.Text())
+		}
+		if !s.AltScreen() {
+			t.Errorf("vim: AltScreen() = false")
+		}
+		if _, err := s.Process().Write([]byte("Ohello \x1b")); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		if _, err := s.Wait(ctx, regexp.MustCompile(`^hello$`)); err != nil {
+			t.Fatalf("Wait: %v (%q)", err, s.Text())
+		}
+		if rows := strings.Split(s.Text(), "\n"); len(rows) < 3 || rows[1] != "first line" || rows[2] != "~" {
+			t.Errorf("vim's screen: %q", s.Text())
+		}
+		if _, err := s.Process().Write([]byte(":q!\r")); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		if err := s.Process().Wait(ctx); err != nil {
+			t.Fatalf("Wait: %v", err)
+		}
+		if s.AltScreen() {
+			t.Errorf("vim quit: AltScreen() = true")
+		}
+	})
+	t.Run("less", func(t *testing.T) {
+		t.Parallel()
+		if _, err := exec.LookPath("less"); err != nil {
+			t.Skip("less is not installed")
+		}
+		ctx := testCtx(t)
+		m := proctest.NewManager(t, proc.Options{})
+		file := filepath.Join(t.TempDir(), "long.txt")
+		var b strings.Builder
+		for i := 1; i <= 100; i++ {
+			fmt.Fprintf(&b, "line %d\n", i)
+		}
+		if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := screen.Start(m, proc.StartRequest{
+			Args: []string{"less", file},
+			Env:  map[string]string{"TERM": "xterm", "LESS": ""},
+			Size: proc.TermSize{Rows: 6, Cols: 40},
+		})
+		if err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		if _, err := s.Wait(ctx, regexp.MustCompile(`^line 5$`)); err != nil {
+			t.Fatalf("Wait: %v (%q)", err, s.Text())
+		}
+		if _, err := s.Process().Write([]byte(" ")); err != nil { // a page down
+			t.Fatalf("Write: %v", err)
+		}
+		if _, err := s.Wait(ctx, regexp.MustCompile(`^line 10$`)); err != nil {
+			t.Fatalf("Wait: %v (%q)", err, s.Text())
+		}
+		if !s.AltScreen() || strings.Contains(s.Text(), "line 1\n") {
+			t.Errorf("less paged: AltScreen() = %v, Text() = %q", s.AltScreen(), s.Text())
+		}
+		if _, err := s.Process().Write([]byte("q")); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		if err := s.Process().Wait(ctx); err != nil {
+			t.Fatalf("Wait: %v", err)
+		}
+		if s.AltScreen() {
+			t.Errorf("less quit: AltScreen() = true")
+		}
+	})
 }

@@ -45,8 +45,8 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("procscreen", flag.ContinueOnError)
 	flags.SetOutput(stderr)
-	rows := flags.Uint("rows", uint(screen.DefaultSize.Rows), "terminal rows")
-	cols := flags.Uint("cols", uint(screen.DefaultSize.Cols), "terminal columns")
+	rows := flags.Uint("rows", 24, "terminal rows")
+	cols := flags.Uint("cols", 80, "terminal columns")
 	timeout := flags.Duration("timeout", 0, "terminate, then kill, after this long (exit code 124)")
 	dir := flags.String("dir", "", "working directory (default: the current one)")
 	scrollback := flags.Int("scrollback", 0, "also print up to this many rows that scrolled off, before the screen")
