@@ -215,3 +215,27 @@ func TestStartOrGetQuietEnv(t *testing.T) {
 		t.Errorf("StartOrGet(bare with an empty DropEnv) = %v; want ErrDuplicateID", err)
 	}
 }
+
+// TestDropEnvJSON: an empty DropEnv (drop nothing) survives encoding as
+// [], apart from a nil one (the Manager's default), which is left out.
+func TestDropEnvJSON(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		req  proc.StartRequest
+		want string
+	}{
+		{proc.StartRequest{}, `{}`},
+		{proc.StartRequest{DropEnv: []string{}}, `{"drop_env":[]}`},
+		{proc.StartRequest{DropEnv: []string{"A_*"}, NonInteractive: true}, `{"non_interactive":true,"drop_env":["A_*"]}`},
+	} {
+		b, err := json.Marshal(tc.req)
+		if err != nil || string(b) != tc.want {
+			t.Errorf("Marshal = %s, %v; want %s", b, err, tc.want)
+			continue
+		}
+		var back proc.StartRequest
+		if err := json.Unmarshal(b, &back); err != nil || (back.DropEnv == nil) != (tc.req.DropEnv == nil) {
+			t.Errorf("Unmarshal(%s) = DropEnv %#v, %v; want %#v", b, back.DropEnv, err, tc.req.DropEnv)
+		}
+	}
+}

@@ -187,14 +187,15 @@ type StartRequest struct {
 	// GIT_TERMINAL_PROMPT=0, DEBIAN_FRONTEND=noninteractive and CI=1, so
 	// that a command neither pages, nor prompts for git credentials, nor
 	// paints colours. UnsetEnv still removes them.
-	NonInteractive bool `json:"non_interactive"`
+	NonInteractive bool `json:"non_interactive,omitempty"`
 	// DropEnv holds path.Match patterns ("*_TOKEN", "*SECRET*", "AWS_*")
 	// of variable names removed from the inherited environment
 	// (os.Environ() and Options.UpdateEnv); Env, Options.OwnerEnv and what
 	// NonInteractive sets are never dropped. The names removed, never the
 	// values, are in Info.DroppedEnv. nil: Options.DropEnv; an empty list
-	// drops nothing. A malformed pattern is ErrInvalid.
-	DropEnv []string `json:"drop_env"`
+	// drops nothing (and encodes as [], where nil is left out). A
+	// malformed pattern is ErrInvalid.
+	DropEnv []string `json:"drop_env,omitzero"`
 	// Owner tags the record for a [Scope].
 	Owner string `json:"owner,omitempty"`
 	// Background is recorded for callers and changes nothing here.

@@ -24,3 +24,21 @@ func TestPlainWideCells(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderRecordsMarker pins the renderer's record of where it put the
+// omission marker, which Output.Plain reads instead of searching.
+func TestRenderRecordsMarker(t *testing.T) {
+	t.Parallel()
+	b := NewHeadTailBuffer(8, 8, 0)
+	_, _ = b.Write([]byte("head...\n... [omitted 1 bytes] ...\nmiddle\x1b[31m\rtail end\n"))
+	out := b.Output()
+	const marker = "\n... [omitted 39 bytes] ...\n"
+	if got := out.Text[out.marker[0]:out.marker[1]]; got != marker || out.marker[0] != 8 {
+		t.Errorf("Output() = %q with marker at %v (%q); want %q at 8", out.Text, out.marker, got, marker)
+	}
+	whole := NewHeadTailBuffer(64, 64, 0)
+	_, _ = whole.Write([]byte("short\n"))
+	if out := whole.Output(); out.marker != [2]int{} {
+		t.Errorf("Output() of a buffer that omitted nothing has a marker at %v", out.marker)
+	}
+}

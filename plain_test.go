@@ -250,7 +250,7 @@ var _ = helper("plain-print", func(args []string) int {
 // plain, the marker and Truncation as they are.
 func TestOutputPlain(t *testing.T) {
 	t.Parallel()
-	ctx, m := testManager(t, proc.Options{})
+	m := newManager(t, proc.Options{})
 	var progress strings.Builder
 	for i := 0; i <= 100; i += 5 {
 		progress.WriteString("\r\x1b[36mdownloading\x1b[0m " + strings.Repeat("#", i/5) + " " + strconv.Itoa(i) + "%")
@@ -292,6 +292,7 @@ func TestOutputPlain(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			ctx := testCtx(t) // the subtest's own: it may wait long for a slot
 			p := mustStart(t, m, tc.req)
 			snap := waitFinal(ctx, t, p)
 			out := snap.Output
