@@ -343,8 +343,8 @@ type asked struct {
 
 // startedWith reports whether req asks for what p was started with, as
 // StartOrGet compares: Command, Args, WorkDir as requested, Owner, Env,
-// UnsetEnv, ClearEnv and Background. A nil Env or UnsetEnv equals an empty
-// one.
+// UnsetEnv, ClearEnv, Background, Watch and WatchActivity. A nil Env,
+// UnsetEnv or Watch equals an empty one.
 func (p *Process) startedWith(req StartRequest) bool {
 	return req.Command == p.info.Command && slices.Equal(req.Args, p.info.Args) &&
 		req.WorkDir == p.asked.workDir && req.Owner == p.info.Owner &&
