@@ -363,8 +363,9 @@ func (m *Manager) Run(ctx context.Context, req StartRequest) (Snapshot, error) {
 // StartOrGet makes retried starts idempotent. If req.ID names a running or
 // retained record started with the same Command, Args, WorkDir (as
 // requested), Owner, Env, UnsetEnv, ClearEnv, Background, NonInteractive,
-// DropEnv (nil and empty differ) and Sandbox, it returns
-// that record with started == false; other parameters are ErrDuplicateID. Calls with one ID start at most one
+// DropEnv (nil and empty differ), Sandbox, Watch and WatchActivity, it
+// returns that record with started == false; other parameters are
+// ErrDuplicateID. Calls with one ID start at most one
 // process however many race: a call that finds a start in progress waits
 // for it. Without an ID it is Start.
 func (m *Manager) StartOrGet(req StartRequest) (p *Process, started bool, err error) {

@@ -328,9 +328,9 @@ type asked struct {
 
 // startedWith reports whether req asks for what p was started with, as
 // StartOrGet compares: Command, Args, WorkDir as requested, Owner, Env,
-// UnsetEnv, ClearEnv, Background, NonInteractive, DropEnv and Sandbox
-// (as requested: nil, the default, equals only nil). A nil Env or
-// UnsetEnv equals an empty one.
+// UnsetEnv, ClearEnv, Background, NonInteractive, DropEnv, Sandbox (as
+// requested: nil, the default, equals only nil), Watch and WatchActivity.
+// A nil Env, UnsetEnv or Watch equals an empty one.
 func (p *Process) startedWith(req StartRequest) bool {
 	return req.Command == p.info.Command && slices.Equal(req.Args, p.info.Args) &&
 		req.WorkDir == p.asked.workDir && req.Owner == p.info.Owner &&
