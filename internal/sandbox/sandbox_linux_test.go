@@ -585,6 +585,7 @@ func TestDescribe(t *testing.T) {
 	}{
 		{7, false, "landlock abi 7, seccomp, no connect, no capabilities"},
 		{12, true, "landlock abi 12, network, no capabilities"},
+		{4, false, "landlock abi 4, seccomp, no connect, no capabilities, signals"},
 	} {
 		if got := (Support{ABI: tt.abi}).Describe(tt.network); got != tt.want {
 			t.Errorf("Support{ABI: %d}.Describe(%v) = %q; want %q", tt.abi, tt.network, got, tt.want)
