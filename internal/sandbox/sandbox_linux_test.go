@@ -189,7 +189,6 @@ func checkOps(t *testing.T, res result, args []string, want map[string]string) {
 func TestNetworkOff(t *testing.T) {
 	t.Parallel()
 	support(t)
-	ctx := testCtx(t)
 	tcp4 := listen(t, "tcp4", "127.0.0.1:0")
 	tcp6 := listen(t, "tcp6", "[::1]:0")
 	sock := filepath.Join(t.TempDir(), "daemon.sock")
@@ -212,6 +211,7 @@ func TestNetworkOff(t *testing.T) {
 	for name, wrapper := range wrappers {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			ctx := testCtx(t)
 			var args []string
 			for op := range want {
 				args = append(args, op)
