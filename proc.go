@@ -181,7 +181,9 @@ type Info struct {
 	// Sandbox says what restricts the tree (StartRequest.Sandbox, or
 	// Options.Sandbox): "landlock abi 7, seccomp, no connect, no
 	// capabilities" (Linux, network off), "landlock abi 7, network, no
-	// capabilities" (network on), "seatbelt" (macOS); "" unrestricted.
+	// capabilities" (network on; below Landlock ABI 6 both end ",
+	// signals": the tree can signal the host), "seatbelt" (macOS); ""
+	// unrestricted.
 	Sandbox string `json:"sandbox,omitempty"`
 	// TeeError is the first error of StartRequest.OutputTee or StderrTee,
 	// prefixed with which tee it was, or why a tee was cut off; that tee

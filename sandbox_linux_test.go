@@ -135,12 +135,14 @@ func netIP4(s string) []byte {
 func TestSandboxNetwork(t *testing.T) {
 	t.Parallel()
 	needSandbox(t)
-	ctx := testCtx(t)
 	addr := sbListen(t)
 	for _, c := range sbModes {
 		for _, network := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/network=%v", c, network), func(t *testing.T) {
 				t.Parallel()
+				// Each subtest's own deadline: a parallel subtest may wait
+				// long for its turn when the whole suite runs.
+				ctx := testCtx(t)
 				m := sbManager(t, c, proc.Options{Sandbox: &proc.Sandbox{Network: network}})
 				snap := waitFinal(ctx, t, mustStart(t, m, helperReq("sb-connect", addr)))
 				want := "connect: EACCES\n"
@@ -209,7 +211,6 @@ func TestSandboxHostile(t *testing.T) {
 	if err != nil {
 		t.Skipf("no cgroup2 mount (%v): CI has one", err)
 	}
-	ctx := testCtx(t)
 	root := t.TempDir()
 	host := strconv.Itoa(os.Getpid())
 	script := `cg="$1$(sed -n 's/^0:://p' /proc/self/cgroup)"
@@ -229,6 +230,7 @@ mknod "$3/null" c 1 3 2>/dev/null && echo mknod || echo mknod-refused
 	for _, c := range sbModes {
 		t.Run(string(c), func(t *testing.T) {
 			t.Parallel()
+			ctx := testCtx(t)
 			m := sbManager(t, c, proc.Options{Sandbox: &proc.Sandbox{WritableRoots: []string{root}}})
 			snap := waitFinal(ctx, t, mustStart(t, m, proc.StartRequest{Args: []string{"sh", "-c", script, "sh", mount, host, root}}))
 			if snap.Output.Text != want {

@@ -27,7 +27,9 @@ type Support struct {
 // with, for Info.Sandbox: "landlock abi 7, seccomp, no connect, no
 // capabilities" with the network off (below ABI 9 every connect(2) is
 // refused, which "no connect" says), "landlock abi 7, network, no
-// capabilities" with it on. Signals leave the domain only below ABI 6.
+// capabilities" with it on. Below ABI 6 Landlock cannot scope signals,
+// so the tree may signal the host (a child of the same user always can):
+// "signals" says so.
 func (s Support) Describe(network bool) string {
 	parts := []string{"landlock abi " + strconv.Itoa(s.ABI)}
 	if network {
@@ -36,6 +38,9 @@ func (s Support) Describe(network bool) string {
 		parts = append(parts, "seccomp", "no connect")
 	}
 	parts = append(parts, "no capabilities")
+	if s.ABI < 6 {
+		parts = append(parts, "signals")
+	}
 	return strings.Join(parts, ", ")
 }
 

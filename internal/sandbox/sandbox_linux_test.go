@@ -37,8 +37,13 @@ func support(t testing.TB) Support {
 	return sup
 }
 
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+// testCtx ends with the test, at the latest after d (default 60 s).
+func testCtx(t testing.TB, d ...time.Duration) context.Context {
+	timeout := 60 * time.Second
+	if len(d) > 0 {
+		timeout = d[0]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -184,7 +189,6 @@ func checkOps(t *testing.T, res result, args []string, want map[string]string) {
 func TestNetworkOff(t *testing.T) {
 	t.Parallel()
 	support(t)
-	ctx := testCtx(t)
 	tcp4 := listen(t, "tcp4", "127.0.0.1:0")
 	tcp6 := listen(t, "tcp6", "[::1]:0")
 	sock := filepath.Join(t.TempDir(), "daemon.sock")
@@ -207,6 +211,7 @@ func TestNetworkOff(t *testing.T) {
 	for name, wrapper := range wrappers {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			ctx := testCtx(t)
 			var args []string
 			for op := range want {
 				args = append(args, op)
@@ -261,9 +266,9 @@ func TestHostNotRestricted(t *testing.T) {
 	base := threads(t)
 	const starts = 50
 	for i := range starts {
-		res := run(ctx, t, opsCmd(nil, "socketpair"), Policy{}, true)
-		if res.line(t, "socketpair") != "ok" {
-			t.Fatalf("start %d: %q", i, res.out)
+		// true, not the (race-built, slow to start) test binary.
+		if res := run(ctx, t, exec.Command("true"), Policy{}, true); !res.state.Success() {
+			t.Fatalf("start %d: %v %q", i, res.state, res.out)
 		}
 	}
 	for _, task := range taskStatus(t) {
@@ -390,20 +395,22 @@ func windowLeaks(ctx context.Context, t *testing.T, bin string, n int, hold bool
 // TestWindow: until the restricted thread is gone its child shares its
 // domain; the hold keeps the child from running any code of its own
 // meanwhile. Without the hold the same probe gets through (a prototype
-// measured 83-153 of 300), which shows the probe can see the window.
+// measured 83-153 of 300; 50-82 here), which shows the probe can see the
+// window.
 func TestWindow(t *testing.T) {
 	t.Parallel()
 	support(t)
 	bin := buildProbe(t)
-	ctx := testCtx(t)
-	const n = 300
-	if leaks := windowLeaks(ctx, t, bin, n, true); leaks != 0 {
-		t.Errorf("held: %d of %d sandboxed starts reached the host", leaks, n)
+	// 400 sequential starts: minutes when the machine is loaded.
+	ctx := testCtx(t, 5*time.Minute)
+	const held, unheld = 300, 100
+	if leaks := windowLeaks(ctx, t, bin, held, true); leaks != 0 {
+		t.Errorf("held: %d of %d sandboxed starts reached the host", leaks, held)
 	}
-	if leaks := windowLeaks(ctx, t, bin, n, false); leaks == 0 {
-		t.Errorf("not held: 0 of %d starts reached the host; the probe cannot see the window", n)
+	if leaks := windowLeaks(ctx, t, bin, unheld, false); leaks == 0 {
+		t.Errorf("not held: 0 of %d starts reached the host; the probe cannot see the window", unheld)
 	} else {
-		t.Logf("not held: %d of %d starts reached the host", leaks, n)
+		t.Logf("not held: %d of %d starts reached the host", leaks, unheld)
 	}
 }
 
@@ -578,6 +585,7 @@ func TestDescribe(t *testing.T) {
 	}{
 		{7, false, "landlock abi 7, seccomp, no connect, no capabilities"},
 		{12, true, "landlock abi 12, network, no capabilities"},
+		{4, false, "landlock abi 4, seccomp, no connect, no capabilities, signals"},
 	} {
 		if got := (Support{ABI: tt.abi}).Describe(tt.network); got != tt.want {
 			t.Errorf("Support{ABI: %d}.Describe(%v) = %q; want %q", tt.abi, tt.network, got, tt.want)

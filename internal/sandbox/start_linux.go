@@ -219,9 +219,13 @@ type chldInfo struct {
 // SIGTRAP, is then never delivered. A dead child is left unreaped, for
 // its owner's Wait.
 //
-// A signal sent to the child between its fork and this stop (nobody knows
-// its PID yet) would stop it first and be consumed instead, and the
-// SIGTRAP would then end it: a documented limit, not a leak.
+// A signal that reaches the child between its PTRACE_TRACEME and this
+// stop would stop it first: before its exec, that would hold the forking
+// thread in its vfork wait until someone kills the child; after it, the
+// signal would be consumed instead and the SIGTRAP would end the child.
+// Nobody can aim at it then — it leads a session of its own and its PID
+// is not known until Start returns — but kill(-1, sig) by root reaches
+// everything: a documented limit, never a leak.
 func awaitExecStop(pid int) (held bool) {
 	var info chldInfo
 	si := (*unix.Siginfo)(unsafe.Pointer(&info))
