@@ -397,7 +397,7 @@ func (h *cgroupHost) recycled(rc *recordCgroup) {
 		removeCgroup(rc.dir)
 		return
 	}
-	rc.base = d.Usage()
+	rc.base = d.CPU() // reuse: only cpu.stat accounts here
 	h.giveBack(rc)
 }
 
@@ -558,7 +558,13 @@ func (c *cgroupTree) alive() bool { return c.populated() }
 // to the cgroup's baseline. The peaks are never from a baseline: a
 // cgroup with them is never reused.
 func (c *cgroupTree) usage() *TreeUsage {
-	u, base := c.d.Usage(), c.base
+	var u cgroup2.Usage
+	if c.host.reuse {
+		u = c.d.CPU() // without the memory and pids controllers, only cpu.stat
+	} else {
+		u = c.d.Usage()
+	}
+	base := c.base
 	return &TreeUsage{
 		User:       u.User - base.User,
 		System:     u.System - base.System,
