@@ -468,6 +468,7 @@ func (m *Manager) Close() error {
 	for _, p := range procs {
 		p.stopping()
 	}
+	m.trees.draining()
 	m.trees.stop(context.Background(), m.trees.registered(nil), "manager", "kill-grace")
 	waitDone(procs)
 

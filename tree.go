@@ -405,6 +405,16 @@ func (k *treeKeeper) recheck(t *tree) {
 	}
 }
 
+// draining tells the cgroup host, if any, that Close began: cgroups that
+// are done are removed at once from then on, while Close stops the trees.
+func (k *treeKeeper) draining() {
+	c := &k.contain
+	c.mu.Lock()
+	host := c.host
+	c.mu.Unlock()
+	host.drain()
+}
+
 // close stops the watchdog and removes the Manager's cgroups, once every
 // tree has left them.
 func (k *treeKeeper) close() {

@@ -73,12 +73,15 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 		return nil, nil
 	case cmd.Process == nil:
 		// Nothing runs in it: a failed exec's child is reaped already.
-		s.host.giveBack(s.rc)
+		// Its CPU time is in the cgroup's accounting, so it is reused
+		// only from a new baseline, as a record's cgroup is.
+		s.host.done(s.rc, true)
 		return nil, nil
 	}
 	_ = unix.Close(s.rc.dirFD)
 	s.rc.dirFD = -1
-	c := &cgroupTree{host: s.host, rc: s.rc, d: cgroup2.Dir{Path: s.rc.dir, Rel: filepath.Join(s.host.rel, filepath.Base(s.rc.dir))}}
+	c := &cgroupTree{host: s.host, rc: s.rc, limited: s.limited, events: s.rc.events, base: s.rc.base,
+		d: cgroup2.Dir{Path: s.rc.dir, Rel: filepath.Join(s.host.rel, filepath.Base(s.rc.dir))}}
 	return &tree{sys: c, kind: string(ContainCgroup), owner: owner}, nil
 }
 

@@ -30,6 +30,8 @@ func openCgroupHost(string, bool) (*cgroupHost, error) {
 
 func (*cgroupHost) close() {}
 
+func (*cgroupHost) drain() {}
+
 func (*cgroupHost) path() string { return "" }
 
 // watchdog: on Windows every job is created with kill-on-close and its

@@ -119,26 +119,61 @@ func (d Dir) SignalMember(pid int, sig unix.Signal) {
 	}
 }
 
-// SignalAll sends sig (and SIGCONT) to every member listed in
-// cgroup.procs, in up to three passes so that a member started during a
-// pass is caught by the next. It returns how many members it signalled.
+// SignalAll sends sig (and SIGCONT, unless sig is SIGKILL) to every
+// member listed in cgroup.procs, in up to three passes so that a member
+// started during a pass is caught by the next. It returns how many members
+// it signalled.
+//
+// A PID read from cgroup.procs may name a stranger by the time it is
+// signalled (the member exited and the PID was reused), so each is pinned
+// with a pidfd and signalled only if the next read of cgroup.procs, made
+// after the pidfd was opened, still lists it: a process the pidfd pins
+// that is alive then holds the PID, so it is the one listed, in the
+// cgroup; one that is dead is not signalled by its pidfd. One read per
+// pass verifies every PID of the pass, where reading /proc/<pid>/cgroup
+// for each would take the kernel's cgroup mutex once a member.
 func (d Dir) SignalAll(sig unix.Signal) int {
 	seen := map[int]bool{}
-	for range 3 {
-		fresh := 0
-		for _, pid := range d.Procs() {
+	pending := map[int]int{} // pidfds opened since the last read, by PID
+	defer func() {
+		for _, fd := range pending {
+			_ = unix.Close(fd)
+		}
+	}()
+	signalled := 0
+	for pass := 0; pass < 4; pass++ {
+		pids := d.Procs()
+		listed := make(map[int]bool, len(pids))
+		for _, pid := range pids {
+			listed[pid] = true
+		}
+		for pid, fd := range pending {
+			if listed[pid] && unix.PidfdSendSignal(fd, sig, nil, 0) == nil {
+				signalled++
+				if sig != unix.SIGKILL {
+					_ = unix.PidfdSendSignal(fd, unix.SIGCONT, nil, 0)
+				}
+			}
+			_ = unix.Close(fd)
+			delete(pending, pid)
+		}
+		if pass == 3 {
+			break // the fourth read only verifies the third pass
+		}
+		for _, pid := range pids {
 			if seen[pid] {
 				continue
 			}
 			seen[pid] = true
-			fresh++
-			d.SignalMember(pid, sig)
+			if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+				pending[pid] = fd
+			}
 		}
-		if fresh == 0 {
+		if len(pending) == 0 {
 			break
 		}
 	}
-	return len(seen)
+	return signalled
 }
 
 // Kill ends every member at once: cgroup.kill, or, on kernels before
@@ -264,4 +299,24 @@ func (d Dir) ProbeClone() error {
 		return xerrors.Errorf("starting a child inside a cgroup (clone3) failed: %v", err)
 	}
 	return nil
+}
+
+// SubtreeControl lists the controllers enabled for d's children
+// (cgroup.subtree_control).
+func (d Dir) SubtreeControl() []string {
+	data, err := os.ReadFile(d.file("cgroup.subtree_control"))
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(data))
+}
+
+// Descendants is the number of live cgroups below d (nr_descendants of
+// cgroup.stat); -1 where it cannot be read.
+func (d Dir) Descendants() int64 {
+	n, ok := readKeyed(d.file("cgroup.stat"))["nr_descendants"]
+	if !ok {
+		return -1
+	}
+	return n
 }

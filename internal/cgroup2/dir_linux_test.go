@@ -88,8 +88,8 @@ func TestDir(t *testing.T) {
 	if err := burn.Wait(); err != nil {
 		t.Fatalf("burn: %v", err)
 	}
-	if u := d.Usage(); u.User+u.System <= 0 {
-		t.Errorf("Usage = %+v after a child burned CPU in the cgroup; want user+system > 0", u)
+	if u := d.Usage(); u.User+u.System <= 0 || d.CPU() != (Usage{User: u.User, System: u.System}) {
+		t.Errorf("Usage = %+v, CPU = %+v after a child burned CPU in the cgroup; want user+system > 0, the same in both", u, d.CPU())
 	}
 
 	sleeper := startIn(t, d, "sleep", "60")

@@ -92,6 +92,16 @@ func (d Dir) Usage() Usage {
 	}
 }
 
+// CPU reads cpu.stat alone: the part of Usage a cgroup without the memory
+// and pids controllers has, in one read instead of four.
+func (d Dir) CPU() Usage {
+	stat := readKeyed(d.file("cpu.stat"))
+	return Usage{
+		User:   time.Duration(stat["user_usec"]) * time.Microsecond,
+		System: time.Duration(stat["system_usec"]) * time.Microsecond,
+	}
+}
+
 // readKeyed reads a cgroup file of "key value" lines; missing is empty.
 func readKeyed(path string) map[string]int64 {
 	data, err := os.ReadFile(path)
