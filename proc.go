@@ -423,12 +423,16 @@ func (p *Process) finalEOF(c Chunk) Chunk {
 // starts no goroutine.
 //
 // A follower, a loop that reads with ReadSince or ReadSinceInto until
-// Next reaches End and then waits at Next, loses nothing however small
-// the tail: from the output that wakes it until it waits again, the
+// Next reaches End and then waits at Next, is helped to keep up (design
+// section 10): from the output that wakes it until it waits again, the
 // output pump does not overwrite bytes it has not read, and the child
-// waits on its full pipe meanwhile. A follower that stops reading for
-// 250 ms is taken as gone and holds the pump no longer; it learns what it
-// missed from Chunk.Lost if it comes back.
+// waits on its full pipe meanwhile, but only while it keeps up. A
+// follower whose read after a wake does not reach the end (it reads in
+// pieces), or that has not reached the end 5 ms after its wake, loses the
+// help until a read of it reaches the end again, and meanwhile loses
+// output as any reader does, counted in Chunk.Lost. One that reads each
+// wake's bytes at once with default buffers loses nothing of a child
+// writing 50 MB/s. Lossless delivery to a slow consumer is OutputTee's.
 func (p *Process) WaitOutput(ctx context.Context, cursor int64) error {
 	return p.waitStream(ctx, p.out, cursor, "wait output")
 }
