@@ -121,9 +121,9 @@ func (pu *pump) run() {
 // within polledReads reads of seeing Output return an unchanged rendering
 // of any record (HeadTailBuffer.polled, anyPolled: pollers of another,
 // final record hold the Ps just the same), readSpins times and then for
-// as long as that goes on: tight pollers hold the Ps anyway. Without them it parks at
-// once: tries without pollers caught the pipe with a few KiB in it and
-// tripled the CPU of a plain capture (more, smaller reads).
+// as long as that goes on: tight pollers hold the Ps anyway. Without them
+// it parks at once: tries without pollers caught the pipe with a few KiB
+// in it and tripled the CPU of a plain capture (more, smaller reads).
 func (pu *pump) read(buf []byte) (int, error) {
 	if pu.raw == nil {
 		pu.raw, _ = pu.r.SyscallConn()

@@ -39,9 +39,8 @@ const followBound = 5 * time.Millisecond
 // the lease moves or ends, the pump is stopped, or followBound has passed
 // since the lease's follower was woken without it reaching the end
 // (hold): the lease is then dropped. A follower without a lease is helped
-// again only once a read of it reaches the end.
-// roomc gets a token whenever a lease moves or goes. A buffer's mu guards
-// it.
+// again only once a read of it reaches the end. roomc gets a token
+// whenever a lease moves or goes. A buffer's mu guards it.
 type followState struct {
 	caughtUp int64
 	waiting  []int64
@@ -99,8 +98,8 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk) {
 
 // readSize returns how many bytes the pump should read at once, given a
 // read buffer of size bytes: all of them, unless the stream is followed (a
-// cursor read or wait happened within the last followHold writes), in
-// which case no more than the tail holds. A follower woken by one such
+// cursor read reached the end, or a reader waited, within the last
+// followHold writes), in which case no more than the tail holds. A follower woken by one such
 // write can then read all of it before the next one overwrites it, where
 // a 64 KiB read into a 16 KiB tail would drop three quarters of it before
 // any reader could look.

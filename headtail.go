@@ -187,7 +187,7 @@ func (b *HeadTailBuffer) Finished() bool {
 // A WaitOutput at the cursor a read just reached the end with (a
 // follower's loop) also holds back the pump of a Process: from the Write
 // that wakes it until it waits again, the pump does not overwrite bytes
-// the follower has not read, for at most a bounded time (design section
+// the follower has not read, while it keeps up (follow.go, design section
 // 10). Write itself never waits.
 func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 	b.mu.Lock()

@@ -173,7 +173,7 @@ func (m *Manager) newProcess(sp *spec, seq uint64, log *logFile) *Process {
 		timeout:      sp.req.Timeout,
 		drainQuiet:   sp.drainQuiet,
 		drainTimeout: sp.drainTimeout,
-		asked:        sp.asked,
+		asked:        sp.asked.orNil(),
 		log:          log,
 		out:          NewHeadTailBuffer(sp.headBytes, sp.tailBytes, sp.maxLine),
 		activity:     make(chan struct{}, 1),

@@ -236,7 +236,7 @@ type Process struct {
 	drainQuiet   time.Duration
 	drainTimeout time.Duration
 
-	asked asked // for StartOrGet
+	asked *asked // for StartOrGet; nil when the request asked none of it
 
 	out    *HeadTailBuffer // combined output, or stdout with SeparateStderr
 	errOut *HeadTailBuffer // nil unless SeparateStderr
@@ -334,19 +334,36 @@ type asked struct {
 // requested: nil, the default, equals only nil), Watch and WatchActivity.
 // A nil Env, UnsetEnv or Watch equals an empty one.
 func (p *Process) startedWith(req StartRequest) bool {
+	a := p.asked
+	if a == nil {
+		a = &askedNone
+	}
 	return req.Command == p.info.Command && slices.Equal(req.Args, p.info.Args) &&
-		req.WorkDir == p.asked.workDir && req.Owner == p.info.Owner &&
-		maps.Equal(req.Env, p.asked.env) && slices.Equal(req.UnsetEnv, p.asked.unsetEnv) &&
-		req.ClearEnv == p.asked.clearEnv && req.Background == p.info.Background &&
+		req.WorkDir == a.workDir && req.Owner == p.info.Owner &&
+		maps.Equal(req.Env, a.env) && slices.Equal(req.UnsetEnv, a.unsetEnv) &&
+		req.ClearEnv == a.clearEnv && req.Background == p.info.Background &&
 		p.watch.sameAs(req) &&
-		req.NonInteractive == p.asked.quiet && sameDropEnv(req.DropEnv, p.asked.dropEnv) &&
-		sameSandbox(req.Sandbox, p.asked.sandbox)
+		req.NonInteractive == a.quiet && sameDropEnv(req.DropEnv, a.dropEnv) &&
+		sameSandbox(req.Sandbox, a.sandbox)
 }
 
 // sameDropEnv compares DropEnv lists, where nil (the Manager's default)
 // differs from empty (drop nothing).
 func sameDropEnv(a, b []string) bool {
 	return (a == nil) == (b == nil) && slices.Equal(a, b)
+}
+
+// askedNone is what a request that asked none of asked's fields asked.
+var askedNone asked
+
+// orNil returns a copy of a, or nil when a asks nothing (the common case):
+// a retained record then keeps a pointer instead of the whole struct.
+func (a asked) orNil() *asked {
+	if a.workDir == "" && len(a.env) == 0 && len(a.unsetEnv) == 0 && !a.clearEnv &&
+		!a.quiet && a.dropEnv == nil && a.sandbox == nil {
+		return nil
+	}
+	return &a
 }
 
 // Output renders the output buffer: the combined stream, or stdout alone
@@ -461,12 +478,16 @@ func (p *Process) finalEOF(c Chunk) Chunk {
 // starts no goroutine.
 //
 // A follower, a loop that reads with ReadSince or ReadSinceInto until
-// Next reaches End and then waits at Next, loses nothing however small
-// the tail: from the output that wakes it until it waits again, the
+// Next reaches End and then waits at Next, is helped to keep up (design
+// section 10): from the output that wakes it until it waits again, the
 // output pump does not overwrite bytes it has not read, and the child
-// waits on its full pipe meanwhile. A follower that stops reading for
-// 250 ms is taken as gone and holds the pump no longer; it learns what it
-// missed from Chunk.Lost if it comes back.
+// waits on its full pipe meanwhile, but only while it keeps up. A
+// follower whose read after a wake does not reach the end (it reads in
+// pieces), or that has not reached the end 5 ms after its wake, loses the
+// help until a read of it reaches the end again, and meanwhile loses
+// output as any reader does, counted in Chunk.Lost. One that reads each
+// wake's bytes at once with default buffers loses nothing of a child
+// writing 50 MB/s. Lossless delivery to a slow consumer is OutputTee's.
 func (p *Process) WaitOutput(ctx context.Context, cursor int64) error {
 	if err := p.waitStream(ctx, p.out, cursor); err != nil {
 		return xerrors.Errorf("wait output of %q: %w", p.info.ID, err)
