@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -836,13 +835,6 @@ func validate(req StartRequest) error {
 	return validDropEnv("StartRequest.DropEnv", req.DropEnv)
 }
 
-func validEnvName(name string) error {
-	if name == "" || strings.ContainsAny(name, "=\x00") {
-		return xerrors.Errorf("start: environment variable name %q is empty or holds '=' or NUL: %w", name, ErrInvalid)
-	}
-	return nil
-}
-
 // workDir resolves the work dir: the request's (which must exist), then
 // Options.WorkingDir (if it exists), then $HOME, then the current directory.
 func (m *Manager) workDir(requested string) (string, error) {
@@ -872,65 +864,6 @@ func (m *Manager) workDir(requested string) (string, error) {
 		}
 	}
 	return os.Getwd()
-}
-
-// environ builds the child's environment: os.Environ(), then UpdateEnv
-// (or nothing with ClearEnv), less what DropEnv drops, then the request's
-// overrides (NonInteractive's under Env's), then its removals, then the
-// owner. The result is never nil: a nil Env would make exec.Cmd inherit
-// ours. dropped names the variables DropEnv removed.
-func (m *Manager) environ(req StartRequest, id string) (_, dropped []string) {
-	var env []string
-	if !req.ClearEnv {
-		env = os.Environ()
-	}
-	if m.opts.UpdateEnv != nil && !req.ClearEnv {
-		updated, err := m.opts.UpdateEnv(env)
-		if err != nil {
-			m.logger.Warn(context.Background(), "update environment failed; keeping the current one",
-				slog.F("id", id), slog.Error(err))
-		} else {
-			env = updated
-		}
-	}
-	overrides := make(map[string]string, len(req.Env)+1)
-	for k, v := range req.Env {
-		overrides[k] = v
-	}
-	if m.opts.OwnerEnv != "" && req.Owner != "" {
-		overrides[m.opts.OwnerEnv] = req.Owner
-	}
-	addQuietEnv(overrides, req)
-	drop := make(map[string]bool, len(overrides)+len(req.UnsetEnv))
-	for k := range overrides {
-		drop[envKey(k)] = true
-	}
-	for _, k := range req.UnsetEnv {
-		drop[envKey(k)] = true
-	}
-	env, dropped = dropInherited(env, m.dropPatterns(req), func(key string) bool { return drop[key] })
-	out := make([]string, 0, len(env)+len(overrides))
-	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		if !drop[envKey(name)] {
-			out = append(out, kv)
-		}
-	}
-	unset := make(map[string]bool, len(req.UnsetEnv))
-	for _, k := range req.UnsetEnv {
-		unset[envKey(k)] = true
-	}
-	names := make([]string, 0, len(overrides))
-	for k := range overrides {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		if !unset[envKey(k)] || k == m.opts.OwnerEnv {
-			out = append(out, k+"="+overrides[k])
-		}
-	}
-	return out, dropped
 }
 
 // enter registers background work that is about to act (a timer callback,
