@@ -56,20 +56,20 @@
 //
 // A process starts in lifecycle.go: [Manager.Start] validates the request
 // (manager.go), reserves its ID, and launch forks the child in fork, the
-// one place a child is forked (the OS files only supply its SysProcAttr;
-// a sandboxed child is forked from a restricted thread: sandbox_linux.go
-// and internal/sandbox). It
-// ends in lifecycle.go too: supervise is the one goroutine that collects
-// the exit and drains the output, and finish makes the record final in one
-// step. A tree is stopped in tree.go: treeKeeper owns every tree's end
-// (the registry, settle, and stop: TERM and CONT, KillGrace, kill, wait
-// until empty) over the backends tree_linux.go and cgroup_linux.go
-// (cgroups), tree_unix.go (process groups) and tree_windows.go (jobs).
-// Output is stored in headtail.go ([HeadTailBuffer]), pumped into it by
-// drain.go, rendered by render.go and followed with follow.go's help.
-// Retention is retention.go; events, watches and activity events are
-// events.go. Mechanics that need no Manager live below the root:
-// internal/cgroup2, internal/procfs and internal/sandbox.
+// one place a child is forked (the OS files only supply its SysProcAttr; a
+// sandboxed child is forked from a restricted thread: sandbox_linux.go and
+// internal/sandbox). It ends in lifecycle.go too: supervise is the one
+// goroutine that collects the exit and drains the output, and finish makes
+// the record final in one step. A tree is stopped in tree.go: treeKeeper
+// owns every tree's end (the registry, settle, and stop: TERM and CONT,
+// KillGrace, kill, wait until empty) over the backends tree_linux.go and
+// cgroup_linux.go (cgroups), tree_unix.go (process groups) and
+// tree_windows.go (jobs). Output is stored in headtail.go
+// ([HeadTailBuffer]), pumped into it by drain.go, rendered by render.go and
+// followed with follow.go's help. Retention is retention.go; events,
+// watches and activity events are events.go. Mechanics that need no Manager
+// live below the root: internal/cgroup2, internal/procfs and
+// internal/sandbox.
 //
 // # What proc does not do
 //
