@@ -322,7 +322,7 @@ func fork(setup *treeSetup, sp *spec, cmd *exec.Cmd) (release func(), err error)
 	}
 	s := *sp.sandbox
 	s.exitKill = setup.pdeathsig()
-	return s.start(cmd, sp.req.TTY)
+	return s.start(cmd, cmd.Start, sp.req.TTY)
 }
 
 // A forkSite runs start (cmd.Start, which forks the child) on a thread of

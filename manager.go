@@ -290,6 +290,10 @@ type Manager struct {
 	// sandbox is the first-use sandbox probe (sandbox.go); its own mutex,
 	// a leaf.
 	sandbox sandboxCache
+	// events is the event log (events.go, design section 19); its own
+	// mutex, a leaf, taken under mu when a dropped record's removed event
+	// is appended.
+	events eventLog
 
 	// background counts timer callbacks and tree watchers in flight;
 	// Close ends them (stopCtx) and waits for them. Add only under mu
@@ -317,8 +321,6 @@ type Manager struct {
 	finals    []*Process
 	reapArmed bool
 	reapTimer *quartz.Timer
-
-	events eventLog // design section 19 (events.go)
 }
 
 // NewManager returns a Manager configured by opts (see [Options] for the

@@ -45,10 +45,11 @@ type sandboxStart struct {
 	exitKill bool // no hold here: nothing to release
 }
 
-// start runs cmd through sandbox-exec with the policy's profile. Roots
+// start makes cmd run through sandbox-exec with the policy's profile and
+// forks it with fork (cmd.Start, from lifecycle.go's fork). Roots
 // are resolved through symbolic links: the profile matches real paths
 // (/private/tmp, not /tmp).
-func (s *sandboxStart) start(cmd *exec.Cmd, tty bool) (release func(), err error) {
+func (s *sandboxStart) start(cmd *exec.Cmd, fork func() error, tty bool) (release func(), err error) {
 	p := sandbox.Policy{Network: s.sb.Network}
 	for _, root := range s.sb.WritableRoots {
 		real, err := filepath.EvalSymlinks(root)
@@ -70,7 +71,7 @@ func (s *sandboxStart) start(cmd *exec.Cmd, tty bool) (release func(), err error
 	}
 	cmd.Args = append([]string{s.kernel.exec, "-p", profile, cmd.Path}, cmd.Args[1:]...)
 	cmd.Path = s.kernel.exec
-	if err := cmd.Start(); err != nil {
+	if err := fork(); err != nil {
 		return nil, err
 	}
 	return func() {}, nil

@@ -41,10 +41,11 @@ type sandboxStart struct {
 	exitKill bool
 }
 
-// start starts cmd under the sandbox from a restricted thread, and
-// returns the function that lets the held child go, to call once the
-// child was registered (it must be called whenever start succeeded).
-func (s *sandboxStart) start(cmd *exec.Cmd, tty bool) (release func(), err error) {
+// start runs fork (cmd.Start, from lifecycle.go's fork) on a restricted
+// thread, and returns the function that lets the held child go, to call
+// once the child was registered (it must be called whenever start
+// succeeded).
+func (s *sandboxStart) start(cmd *exec.Cmd, fork func() error, tty bool) (release func(), err error) {
 	p := sandbox.Policy{WritableRoots: s.sb.WritableRoots, Network: s.sb.Network, ExitKill: s.exitKill}
 	if s.exitKill {
 		// The backend's Pdeathsig would fire when the restricted thread
@@ -59,7 +60,7 @@ func (s *sandboxStart) start(cmd *exec.Cmd, tty bool) (release func(), err error
 		}
 		p.TTY = f.Name()
 	}
-	h, err := sandbox.Start(cmd, p, s.kernel)
+	h, err := sandbox.Start(cmd, fork, p, s.kernel)
 	if err != nil {
 		return nil, err
 	}

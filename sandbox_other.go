@@ -29,6 +29,6 @@ type sandboxStart struct {
 	exitKill bool
 }
 
-func (s *sandboxStart) start(*exec.Cmd, bool) (func(), error) {
+func (s *sandboxStart) start(*exec.Cmd, func() error, bool) (func(), error) {
 	return nil, xerrors.Errorf("sandbox: %w", ErrUnsupported)
 }

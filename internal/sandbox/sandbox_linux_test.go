@@ -76,7 +76,7 @@ func run(ctx context.Context, t testing.TB, cmd *exec.Cmd, p Policy, hold bool) 
 	}
 	defer r.Close()
 	cmd.Stdout, cmd.Stderr = w, w
-	h, err := start(cmd, p, support(t), hold)
+	h, err := start(cmd, cmd.Start, p, support(t), hold)
 	w.Close()
 	if err != nil {
 		t.Fatalf("start %v: %v", cmd.Args, err)
@@ -419,7 +419,7 @@ func TestPdeathsigRefused(t *testing.T) {
 	sup := support(t)
 	cmd := exec.Command("true")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if _, err := Start(cmd, Policy{}, sup); err == nil || cmd.Process != nil {
+	if _, err := Start(cmd, cmd.Start, Policy{}, sup); err == nil || cmd.Process != nil {
 		t.Fatalf("Start with Pdeathsig = %v (process %v); want an error and nothing started", err, cmd.Process)
 	}
 }
@@ -447,7 +447,7 @@ func TestUntraced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := Start(cmd, Policy{}, sup)
+	h, err := Start(cmd, cmd.Start, Policy{}, sup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +500,7 @@ func mainThreadHelper([]string) int {
 	before := movedOffMain.Load()
 	for range 10 {
 		cmd := exec.Command("true")
-		h, err := Start(cmd, Policy{}, sup)
+		h, err := Start(cmd, cmd.Start, Policy{}, sup)
 		if err != nil {
 			fmt.Println(err)
 			return 1
@@ -606,7 +606,7 @@ func heldHostHelper(args []string) int {
 	}
 	cmd := exec.Command("sleep", "100")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if _, err := Start(cmd, Policy{ExitKill: args[0] == "exitkill"}, sup); err != nil {
+	if _, err := Start(cmd, cmd.Start, Policy{ExitKill: args[0] == "exitkill"}, sup); err != nil {
 		fmt.Println(err)
 		return 1
 	}

@@ -38,11 +38,14 @@ import (
 // standard streams should be *os.File (or nil): os/exec's copying
 // goroutines are not restricted, but files it opens on the thread are.
 //
+// fork starts cmd (it is cmd.Start: the caller's one fork site decides
+// how a child is started, Start only on which thread it runs).
+//
 // On success the caller must call [Held.Release] exactly once, after
 // registering the child wherever it must be (with p.ExitKill the thread
 // waits for it). On error cmd did not start, or was started and reaped.
-func Start(cmd *exec.Cmd, p Policy, sup Support) (*Held, error) {
-	return start(cmd, p, sup, true)
+func Start(cmd *exec.Cmd, fork func() error, p Policy, sup Support) (*Held, error) {
+	return start(cmd, fork, p, sup, true)
 }
 
 // Held is a child started by [Start], held at its exec until the
@@ -58,7 +61,7 @@ func (h *Held) Release() { close(h.release) }
 
 // start is Start; hold false starts the child without the hold (for the
 // test that shows the hold is what closes the window).
-func start(cmd *exec.Cmd, p Policy, sup Support, hold bool) (*Held, error) {
+func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (*Held, error) {
 	if sup.ABI < MinABI {
 		return nil, xerrors.New("sandbox: start without a successful Probe")
 	}
@@ -87,7 +90,7 @@ func start(cmd *exec.Cmd, p Policy, sup Support, hold bool) (*Held, error) {
 			started <- xerrors.Errorf("sandbox: restrict the thread: %w", err)
 			return
 		}
-		if err := cmd.Start(); err != nil {
+		if err := fork(); err != nil {
 			started <- err
 			return
 		}
