@@ -3,7 +3,6 @@
 package proc
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/procvisor/proc/internal/cgroup2"
+	"github.com/procvisor/proc/internal/procfs"
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
 )
@@ -210,13 +210,8 @@ func parseCgroupName(name string) (ns string, pid int, start string, ok bool) {
 // (clock ticks after boot): the same host, not a process that reused its
 // PID.
 func hostLives(pid int, start string) bool {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(data, ')')
-	fields := bytes.Fields(data[i+1:])
-	return i >= 0 && len(fields) > 19 && string(fields[19]) == start
+	st, ok := procfs.ReadStat(pid)
+	return ok && strconv.FormatUint(st.StartTime, 10) == start
 }
 
 // removeDeadManager kills everything in a dead Manager's cgroup (its
@@ -636,26 +631,15 @@ func (c *cgroupTree) release() {
 // selfPIDNamespace is the inode number of this process's PID namespace:
 // a PID names a host only within it.
 var selfPIDNamespace = sync.OnceValue(func() string {
-	link, err := os.Readlink("/proc/self/ns/pid")
-	if err != nil {
+	ino, ok := procfs.PIDNamespace(0)
+	if !ok {
 		return "0"
 	}
-	// "pid:[4026531836]"
-	return strings.TrimSuffix(strings.TrimPrefix(link, "pid:["), "]")
+	return strconv.FormatUint(ino, 10)
 })
 
 // selfStartTime is this process's start time in clock ticks after boot
 // (field 22 of /proc/self/stat): with the PID, it names the host for good.
 func selfStartTime() string {
-	data, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		return "0"
-	}
-	if i := bytes.LastIndexByte(data, ')'); i >= 0 {
-		// Fields after comm start at field 3 (state).
-		if fields := bytes.Fields(data[i+1:]); len(fields) > 19 {
-			return string(fields[19])
-		}
-	}
-	return "0"
+	return strconv.FormatUint(procfs.SelfStartTime(), 10)
 }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/procvisor/proc/internal/procfs"
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
 )
@@ -179,8 +180,8 @@ func (g *groupTree) members() (pids []int, ok bool) {
 		if pgid, err := unix.Getpgid(pid); err != nil || pgid != g.pgid {
 			continue
 		}
-		state, _, ok := procStat(name)
-		if ok && (state != 'Z' && state != 'X' || state == 'Z' && zombieLeaderLives(name)) {
+		st, ok := procfs.ReadStat(pid)
+		if ok && (st.State != 'Z' && st.State != 'X' || st.State == 'Z' && zombieLeaderLives(name)) {
 			pids = append(pids, pid)
 		}
 	}
@@ -222,24 +223,6 @@ func (g *groupTree) rewatch(guard *watchdog) {
 
 // release: a process group holds nothing; the watchdog forgets it.
 func (g *groupTree) release() { g.markGone() }
-
-// procStat reads the state and process group of /proc/<pid>/stat.
-func procStat(pid string) (state byte, pgrp string, ok bool) {
-	data, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return 0, "", false
-	}
-	// "pid (comm) state ppid pgrp ...": comm may hold spaces and parens.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, "", false
-	}
-	fields := bytes.Fields(data[i+1:])
-	if len(fields) < 3 || len(fields[0]) != 1 {
-		return 0, "", false
-	}
-	return fields[0][0], string(fields[2]), true
-}
 
 // zombieLeaderLives reports whether a process whose stat says Z is still
 // alive: /proc/<pid>/stat describes the main thread, which may have exited

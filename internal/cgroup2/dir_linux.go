@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/procvisor/proc/internal/procfs"
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
 )
@@ -209,13 +210,8 @@ func (d Dir) Kill() error {
 // zombie reports whether /proc/<pid>/stat says Z: for a member of a
 // cgroup, a process whose leader thread exited while others run on.
 func zombie(pid int) bool {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// "pid (comm) state ...": comm may hold spaces and parens.
-	i := bytes.LastIndexByte(data, ')')
-	return i >= 0 && i+2 < len(data) && data[i+2] == 'Z'
+	st, ok := procfs.ReadStat(pid)
+	return ok && st.State == 'Z'
 }
 
 // WaitEmpty returns once cgroup.events says "populated 0", the cgroup is
