@@ -314,7 +314,7 @@ func printTable(w io.Writer, r results) {
 	// and the kill of a 200-member tree from BenchmarkKillTree.
 	tc := "BenchmarkTrueContain"
 	x = r.med(tc, "x-group-cgroup")
-	add("Start to final of `true` in cgroup mode vs group mode (steady-state managers, paired blocks)",
+	add("Start to final of `true` in cgroup mode vs group mode (steady-state managers, paired blocks of 100 starts)",
 		fmtDur(r.med(tc, "ns-cgroup")), "group mode: "+fmtDur(r.med(tc, "ns-group"))+"; bare Run(): "+fmtDur(r.med(tc, "ns-raw")), "—",
 		fmt.Sprintf("%s; CPU: %s, children's CPU: %s; group mode %s", fmtRatio(x, "group"),
 			fmtRatio(r.med(tc, "cpu-x-group-cgroup"), "group"), fmtRatio(r.med(tc, "child-cpu-x-group-cgroup"), "group"),
@@ -330,6 +330,28 @@ func printTable(w io.Writer, r results) {
 			fmtDur(r.med(tc, "ns-"+mode)), "without: "+fmtDur(r.med(tc, "ns-"+mode+"-nowatch")), "—",
 			fmtRatio(xw, "without"), "≤ 1.02× without", met(xw <= 1.02, known(xw)))
 	}
+	// Containment under sustained load (issue 22): the spawn rate of 8
+	// goroutines (blocks of 200 starts), and 1,000 concurrent starts of
+	// `sleep` and the Close that stops them, cgroup mode against group mode.
+	sc := "BenchmarkSpawnContain"
+	x = r.med(sc, "x-group-cgroup")
+	add("Spawn rate of `true` from 8 goroutines (blocks of 200 starts), cgroup mode vs group mode",
+		fmtDur(r.med(sc, "ms-cgroup")*1e6)+" a block", "group mode: "+fmtDur(r.med(sc, "ms-group")*1e6), "—",
+		fmt.Sprintf("%s; CPU: %s", fmtRatio(x, "group"), fmtRatio(r.med(sc, "cpu-x-group-cgroup"), "group")),
+		"≤ 1.05× group", met(x <= 1.05, known(x)))
+	th := "BenchmarkThousandContain"
+	for _, v := range []struct {
+		step, label string
+		goal        float64
+	}{
+		{"start", "1,000 concurrent starts of `sleep`", 1.05},
+		{"close", "Close of those 1,000 running records", 1.10},
+	} {
+		x = r.med(th, "x-group-cgroup-"+v.step)
+		add(v.label+", cgroup mode vs group mode",
+			fmtDur(r.med(th, "ms-cgroup-"+v.step)*1e6), "group mode: "+fmtDur(r.med(th, "ms-group-"+v.step)*1e6), "—",
+			fmtRatio(x, "group"), fmt.Sprintf("≤ %.2f× group", v.goal), met(x <= v.goal, known(x)))
+	}
 	kt := "BenchmarkKillTree"
 	for _, mode := range []string{"cgroup", "group"} {
 		empty, worst := r.med(kt, "ms-"+mode+"-empty"), r.max(kt, "max-ms-"+mode+"-empty")
@@ -343,6 +365,27 @@ func printTable(w io.Writer, r results) {
 				fmtDur(r.med(kt, "ms-"+mode+"-signal")*1e6), fmtDur(r.med(kt, "ms-"+mode+"-done")*1e6)),
 			"—", "—", vs, goal, ok)
 	}
+
+	// The sandbox (issue 20): a sandboxed start against an unsandboxed one
+	// in the same mode, blocks of 100 starts by 4 goroutines. No target:
+	// the cost is reported.
+	sb := "BenchmarkSandbox"
+	for _, mode := range []string{"cgroup", "group"} {
+		add("Start to final of `true`, sandboxed vs not, "+mode+" mode (blocks of 100 starts by 4 goroutines)",
+			fmtDur(r.med(sb, "ns-sandbox-"+mode)), "not sandboxed: "+fmtDur(r.med(sb, "ns-"+mode)), "—",
+			fmt.Sprintf("%s; host CPU: %s (+%s per start)", fmtRatio(r.med(sb, "x-sandbox-"+mode), "unsandboxed"),
+				fmtRatio(r.med(sb, "cpu-x-sandbox-"+mode), "unsandboxed"), fmtDur(r.med(sb, "cpu-ns-sandbox-extra-"+mode))),
+			"—", "—")
+	}
+
+	// Events (design section 19): 512 MiB of log lines captured with three watches
+	// against the same capture alone.
+	wa := "BenchmarkWatch/"
+	x = r.med(wa+"watch-3", "x-alone")
+	add("Capture 512 MiB of log lines with three watches",
+		fmtNum(r.med(wa+"watch-3", "MB/s"), "MB/s"), fmtNum(r.med(wa+"alone", "MB/s"), "MB/s")+" (alone)", "—",
+		fmt.Sprintf("%s; CPU: %s", fmtRatio(x, "alone"), fmtRatio(r.ratio(wa+"watch-3", wa+"alone", "cpu-ms/op"), "alone")),
+		"≤ 1.05× alone", met(x <= 1.05, known(x)))
 
 	// Silent grandchild.
 	g := "BenchmarkSilentGrandchild/"
