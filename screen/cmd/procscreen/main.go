@@ -6,8 +6,9 @@
 //
 //	procscreen [flags] -- CMD [ARGS...]
 //
-// It is procrun's -screen, in the screen module: procrun lives in proc's
-// own module, which does not depend on a terminal emulator.
+// It does what issue 23 asked of a procrun -screen flag. procrun has no
+// such flag: it lives in proc's own module, which must not depend on a
+// terminal emulator and cannot require the unpublished screen module.
 //
 // The command runs in the current directory unless -dir names another,
 // with its stdin the terminal (nobody types into it). procscreen prints
