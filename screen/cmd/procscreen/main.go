@@ -6,7 +6,7 @@
 //
 //	procscreen [flags] -- CMD [ARGS...]
 //
-// It does what issue 23 asked of a procrun -screen flag. procrun has no
+// It is the screen module's counterpart of procrun. procrun has no
 // such flag: it lives in proc's own module, which must not depend on a
 // terminal emulator and cannot require the unpublished screen module.
 //
