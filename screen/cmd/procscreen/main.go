@@ -6,8 +6,8 @@
 //
 //	procscreen [flags] -- CMD [ARGS...]
 //
-// It is the screen module's counterpart of procrun. procrun has no
-// such flag: it lives in proc's own module, which must not depend on a
+// It is the screen module's counterpart of procrun, which has no -screen
+// flag: procrun lives in proc's own module, which must not depend on a
 // terminal emulator and cannot require the unpublished screen module.
 //
 // The command runs in the current directory unless -dir names another,
