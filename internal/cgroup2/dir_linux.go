@@ -132,12 +132,26 @@ func (d Dir) SignalMember(pid int, sig unix.Signal) {
 // cgroup; one that is dead is not signalled by its pidfd. One read per
 // pass verifies every PID of the pass, where reading /proc/<pid>/cgroup
 // for each would take the kernel's cgroup mutex once a member.
-func (d Dir) SignalAll(sig unix.Signal) int {
+//
+// Members are signalled in the order cgroup.procs lists them, which is
+// the order they entered the cgroup (the kernel appends a forked child
+// to its cgroup's task list), so a parent before its children; one
+// forked during a pass comes in the next, after its parent. That order
+// matters: a member signalled before its parent may die, and the parent,
+// reaping it, end on its own (`sleep 30 & wait` exits 0) in the moment
+// before its own signal comes, if this goroutine is held up in between.
+// Signalled parent first, it ends by the signal whatever follows.
+func (d Dir) SignalAll(sig unix.Signal) int { return d.signalAll(sig, nil) }
+
+// signalAll is SignalAll; after is called (if not nil) after each member
+// was signalled, with its PID and pidfd: tests hold the signaller there.
+func (d Dir) signalAll(sig unix.Signal, after func(pid, pidfd int)) int {
+	type pinned struct{ pid, fd int }
 	seen := map[int]bool{}
-	pending := map[int]int{} // pidfds opened since the last read, by PID
+	var pending []pinned // pidfds opened since the last read, as listed
 	defer func() {
-		for _, fd := range pending {
-			_ = unix.Close(fd)
+		for _, p := range pending {
+			_ = unix.Close(p.fd)
 		}
 	}()
 	signalled := 0
@@ -147,16 +161,21 @@ func (d Dir) SignalAll(sig unix.Signal) int {
 		for _, pid := range pids {
 			listed[pid] = true
 		}
-		for pid, fd := range pending {
-			if listed[pid] && unix.PidfdSendSignal(fd, sig, nil, 0) == nil {
+		for _, p := range pending {
+			if listed[p.pid] && unix.PidfdSendSignal(p.fd, sig, nil, 0) == nil {
 				signalled++
 				if sig != unix.SIGKILL {
-					_ = unix.PidfdSendSignal(fd, unix.SIGCONT, nil, 0)
+					_ = unix.PidfdSendSignal(p.fd, unix.SIGCONT, nil, 0)
+				}
+				if after != nil {
+					after(p.pid, p.fd)
 				}
 			}
-			_ = unix.Close(fd)
-			delete(pending, pid)
 		}
+		for _, p := range pending {
+			_ = unix.Close(p.fd)
+		}
+		pending = pending[:0]
 		if pass == 3 {
 			break // the fourth read only verifies the third pass
 		}
@@ -166,7 +185,7 @@ func (d Dir) SignalAll(sig unix.Signal) int {
 			}
 			seen[pid] = true
 			if fd, err := unix.PidfdOpen(pid, 0); err == nil {
-				pending[pid] = fd
+				pending = append(pending, pinned{pid, fd})
 			}
 		}
 		if len(pending) == 0 {
