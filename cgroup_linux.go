@@ -388,6 +388,21 @@ func (h *cgroupHost) done(rc *recordCgroup, reusable bool) {
 	h.kickLocked()
 }
 
+// refused takes back the cgroup of a start that failed (nothing runs in
+// it: a failed exec's child is reaped already) before the start returns:
+// a refused start leaves nothing behind (design section 8), not even the
+// worker reading the cgroup's files after Start returned. The child's CPU
+// time is in the cgroup's accounting, so it is reused only from a new
+// baseline, as a record's cgroup is; read here, off no record's path.
+func (h *cgroupHost) refused(rc *recordCgroup) {
+	rc.close()
+	if !h.reuse {
+		removeCgroup(rc.dir)
+		return
+	}
+	h.recycled(rc)
+}
+
 // recycled readies a done record cgroup for reuse: it must be empty with
 // nothing below it, and its accounting becomes the next record's baseline
 // (nothing adds to it while it is empty). Otherwise it is removed.
