@@ -551,7 +551,14 @@ func (c *cgroupTree) signal(sig Signal) error {
 	}
 	if sig == Kill {
 		c.killed = true
-		return c.d.Kill()
+		// Gone since populated looked: a cgroup is removed only once
+		// empty, so nothing is left to kill. Release cannot remove it
+		// meanwhile (c.mu); this covers a removal from outside.
+		err := c.d.Kill()
+		if errors.Is(err, cgroup2.ErrGone) {
+			return ErrNotRunning
+		}
+		return err
 	}
 	// Terminate and Interrupt go to every member listed, then SIGCONT, so
 	// that a stopped member runs its handler.

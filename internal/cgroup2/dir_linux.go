@@ -195,10 +195,14 @@ func (d Dir) signalAll(sig unix.Signal, after func(pid, pidfd int)) int {
 	return signalled
 }
 
+// ErrGone is Kill's error for a cgroup that is gone, or being removed:
+// nothing in it is alive.
+var ErrGone = errors.New("the cgroup is gone")
+
 // Kill ends every member at once: cgroup.kill, or, on kernels before
 // 5.14, freezing the cgroup and killing each member. A cgroup written
 // cgroup.kill also kills what is cloned into it later: it must not be
-// reused.
+// reused. For a cgroup that is gone it returns an error wrapping ErrGone.
 func (d Dir) Kill() error {
 	err := os.WriteFile(d.file("cgroup.kill"), []byte("1"), 0)
 	if err == nil {
@@ -212,6 +216,9 @@ func (d Dir) Kill() error {
 		}
 		return nil
 	}
+	if d.goneBy(err) {
+		return xerrors.Errorf("kill cgroup %s: %v: %w", d.Path, err, ErrGone)
+	}
 	if !errors.Is(err, os.ErrNotExist) {
 		return xerrors.Errorf("kill cgroup: %w", err)
 	}
@@ -223,6 +230,25 @@ func (d Dir) Kill() error {
 		_ = unix.Kill(pid, unix.SIGKILL)
 	}
 	return nil
+}
+
+// goneBy reports whether err, from writing d's cgroup.kill, says that d
+// is gone rather than that the kernel has no cgroup.kill (before 5.14):
+// ENODEV (the file was removed with its cgroup while it was opened or
+// written), or ENOENT where the directory is gone or cgroup.kill is there
+// (the kernel refuses a dying cgroup's kill with ENOENT).
+func (d Dir) goneBy(err error) bool {
+	if errors.Is(err, unix.ENODEV) {
+		return true
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	if _, err := os.Stat(d.file("cgroup.procs")); err != nil {
+		return true // every cgroup v2 directory has it
+	}
+	_, err = os.Stat(d.file("cgroup.kill"))
+	return err == nil
 }
 
 // zombie reports whether /proc/<pid>/stat says Z: for a member of a

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"golang.org/x/xerrors"
 )
 
 // testDir makes a cgroup for the test below this process's own cgroup, or
@@ -224,5 +225,32 @@ func TestSignalAllParentsFirst(t *testing.T) {
 	d.WaitEmpty(ctx)
 	if d.Populated() {
 		t.Errorf("members left after SignalAll(SIGTERM): %v", d.Procs())
+	}
+}
+
+// TestKillGone pins Kill on a cgroup that is gone: an error wrapping
+// ErrGone (the tree's signal reports ErrNotRunning), never success and
+// never a raw ENOENT or ENODEV. It returned nil when the missing
+// cgroup.kill was taken for a kernel before 5.14; a cgroup removed while
+// its cgroup.kill was written gave ENODEV (TestStress/cgroup's
+// "Signal(kill-353)").
+func TestKillGone(t *testing.T) {
+	t.Parallel()
+	d := testDir(t)
+	gone := Dir{Path: filepath.Join(d.Path, "gone")}
+	if err := os.Mkdir(gone.Path, 0o755); err != nil {
+		t.Fatalf("make %s: %v", gone.Path, err)
+	}
+	gone.Remove()
+	if err := gone.Kill(); !errors.Is(err, ErrGone) {
+		t.Errorf("Kill of a removed cgroup = %v; want an error wrapping ErrGone", err)
+	}
+	for _, err := range []error{unix.ENODEV, xerrors.Errorf("open: %w", unix.ENODEV)} {
+		if !d.goneBy(err) {
+			t.Errorf("goneBy(%v) = false for a cgroup whose cgroup.kill was removed while written; want true", err)
+		}
+	}
+	if err := d.Kill(); err != nil {
+		t.Errorf("Kill of a live, empty cgroup = %v; want nil", err)
 	}
 }
