@@ -6,7 +6,10 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -103,5 +106,88 @@ func TestCgroupReuse(t *testing.T) {
 	}
 	if _, err := os.Stat(killedDir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the killed cgroup %s: %v; want it removed", killedDir, err)
+	}
+}
+
+// TestCgroupRefusedStartLeavesNothing pins design section 8 for the
+// cgroup a refused start took: once Start returned the OS's refusal (the
+// work dir went after validation, so the child failed before its exec),
+// the cgroup is back among the spares, rebaselined, and the worker is not
+// running for it: nothing of the start reads a file after Start returned.
+// It failed when the refusal queued the cgroup for the worker:
+// TestFaultWorkDirRemoved then counted the worker's read of cgroup.stat or
+// cpu.stat as a descriptor the start left (2 runs of 40 under load).
+func TestCgroupRefusedStartLeavesNothing(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var remove atomic.Pointer[string]
+	m := NewManager(Options{Containment: ContainCgroup, CommandContext: func(ctx context.Context, name string, args ...string) *exec.Cmd {
+		if dir := remove.Load(); dir != nil {
+			_ = os.Remove(*dir)
+		}
+		return exec.CommandContext(ctx, name, args...)
+	}})
+	defer m.Close()
+	p, err := m.Start(StartRequest{Args: []string{"true"}})
+	if errors.Is(err, ErrUnsupported) {
+		t.Skipf("no cgroups here (%v): this test runs where cgroup v2 is writable", err)
+	}
+	if err != nil {
+		t.Fatalf("Start(true) = %v", err)
+	}
+	select {
+	case <-p.Done():
+	case <-ctx.Done():
+		t.Fatalf("true did not end: %v", ctx.Err())
+	}
+	CgroupWorkerIdle(m)
+	m.trees.contain.mu.Lock()
+	h := m.trees.contain.host
+	m.trees.contain.mu.Unlock()
+	spares := func() []string {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		var dirs []string
+		for _, rc := range h.spare {
+			dirs = append(dirs, rc.dir)
+		}
+		slices.Sort(dirs)
+		return dirs
+	}
+	before := spares()
+	if len(before) < 2 {
+		t.Fatalf("spares %q once the worker is idle; want at least %d (a start that takes one does not wake the worker then)", before, 2)
+	}
+
+	dir := filepath.Join(t.TempDir(), "wd")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	remove.Store(&dir)
+	p, err = m.Start(StartRequest{Args: []string{"true"}, WorkDir: dir})
+	if p != nil || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Start with its work dir removed = %v, %v; want nil, the OS's refusal", p, err)
+	}
+	h.mu.Lock()
+	working, recycle := h.working, len(h.recycle)
+	h.mu.Unlock()
+	if after := spares(); working || recycle != 0 || !slices.Equal(after, before) {
+		t.Errorf("once the refused Start returned: worker running %v, %d cgroups queued for it, spares %q; want no worker, none queued, the spares as before %q",
+			working, recycle, after, before)
+	}
+}
+
+// CgroupWorkerIdle waits until m's cgroup worker, if m has cgroups, is
+// idle. The worker readies a done record's cgroup for reuse off the
+// record's path, reading its files after Done closed: a test that counts
+// the process's descriptors waits for it first, so that those reads are
+// not counted as its own. Nothing may start meanwhile.
+func CgroupWorkerIdle(m *Manager) {
+	m.trees.contain.mu.Lock()
+	h := m.trees.contain.host
+	m.trees.contain.mu.Unlock()
+	if h != nil {
+		h.wg.Wait()
 	}
 }

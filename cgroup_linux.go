@@ -383,6 +383,21 @@ func (h *cgroupHost) done(rc *recordCgroup, reusable bool) {
 	h.kickLocked()
 }
 
+// refused takes back the cgroup of a start that failed (nothing runs in
+// it: a failed exec's child is reaped already) before the start returns:
+// a refused start leaves nothing behind (design section 8), not even the
+// worker reading the cgroup's files after Start returned. The child's CPU
+// time is in the cgroup's accounting, so it is reused only from a new
+// baseline, as a record's cgroup is; read here, off no record's path.
+func (h *cgroupHost) refused(rc *recordCgroup) {
+	rc.close()
+	if !h.reuse {
+		removeCgroup(rc.dir)
+		return
+	}
+	h.recycled(rc)
+}
+
 // recycled readies a done record cgroup for reuse: it must be empty with
 // nothing below it, and its accounting becomes the next record's baseline
 // (nothing adds to it while it is empty). Otherwise it is removed.
@@ -531,7 +546,14 @@ func (c *cgroupTree) signal(sig Signal) error {
 	}
 	if sig == Kill {
 		c.killed = true
-		return c.d.Kill()
+		// Gone since populated looked: a cgroup is removed only once
+		// empty, so nothing is left to kill. Release cannot remove it
+		// meanwhile (c.mu); this covers a removal from outside.
+		err := c.d.Kill()
+		if errors.Is(err, cgroup2.ErrGone) {
+			return ErrNotRunning
+		}
+		return err
 	}
 	// Terminate and Interrupt go to every member listed, then SIGCONT, so
 	// that a stopped member runs its handler.

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/procvisor/proc"
 	"github.com/procvisor/proc/internal/procfs"
 	"golang.org/x/sys/unix"
 )
@@ -67,6 +68,12 @@ var treeCgroupRoot = sync.OnceValues(func() (string, error) {
 	}
 	return dir, os.Remove(probe)
 })
+
+// backgroundIdle waits until m's background work that reads files is
+// done: the cgroup worker, which readies a done record's cgroup for reuse
+// after the record's Done closed (proc.CgroupWorkerIdle). A test that
+// counts descriptors calls it before it counts.
+func backgroundIdle(m *proc.Manager) { proc.CgroupWorkerIdle(m) }
 
 // treeCgroupParent makes a cgroup of this test's own below the test
 // process's cgroup, to serve as a Manager's CgroupParent, or skips the test

@@ -8,10 +8,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/procvisor/proc"
 )
 
 // The counterparts of helpers_linux_test.go where there is no cgroup v2
 // and no pidfd.
+
+// backgroundIdle: without cgroups a Manager reads no file in the
+// background.
+func backgroundIdle(*proc.Manager) {}
 
 // treeCgroupParent skips: cgroups are Linux only.
 func treeCgroupParent(t testing.TB) string {

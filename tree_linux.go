@@ -73,9 +73,7 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 		return nil, nil
 	case cmd.Process == nil:
 		// Nothing runs in it: a failed exec's child is reaped already.
-		// Its CPU time is in the cgroup's accounting, so it is reused
-		// only from a new baseline, as a record's cgroup is.
-		s.host.done(s.rc, true)
+		s.host.refused(s.rc)
 		return nil, nil
 	}
 	_ = unix.Close(s.rc.dirFD)

@@ -133,12 +133,26 @@ func (d Dir) SignalMember(pid int, sig unix.Signal) {
 // cgroup; one that is dead is not signalled by its pidfd. One read per
 // pass verifies every PID of the pass, where reading /proc/<pid>/cgroup
 // for each would take the kernel's cgroup mutex once a member.
-func (d Dir) SignalAll(sig unix.Signal) int {
+//
+// Members are signalled in the order cgroup.procs lists them, which is
+// the order they entered the cgroup (the kernel appends a forked child
+// to its cgroup's task list), so a parent before its children; one
+// forked during a pass comes in the next, after its parent. That order
+// matters: a member signalled before its parent may die, and the parent,
+// reaping it, end on its own (`sleep 30 & wait` exits 0) in the moment
+// before its own signal comes, if this goroutine is held up in between.
+// Signalled parent first, it ends by the signal whatever follows.
+func (d Dir) SignalAll(sig unix.Signal) int { return d.signalAll(sig, nil) }
+
+// signalAll is SignalAll; after is called (if not nil) after each member
+// was signalled, with its PID and pidfd: tests hold the signaller there.
+func (d Dir) signalAll(sig unix.Signal, after func(pid, pidfd int)) int {
+	type pinned struct{ pid, fd int }
 	seen := map[int]bool{}
-	pending := map[int]int{} // pidfds opened since the last read, by PID
+	var pending []pinned // pidfds opened since the last read, as listed
 	defer func() {
-		for _, fd := range pending {
-			_ = unix.Close(fd)
+		for _, p := range pending {
+			_ = unix.Close(p.fd)
 		}
 	}()
 	signalled := 0
@@ -148,16 +162,21 @@ func (d Dir) SignalAll(sig unix.Signal) int {
 		for _, pid := range pids {
 			listed[pid] = true
 		}
-		for pid, fd := range pending {
-			if listed[pid] && unix.PidfdSendSignal(fd, sig, nil, 0) == nil {
+		for _, p := range pending {
+			if listed[p.pid] && unix.PidfdSendSignal(p.fd, sig, nil, 0) == nil {
 				signalled++
 				if sig != unix.SIGKILL {
-					_ = unix.PidfdSendSignal(fd, unix.SIGCONT, nil, 0)
+					_ = unix.PidfdSendSignal(p.fd, unix.SIGCONT, nil, 0)
+				}
+				if after != nil {
+					after(p.pid, p.fd)
 				}
 			}
-			_ = unix.Close(fd)
-			delete(pending, pid)
 		}
+		for _, p := range pending {
+			_ = unix.Close(p.fd)
+		}
+		pending = pending[:0]
 		if pass == 3 {
 			break // the fourth read only verifies the third pass
 		}
@@ -167,7 +186,7 @@ func (d Dir) SignalAll(sig unix.Signal) int {
 			}
 			seen[pid] = true
 			if fd, err := unix.PidfdOpen(pid, 0); err == nil {
-				pending[pid] = fd
+				pending = append(pending, pinned{pid, fd})
 			}
 		}
 		if len(pending) == 0 {
@@ -177,10 +196,14 @@ func (d Dir) SignalAll(sig unix.Signal) int {
 	return signalled
 }
 
+// ErrGone is Kill's error for a cgroup that is gone, or being removed:
+// nothing in it is alive.
+var ErrGone = errors.New("the cgroup is gone")
+
 // Kill ends every member at once: cgroup.kill, or, on kernels before
 // 5.14, freezing the cgroup and killing each member. A cgroup written
 // cgroup.kill also kills what is cloned into it later: it must not be
-// reused.
+// reused. For a cgroup that is gone it returns an error wrapping ErrGone.
 func (d Dir) Kill() error {
 	err := os.WriteFile(d.file("cgroup.kill"), []byte("1"), 0)
 	if err == nil {
@@ -194,6 +217,9 @@ func (d Dir) Kill() error {
 		}
 		return nil
 	}
+	if d.goneBy(err) {
+		return xerrors.Errorf("kill cgroup %s: %v: %w", d.Path, err, ErrGone)
+	}
 	if !errors.Is(err, os.ErrNotExist) {
 		return xerrors.Errorf("kill cgroup: %w", err)
 	}
@@ -205,6 +231,25 @@ func (d Dir) Kill() error {
 		_ = unix.Kill(pid, unix.SIGKILL)
 	}
 	return nil
+}
+
+// goneBy reports whether err, from writing d's cgroup.kill, says that d
+// is gone rather than that the kernel has no cgroup.kill (before 5.14):
+// ENODEV (the file was removed with its cgroup while it was opened or
+// written), or ENOENT where the directory is gone or cgroup.kill is there
+// (the kernel refuses a dying cgroup's kill with ENOENT).
+func (d Dir) goneBy(err error) bool {
+	if errors.Is(err, unix.ENODEV) {
+		return true
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	if _, err := os.Stat(d.file("cgroup.procs")); err != nil {
+		return true // every cgroup v2 directory has it
+	}
+	_, err = os.Stat(d.file("cgroup.kill"))
+	return err == nil
 }
 
 // zombie reports whether /proc/<pid>/stat says Z: for a member of a

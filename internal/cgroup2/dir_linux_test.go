@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"golang.org/x/xerrors"
 )
 
 // testDir makes a cgroup for the test below this process's own cgroup, or
@@ -161,5 +163,94 @@ func TestMountFindsThisProcess(t *testing.T) {
 	d := testDir(t)
 	if !IsDir(d.Path) || IsDir(t.TempDir()) {
 		t.Errorf("IsDir(test cgroup) = %v, IsDir(temp dir) = %v; want true, false", IsDir(d.Path), IsDir(t.TempDir()))
+	}
+}
+
+// TestSignalAllParentsFirst pins the order of SignalAll: members in the
+// order cgroup.procs lists them, the leader before the children it
+// forked. Each signalled member is waited for until it is dead before
+// the next is signalled (the signaller held up, as under load), so a
+// child signalled first would let the leader reap it and end on its own:
+// `wait` returns and the shell exits 0 before its SIGTERM comes. It
+// failed so while the pidfds of a pass were kept in a map (Go's random
+// order): TestStress's victims `sleep 30 & echo ready; wait` ended 0
+// instead of 143 after Scope.Close.
+func TestSignalAllParentsFirst(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	d := testDir(t)
+	const children = 7
+	fd, err := unix.Open(d.Path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("open %s: %v", d.Path, err)
+	}
+	defer unix.Close(fd)
+	leader := exec.Command("sh", "-c", fmt.Sprintf("for i in $(seq %d); do sleep 60 & done; echo ready; wait", children))
+	leader.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	out, err := leader.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.Start(); err != nil {
+		t.Fatalf("start the leader in %s: %v", d.Path, err)
+	}
+	ready := make([]byte, len("ready\n"))
+	if _, err := io.ReadFull(out, ready); err != nil || string(ready) != "ready\n" {
+		t.Fatalf("leader's first output %q, %v; want ready", ready, err)
+	}
+	listed := d.Procs()
+	if len(listed) != children+1 || listed[0] != leader.Process.Pid {
+		t.Fatalf("cgroup.procs lists %v; want the leader %d first, then its %d children", listed, leader.Process.Pid, children)
+	}
+
+	var order []int
+	n := d.signalAll(unix.SIGTERM, func(pid, pidfd int) {
+		order = append(order, pid)
+		// Held up until the member is dead: its parent, if not signalled
+		// yet, has all the time it needs to see that.
+		deadline, _ := ctx.Deadline()
+		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+		if n, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds())); n != 1 || err != nil {
+			t.Errorf("member %d not dead after SIGTERM: poll = %d, %v", pid, n, err)
+		}
+	})
+	if n != children+1 || !slices.Equal(order, listed) {
+		t.Errorf("SignalAll signalled %d members in the order %v; want %d, in the order cgroup.procs lists them %v (the leader first)", n, order, children+1, listed)
+	}
+	_ = leader.Wait()
+	if st, ok := leader.ProcessState.Sys().(syscall.WaitStatus); !ok || st.Signal() != syscall.SIGTERM {
+		t.Errorf("the leader ended %v; want killed by SIGTERM (a leader that saw its child die first exits 0)", leader.ProcessState)
+	}
+	d.WaitEmpty(ctx)
+	if d.Populated() {
+		t.Errorf("members left after SignalAll(SIGTERM): %v", d.Procs())
+	}
+}
+
+// TestKillGone pins Kill on a cgroup that is gone: an error wrapping
+// ErrGone (the tree's signal reports ErrNotRunning), never success and
+// never a raw ENOENT or ENODEV. It returned nil when the missing
+// cgroup.kill was taken for a kernel before 5.14; a cgroup removed while
+// its cgroup.kill was written gave ENODEV (TestStress/cgroup's
+// "Signal(kill-353)").
+func TestKillGone(t *testing.T) {
+	t.Parallel()
+	d := testDir(t)
+	gone := Dir{Path: filepath.Join(d.Path, "gone")}
+	if err := os.Mkdir(gone.Path, 0o755); err != nil {
+		t.Fatalf("make %s: %v", gone.Path, err)
+	}
+	gone.Remove()
+	if err := gone.Kill(); !errors.Is(err, ErrGone) {
+		t.Errorf("Kill of a removed cgroup = %v; want an error wrapping ErrGone", err)
+	}
+	for _, err := range []error{unix.ENODEV, xerrors.Errorf("open: %w", unix.ENODEV)} {
+		if !d.goneBy(err) {
+			t.Errorf("goneBy(%v) = false for a cgroup whose cgroup.kill was removed while written; want true", err)
+		}
+	}
+	if err := d.Kill(); err != nil {
+		t.Errorf("Kill of a live, empty cgroup = %v; want nil", err)
 	}
 }
