@@ -633,6 +633,31 @@ func TestSandboxProbeOnce(t *testing.T) {
 				}
 			}
 			want(t, &fn, [4]int32{1, 1, 1, 0}, "after 3 refused starts")
+
+			// An error of the moment (the hold's probe could not fork: out
+			// of processes) is no missing feature: it is not kept, and the
+			// next start probes again and runs.
+			e := sbManager(t, c, proc.Options{Sandbox: &proc.Sandbox{}})
+			var en [4]atomic.Int32
+			steps := sbCounted(&en, nil)
+			hold, first := steps.Hold, true
+			steps.Hold = func() error { // called under the Manager's probe lock
+				if first {
+					first = false
+					en[2].Add(1)
+					return unix.EAGAIN
+				}
+				return hold()
+			}
+			proc.SetSandboxSteps(e, steps)
+			if _, err := e.Start(proc.StartRequest{Args: []string{"true"}}); err == nil || errors.Is(err, proc.ErrUnsupported) {
+				t.Errorf("Start while the hold's probe cannot fork = %v; want an error, not ErrUnsupported", err)
+			}
+			for range 2 {
+				snap := waitFinal(ctx, t, mustStart(t, e, proc.StartRequest{Args: []string{"true"}}))
+				wantExit(t, snap, 0)
+			}
+			want(t, &en, [4]int32{2, 2, 2, 1}, "after a start refused for a moment and 2 that ran")
 		})
 	}
 }
