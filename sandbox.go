@@ -121,14 +121,18 @@ func (m *Manager) sandboxFor(req StartRequest) (*sandboxStart, string, error) {
 	}
 	c := &m.sandbox
 	c.mu.Lock()
+	lasting := true // a kept answer is
 	if !c.done {
-		var lasting bool
 		c.kernel, c.err, lasting = probeSandbox(c.steps)
 		c.done = lasting
 	}
 	kernel, err := c.kernel, c.err
 	c.mu.Unlock()
-	if err != nil {
+	switch {
+	case err != nil && !lasting:
+		// Not a missing feature: the next start asks again.
+		return nil, "", xerrors.Errorf("start: %w", err)
+	case err != nil:
 		return nil, "", xerrors.Errorf("start: %v: %w", err, ErrUnsupported)
 	}
 	return &sandboxStart{sb: sb, kernel: kernel}, describeSandbox(kernel, sb), nil

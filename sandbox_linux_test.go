@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -450,5 +451,214 @@ func TestSandboxHostNotRestricted(t *testing.T) {
 	}
 	if restricted != 0 || after > before+2 {
 		t.Errorf("after 40 sandboxed starts: %d restricted threads, %d threads (%d before); want 0, and no growth", restricted, after, before)
+	}
+}
+
+// TestSandboxHostDeath: a sandboxed tree dies with its host as any other
+// (design section 17: group mode keeps section 14's guarantee without
+// Pdeathsig), through the real watchdog, in both modes.
+func TestSandboxHostDeath(t *testing.T) {
+	t.Parallel()
+	needSandbox(t)
+	hostDeath(t, "sandbox")
+}
+
+// TestSandboxHostDeathDuringStarts: a host killed while it makes
+// sandboxed starts in group mode must leave no child, though the sandbox
+// cannot use Pdeathsig. The held child's PTRACE_O_EXITKILL covers it only
+// from its exec stop on: a host killed between the fork and that stop
+// leaves a child that runs (its tracer thread died before the option was
+// set: detached) or, when the host died before the child's
+// PTRACE_TRACEME, one reparented to PID 1, traced by it and stopped at
+// its exec for good. Measured here: 1, 2 and 4 of 10 rounds in three
+// runs left one (the one looked at: State t, TracerPid 1). Set
+// PROC_TEST_KNOWN_DEFECTS=1 to run it.
+func TestSandboxHostDeathDuringStarts(t *testing.T) {
+	t.Parallel()
+	needSandbox(t)
+	if os.Getenv("PROC_TEST_KNOWN_DEFECTS") == "" {
+		t.Skip("known defect, not fixed yet: a sandboxed child forked in group mode is unprotected from its fork to its exec stop (see the comment); PROC_TEST_KNOWN_DEFECTS=1 runs it")
+	}
+	hostDeathDuringStarts(t, "sandbox")
+}
+
+// TestSandboxActivity: a sandboxed record's activity is read as any
+// other's: a shell reading its stdin pipe or its terminal is waiting for
+// input (Activity and WaitInput), a sleeping one is not, and with the
+// network allowed a listener is reported with its address and PID.
+func TestSandboxActivity(t *testing.T) {
+	t.Parallel()
+	needSandbox(t)
+	for _, c := range sbModes {
+		for _, tc := range []struct {
+			name    string
+			req     proc.StartRequest
+			waiting bool
+		}{
+			{"read-stdin", proc.StartRequest{Command: "read x", Stdin: true}, true},
+			{"read-tty", proc.StartRequest{Command: "read x", TTY: true}, true},
+			{"sleep", proc.StartRequest{Command: "echo ready; exec sleep 30", Stdin: true}, false},
+			{"sleep-tty", proc.StartRequest{Command: "echo ready; exec sleep 30", TTY: true}, false},
+		} {
+			t.Run(string(c)+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				ctx := testCtx(t)
+				p := mustStart(t, sbManager(t, c, proc.Options{Sandbox: &proc.Sandbox{}}), tc.req)
+				if p.Info().Sandbox == "" {
+					t.Fatalf("Info.Sandbox empty; want the record sandboxed")
+				}
+				if !tc.waiting {
+					waitLine(ctx, t, p, regexp.MustCompile("^ready"))
+					mustNotWait(ctx, t, p, tc.name)
+					return
+				}
+				if err := p.WaitInput(ctx); err != nil {
+					t.Fatalf("WaitInput() = %v; output %q", err, p.Output().Text)
+				}
+				a, err := p.Activity()
+				if err != nil || !a.WaitingForInput || a.Members != 1 {
+					t.Errorf("Activity() = %+v, %v; want waiting for input, 1 member", a, err)
+				}
+			})
+		}
+		t.Run(string(c)+"/listener", func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			m := sbManager(t, c, proc.Options{Sandbox: &proc.Sandbox{Network: true}})
+			p := mustStart(t, m, helperReq("activity-listen", "tcp4", "127.0.0.1:0"))
+			line := waitLine(ctx, t, p, regexp.MustCompile(`^(listening|listen:) `))
+			var pid int
+			var addr string
+			if _, err := fmt.Sscanf(line, "listening %d %s", &pid, &addr); err != nil {
+				t.Fatalf("helper (%s): %q", p.Info().Sandbox, line)
+			}
+			a, err := p.Activity()
+			if err != nil {
+				t.Fatalf("Activity() = %v", err)
+			}
+			_, port, _ := strings.Cut(addr, ":")
+			want := proc.Listener{Network: "tcp", Address: addr, PID: pid}
+			want.Port, _ = strconv.Atoi(port)
+			if len(a.Listeners) != 1 || a.Listeners[0] != want || pid != p.Info().PID {
+				t.Errorf("Activity().Listeners = %+v (child %d); want [%+v]", a.Listeners, p.Info().PID, want)
+			}
+		})
+	}
+}
+
+// sbCounted wraps the kernel's probe steps, counting the calls of each
+// in n (Landlock, Seccomp, Hold, Capabilities); fail, if set, replaces
+// the hold step's answer.
+func sbCounted(n *[4]atomic.Int32, fail error) sandbox.Steps {
+	def := sandbox.DefaultSteps()
+	return sandbox.Steps{
+		Landlock: func() (int, error) { n[0].Add(1); return def.Landlock() },
+		Seccomp:  func() error { n[1].Add(1); return def.Seccomp() },
+		Hold: func() error {
+			n[2].Add(1)
+			if fail != nil {
+				return fail
+			}
+			return def.Hold()
+		},
+		Capabilities: func() error { n[3].Add(1); return def.Capabilities() },
+	}
+}
+
+// TestSandboxProbeOnce: a Manager probes the kernel on its first
+// sandboxed start and never again, however many starts follow, from
+// however many goroutines, with the policy of the request or of Options;
+// a Manager that has made no sandboxed start has not probed; a missing
+// feature found is returned again without a second probe; and each
+// Manager probes for itself.
+func TestSandboxProbeOnce(t *testing.T) {
+	t.Parallel()
+	needSandbox(t)
+	want := func(t *testing.T, n *[4]atomic.Int32, calls [4]int32, when string) {
+		t.Helper()
+		got := [4]int32{n[0].Load(), n[1].Load(), n[2].Load(), n[3].Load()}
+		if got != calls {
+			t.Errorf("%s: probe steps (landlock, seccomp, hold, capabilities) called %v times; want %v", when, got, calls)
+		}
+	}
+	for _, c := range sbModes {
+		t.Run(string(c), func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			m := sbManager(t, c, proc.Options{})
+			var n [4]atomic.Int32
+			proc.SetSandboxSteps(m, sbCounted(&n, nil))
+			wantExit(t, waitFinal(ctx, t, mustStart(t, m, proc.StartRequest{Args: []string{"true"}})), 0)
+			want(t, &n, [4]int32{}, "after an unsandboxed start")
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Add(1)
+				// Ends after its starts, each awaited.
+				go func() {
+					defer wg.Done()
+					for _, sb := range []*proc.Sandbox{{}, {Network: true}} {
+						p, err := m.Start(proc.StartRequest{Args: []string{"true"}, Sandbox: sb})
+						if err != nil {
+							t.Errorf("Start = %v", err)
+							return
+						}
+						if err := p.Wait(ctx); err != nil || p.Info().Sandbox == "" {
+							t.Errorf("Wait = %v, Info.Sandbox %q; want a sandboxed exit", err, p.Info().Sandbox)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			want(t, &n, [4]int32{1, 1, 1, 1}, "after 8 sandboxed starts")
+
+			// Options.Sandbox: the default policy asks the same probe.
+			d := sbManager(t, c, proc.Options{Sandbox: &proc.Sandbox{}})
+			var dn [4]atomic.Int32
+			proc.SetSandboxSteps(d, sbCounted(&dn, nil))
+			for range 3 {
+				snap := waitFinal(ctx, t, mustStart(t, d, proc.StartRequest{Args: []string{"true"}}))
+				wantExit(t, snap, 0)
+			}
+			want(t, &dn, [4]int32{1, 1, 1, 1}, "after 3 starts sandboxed by Options")
+			want(t, &n, [4]int32{1, 1, 1, 1}, "another Manager's starts")
+
+			// A missing feature is kept: asked again, the Manager answers
+			// without probing.
+			f := sbManager(t, c, proc.Options{})
+			var fn [4]atomic.Int32
+			proc.SetSandboxSteps(f, sbCounted(&fn, unix.EPERM))
+			for i := range 3 {
+				_, err := f.Start(proc.StartRequest{Args: []string{"true"}, Sandbox: &proc.Sandbox{}})
+				if !errors.Is(err, proc.ErrUnsupported) || !strings.Contains(err.Error(), "held") {
+					t.Fatalf("start %d: Start = %v; want ErrUnsupported saying the child cannot be held", i, err)
+				}
+			}
+			want(t, &fn, [4]int32{1, 1, 1, 0}, "after 3 refused starts")
+
+			// An error of the moment (the hold's probe could not fork: out
+			// of processes) is no missing feature: it is not kept, and the
+			// next start probes again and runs.
+			e := sbManager(t, c, proc.Options{Sandbox: &proc.Sandbox{}})
+			var en [4]atomic.Int32
+			steps := sbCounted(&en, nil)
+			hold, first := steps.Hold, true
+			steps.Hold = func() error { // called under the Manager's probe lock
+				if first {
+					first = false
+					en[2].Add(1)
+					return unix.EAGAIN
+				}
+				return hold()
+			}
+			proc.SetSandboxSteps(e, steps)
+			if _, err := e.Start(proc.StartRequest{Args: []string{"true"}}); err == nil || errors.Is(err, proc.ErrUnsupported) {
+				t.Errorf("Start while the hold's probe cannot fork = %v; want an error, not ErrUnsupported", err)
+			}
+			for range 2 {
+				snap := waitFinal(ctx, t, mustStart(t, e, proc.StartRequest{Args: []string{"true"}}))
+				wantExit(t, snap, 0)
+			}
+			want(t, &en, [4]int32{2, 2, 2, 1}, "after a start refused for a moment and 2 that ran")
+		})
 	}
 }

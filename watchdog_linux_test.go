@@ -39,8 +39,15 @@ import (
 // what a quiet one measures).
 func TestHostDeath(t *testing.T) {
 	t.Parallel()
+	hostDeath(t, "", "keep", "watchdog-killed")
+}
+
+// hostDeath runs TestHostDeath's host in every tree mode, once per
+// variant (limitsHost says what each means), and checks that its trees
+// die with it within the bound, or with "keep" outlive it.
+func hostDeath(t *testing.T, variants ...string) {
 	for _, mode := range treeModes {
-		for _, variant := range []string{"", "keep", "watchdog-killed"} {
+		for _, variant := range variants {
 			t.Run(strings.TrimSuffix(mode.name+"/"+variant, "/"), func(t *testing.T) {
 				t.Parallel()
 				ctx := testCtx(t)
@@ -125,12 +132,17 @@ var _ = helper("limits-host", limitsHost)
 
 // limitsHost is the host of TestHostDeath: args are the containment, the
 // cgroup parent and the variant ("keep": KeepOnHostExit; "watchdog-killed":
-// a first start brings up the watchdog, which the host then kills). It
+// a first start brings up the watchdog, which the host then kills;
+// "sandbox": the tree is sandboxed, TestSandboxHostDeath). It
 // starts a tree with members that leave the child's process group in
 // cgroup mode (setsid, a double fork), prints every member's PID, then
 // "ready", and waits to be killed.
 func limitsHost(args []string) int {
-	m := proc.NewManager(proc.Options{Containment: proc.Containment(args[0]), CgroupParent: args[1], KeepOnHostExit: args[2] == "keep"})
+	opts := proc.Options{Containment: proc.Containment(args[0]), CgroupParent: args[1], KeepOnHostExit: args[2] == "keep"}
+	if args[2] == "sandbox" {
+		opts.Sandbox = &proc.Sandbox{}
+	}
+	m := proc.NewManager(opts)
 	if args[2] == "watchdog-killed" {
 		if _, err := m.Run(context.Background(), proc.StartRequest{Args: []string{"true"}}); err != nil {
 			return hostFail(err)
@@ -284,12 +296,19 @@ func hostStranger(id int) int {
 // watchdog has exited, none may be left.
 func TestHostDeathDuringStarts(t *testing.T) {
 	t.Parallel()
+	hostDeathDuringStarts(t, "")
+}
+
+// hostDeathDuringStarts is TestHostDeathDuringStarts with the host's
+// children started with policy ("sandbox": sandboxed, in which case the
+// held child's PTRACE_O_EXITKILL covers it instead of Pdeathsig).
+func hostDeathDuringStarts(t *testing.T, policy string) {
 	ctx := testCtx(t, 120*time.Second)
 	const rounds = 10
 	escaped := 0
 	for round := 0; round < rounds; round++ {
 		mark := fmt.Sprintf("review-inflight-%d-%d", os.Getpid(), rand.Uint64())
-		host := startHost(t, helperCmd("review-inflight-host", mark))
+		host := startHost(t, helperCmd("review-inflight-host", mark, policy))
 		line, _ := host.line()
 		watchdog, _ := strconv.Atoi(strings.TrimPrefix(line, "watchdog "))
 		if watchdog == 0 {
@@ -346,9 +365,14 @@ func reviewMarked(mark string) []int {
 var _ = helper("review-inflight-host", reviewInflightHost)
 
 // reviewInflightHost starts marked `sleep 600` children in group mode from
-// four goroutines, printing a line per start, until it is killed.
+// four goroutines, printing a line per start, until it is killed; args[1]
+// "sandbox" sandboxes them.
 func reviewInflightHost(args []string) int {
-	m := proc.NewManager(proc.Options{Containment: proc.ContainGroup})
+	opts := proc.Options{Containment: proc.ContainGroup}
+	if args[1] == "sandbox" {
+		opts.Sandbox = &proc.Sandbox{}
+	}
+	m := proc.NewManager(opts)
 	req := proc.StartRequest{Args: []string{"sleep", "600"}, Env: map[string]string{"REVIEW_MARK": args[0]}}
 	if _, err := m.Start(req); err != nil {
 		return hostFail(err)

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+	"golang.org/x/xerrors"
 )
 
 // MinABI is the oldest Landlock ABI the sandbox accepts: ABI 3 (Linux
@@ -68,7 +69,9 @@ func DefaultSteps() Steps {
 
 // Probe finds out whether the kernel can enforce every policy, with the
 // steps given (nil ones ask the kernel). A missing feature is an
-// *UnsupportedError naming it and what to change. It starts nothing that
+// *UnsupportedError naming it and what to change; any other error is of
+// the moment (the hold step could not fork, say) and tells nothing about
+// the kernel: the caller keeps no such answer. It starts nothing that
 // outlives it: the hold step starts a child that fails its exec and is
 // reaped before Probe returns. The caller caches the answer.
 func Probe(s Steps) (Support, error) {
@@ -108,13 +111,29 @@ func Probe(s Steps) (Support, error) {
 	return Support{ABI: abi}, nil
 }
 
-// asUnsupported wraps err, unless it is an *UnsupportedError already.
+// asUnsupported wraps err, unless it is an *UnsupportedError already or
+// an error of the moment (transient), which says nothing of the kernel.
 func asUnsupported(step, msg string, err error) error {
 	var u *UnsupportedError
 	if errors.As(err, &u) {
 		return u
 	}
+	if transient(err) {
+		return xerrors.Errorf("sandbox %s: probe: %w", step, err)
+	}
 	return &UnsupportedError{Step: step, Msg: msg, Err: err}
+}
+
+// transient reports whether err is a shortage of the moment (processes,
+// memory, descriptors) or an interruption: asked again later, the same
+// step may well succeed (the hold step forks a child).
+func transient(err error) bool {
+	for _, e := range []error{unix.EAGAIN, unix.ENOMEM, unix.EMFILE, unix.ENFILE, unix.EINTR} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // holdMessage explains a refused PTRACE_TRACEME.
