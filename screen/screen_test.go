@@ -263,7 +263,9 @@ func TestOwnTeeGetsEveryByte(t *testing.T) {
 	m := proctest.NewManager(t, proc.Options{})
 	own := &syncBuffer{}
 	s, err := screen.Start(m, proc.StartRequest{
-		Args:      []string{"bash", "-c", `printf 'a\033[31mb\033[0m\r\n'; seq 3000; printf '\033[6n'`},
+		// The query's reply is read, with echo off: unread, the terminal
+		// would echo it onto the screen whenever it came before the exit.
+		Args:      []string{"bash", "-c", `stty -echo; printf 'a\033[31mb\033[0m\r\n'; seq 3000; printf '\033[6n'; read -r -d R _`},
 		OutputTee: own,
 	})
 	if err != nil {
