@@ -312,17 +312,15 @@ func (m *Manager) startInTree(p *Process, cmd *exec.Cmd, sp *spec) error {
 // thread of its own (sandbox_*.go), else forkOn's. A sandboxed child is
 // held at its exec until that thread is gone; release (nil if nothing
 // is held) is called once started registered the child. The sandbox
-// never takes Pdeathsig, which fires when the forking thread ends: a
-// backend that wants the child killed with the host until it is
-// registered (pdeathsig) gets the held child killed instead
-// (exitKill).
+// never takes Pdeathsig, which fires when the forking thread ends: where
+// setup wants the child killed with the host until it is registered
+// (pdeathsig), the sandbox covers it another way (sandbox_linux.go).
 func fork(setup *treeSetup, sp *spec, cmd *exec.Cmd) (release func(), err error) {
 	if sp.sandbox == nil {
 		return nil, forkOn(setup)(cmd.Start)
 	}
 	s := *sp.sandbox
-	s.exitKill = setup.pdeathsig()
-	return s.start(cmd, cmd.Start, sp.req.TTY)
+	return s.start(setup, cmd, cmd.Start, sp.req.TTY)
 }
 
 // A forkSite runs start (cmd.Start, which forks the child) on a thread of

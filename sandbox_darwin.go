@@ -40,16 +40,15 @@ func describeSandbox(sandboxKernel, *Sandbox) string { return "seatbelt" }
 
 // sandboxStart is a start's sandbox.
 type sandboxStart struct {
-	sb       *Sandbox
-	kernel   sandboxKernel
-	exitKill bool // no hold here: nothing to release
+	sb     *Sandbox
+	kernel sandboxKernel
 }
 
 // start makes cmd run through sandbox-exec with the policy's profile and
 // forks it with fork (cmd.Start, from lifecycle.go's fork). Roots
 // are resolved through symbolic links: the profile matches real paths
 // (/private/tmp, not /tmp).
-func (s *sandboxStart) start(cmd *exec.Cmd, fork func() error, tty bool) (release func(), err error) {
+func (s *sandboxStart) start(_ *treeSetup, cmd *exec.Cmd, fork func() error, tty bool) (release func(), err error) {
 	p := sandbox.Policy{Network: s.sb.Network}
 	for _, root := range s.sb.WritableRoots {
 		real, err := filepath.EvalSymlinks(root)

@@ -32,26 +32,28 @@ func probeSandbox(steps sandboxSteps) (k sandboxKernel, err error, lasting bool)
 // describeSandbox says what a policy is enforced with, for Info.Sandbox.
 func describeSandbox(k sandboxKernel, sb *Sandbox) string { return k.Describe(sb.Network) }
 
-// sandboxStart is a start's sandbox: the policy, what the probe found,
-// and (group mode, host-death guard) whether the held child dies with the
-// host until its group is registered.
+// sandboxStart is a start's sandbox: the policy and what the probe found.
 type sandboxStart struct {
-	sb       *Sandbox
-	kernel   sandboxKernel
-	exitKill bool
+	sb     *Sandbox
+	kernel sandboxKernel
 }
 
 // start runs fork (cmd.Start, from lifecycle.go's fork) on a restricted
 // thread, and returns the function that lets the held child go, to call
 // once the child was registered (it must be called whenever start
 // succeeded).
-func (s *sandboxStart) start(cmd *exec.Cmd, fork func() error, tty bool) (release func(), err error) {
-	p := sandbox.Policy{WritableRoots: s.sb.WritableRoots, Network: s.sb.Network, ExitKill: s.exitKill}
-	if s.exitKill {
-		// The backend's Pdeathsig would fire when the restricted thread
-		// ends: the hold's PTRACE_O_EXITKILL does its job instead.
-		cmd.SysProcAttr.Pdeathsig = 0
-	}
+//
+// Where setup wants the child killed with the host until its group is
+// registered (pdeathsig: group mode with a watchdog), Pdeathsig cannot
+// do it (it would fire when the restricted thread ends). Two things do
+// instead: a pending mark in the watchdog's file, written before the
+// fork, which started replaces with the group (markPending; the watchdog
+// kills the children of a start still marked when the host died, see
+// watchdogScript), and, from the exec stop on, the held child's
+// PTRACE_O_EXITKILL, cleared by the release.
+func (s *sandboxStart) start(setup *treeSetup, cmd *exec.Cmd, fork func() error, tty bool) (release func(), err error) {
+	exitKill := setup.pdeathsig()
+	p := sandbox.Policy{WritableRoots: s.sb.WritableRoots, Network: s.sb.Network, ExitKill: exitKill}
 	if tty {
 		// connect made the terminal's slave end the child's stdin.
 		f, ok := cmd.Stdin.(*os.File)
@@ -59,6 +61,12 @@ func (s *sandboxStart) start(cmd *exec.Cmd, fork func() error, tty bool) (releas
 			return nil, xerrors.New("sandbox: the terminal is not the child's stdin")
 		}
 		p.TTY = f.Name()
+	}
+	if exitKill {
+		cmd.SysProcAttr.Pdeathsig = 0
+		if err := setup.markPending(); err != nil {
+			return nil, err
+		}
 	}
 	h, err := sandbox.Start(cmd, fork, p, s.kernel)
 	if err != nil {

@@ -471,18 +471,14 @@ func TestSandboxHostDeath(t *testing.T) {
 // sandboxed starts in group mode must leave no child, though the sandbox
 // cannot use Pdeathsig. The held child's PTRACE_O_EXITKILL covers it only
 // from its exec stop on: a host killed between the fork and that stop
-// leaves a child that runs (its tracer thread died before the option was
+// left a child that runs (its tracer thread died before the option was
 // set: detached) or, when the host died before the child's
 // PTRACE_TRACEME, one reparented to PID 1, traced by it and stopped at
-// its exec for good. Measured here: 1, 2 and 4 of 10 rounds in three
-// runs left one (the one looked at: State t, TracerPid 1). Set
-// PROC_TEST_KNOWN_DEFECTS=1 to run it.
+// its exec for good (1, 2 and 4 of 10 rounds in three runs, before the
+// pending mark). The watchdog's pending mark covers the whole start.
 func TestSandboxHostDeathDuringStarts(t *testing.T) {
 	t.Parallel()
 	needSandbox(t)
-	if os.Getenv("PROC_TEST_KNOWN_DEFECTS") == "" {
-		t.Skip("known defect, not fixed yet: a sandboxed child forked in group mode is unprotected from its fork to its exec stop (see the comment); PROC_TEST_KNOWN_DEFECTS=1 runs it")
-	}
 	hostDeathDuringStarts(t, "sandbox")
 }
 

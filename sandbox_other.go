@@ -24,11 +24,10 @@ func describeSandbox(sandboxKernel, *Sandbox) string { return "" }
 
 // sandboxStart is never used: the probe refuses every policy.
 type sandboxStart struct {
-	sb       *Sandbox
-	kernel   sandboxKernel
-	exitKill bool
+	sb     *Sandbox
+	kernel sandboxKernel
 }
 
-func (s *sandboxStart) start(*exec.Cmd, func() error, bool) (func(), error) {
+func (s *sandboxStart) start(*treeSetup, *exec.Cmd, func() error, bool) (func(), error) {
 	return nil, xerrors.Errorf("sandbox: %w", ErrUnsupported)
 }

@@ -19,6 +19,9 @@ type treeSetup struct {
 	rc      *recordCgroup // the record's cgroup
 	limited bool          // limits were written into it
 	guard   *watchdog     // group mode: registers the group
+	// pending is the slot of the start's pending mark (markPending), -1
+	// if none; the group is registered into it.
+	pending int64
 	// deathsig: the child has Pdeathsig set (see pdeathsig).
 	deathsig bool
 }
@@ -40,9 +43,9 @@ func setupTree(cmd *exec.Cmd, tty bool, host *cgroupHost, guard *watchdog, limit
 		// host killed in that instant would leave the child running. The
 		// kernel kills it then instead (see pdeathsig).
 		cmd.SysProcAttr.Pdeathsig = unix.SIGKILL
-		return &treeSetup{guard: guard, deathsig: true}, nil
+		return &treeSetup{guard: guard, deathsig: true, pending: -1}, nil
 	case host == nil:
-		return &treeSetup{}, nil
+		return &treeSetup{pending: -1}, nil
 	}
 	rc, err := host.take()
 	if err != nil {
@@ -65,9 +68,12 @@ func setupTree(cmd *exec.Cmd, tty bool, host *cgroupHost, guard *watchdog, limit
 func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 	switch {
 	case s.host == nil && cmd.Process == nil:
+		if s.pending >= 0 {
+			s.guard.forget(s.pending)
+		}
 		return nil, nil
 	case s.host == nil:
-		return newGroupTreeGuarded(cmd.Process.Pid, owner, s.guard)
+		return newGroupTreeGuarded(cmd.Process.Pid, owner, s.guard, s.pending)
 	case cmd.Process == nil && s.limited:
 		s.rc.discard()
 		return nil, nil

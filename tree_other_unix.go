@@ -43,7 +43,7 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 	if cmd.Process == nil {
 		return nil, nil
 	}
-	return newGroupTreeGuarded(cmd.Process.Pid, owner, s.guard)
+	return newGroupTreeGuarded(cmd.Process.Pid, owner, s.guard, -1)
 }
 
 // waitPIDs: without /proc or pidfds there is nothing to wait on; pause for

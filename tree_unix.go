@@ -79,9 +79,10 @@ type groupTree struct {
 }
 
 // newGroupTreeGuarded makes the tree of the child pid, which leads its own
-// session, and registers its group with the watchdog (if any).
-func newGroupTreeGuarded(pid int, owner string, guard *watchdog) (*tree, error) {
-	slot, err := guard.guard(pid)
+// session, and registers its group with the watchdog (if any), in the
+// slot of the start's pending mark if there is one (pending, else -1).
+func newGroupTreeGuarded(pid int, owner string, guard *watchdog, pending int64) (*tree, error) {
+	slot, err := guard.guard(pid, pending)
 	if err != nil {
 		return nil, xerrors.Errorf("register with the host-death watchdog: %w", err)
 	}
@@ -216,7 +217,7 @@ func (g *groupTree) rewatch(guard *watchdog) {
 	if g.gone.Load() {
 		return
 	}
-	if slot, err := guard.guard(g.pgid); err == nil {
+	if slot, err := guard.guard(g.pgid, -1); err == nil {
 		g.slot = slot
 	}
 }

@@ -37,7 +37,7 @@ func TestWatchdogBroken(t *testing.T) {
 		_ = member.Process.Kill()
 		_ = member.Wait()
 	}()
-	off, err := d.guard(member.Process.Pid)
+	off, err := d.guard(member.Process.Pid, -1)
 	if err != nil || d.lost() {
 		t.Fatalf("guard = %d, %v; lost %v; want a slot, a watchdog not lost", off, err, d.lost())
 	}

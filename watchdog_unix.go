@@ -27,26 +27,93 @@ import (
 // watchdog twice per start: the host writes them into slots of a file
 // that only the two of them hold (anonFile), and the watchdog reads it
 // once, after end-of-file. A slot is slotSize bytes, a group ID padded
-// with blanks or only blanks, and never crosses a page: one pwrite writes
-// it whole, so a host killed in the middle of one leaves no torn ID.
+// with blanks, a pending mark, or only blanks, and never crosses a page:
+// one pwrite writes it whole, so a host killed in the middle of one leaves
+// no torn ID.
+//
+// A pending mark ("w" and a time) covers a sandboxed start in group mode
+// from before its fork until its group is registered (Linux; see
+// watchdog_linux.go). Such a child cannot have Pdeathsig (it would fire
+// when the restricted thread that forks it ends, design section 17), and
+// the host learns its PID only after its exec. The host writes the mark
+// into a slot before the fork and overwrites the same slot with the group
+// ID once it has one (or blanks it if the start failed): no extra write.
+// After end-of-file, a mark makes the watchdog kill every process that
+// could be a child the host forked in that window; what it relies on is
+// in watchdogScript.
 
 // watchdogScript reads the pipe until "q" (Close) or end-of-file (the
 // host died); "." lines (liveness checks) are ignored. $1 is the
 // Manager's cgroup, or empty in group mode; descriptor 3 is the groups
-// file, read from its start.
-const watchdogScript = `cg=$1
+// file, read from its start. It is POSIX sh (dash runs it).
+//
+// After end-of-file it notes the time (end, in the clock ticks of
+// /proc/<pid>/stat: hundredths of a second since boot), kills the cgroup
+// and every registered group, and, if the file holds pending marks
+// ("w<ticks>"), sweeps for the children of those starts (since: the
+// earliest mark). Each such child was forked by the host at or after its
+// mark (the mark's time is read before the fork and floored to the tick),
+// and so before end: it holds a copy of the host's descriptor table until
+// its exec, the pipe's write end included, so end-of-file comes only once
+// every such child has exec'd or died. By then it leads a session of its
+// own (setsid comes before the exec), has no-new-privileges (every
+// sandboxed child does), and, a child of the dead host like the watchdog,
+// has the watchdog's new parent (the reaper), or still the host while the
+// kernel is reparenting the host's children. The sweep waits (for at most
+// a second) until the watchdog itself was reparented, to learn the
+// reaper, then kills the group of every process with all of: session ID
+// = group ID = PID, parent the reaper or the host, start time within
+// [since, end], NoNewPrivs 1. stat is parsed after its last ')': the
+// command name before it may hold blanks and parentheses.
+//
+// What it cannot tell apart: a stranger with all of these, that is, a
+// no-new-privileges session leader that is a child of the same reaper
+// and started in those ticks (e.g. a hardened service the reaper started
+// in the instant the host died). Such a process is killed too. No window
+// child is missed, unless it changed its credentials or setsid'd anew
+// before the sweep... it cannot: a session leader stays one, and
+// no-new-privileges cannot be cleared.
+const watchdogScript = `cg=$1 host=$PPID
 while IFS= read -r line; do
 	[ "$line" = q ] && exit 0
 done
+end=
+if [ -r /proc/uptime ] && read -r up _ </proc/uptime; then end=${up%.*}${up#*.}; fi
 if [ -n "$cg" ]; then
 	echo 1 >"$cg/cgroup.kill" 2>/dev/null
 	for f in "$cg"/*/cgroup.procs; do
 		for p in $(cat "$f" 2>/dev/null); do kill -s KILL "$p" 2>/dev/null; done
 	done
 fi
+since=
 while read -r g; do
-	[ -n "$g" ] && kill -s KILL -- "-$g" 2>/dev/null
+	case $g in
+	w*) if [ -z "$since" ] || [ "${g#w}" -lt "$since" ]; then since=${g#w}; fi ;;
+	?*) kill -s KILL -- "-$g" 2>/dev/null ;;
+	esac
 done <&3
+[ -n "$since" ] && [ -n "$end" ] || exit 0
+reaper=
+while read -r s 2>/dev/null </proc/$$/stat; do
+	set -- ${s##*")"}
+	if [ "$2" != "$host" ]; then reaper=$2; break; fi
+	read -r up _ </proc/uptime
+	[ "${up%.*}${up#*.}" -gt $((end + 100)) ] && exit 0
+done
+[ -n "$reaper" ] || exit 0
+for d in /proc/[0-9]*; do
+	p=${d#/proc/}
+	[ "$p" != $$ ] && read -r s 2>/dev/null <"$d/stat" || continue
+	set -- ${s##*")"}
+	[ "$3" = "$p" ] && [ "$4" = "$p" ] || continue
+	[ "$2" = "$reaper" ] || [ "$2" = "$host" ] || continue
+	[ "${20}" -ge "$since" ] && [ "${20}" -le "$end" ] || continue
+	while read -r k v; do
+		[ "$k" = NoNewPrivs: ] || continue
+		[ "$v" = 1 ] && kill -s KILL -- "-$p" 2>/dev/null
+		break
+	done 2>/dev/null <"$d/status"
+done
 `
 
 // slotSize is the size of a slot in the groups file: room for any group
@@ -144,21 +211,55 @@ func (d *watchdog) lost() bool {
 // host dies before forget. It returns the slot, which the caller hands to
 // forget: a group ID may be registered twice (its group went unseen and
 // the ID named a new one), and each registration has a slot of its own.
-// The slot is -1 when there is no watchdog or it was closed.
-func (d *watchdog) guard(pgid int) (int64, error) {
+// With pending (a slot from mark, else -1) the group takes that slot,
+// replacing the mark in one write. The slot is -1 when there is no
+// watchdog or it was closed.
+func (d *watchdog) guard(pgid int, pending int64) (int64, error) {
+	off, err := d.write(slot(pgid), pending)
+	if err != nil {
+		return -1, xerrors.Errorf("host-death watchdog: register group %d: %w", pgid, err)
+	}
+	return off, nil
+}
+
+// mark writes a pending mark, "w" and ticks (the clock ticks since boot
+// of a time before a sandboxed child's fork, see watchdogScript), into a
+// slot of its own, and returns the slot: the caller hands it to guard
+// once the child's group is known, or to forget if the start failed. The
+// slot is -1 when there is no watchdog or it was closed.
+func (d *watchdog) mark(ticks int64) (int64, error) {
+	b := slot(0)
+	id := "w" + strconv.FormatInt(ticks, 10)
+	copy(b[slotSize-1-len(id):], id)
+	off, err := d.write(b, -1)
+	if err != nil {
+		return -1, xerrors.Errorf("host-death watchdog: mark a start: %w", err)
+	}
+	return off, nil
+}
+
+// write writes b into the slot at (a slot in use), or into a free one
+// if at is -1, and returns its offset; -1 if there is no watchdog or it
+// was closed.
+func (d *watchdog) write(b []byte, at int64) (int64, error) {
 	off := int64(-1)
 	err := d.locked(func() error {
-		at := d.end
-		if n := len(d.free); n > 0 {
-			at = d.free[n-1]
+		reuse := at >= 0 && d.used[at]
+		if !reuse {
+			at = d.end
+			if n := len(d.free); n > 0 {
+				at = d.free[n-1]
+			}
 		}
-		if _, err := d.groups.WriteAt(slot(pgid), at); err != nil {
+		if _, err := d.groups.WriteAt(b, at); err != nil {
 			d.broken = true
-			return xerrors.Errorf("host-death watchdog: register group %d: %w", pgid, err)
+			return err
 		}
-		if at == d.end {
+		switch {
+		case reuse:
+		case at == d.end:
 			d.end += slotSize
-		} else {
+		default:
 			d.free = d.free[:len(d.free)-1]
 		}
 		d.used[at] = true
@@ -169,7 +270,8 @@ func (d *watchdog) guard(pgid int) (int64, error) {
 }
 
 // forget unregisters the group of the slot off (from guard) once it was
-// seen without a live member: its ID may name another group later.
+// seen without a live member: its ID may name another group later; or it
+// blanks a pending mark (from mark) whose start failed.
 func (d *watchdog) forget(off int64) {
 	_ = d.locked(func() error {
 		if !d.used[off] {

@@ -1,0 +1,41 @@
+//go:build linux
+
+package proc
+
+import (
+	"golang.org/x/sys/unix"
+	"golang.org/x/xerrors"
+)
+
+// markPending covers a sandboxed start in group mode with a pending mark
+// in the watchdog's groups file (see watchdog_unix.go), from before its
+// fork until started registers its group in the same slot (or blanks it
+// if the start failed). It is called only where the child cannot have
+// Pdeathsig (pdeathsig: group mode with a watchdog), and costs one clock
+// read and one pwrite; the registration that replaces the mark writes
+// nothing more than it would have.
+func (s *treeSetup) markPending() error {
+	ticks, err := bootTicks()
+	if err == nil {
+		s.pending, err = s.guard.mark(ticks)
+	}
+	if err != nil {
+		return xerrors.Errorf("host-death watchdog: %w", err)
+	}
+	return nil
+}
+
+// bootTicks is the time since boot (CLOCK_BOOTTIME, as a process's start
+// time in /proc/<pid>/stat) floored to the clock tick of that file,
+// USER_HZ: 100 a second on every architecture Go supports, also the
+// resolution of /proc/uptime.
+func bootTicks() (int64, error) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return 0, xerrors.Errorf("clock_gettime(CLOCK_BOOTTIME): %w", err)
+	}
+	return ts.Nano() / (1e9 / userHZ), nil
+}
+
+// userHZ is the unit of the times in /proc/<pid>/stat, in ticks a second.
+const userHZ = 100
