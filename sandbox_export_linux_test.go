@@ -2,8 +2,27 @@
 
 package proc
 
-import "github.com/procvisor/proc/internal/sandbox"
+import (
+	"errors"
+
+	"github.com/procvisor/proc/internal/sandbox"
+)
 
 // SetSandboxSteps replaces the steps of m's sandbox probe, before its
 // first sandboxed start: a test plays a kernel without a feature.
 func SetSandboxSteps(m *Manager, steps sandbox.Steps) { m.sandbox.steps = steps }
+
+// MarkPendingStart writes a pending mark of ticks (clock ticks since boot,
+// as in /proc/<pid>/stat) into the groups file of m's watchdog, as a
+// sandboxed start in group mode does before its fork: a host test plays
+// a host killed while such a start is under way.
+func MarkPendingStart(m *Manager, ticks int64) error {
+	m.trees.contain.mu.Lock()
+	guard := m.trees.contain.guard
+	m.trees.contain.mu.Unlock()
+	if guard == nil {
+		return errors.New("no watchdog yet")
+	}
+	_, err := guard.mark(ticks)
+	return err
+}

@@ -7,12 +7,14 @@ package proc_test
 // had seen empty does. Each test runs the test binary as the host.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -24,6 +26,7 @@ import (
 
 	"github.com/procvisor/proc"
 	"github.com/procvisor/proc/internal/procfs"
+	"github.com/procvisor/proc/internal/sandbox"
 	"golang.org/x/sys/unix"
 )
 
@@ -390,6 +393,176 @@ func reviewInflightHost(args []string) int {
 		}()
 	}
 	return hostWait()
+}
+
+// TestWatchdogPendingMark pins the watchdog's sweep for pending marks
+// (watchdogScript): a host killed while a sandboxed start in group mode
+// is under way leaves no child of that start, and the sweep kills nothing
+// that differs from such a child in one respect. The host starts
+// unregistered children of its own: target, a sandboxed session leader
+// (what such a start forks); old, the same started a clock tick before
+// the mark; plain, a session leader without no-new-privileges; member, a
+// sandboxed group leader that is no session leader; nested, a sandboxed
+// session leader whose parent (member) outlives the host. With the mark
+// (at target's start time: the bound is inclusive) only target dies with
+// the host; without it, none does.
+//
+// The host runs below a child subreaper of its own, which its orphans
+// (and its watchdog) go to: the sweep of another host dying at the same
+// moment (the other variant, TestSandboxHostDeathDuringStarts) matches
+// only its own reaper's children, and so does this one's.
+func TestWatchdogPendingMark(t *testing.T) {
+	t.Parallel()
+	needSandbox(t)
+	needTool(t, "setsid")
+	for _, variant := range []string{"marked", "unmarked"} {
+		t.Run(variant, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			reaper := startHost(t, helperCmd("pending-mark-host", variant))
+			vals := hostReport(t, reaper)
+			names := []string{"target", "old", "plain", "member", "nested"}
+			fds := map[string]int{}
+			for _, name := range names {
+				if vals[name] == 0 || vals["host"] == 0 {
+					reaper.fatalf(t, "host said %v", vals)
+				}
+				fds[name] = treePidfd(t, vals[name])
+			}
+			t.Cleanup(func() {
+				for _, fd := range fds {
+					_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+				}
+			})
+			watchdogFD := treePidfd(t, vals["watchdog"])
+			if err := unix.PidfdSendSignal(treePidfd(t, vals["host"]), unix.SIGKILL, nil, 0); err != nil {
+				reaper.fatalf(t, "kill the host: %v", err)
+			}
+			treeWaitPidfd(ctx, t, watchdogFD, "the watchdog to act and exit")
+			// The watchdog sent its SIGKILLs before it exited; give them
+			// two seconds to show.
+			shown, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			for _, name := range names {
+				want := variant == "marked" && name == "target"
+				if got := treeExitsBy(shown, fds[name]); got != want {
+					t.Errorf("%s (PID %d): died with the host %v; want %v", name, vals[name], got, want)
+				}
+			}
+		})
+	}
+}
+
+var _ = helper("pending-mark-host", pendingMarkHost)
+
+// pendingMarkHost is the host of TestWatchdogPendingMark: args[0]
+// "marked" writes the pending mark. Run with args[0] only, it is the
+// subreaper: it runs the host as its child and waits for the end of its
+// stdin. The host prints its PID, the children's and the watchdog's, then
+// "ready", and waits to be killed.
+func pendingMarkHost(args []string) int {
+	if len(args) == 1 {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			return hostFail(err)
+		}
+		host := helperCmd("pending-mark-host", args[0], "host")
+		host.Stdin, host.Stdout, host.Stderr = os.Stdin, os.Stdout, os.Stderr
+		if err := host.Run(); err == nil {
+			return hostFail(errors.New("the host exited 0; want it killed"))
+		}
+		return hostWait()
+	}
+	sup, err := sbSupport()
+	if err != nil {
+		return hostFail(err)
+	}
+	m := proc.NewManager(proc.Options{Containment: proc.ContainGroup})
+	if _, err := m.Run(context.Background(), proc.StartRequest{Args: []string{"true"}}); err != nil {
+		return hostFail(err)
+	}
+	// start starts an unregistered child, sandboxed or not, leading a
+	// session of its own or only a process group.
+	start := func(sandboxed, leader bool, stdout *os.File, args ...string) (int, error) {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Stdout = stdout
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: leader, Setpgid: !leader}
+		if !sandboxed {
+			err := cmd.Start()
+			if err != nil {
+				return 0, err
+			}
+			return cmd.Process.Pid, nil
+		}
+		h, err := sandbox.Start(cmd, cmd.Start, sandbox.Policy{}, sup)
+		if err != nil {
+			return 0, err
+		}
+		h.Release()
+		return cmd.Process.Pid, nil
+	}
+	startTime := func(pid int) (int64, error) {
+		st, ok := procfs.ReadStat(pid)
+		if !ok {
+			return 0, fmt.Errorf("no stat for %d", pid)
+		}
+		return int64(st.StartTime), nil
+	}
+	pids := map[string]int{}
+	if pids["old"], err = start(true, true, nil, "sleep", "600"); err != nil {
+		return hostFail(err)
+	}
+	oldStart, err := startTime(pids["old"])
+	if err != nil {
+		return hostFail(err)
+	}
+	// The next children start at a later tick than old (a tick is 10 ms).
+	for bootTicks() <= oldStart {
+		runtime.Gosched()
+	}
+	if pids["target"], err = start(true, true, nil, "sleep", "600"); err != nil {
+		return hostFail(err)
+	}
+	if pids["plain"], err = start(false, true, nil, "sleep", "600"); err != nil {
+		return hostFail(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return hostFail(err)
+	}
+	// nested says its PID once it leads its session.
+	pids["member"], err = start(true, false, w, "sh", "-c", `setsid sh -c 'echo $$; exec sleep 600' & exec sleep 600`)
+	_ = w.Close()
+	if err != nil {
+		return hostFail(err)
+	}
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if pids["nested"], _ = strconv.Atoi(strings.TrimSpace(line)); pids["nested"] == 0 {
+		return hostFail(fmt.Errorf("nested said %q: %v", line, err))
+	}
+	if args[0] == "marked" {
+		at, err := startTime(pids["target"])
+		if err == nil {
+			err = proc.MarkPendingStart(m, at)
+		}
+		if err != nil {
+			return hostFail(err)
+		}
+	}
+	for name, pid := range pids {
+		fmt.Println(name, pid)
+	}
+	fmt.Println("host", os.Getpid())
+	fmt.Println("watchdog", findWatchdog())
+	fmt.Println("ready")
+	return hostWait()
+}
+
+// bootTicks is the time since boot in the clock ticks of
+// /proc/<pid>/stat (hundredths of a second).
+func bootTicks() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
+	return ts.Nano() / 1e7
 }
 
 // TestWatchdogSparesGroupIDRegisteredTwice pins that a group ID registered
