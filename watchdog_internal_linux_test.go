@@ -8,12 +8,16 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/procvisor/proc/internal/sandbox"
 )
 
 // TestWatchdogBroken pins what happens when the host cannot write a slot
@@ -107,5 +111,49 @@ func TestWatchdogReplacedDuringStart(t *testing.T) {
 	}
 	if !slices.Contains(strings.Fields(string(buf)), strconv.Itoa(cmd.Process.Pid)) {
 		t.Errorf("group %d, started while the watchdog was replaced, is not in the new watchdog's file %q", cmd.Process.Pid, buf)
+	}
+}
+
+// TestWatchdogPendingMarkSettled pins that a sandboxed start in group mode
+// leaves no pending mark behind in the watchdog's groups file: a start
+// that forked puts its group ID into the slot of its mark (one slot per
+// start, as without the sandbox), and one that failed after the mark (its
+// exec refused) blanks the slot, which the next start reuses.
+func TestWatchdogPendingMarkSettled(t *testing.T) {
+	t.Parallel()
+	if _, err := sandbox.Probe(sandbox.Steps{}); err != nil {
+		t.Skipf("the sandbox cannot run here (CI runs it): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m := NewManager(Options{Containment: ContainGroup, Sandbox: &Sandbox{}})
+	defer m.Close()
+	notExec := filepath.Join(t.TempDir(), "not-executable")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Start(StartRequest{Args: []string{notExec}}); err == nil {
+		t.Fatalf("Start of a file without the execute bit succeeded")
+	}
+	p, err := m.Start(StartRequest{Args: []string{"sleep", "60"}})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	defer func() { _ = p.Signal(Kill); _ = p.Wait(ctx) }()
+	m.trees.contain.mu.Lock()
+	guard := m.trees.contain.guard
+	m.trees.contain.mu.Unlock()
+	guard.mu.Lock()
+	buf := make([]byte, guard.end)
+	_, err = guard.groups.ReadAt(buf, 0)
+	guard.mu.Unlock()
+	if err != nil {
+		t.Fatalf("read the groups file: %v", err)
+	}
+	if want := []string{strconv.Itoa(p.Info().PID)}; !slices.Equal(strings.Fields(string(buf)), want) {
+		t.Errorf("groups file %q; want only %v: a failed start's mark blanked, a started one's replaced by its group", buf, want)
+	}
+	if len(buf) != slotSize {
+		t.Errorf("groups file of %d bytes; want one slot (%d): the failed start's slot reused", len(buf), slotSize)
 	}
 }

@@ -565,6 +565,36 @@ func bootTicks() int64 {
 	return ts.Nano() / 1e7
 }
 
+// TestWatchdogPendingMarkRefused pins that a sandboxed start in group mode
+// whose pending mark cannot be written fails before its fork (the host's
+// death would leave its child running) and starts nothing, and that the
+// next start replaces the watchdog and succeeds.
+func TestWatchdogPendingMarkRefused(t *testing.T) {
+	t.Parallel()
+	needSandbox(t)
+	ctx, m := testManager(t, proc.Options{Containment: proc.ContainGroup, Sandbox: &proc.Sandbox{}})
+	if _, err := m.Run(ctx, proc.StartRequest{Args: []string{"true"}}); err != nil {
+		t.Fatalf("first Run: %v", err)
+	}
+	proc.BreakWatchdogFile(m)
+	mark := fmt.Sprintf("mark-refused-%d-%d", os.Getpid(), rand.Uint64())
+	p, err := m.Start(proc.StartRequest{Args: []string{"sleep", "60"}, Env: map[string]string{"REVIEW_MARK": mark}})
+	if err == nil {
+		_ = p.Signal(proc.Kill)
+		t.Fatalf("Start with a groups file that cannot be written succeeded")
+	}
+	if !strings.Contains(err.Error(), "host-death watchdog") {
+		t.Errorf("Start = %v; want it to say the host-death watchdog", err)
+	}
+	if pids := reviewMarked(mark); len(pids) > 0 {
+		t.Errorf("the refused start left processes %v", pids)
+	}
+	// It registers its group with a new watchdog: the broken one is lost.
+	if _, err := m.Run(ctx, proc.StartRequest{Args: []string{"true"}}); err != nil {
+		t.Fatalf("Run after the refused start: %v", err)
+	}
+}
+
 // TestWatchdogSparesGroupIDRegisteredTwice pins that a group ID registered
 // twice is forgotten twice. A record's leader is reaped while a member of its group lives on; the
 // member dies and is reaped before anything looks at the group again (here
