@@ -435,10 +435,12 @@ func TestWatchdogPendingMark(t *testing.T) {
 				}
 			})
 			watchdogFD := treePidfd(t, vals["watchdog"])
+			killed := time.Now()
 			if err := unix.PidfdSendSignal(treePidfd(t, vals["host"]), unix.SIGKILL, nil, 0); err != nil {
 				reaper.fatalf(t, "kill the host: %v", err)
 			}
 			treeWaitPidfd(ctx, t, watchdogFD, "the watchdog to act and exit")
+			t.Logf("%s: the watchdog exited %v after the host's SIGKILL", variant, time.Since(killed))
 			// The watchdog sent its SIGKILLs before it exited; give them
 			// two seconds to show.
 			shown, cancel := context.WithTimeout(ctx, 2*time.Second)

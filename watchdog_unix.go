@@ -101,8 +101,18 @@ while read -r s 2>/dev/null </proc/$$/stat; do
 	[ "${up%.*}${up#*.}" -gt $((end + 100)) ] && exit 0
 done
 [ -n "$reaper" ] || exit 0
-for d in /proc/[0-9]*; do
-	p=${d#/proc/}
+pids=
+if [ -e /proc/$$/task/$$/children ]; then
+	for f in /proc/$host/task/*/children /proc/$reaper/task/*/children; do
+		l=
+		read -r l 2>/dev/null <"$f"
+		pids="$pids $l"
+	done
+else
+	for d in /proc/[0-9]*; do pids="$pids ${d#/proc/}"; done
+fi
+for p in $pids; do
+	d=/proc/$p
 	[ "$p" != $$ ] && read -r s 2>/dev/null <"$d/stat" || continue
 	set -- ${s##*")"}
 	[ "$3" = "$p" ] && [ "$4" = "$p" ] || continue
