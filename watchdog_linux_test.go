@@ -304,7 +304,7 @@ func TestHostDeathDuringStarts(t *testing.T) {
 
 // hostDeathDuringStarts is TestHostDeathDuringStarts with the host's
 // children started with policy ("sandbox": sandboxed, in which case the
-// held child's PTRACE_O_EXITKILL covers it instead of Pdeathsig).
+// watchdog's pending mark covers it instead of Pdeathsig).
 func hostDeathDuringStarts(t *testing.T, policy string) {
 	ctx := testCtx(t, 120*time.Second)
 	const rounds = 10

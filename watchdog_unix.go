@@ -32,47 +32,57 @@ import (
 // no torn ID.
 //
 // A pending mark ("w" and a time) covers a sandboxed start in group mode
-// from before its fork until its group is registered (Linux; see
-// watchdog_linux.go). Such a child cannot have Pdeathsig (it would fire
-// when the restricted thread that forks it ends, design section 17), and
-// the host learns its PID only after its exec. The host writes the mark
-// into a slot before the fork and overwrites the same slot with the group
-// ID once it has one (or blanks it if the start failed): no extra write.
-// After end-of-file, a mark makes the watchdog kill every process that
-// could be a child the host forked in that window; what it relies on is
-// in watchdogScript.
+// from before its fork until its group is registered (Linux, the only
+// place marks are written; see watchdog_linux.go). Such a child cannot
+// have Pdeathsig (it would fire when the restricted thread that forks it
+// ends, design section 17), and the host learns its PID only after its
+// exec. The host writes the mark into a slot before the fork and
+// overwrites the same slot with the group ID once it has one, or blanks
+// it if the start failed: no write more than an unmarked start. After
+// end-of-file, a mark makes the watchdog sweep for the children of
+// unfinished starts (watchdogScript says how, and what it relies on).
 
 // watchdogScript reads the pipe until "q" (Close) or end-of-file (the
 // host died); "." lines (liveness checks) are ignored. $1 is the
 // Manager's cgroup, or empty in group mode; descriptor 3 is the groups
 // file, read from its start. It is POSIX sh (dash runs it).
 //
-// After end-of-file it notes the time (end, in the clock ticks of
-// /proc/<pid>/stat: hundredths of a second since boot), kills the cgroup
-// and every registered group, and, if the file holds pending marks
-// ("w<ticks>"), sweeps for the children of those starts (since: the
-// earliest mark). Each such child was forked by the host at or after its
-// mark (the mark's time is read before the fork and floored to the tick),
-// and so before end: it holds a copy of the host's descriptor table until
-// its exec, the pipe's write end included, so end-of-file comes only once
-// every such child has exec'd or died. By then it leads a session of its
-// own (setsid comes before the exec), has no-new-privileges (every
-// sandboxed child does), and, a child of the dead host like the watchdog,
-// has the watchdog's new parent (the reaper), or still the host while the
-// kernel is reparenting the host's children. The sweep waits (for at most
-// a second) until the watchdog itself was reparented, to learn the
-// reaper, then kills the group of every process with all of: session ID
-// = group ID = PID, parent the reaper or the host, start time within
-// [since, end], NoNewPrivs 1. stat is parsed after its last ')': the
-// command name before it may hold blanks and parentheses.
+// After end-of-file it notes the time (end: hundredths of a second since
+// boot, /proc/uptime, the unit of the start times in /proc/<pid>/stat),
+// kills the cgroup and every registered group, and, if the file holds
+// pending marks ("w<ticks>"; since: the earliest), kills the children of
+// the unfinished starts. It relies on these kernel facts, for each such
+// child C:
+//   - C was forked after its mark's time was read (floored to the tick),
+//     and before the host died, which was before end.
+//   - Until its exec, C holds a copy of the host's descriptor table (Go
+//     forks without CLONE_FILES), the pipe's write end included: the
+//     watchdog reads end-of-file only once C has exec'd or died. By then
+//     C leads a session of its own (Go's child calls setsid before its
+//     exec; a session leader stays one) and has no-new-privileges (set on
+//     the restricted thread, inherited, never cleared).
+//   - C, a child of the host like the watchdog, is reparented to the
+//     same process (the reaper: the nearest child subreaper above the
+//     host, else PID 1). End-of-file may come before that (the host's
+//     descriptors close before its children are handed over), so the
+//     sweep first waits, a second at most, until the watchdog's own
+//     parent is no longer the host; once that happened no host thread is
+//     left for C to move to, so C is among the children of the host's
+//     threads or, later, of the reaper's (read in that order; where the
+//     kernel has no /proc/<pid>/task/<tid>/children, every process).
 //
-// What it cannot tell apart: a stranger with all of these, that is, a
-// no-new-privileges session leader that is a child of the same reaper
-// and started in those ticks (e.g. a hardened service the reaper started
-// in the instant the host died). Such a process is killed too. No window
-// child is missed, unless it changed its credentials or setsid'd anew
-// before the sweep... it cannot: a session leader stays one, and
-// no-new-privileges cannot be cleared.
+// It then kills the group of every candidate with all of: PID = process
+// group ID = session ID, parent the reaper or the host, start time
+// within [since, end], NoNewPrivs 1. stat is parsed after its last ')':
+// the command name before it may hold blanks and parentheses.
+//
+// So no child of an unfinished start survives the host. What the sweep
+// cannot tell from one: a stranger with all of these, that is, a
+// no-new-privileges session leader whose parent is the same reaper and
+// that started in those ticks (a hardened service PID 1 started in the
+// instant the host died, or such a child of another host that died
+// then); it is killed too. The sweep runs only when a mark is left, that
+// is when the host died during a sandboxed start in group mode.
 const watchdogScript = `cg=$1 host=$PPID
 while IFS= read -r line; do
 	[ "$line" = q ] && exit 0

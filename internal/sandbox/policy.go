@@ -13,10 +13,12 @@ type Policy struct {
 	// TTY is the child's terminal device (/dev/pts/N), which it may read,
 	// write and control (ioctls) together with /dev/tty; "" without one.
 	TTY string
-	// ExitKill (Linux) kills the child if the host dies while it is held
-	// (PTRACE_O_EXITKILL), until [Held.Release]: for a caller whose own
-	// guard against the host's death covers the child only once it knows
-	// the child's PID.
+	// ExitKill (Linux) kills the child if the host dies from its exec
+	// stop until [Held.Release] (PTRACE_O_EXITKILL). It cannot cover the
+	// instants from the fork to that stop (the option can be set only on
+	// a stopped tracee): a caller that must not lose the child to the
+	// host's death then needs a guard of its own (proc: a pending mark in
+	// its watchdog's file).
 	ExitKill bool
 }
 
