@@ -315,7 +315,10 @@ func TestSandboxTimeoutAndClose(t *testing.T) {
 func TestSandboxStartOrGet(t *testing.T) {
 	t.Parallel()
 	needSandbox(t)
-	m := newManager(t, proc.Options{})
+	// Group mode: a Manager with the default cgroup parent would make its
+	// cgroup beside the test's (at the root here), and leave it there if
+	// the test binary were killed.
+	m := sbManager(t, proc.ContainGroup, proc.Options{})
 	root := t.TempDir()
 	req := proc.StartRequest{ID: "sb", Command: "sleep 100", Sandbox: &proc.Sandbox{WritableRoots: []string{root}}}
 	p, started, err := m.StartOrGet(req)
