@@ -28,7 +28,8 @@ func (s *treeSetup) markPending() error {
 // bootTicks is the time since boot (CLOCK_BOOTTIME, as a process's start
 // time in /proc/<pid>/stat) floored to the clock tick of that file,
 // USER_HZ: 100 a second on every architecture Go supports, also the
-// resolution of /proc/uptime.
+// resolution of /proc/uptime. It is the kernel's clock, not the Manager's
+// (quartz): the mark is compared with the kernel's start times.
 func bootTicks() (int64, error) {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
