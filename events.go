@@ -147,6 +147,10 @@ type eventLog struct {
 	// the moment the Manager counted them final and their final event
 	// (retention racing the exit goroutine): finalStep appends them after.
 	removedEarly map[*Process]Event
+	// finalHook, set by tests before the first start, runs in finalStep
+	// between the append of the final event and the close of the
+	// record's done channel, under mu.
+	finalHook func(p *Process)
 }
 
 // addLocked appends ev, numbering it and keeping Time in order. The caller
@@ -218,9 +222,14 @@ func (l *eventLog) atLocked(seq int64) *Event {
 
 // read is Events: of every owner (s nil), or of s's owner.
 func (l *eventLog) read(cursor int64, max int, s *Scope) (evs []Event, next int64, lost int64) {
-	cursor = positiveOr(cursor, 0)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.readLocked(cursor, max, s)
+}
+
+// readLocked is read with l.mu held.
+func (l *eventLog) readLocked(cursor int64, max int, s *Scope) (evs []Event, next int64, lost int64) {
+	cursor = positiveOr(cursor, 0)
 	next = cursor
 	from := l.oldestLocked()
 	if from > cursor+1 {
@@ -284,15 +293,21 @@ func (p *Process) eventStarted() {
 // finalStep makes p final and appends its final event as one step, under
 // the log's lock: a reader that finds the event finds Done closed (and
 // Info final), and one that saw Done close finds the event. now is when
-// the record became final. A line the output ended in is matched first.
+// the record became final. A line the output ended in is matched first,
+// so that every matched event of p comes before its final one; later
+// ones are dropped (add). Done is closed after the append, still under
+// the lock: a reader of the log sees both or neither.
 func (p *Process) finalStep(now time.Time) {
 	p.watch.flush()
 	info := p.infoAs(false)
 	l := &p.m.events
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	close(p.done)
 	l.addLocked(Event{Time: now, ID: info.ID, Owner: info.Owner, Kind: EventFinal, Info: &info})
+	if l.finalHook != nil {
+		l.finalHook(p)
+	}
+	close(p.done)
 	if ev, ok := l.removedEarly[p]; ok {
 		delete(l.removedEarly, p)
 		l.addLocked(ev)
@@ -330,15 +345,24 @@ type eventWatch struct {
 	watches  []lineWatch
 	maxLine  int   // lines are matched on their first maxLine bytes
 	pump     *pump // the pump that scans; set by attach
+	// lits are the literals of every watch that has them (lineWatch.lits):
+	// one pass over the output finds them all, by anchors.
+	lits []watchLit
 
 	// The fields below belong to the pump's goroutine (scan), and to
 	// flush once that pump has ended.
 	partial []byte // the current line so far, at most maxLine+1 bytes
 	over    bool   // the current line is longer than partial holds
 	live    int    // watches not yet done
-	cand    []int  // scanLines: each watch's next candidate
-	// untilAnchors counts down the regions until the anchors are chosen
-	// again (anchorEvery).
+	cand    []int  // scanLines: the next candidate of each watch without literals
+	// anchors are the bytes searched for: every literal of a live watch
+	// holds one of them (chooseAnchors). They are chosen at the first
+	// region, again at the first region of at least anchorSample bytes,
+	// then every anchorEvery such regions (untilAnchors counts down), and
+	// when a Once watch is done (rechoose).
+	anchors      []anchor
+	chosen       bool
+	rechoose     bool
 	untilAnchors int
 }
 
@@ -348,33 +372,46 @@ type lineWatch struct {
 	re   *regexp.Regexp
 	once bool
 	done bool // a Once watch that matched
-	// lits are strings one of which every match contains, found by
-	// bytes.Index at memory speed; nil if the pattern has none. Otherwise
+	// lits are strings one of which every match contains, found at memory
+	// speed (eventWatch.anchors); nil if the pattern has none. Otherwise
 	// pre, the pattern without its assertions (^ $ \A \z \b \B), finds
 	// candidates in many lines at once; nil if it could not be made:
 	// every line is then a candidate. Either only proposes lines: re
 	// decides.
-	lits []anchored
+	lits [][]byte
 	pre  *regexp.Regexp
 }
 
-// anchored is a literal found by its rarest byte: IndexByte looks for
-// lit[anchor] at memory speed, and only those places are compared. The
-// first byte, which bytes.Index looks for, is often a common one ('e' of
-// "error"), and a search that meets it every few bytes is ten times
-// slower.
-type anchored struct {
-	lit    []byte
-	anchor int
+// watchLit is one literal of watches[watch].
+type watchLit struct {
+	lit   []byte
+	watch int
 }
 
-// The anchors are chosen from the output itself: from the first region of
-// at least anchorSample bytes, then again every anchorEvery regions (of
-// that size) after. A smaller region is no sample: the first reads of a
-// command often hold a line or two.
+// anchor is a byte that IndexByte looks for at memory speed on behalf of
+// the literals that hold it: only where it occurs are they compared. One
+// byte shared by several literals (the 'o' of "error" and of "listening
+// on port") makes one pass find them all; a rare one (the first byte,
+// which bytes.Index would look for, is often a common one: 'e' of
+// "error") makes the pass rarely stop.
+type anchor struct {
+	c    byte
+	lits []litAt
+	next int // scanLines: where the next candidate starts
+}
+
+// litAt is the literal lits[lit], whose byte off is its anchor's.
+type litAt struct{ lit, off int }
+
+// The anchors are chosen from the output itself (chooseAnchors): the bytes
+// a region holds fewest of, and that cover most literals. A region of at
+// least anchorSample bytes is a sample: the first reads of a command
+// often hold a line or two. anchorHit is what one stop of the search
+// costs, in bytes the search passes over meanwhile.
 const (
 	anchorSample = 8 << 10
 	anchorEvery  = 256
+	anchorHit    = 256
 )
 
 // newEventWatch validates and compiles what req asks of the event stream;
@@ -401,11 +438,10 @@ func newEventWatch(req StartRequest, maxLine int) (*eventWatch, error) {
 			return nil, xerrors.Errorf("start: Watch %q: %v: %w", wa.Name, err, ErrInvalid)
 		}
 		lw := lineWatch{name: wa.Name, re: re, once: wa.Once}
-		lits, pre := prefilter(wa.Pattern)
-		for _, lit := range lits {
-			lw.lits = append(lw.lits, anchored{lit: lit})
+		lw.lits, lw.pre = prefilter(wa.Pattern)
+		for _, lit := range lw.lits {
+			w.lits = append(w.lits, watchLit{lit: lit, watch: i})
 		}
-		lw.pre = pre
 		w.watches = append(w.watches, lw)
 	}
 	w.live = len(w.watches)
@@ -432,8 +468,9 @@ func prefilter(pattern string) (lits [][]byte, pre *regexp.Regexp) {
 	return nil, pre
 }
 
-// maxLiterals bounds the literals a watch searches for: each costs a pass
-// over the output.
+// maxLiterals bounds the literals of a watch: each is compared wherever
+// its anchor occurs, and may need an anchor (a pass over the output) of
+// its own.
 const maxLiterals = 4
 
 // requiredLiterals returns case-sensitive literals, one of which every
@@ -556,25 +593,41 @@ func (w *eventWatch) keep(b []byte) {
 	w.partial = append(w.partial, b...)
 }
 
-// scanLines matches the lines of region, which ends with '\n'. Each live
-// watch proposes its next candidate line (lit or pre); the earliest is
-// matched by every watch, in the request's order.
+// scanLines matches the lines of region, which ends with '\n'. The
+// anchors and each live watch without literals propose their next
+// candidate line; the earliest is matched by every watch, in the
+// request's order. Only the candidate lines are split off the region.
 func (w *eventWatch) scanLines(region []byte) {
-	for k := range w.cand {
-		w.cand[k] = -1 // not looked for yet
-	}
-	if w.untilAnchors--; w.untilAnchors < 0 && len(region) >= anchorSample {
+	switch {
+	case !w.chosen || w.rechoose:
 		w.chooseAnchors(region)
-		w.untilAnchors = anchorEvery
+	case len(region) >= anchorSample:
+		if w.untilAnchors--; w.untilAnchors < 0 {
+			w.chooseAnchors(region)
+		}
+	}
+	for k := range w.anchors {
+		w.anchors[k].next = -1 // not looked for yet
+	}
+	for k := range w.cand {
+		w.cand[k] = -1
 	}
 	for pos := 0; pos < len(region) && w.live > 0; {
 		at := len(region)
+		for k := range w.anchors {
+			a := &w.anchors[k]
+			if a.next < pos {
+				a.next = w.nextLit(a, region, pos)
+			}
+			at = min(at, a.next)
+		}
 		for k := range w.watches {
-			if w.watches[k].done {
+			lw := &w.watches[k]
+			if lw.done || lw.lits != nil {
 				continue
 			}
 			if w.cand[k] < pos {
-				w.cand[k] = w.watches[k].next(region, pos)
+				w.cand[k] = lw.next(region, pos)
 			}
 			at = min(at, w.cand[k])
 		}
@@ -588,22 +641,97 @@ func (w *eventWatch) scanLines(region []byte) {
 	}
 }
 
+// nextLit returns where in region, at or after pos (a line's start), the
+// next literal of a live watch that a holds begins, or len(region).
+func (w *eventWatch) nextLit(a *anchor, region []byte, pos int) int {
+	for i := pos; i < len(region); i++ {
+		j := bytes.IndexByte(region[i:], a.c)
+		if j < 0 {
+			break
+		}
+		i += j
+		for _, la := range a.lits {
+			wl := &w.lits[la.lit]
+			// A literal holds no '\n', so none begins before pos.
+			s := i - la.off
+			if s >= pos && s+len(wl.lit) <= len(region) && !w.watches[wl.watch].done &&
+				bytes.Equal(region[s:s+len(wl.lit)], wl.lit) {
+				return s
+			}
+		}
+	}
+	return len(region)
+}
+
+// chooseAnchors chooses the anchors of the literals of the live watches
+// from region: greedily, the byte that covers the most literals not yet
+// covered for the least cost, a pass over the output and a stop at each
+// of its occurrences in region.
+func (w *eventWatch) chooseAnchors(region []byte) {
+	w.chosen, w.rechoose = true, false
+	if len(region) >= anchorSample {
+		w.untilAnchors = anchorEvery
+	} else {
+		w.untilAnchors = 0 // the first sample chooses again
+	}
+	w.anchors = w.anchors[:0]
+	need := make([]int, 0, len(w.lits)) // literals not yet covered
+	for i, wl := range w.lits {
+		if !w.watches[wl.watch].done {
+			need = append(need, i)
+		}
+	}
+	var count [256]int
+	for i := range count {
+		count[i] = -1 // not counted yet
+	}
+	for len(need) > 0 {
+		best, bestCovers, bestCost := 0, 0, 0
+		var looked [256]bool
+		for _, i := range need {
+			for _, c := range w.lits[i].lit {
+				if looked[c] {
+					continue
+				}
+				looked[c] = true
+				if count[c] < 0 {
+					count[c] = bytes.Count(region, []byte{c})
+				}
+				covers := 0
+				for _, k := range need {
+					if bytes.IndexByte(w.lits[k].lit, c) >= 0 {
+						covers++
+					}
+				}
+				cost := len(region) + anchorHit*count[c] + 1
+				if bestCovers == 0 || covers*bestCost > bestCovers*cost {
+					best, bestCovers, bestCost = int(c), covers, cost
+				}
+			}
+		}
+		a := anchor{c: byte(best)}
+		rest := need[:0]
+		for _, i := range need {
+			if off := bytes.IndexByte(w.lits[i].lit, a.c); off >= 0 {
+				a.lits = append(a.lits, litAt{lit: i, off: off})
+			} else {
+				rest = append(rest, i)
+			}
+		}
+		need = rest
+		w.anchors = append(w.anchors, a)
+	}
+}
+
 // next returns where in region, at or after pos (a line's start), the
-// next line that may match begins to match, or len(region) if none can.
+// next line that may match begins to match, or len(region) if none can;
+// for a watch without literals.
 func (lw *lineWatch) next(region []byte, pos int) int {
-	switch {
-	case lw.lits != nil:
-		at := len(region)
-		for _, a := range lw.lits {
-			at = min(at, a.index(region, pos))
-		}
-		return at
-	case lw.pre != nil:
-		if loc := lw.pre.FindIndex(region[pos:]); loc != nil {
-			return pos + loc[0]
-		}
-	default:
+	if lw.pre == nil {
 		return pos
+	}
+	if loc := lw.pre.FindIndex(region[pos:]); loc != nil {
+		return pos + loc[0]
 	}
 	return len(region)
 }
@@ -638,6 +766,9 @@ func (w *eventWatch) matchLine(line []byte, over bool) {
 		if lw.once {
 			lw.done = true
 			w.live--
+			if lw.lits != nil {
+				w.rechoose = true // its literals need no anchor now
+			}
 		}
 		p := w.p
 		now := p.m.clock.Now("events", "matched")
@@ -729,56 +860,14 @@ func (w *eventWatch) of(p *Process) *eventWatch {
 	return w
 }
 
-// index returns where in region, at or after pos, a.lit first occurs, or
-// len(region).
-func (a anchored) index(region []byte, pos int) int {
-	c := a.lit[a.anchor]
-	for i := pos + a.anchor; i < len(region); {
-		j := bytes.IndexByte(region[i:], c)
-		if j < 0 {
-			break
-		}
-		start := i + j - a.anchor
-		if start+len(a.lit) <= len(region) && bytes.Equal(region[start:start+len(a.lit)], a.lit) {
-			return start
-		}
-		i += j + 1
-	}
-	return len(region)
-}
-
-// chooseAnchors makes each literal's anchor the byte of it that region
-// holds fewest of.
-func (w *eventWatch) chooseAnchors(region []byte) {
-	var counts [256]int
-	for i := range counts {
-		counts[i] = -1 // not counted yet
-	}
-	for k := range w.watches {
-		for l := range w.watches[k].lits {
-			a := &w.watches[k].lits[l]
-			best := 0
-			for i, c := range a.lit {
-				if counts[c] < 0 {
-					counts[c] = bytes.Count(region, a.lit[i:i+1])
-				}
-				if counts[c] < counts[a.lit[best]] {
-					best = i
-				}
-			}
-			a.anchor = best
-		}
-	}
-}
-
 // mayMatch reports whether line holds one of lw's literals, if it has
 // any: the regexp, far slower, runs only then.
 func (lw *lineWatch) mayMatch(line []byte) bool {
 	if lw.lits == nil {
 		return true
 	}
-	for _, a := range lw.lits {
-		if a.index(line, 0) < len(line) {
+	for _, lit := range lw.lits {
+		if bytes.Contains(line, lit) {
 			return true
 		}
 	}
