@@ -53,6 +53,10 @@ func wantMatches(text string, watches []Watch, maxLine int) []string {
 		lines = lines[:len(lines)-1] // the text ended with a newline
 	}
 	done := make([]bool, len(watches))
+	res := make([]*regexp.Regexp, len(watches))
+	for i, wa := range watches {
+		res[i] = regexp.MustCompile(wa.Pattern)
+	}
 	var want []string
 	for _, l := range lines {
 		l = strings.TrimSuffix(l, "\r")
@@ -63,7 +67,7 @@ func wantMatches(text string, watches []Watch, maxLine int) []string {
 			}
 		}
 		for i, wa := range watches {
-			if done[i] || !regexp.MustCompile(wa.Pattern).MatchString(l) {
+			if done[i] || !res[i].MatchString(l) {
 				continue
 			}
 			want = append(want, wa.Name+"="+l)
@@ -138,6 +142,114 @@ func TestWatchScan(t *testing.T) {
 	}
 }
 
+// TestWatchScanLarge: the rule of TestWatchScan on chunks large enough
+// to be samples that choose the anchors (anchorSample), whose bytes change
+// from part to part of the text (what is rare at first is common later),
+// with Once watches whose end makes the anchors be chosen again.
+func TestWatchScanLarge(t *testing.T) {
+	t.Parallel()
+	const maxLine = 64
+	watches := []Watch{
+		{Name: "error", Pattern: `\berror\b`},
+		{Name: "port", Pattern: `listening on port (\d+)`},
+		{Name: "done", Pattern: `^(PASS|FAIL)\b`},
+		{Name: "once-ok", Pattern: `ok\d`, Once: true},
+		{Name: "once-zq", Pattern: `zq|qz`, Once: true},
+		{Name: "cr", Pattern: `end$`},
+	}
+	words := []string{"error", "listening on port 8", "PASS", "FAIL", "ok7", "zq", "qz", "end", "\r", "é", "o", "A", "x"}
+	const fillers = "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	rng := rand.New(rand.NewPCG(7, 11))
+	var text []byte
+	for part := range 6 {
+		filler := fillers[part*8 : part*8+12]
+		for len(text) < (part+1)*40<<10 {
+			switch r := rng.IntN(100); {
+			case r < 3:
+				text = append(text, words[rng.IntN(len(words))]...)
+			case r < 6:
+				text = append(text, '\n')
+			default:
+				text = append(text, filler[rng.IntN(len(filler))])
+			}
+		}
+	}
+	want := wantMatches(string(text), watches, maxLine)
+	if len(want) < 100 {
+		t.Fatalf("only %d matches in the text; the test needs more", len(want))
+	}
+	for round := range 8 {
+		h := newScanHarness(t, watches, maxLine)
+		chooses := 0
+		for prev := 0; prev < len(text); {
+			c := min(len(text), prev+1+rng.IntN(3*anchorSample))
+			before := fmt.Sprint(h.w.anchors)
+			h.w.scan(text[prev:c])
+			if fmt.Sprint(h.w.anchors) != before {
+				chooses++
+			}
+			prev = c
+		}
+		h.w.flush()
+		if got := h.matches(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("round %d: %d matches, want %d; first difference at %s", round, len(got), len(want), firstDiff(got, want))
+		}
+		if chooses < 2 {
+			t.Fatalf("round %d: the anchors were chosen %d times; want them chosen again", round, chooses)
+		}
+	}
+}
+
+// firstDiff describes where got and want first differ.
+func firstDiff(got, want []string) string {
+	for i := range min(len(got), len(want)) {
+		if got[i] != want[i] {
+			return fmt.Sprintf("%d: %q, want %q", i, got[i], want[i])
+		}
+	}
+	return fmt.Sprintf("%d (one is a prefix of the other)", min(len(got), len(want)))
+}
+
+// TestWatchAnchors: the literals of BenchmarkWatch's watches ("error",
+// "listening on port ", "PASS", "FAIL") are found by two anchors on log
+// lines where neither occurs often: two passes over the output, not one
+// per literal, each stopping rarely.
+func TestWatchAnchors(t *testing.T) {
+	t.Parallel()
+	watches := []Watch{
+		{Name: "error", Pattern: `\berror\b`},
+		{Name: "ready", Pattern: `listening on port (\d+)`},
+		{Name: "done", Pattern: `^(PASS|FAIL)\b`},
+	}
+	h := newScanHarness(t, watches, DefaultMaxLineLength)
+	text := logLines(64 << 10)
+	h.w.scan(text)
+	if len(h.w.anchors) != 2 {
+		t.Fatalf("anchors %+v; want 2", h.w.anchors)
+	}
+	for _, a := range h.w.anchors {
+		if n := bytes.Count(text, []byte{a.c}); n > len(text)/4096 {
+			t.Errorf("anchor %q occurs %d times in %d bytes; want a rare one", a.c, n, len(text))
+		}
+	}
+}
+
+// logLines returns about n bytes of whole log lines of about 100 bytes,
+// one in 650 of which holds "error", as BenchmarkWatch's child prints
+// them.
+func logLines(n int) []byte {
+	var text []byte
+	for i := 0; len(text) < n; i++ {
+		level, msg := "INFO", "served"
+		if i%650 == 300 {
+			level, msg = "WARN", "error"
+		}
+		text = fmt.Appendf(text, "2026-11-25T14:%02d:%02d.%03dZ %s http: GET /api/v1/items/%05d 200 %s in 1.%03dms\n",
+			i/60%60, i%60, i%1000, level, i, msg, i%1000)
+	}
+	return text
+}
+
 // TestWatchPrefilter pins that what proposes candidate lines never misses
 // a line the pattern matches: patterns whose assertions mean something
 // else in a chunk of many lines than in one line.
@@ -185,21 +297,13 @@ func TestWatchPrefilter(t *testing.T) {
 // "error") with the three watches of bench's BenchmarkWatch, as the pump
 // hands them over: the matching's own cost, without a process.
 func BenchmarkWatchScan(b *testing.B) {
-	var text []byte
-	for i := 0; len(text) < 1<<20; i++ {
-		level, msg := "INFO", "served"
-		if i%650 == 300 {
-			level, msg = "WARN", "error"
-		}
-		text = fmt.Appendf(text, "2026-11-25T14:%02d:%02d.%03dZ %s http: GET /api/v1/items/%05d 200 %s in 1.%03dms\n",
-			i/60%60, i%60, i%1000, level, i, msg, i%1000)
-	}
+	text := logLines(1 << 20)
 	watches := []Watch{
 		{Name: "error", Pattern: `\berror\b`},
 		{Name: "ready", Pattern: `listening on port (\d+)`},
 		{Name: "done", Pattern: `^(PASS|FAIL)\b`},
 	}
-	m := NewManager(Options{Clock: quartz.NewMock(b).WithLogger(quartz.NoOpLogger), EventHistory: 16})
+	m := NewManager(Options{EventHistory: 16})
 	b.Cleanup(func() { _ = m.Close() })
 	w, err := newEventWatch(StartRequest{Watch: watches}, DefaultMaxLineLength)
 	if err != nil {
