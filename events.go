@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"cdr.dev/slog/v3"
@@ -378,13 +379,21 @@ type lineWatch struct {
 	// candidates in many lines at once; nil if it could not be made:
 	// every line is then a candidate. Either only proposes lines: re
 	// decides.
-	lits [][]byte
+	lits []literal
 	pre  *regexp.Regexp
+}
+
+// literal is a string one of a watch's literals every match holds: its
+// bytes; with fold, in lower case, and the text holds each ASCII letter of
+// it in either case.
+type literal struct {
+	b    []byte
+	fold bool
 }
 
 // watchLit is one literal of watches[watch].
 type watchLit struct {
-	lit   []byte
+	lit   literal
 	watch int
 }
 
@@ -453,7 +462,7 @@ func newEventWatch(req StartRequest, maxLine int) (*eventWatch, error) {
 // lineWatch): literals one of which every match holds, else the pattern
 // with its assertions made empty, which matches wherever the pattern
 // matches a line (and more).
-func prefilter(pattern string) (lits [][]byte, pre *regexp.Regexp) {
+func prefilter(pattern string) (lits []literal, pre *regexp.Regexp) {
 	tree, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
 		return nil, nil
@@ -473,10 +482,13 @@ func prefilter(pattern string) (lits [][]byte, pre *regexp.Regexp) {
 // its own.
 const maxLiterals = 4
 
-// requiredLiterals returns case-sensitive literals, one of which every
-// match of re contains (none empty or holding a newline, which no line
-// has), or nil if it finds no such set of at most maxLiterals.
-func requiredLiterals(re *syntax.Regexp) [][]byte {
+// requiredLiterals returns literals, one of which every match of re
+// contains (none empty or holding a newline, which no line has), or nil
+// if it finds no such set of at most maxLiterals. Of a literal that
+// ignores case ((?i)), it takes the longest run of ASCII runes whose
+// every case is ASCII: not 'k' (the Kelvin sign is one of its cases) nor
+// 's' (the long s).
+func requiredLiterals(re *syntax.Regexp) []literal {
 	switch re.Op {
 	case syntax.OpCapture, syntax.OpPlus:
 		return requiredLiterals(re.Sub[0])
@@ -485,14 +497,30 @@ func requiredLiterals(re *syntax.Regexp) [][]byte {
 			return requiredLiterals(re.Sub[0])
 		}
 	case syntax.OpLiteral:
-		lit := []byte(string(re.Rune))
-		if re.Flags&syntax.FoldCase != 0 || len(lit) == 0 || bytes.IndexByte(lit, '\n') >= 0 {
+		if re.Flags&syntax.FoldCase == 0 {
+			lit := []byte(string(re.Rune))
+			if len(lit) == 0 || bytes.IndexByte(lit, '\n') >= 0 {
+				return nil
+			}
+			return []literal{{b: lit}}
+		}
+		var best, run []byte
+		for _, r := range re.Rune {
+			if !asciiFold(r) {
+				run = run[:0]
+				continue
+			}
+			if run = append(run, lowerASCII(byte(r))); len(run) > len(best) {
+				best = slices.Clone(run)
+			}
+		}
+		if len(best) == 0 {
 			return nil
 		}
-		return [][]byte{lit}
+		return []literal{{b: best, fold: true}}
 	case syntax.OpConcat:
 		// The piece whose shortest literal is longest searches best.
-		var best [][]byte
+		var best []literal
 		for _, sub := range re.Sub {
 			if lits := requiredLiterals(sub); lits != nil && (best == nil || shortest(lits) > shortest(best)) {
 				best = lits
@@ -500,7 +528,7 @@ func requiredLiterals(re *syntax.Regexp) [][]byte {
 		}
 		return best
 	case syntax.OpAlternate:
-		var all [][]byte
+		var all []literal
 		for _, sub := range re.Sub {
 			lits := requiredLiterals(sub)
 			if lits == nil || len(all)+len(lits) > maxLiterals {
@@ -513,12 +541,75 @@ func requiredLiterals(re *syntax.Regexp) [][]byte {
 	return nil
 }
 
-func shortest(lits [][]byte) int {
-	n := len(lits[0])
+func shortest(lits []literal) int {
+	n := len(lits[0].b)
 	for _, l := range lits[1:] {
-		n = min(n, len(l))
+		n = min(n, len(l.b))
 	}
 	return n
+}
+
+// asciiFold reports whether r and every rune of its case orbit are ASCII
+// (and r is no newline): a literal ignoring case holds it as one byte.
+func asciiFold(r rune) bool {
+	if r >= utf8.RuneSelf || r == '\n' {
+		return false
+	}
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		if f >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+func isLetterASCII(c byte) bool { return 'a' <= c|0x20 && c|0x20 <= 'z' }
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// equal reports whether b is l.
+func (l literal) equal(b []byte) bool {
+	if !l.fold {
+		return bytes.Equal(b, l.b)
+	}
+	if len(b) != len(l.b) {
+		return false
+	}
+	for i, c := range b {
+		if lowerASCII(c) != l.b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// in reports whether line holds l.
+func (l literal) in(line []byte) bool {
+	if !l.fold {
+		return bytes.Contains(line, l.b)
+	}
+	for i := 0; i+len(l.b) <= len(line); i++ {
+		if l.equal(line[i : i+len(l.b)]) {
+			return true
+		}
+	}
+	return false
+}
+
+// coveredBy reports whether anchors on the bytes in set find l: one of its
+// bytes is in set, in each case it may take in the text.
+func (l literal) coveredBy(set *[256]bool) (off int, ok bool) {
+	for i, c := range l.b {
+		if set[c] && (!l.fold || !isLetterASCII(c) || set[c-'a'+'A']) {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // withoutAssertions replaces every empty-width assertion in re (in place)
@@ -654,8 +745,8 @@ func (w *eventWatch) nextLit(a *anchor, region []byte, pos int) int {
 			wl := &w.lits[la.lit]
 			// A literal holds no '\n', so none begins before pos.
 			s := i - la.off
-			if s >= pos && s+len(wl.lit) <= len(region) && !w.watches[wl.watch].done &&
-				bytes.Equal(region[s:s+len(wl.lit)], wl.lit) {
+			if s >= pos && s+len(wl.lit.b) <= len(region) && !w.watches[wl.watch].done &&
+				wl.lit.equal(region[s:s+len(wl.lit.b)]) {
 				return s
 			}
 		}
@@ -664,9 +755,10 @@ func (w *eventWatch) nextLit(a *anchor, region []byte, pos int) int {
 }
 
 // chooseAnchors chooses the anchors of the literals of the live watches
-// from region: greedily, the byte that covers the most literals not yet
+// from region, greedily: the key that covers the most literals not yet
 // covered for the least cost, a pass over the output and a stop at each
-// of its occurrences in region.
+// occurrence in region for each byte not chosen yet. A key is a byte, or
+// both cases of a letter of a literal that ignores case.
 func (w *eventWatch) chooseAnchors(region []byte) {
 	w.chosen, w.rechoose = true, false
 	if len(region) >= anchorSample {
@@ -685,41 +777,73 @@ func (w *eventWatch) chooseAnchors(region []byte) {
 	for i := range count {
 		count[i] = -1 // not counted yet
 	}
+	cost := func(c byte) int {
+		if count[c] < 0 {
+			count[c] = bytes.Count(region, []byte{c})
+		}
+		return len(region) + anchorHit*count[c] + 1
+	}
+	var chosen [256]bool
+	var at [256]int // the index in w.anchors of a chosen byte
 	for len(need) > 0 {
-		best, bestCovers, bestCost := 0, 0, 0
-		var looked [256]bool
+		var best [2]byte
+		bestCovers, bestCost := 0, 0
+		var looked [256][2]bool
 		for _, i := range need {
-			for _, c := range w.lits[i].lit {
-				if looked[c] {
+			lit := w.lits[i].lit
+			for _, c := range lit.b {
+				key, pair := [2]byte{c, c}, 0
+				if lit.fold && isLetterASCII(c) {
+					key, pair = [2]byte{c, c - 'a' + 'A'}, 1
+				}
+				if looked[c][pair] {
 					continue
 				}
-				looked[c] = true
-				if count[c] < 0 {
-					count[c] = bytes.Count(region, []byte{c})
+				looked[c][pair] = true
+				try := chosen
+				keyCost := 0
+				for _, k := range key[:1+pair] {
+					if !try[k] {
+						try[k] = true
+						keyCost += cost(k)
+					}
 				}
 				covers := 0
 				for _, k := range need {
-					if bytes.IndexByte(w.lits[k].lit, c) >= 0 {
+					if _, ok := w.lits[k].lit.coveredBy(&try); ok {
 						covers++
 					}
 				}
-				cost := len(region) + anchorHit*count[c] + 1
-				if bestCovers == 0 || covers*bestCost > bestCovers*cost {
-					best, bestCovers, bestCost = int(c), covers, cost
+				if covers > 0 && (bestCovers == 0 || covers*bestCost > bestCovers*keyCost) {
+					best, bestCovers, bestCost = key, covers, keyCost
 				}
 			}
 		}
-		a := anchor{c: byte(best)}
+		if bestCovers == 0 {
+			break // cannot be: the bytes of a literal cover it
+		}
+		for _, c := range best {
+			if !chosen[c] {
+				chosen[c], at[c] = true, len(w.anchors)
+				w.anchors = append(w.anchors, anchor{c: c})
+			}
+		}
 		rest := need[:0]
 		for _, i := range need {
-			if off := bytes.IndexByte(w.lits[i].lit, a.c); off >= 0 {
-				a.lits = append(a.lits, litAt{lit: i, off: off})
-			} else {
+			lit := w.lits[i].lit
+			off, ok := lit.coveredBy(&chosen)
+			if !ok {
 				rest = append(rest, i)
+				continue
+			}
+			c := lit.b[off]
+			w.anchors[at[c]].lits = append(w.anchors[at[c]].lits, litAt{lit: i, off: off})
+			if lit.fold && isLetterASCII(c) {
+				u := c - 'a' + 'A'
+				w.anchors[at[u]].lits = append(w.anchors[at[u]].lits, litAt{lit: i, off: off})
 			}
 		}
 		need = rest
-		w.anchors = append(w.anchors, a)
 	}
 }
 
@@ -867,9 +991,17 @@ func (lw *lineWatch) mayMatch(line []byte) bool {
 		return true
 	}
 	for _, lit := range lw.lits {
-		if bytes.Contains(line, lit) {
+		if lit.in(line) {
 			return true
 		}
 	}
 	return false
+}
+
+// String is l as a test prints it.
+func (l literal) String() string {
+	if l.fold {
+		return "(?i)" + string(l.b)
+	}
+	return string(l.b)
 }

@@ -156,8 +156,10 @@ func TestWatchScanLarge(t *testing.T) {
 		{Name: "once-ok", Pattern: `ok\d`, Once: true},
 		{Name: "once-zq", Pattern: `zq|qz`, Once: true},
 		{Name: "cr", Pattern: `end$`},
+		{Name: "fold", Pattern: `(?i)\berror\b`},
+		{Name: "fold-once", Pattern: `(?i)PORT 8`, Once: true},
 	}
-	words := []string{"error", "listening on port 8", "PASS", "FAIL", "ok7", "zq", "qz", "end", "\r", "é", "o", "A", "x"}
+	words := []string{"error", "ERROR", "Error", "listening on port 8", "PASS", "FAIL", "ok7", "zq", "qz", "end", "\r", "é", "o", "A", "x"}
 	const fillers = "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 	rng := rand.New(rand.NewPCG(7, 11))
 	var text []byte
@@ -261,7 +263,10 @@ func TestWatchPrefilter(t *testing.T) {
 	}{
 		{`ready`, 1},
 		{`^listening on port (\d+)$`, 1},
-		{`(?i)ready`, 0},
+		{`(?i)ready`, 1},
+		{`(?i)ok|sKy`, 2},       // "o" and "y": 'k' and 's' have cases beyond ASCII
+		{`(?i)(sky|take) off`, 1}, // " off"
+		{`(?i)\bſK\b`, 0},
 		{`^\d+ passed$`, 1},
 		{`\d+$`, 0},
 		{`^$`, 0},
@@ -274,11 +279,12 @@ func TestWatchPrefilter(t *testing.T) {
 		{`[[:upper:]]{3}`, 0},
 		{`(the){2}n`, 1},
 	}
-	text := "foo\nREADY\nready\n12 passed\n\na\nok then\nfail\nABC\n99\nlistening on port 80\nPASS x\nFAIL\nthethen\n"
+	text := "foo\nREADY\nready\n12 passed\n\na\nok then\nfail\nABC\n99\nlistening on port 80\nPASS x\nFAIL\nthethen\n" +
+		"O\u212a\nx \u017fKY\nTake OFF\nsk\n"
 	for _, tc := range cases {
 		lits, pre := prefilter(tc.pattern)
 		if len(lits) != tc.lits {
-			t.Errorf("prefilter(%q) literals %q; want %d", tc.pattern, lits, tc.lits)
+			t.Errorf("prefilter(%q) literals %v; want %d", tc.pattern, lits, tc.lits)
 		}
 		if lits == nil && pre == nil {
 			t.Errorf("prefilter(%q) found neither literals nor a pattern", tc.pattern)
