@@ -381,6 +381,10 @@ type lineWatch struct {
 	// decides.
 	lits []literal
 	pre  *regexp.Regexp
+	// window, when not negative, is the most bytes a match can begin
+	// before its literal (lits has one): re then runs on the line from
+	// there (matches).
+	window int
 }
 
 // literal is a string one of a watch's literals every match holds: its
@@ -447,7 +451,7 @@ func newEventWatch(req StartRequest, maxLine int) (*eventWatch, error) {
 			return nil, xerrors.Errorf("start: Watch %q: %v: %w", wa.Name, err, ErrInvalid)
 		}
 		lw := lineWatch{name: wa.Name, re: re, once: wa.Once}
-		lw.lits, lw.pre = prefilter(wa.Pattern)
+		lw.lits, lw.pre, lw.window = prefilter(wa.Pattern)
 		for _, lit := range lw.lits {
 			w.lits = append(w.lits, watchLit{lit: lit, watch: i})
 		}
@@ -461,20 +465,125 @@ func newEventWatch(req StartRequest, maxLine int) (*eventWatch, error) {
 // prefilter finds what proposes candidate lines for pattern (see
 // lineWatch): literals one of which every match holds, else the pattern
 // with its assertions made empty, which matches wherever the pattern
-// matches a line (and more).
-func prefilter(pattern string) (lits []literal, pre *regexp.Regexp) {
+// matches a line (and more); and the window of a pattern with one
+// literal (literalWindow), else -1.
+func prefilter(pattern string) (lits []literal, pre *regexp.Regexp, window int) {
 	tree, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
-		return nil, nil
+		return nil, nil, -1
 	}
 	if lits = requiredLiterals(tree); lits != nil {
-		return lits, nil
+		return lits, nil, literalWindow(tree, lits)
 	}
 	pre, err = regexp.Compile(withoutAssertions(tree).String())
 	if err != nil {
-		return nil, nil
+		return nil, nil, -1
 	}
-	return nil, pre
+	return nil, pre, -1
+}
+
+// literalWindow returns the most bytes a match of re can begin before the
+// first byte of lits, its one case-sensitive literal, or -1 if that is
+// not bounded or not known: re (without its captures) is the literal, or
+// a concatenation in which it is the piece requiredLiterals chose and
+// the pieces before it have a bounded width. A pattern that asserts the
+// beginning of the text or a line (^, \A) has no window: from a place in
+// a line, the pattern cannot tell it is not the beginning.
+func literalWindow(re *syntax.Regexp, lits []literal) int {
+	if len(lits) != 1 || lits[0].fold || asserts(re, syntax.OpBeginLine, syntax.OpBeginText) {
+		return -1
+	}
+	// whole: the literal is all of the literal piece, not a run of it.
+	whole := func(re *syntax.Regexp) bool {
+		re = uncaptured(re)
+		return re.Op == syntax.OpLiteral && re.Flags&syntax.FoldCase == 0 && string(re.Rune) == string(lits[0].b)
+	}
+	if whole(re) {
+		return 0
+	}
+	re = uncaptured(re)
+	if re.Op != syntax.OpConcat {
+		return -1
+	}
+	width := 0
+	for _, sub := range re.Sub {
+		if got := requiredLiterals(sub); len(got) == 1 && bytes.Equal(got[0].b, lits[0].b) && !got[0].fold {
+			if whole(sub) {
+				return width
+			}
+			return -1
+		}
+		w := maxWidth(sub)
+		if w < 0 || width+w > 1<<16 {
+			return -1
+		}
+		width += w
+	}
+	return -1
+}
+
+func uncaptured(re *syntax.Regexp) *syntax.Regexp {
+	for re.Op == syntax.OpCapture {
+		re = re.Sub[0]
+	}
+	return re
+}
+
+// asserts reports whether re holds one of ops.
+func asserts(re *syntax.Regexp, ops ...syntax.Op) bool {
+	if slices.Contains(ops, re.Op) {
+		return true
+	}
+	for _, sub := range re.Sub {
+		if asserts(sub, ops...) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxWidth returns the most bytes a match of re can have, or -1 if there
+// is no bound (or it is over 1<<16).
+func maxWidth(re *syntax.Regexp) int {
+	const limit = 1 << 16
+	switch re.Op {
+	case syntax.OpNoMatch, syntax.OpEmptyMatch, syntax.OpBeginLine, syntax.OpEndLine,
+		syntax.OpBeginText, syntax.OpEndText, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		return 0
+	case syntax.OpLiteral:
+		if re.Flags&syntax.FoldCase != 0 {
+			return utf8.UTFMax * len(re.Rune)
+		}
+		return len(string(re.Rune))
+	case syntax.OpCharClass, syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return utf8.UTFMax
+	case syntax.OpCapture, syntax.OpQuest:
+		return maxWidth(re.Sub[0])
+	case syntax.OpRepeat:
+		w := maxWidth(re.Sub[0])
+		if w < 0 || re.Max < 0 || re.Max*w > limit {
+			return -1
+		}
+		return re.Max * w
+	case syntax.OpConcat, syntax.OpAlternate:
+		n := 0
+		for _, sub := range re.Sub {
+			w := maxWidth(sub)
+			if w < 0 {
+				return -1
+			}
+			if re.Op == syntax.OpConcat {
+				n += w
+			} else {
+				n = max(n, w)
+			}
+			if n > limit {
+				return -1
+			}
+		}
+		return n
+	}
+	return -1 // star, plus
 }
 
 // maxLiterals bounds the literals of a watch: each is compared wherever
@@ -484,10 +593,11 @@ const maxLiterals = 4
 
 // requiredLiterals returns literals, one of which every match of re
 // contains (none empty or holding a newline, which no line has), or nil
-// if it finds no such set of at most maxLiterals. Of a literal that
-// ignores case ((?i)), it takes the longest run of ASCII runes whose
-// every case is ASCII: not 'k' (the Kelvin sign is one of its cases) nor
-// 's' (the long s).
+// if it finds no such set of at most maxLiterals. Of a literal it takes
+// the longest run the text must hold byte for byte: without U+FFFD (which
+// an invalid byte matches), and, if it ignores case ((?i)), of ASCII runes
+// whose every case is ASCII: not 'k' (the Kelvin sign is one of its
+// cases) nor 's' (the long s).
 func requiredLiterals(re *syntax.Regexp) []literal {
 	switch re.Op {
 	case syntax.OpCapture, syntax.OpPlus:
@@ -497,27 +607,30 @@ func requiredLiterals(re *syntax.Regexp) []literal {
 			return requiredLiterals(re.Sub[0])
 		}
 	case syntax.OpLiteral:
-		if re.Flags&syntax.FoldCase == 0 {
-			lit := []byte(string(re.Rune))
-			if len(lit) == 0 || bytes.IndexByte(lit, '\n') >= 0 {
-				return nil
-			}
-			return []literal{{b: lit}}
-		}
+		// The longest run of runes the text holds as they are: not
+		// U+FFFD, which also matches a byte that is no UTF-8, nor a
+		// newline; with (?i), ASCII runes whose every case is ASCII, in
+		// lower case.
+		fold := re.Flags&syntax.FoldCase != 0
 		var best, run []byte
 		for _, r := range re.Rune {
-			if !asciiFold(r) {
+			switch {
+			case r == utf8.RuneError || r == '\n' || fold && !asciiFold(r):
 				run = run[:0]
 				continue
+			case fold:
+				run = append(run, lowerASCII(byte(r)))
+			default:
+				run = utf8.AppendRune(run, r)
 			}
-			if run = append(run, lowerASCII(byte(r))); len(run) > len(best) {
+			if len(run) > len(best) {
 				best = slices.Clone(run)
 			}
 		}
 		if len(best) == 0 {
 			return nil
 		}
-		return []literal{{b: best, fold: true}}
+		return []literal{{b: best, fold: fold}}
 	case syntax.OpConcat:
 		// The piece whose shortest literal is longest searches best.
 		var best []literal
@@ -549,10 +662,10 @@ func shortest(lits []literal) int {
 	return n
 }
 
-// asciiFold reports whether r and every rune of its case orbit are ASCII
-// (and r is no newline): a literal ignoring case holds it as one byte.
+// asciiFold reports whether r and every rune of its case orbit are ASCII:
+// a literal ignoring case holds it as one byte.
 func asciiFold(r rune) bool {
-	if r >= utf8.RuneSelf || r == '\n' {
+	if r >= utf8.RuneSelf {
 		return false
 	}
 	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
@@ -881,7 +994,7 @@ func (w *eventWatch) matchLine(line []byte, over bool) {
 	var text string
 	for k := range w.watches {
 		lw := &w.watches[k]
-		if lw.done || !lw.mayMatch(line) || !lw.re.Match(line) {
+		if lw.done || !lw.matches(line) {
 			continue
 		}
 		if text == "" {
@@ -984,24 +1097,37 @@ func (w *eventWatch) of(p *Process) *eventWatch {
 	return w
 }
 
-// mayMatch reports whether line holds one of lw's literals, if it has
-// any: the regexp, far slower, runs only then.
-func (lw *lineWatch) mayMatch(line []byte) bool {
+// matches reports whether re matches line. The regexp, far slower, runs
+// only if line holds one of lw's literals (if it has any), and with a
+// window only on the part of line where a match can begin: from window
+// bytes before the literal's first place, or the nearest place before
+// that where re sees what it would see in the whole line (a character's
+// first byte, after a byte that is not a word character: \b and \B look
+// back; literalWindow leaves out the patterns that assert a beginning).
+func (lw *lineWatch) matches(line []byte) bool {
 	if lw.lits == nil {
-		return true
+		return lw.re.Match(line)
 	}
-	for _, lit := range lw.lits {
-		if lit.in(line) {
-			return true
+	if lw.window < 0 {
+		for _, lit := range lw.lits {
+			if lit.in(line) {
+				return lw.re.Match(line)
+			}
 		}
+		return false
 	}
-	return false
+	at := bytes.Index(line, lw.lits[0].b)
+	if at < 0 {
+		return false
+	}
+	from := max(0, at-lw.window)
+	for from > 0 && (!utf8.RuneStart(line[from]) || isWordByte(line[from-1])) {
+		from--
+	}
+	return lw.re.Match(line[from:])
 }
 
-// String is l as a test prints it.
-func (l literal) String() string {
-	if l.fold {
-		return "(?i)" + string(l.b)
-	}
-	return string(l.b)
+// isWordByte reports whether c is a word character for \b (ASCII).
+func isWordByte(c byte) bool {
+	return c == '_' || '0' <= c && c <= '9' || isLetterASCII(c)
 }
