@@ -365,6 +365,10 @@ type eventWatch struct {
 	chosen       bool
 	rechoose     bool
 	untilAnchors int
+	// now is the time of the matched events of one scan (or flush): the
+	// time the chunk was read, taken once at its first match (timed).
+	now   time.Time
+	timed bool
 }
 
 // lineWatch is one compiled Watch.
@@ -764,6 +768,7 @@ func (w *eventWatch) scan(b []byte) {
 	if w == nil || w.live == 0 {
 		return
 	}
+	w.timed = false
 	i := bytes.IndexByte(b, '\n')
 	if i < 0 {
 		w.keep(b)
@@ -1008,8 +1013,10 @@ func (w *eventWatch) matchLine(line []byte, over bool) {
 			}
 		}
 		p := w.p
-		now := p.m.clock.Now("events", "matched")
-		p.m.events.add(p, Event{Time: now, ID: p.info.ID, Owner: p.info.Owner, Kind: EventMatched, Watch: lw.name, Line: text})
+		if !w.timed {
+			w.now, w.timed = p.m.clock.Now("events", "matched"), true
+		}
+		p.m.events.add(p, Event{Time: w.now, ID: p.info.ID, Owner: p.info.Owner, Kind: EventMatched, Watch: lw.name, Line: text})
 	}
 }
 
@@ -1022,6 +1029,7 @@ func (w *eventWatch) flush() {
 		return
 	}
 	if len(w.partial) > 0 || w.over {
+		w.timed = false
 		w.matchLine(w.partial, w.over)
 		w.partial, w.over = nil, false
 	}
