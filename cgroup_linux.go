@@ -518,6 +518,12 @@ type cgroupTree struct {
 	limited bool            // limits were written into it: never reused
 	events  *cgroup2.Events // rc's while this tree holds it; closed by release
 	base    cgroup2.Usage   // rc's baseline
+	// leader is the child, and pid its PID: signals reach it through its
+	// os.Process, which is excluded from the reap, so a signal never
+	// reaches a process that reused its PID, and SignalAll needs no pidfd
+	// and no second read of cgroup.procs for it (see cgroup2.Leader).
+	leader *os.Process
+	pid    int
 	// gone is set by release: the cgroup may hold another record's tree
 	// from then on, so the tree reads as empty.
 	gone atomic.Bool
@@ -541,10 +547,13 @@ type cgroupTree struct {
 func (c *cgroupTree) signal(sig Signal) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.released || !c.populated() {
+	if c.released {
 		return ErrNotRunning
 	}
 	if sig == Kill {
+		if !c.populated() {
+			return ErrNotRunning
+		}
 		c.killed = true
 		// Gone since populated looked: a cgroup is removed only once
 		// empty, so nothing is left to kill. Release cannot remove it
@@ -556,11 +565,16 @@ func (c *cgroupTree) signal(sig Signal) error {
 		return err
 	}
 	// Terminate and Interrupt go to every member listed, then SIGCONT, so
-	// that a stopped member runs its handler.
-	if c.d.SignalAll(unixSignal(sig)) == 0 {
+	// that a stopped member runs its handler. An empty cgroup lists none.
+	if c.d.SignalAll(unixSignal(sig), cgroup2.Leader{PID: c.pid, Signal: c.signalLeader}) == 0 {
 		return ErrNotRunning
 	}
 	return nil
+}
+
+// signalLeader sends sig to the child unless it was reaped.
+func (c *cgroupTree) signalLeader(sig unix.Signal) bool {
+	return c.leader.Signal(sig) == nil
 }
 
 // populated reports whether any live process is in the cgroup, through
@@ -640,6 +654,7 @@ func (c *cgroupTree) waitEmpty(ctx context.Context) {
 func (c *cgroupTree) release() {
 	c.mu.Lock()
 	c.released = true
+	c.leader = nil
 	c.gone.Store(true)
 	waiters, reusable := c.waiters, !c.killed && !c.waited && !c.limited
 	c.waiters = nil

@@ -104,7 +104,8 @@ func (d Dir) CPU() Usage {
 
 // readKeyed reads a cgroup file of "key value" lines; missing is empty.
 func readKeyed(path string) map[string]int64 {
-	data, err := os.ReadFile(path)
+	var buf [512]byte
+	data, err := readFile(path, buf[:0])
 	if err != nil {
 		return nil
 	}
@@ -127,7 +128,8 @@ func parseKeyed(data []byte) map[string]int64 {
 
 // readInt reads a cgroup file holding one integer; missing is 0.
 func readInt(path string) int64 {
-	data, err := os.ReadFile(path)
+	var buf [64]byte
+	data, err := readFile(path, buf[:0])
 	if err != nil {
 		return 0
 	}
