@@ -484,6 +484,13 @@ func (h *cgroupHost) drain() {
 	h.kickLocked()
 }
 
+// waitEmpty returns once no process is left in the Manager's cgroup (in
+// any record's cgroup below it: the Manager's holds none itself), or ctx
+// ends.
+func (h *cgroupHost) waitEmpty(ctx context.Context) {
+	cgroup2.Dir{Path: h.dir}.WaitEmpty(ctx)
+}
+
 // close waits for the worker, removes the spares and whatever is queued,
 // and then the Manager's cgroup.
 func (h *cgroupHost) close() {
@@ -575,6 +582,43 @@ func (c *cgroupTree) signal(sig Signal) error {
 // signalLeader sends sig to the child unless it was reaped.
 func (c *cgroupTree) signalLeader(sig unix.Signal) bool {
 	return c.leader.Signal(sig) == nil
+}
+
+var _ childSignaller = (*cgroupTree)(nil)
+
+// signalChild sends sig and SIGCONT to the child alone, through its
+// os.Process: no listing of cgroup.procs.
+func (c *cgroupTree) signalChild(sig Signal) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released || !c.signalLeader(unixSignal(sig)) {
+		return false
+	}
+	_ = c.leader.Signal(unix.SIGCONT)
+	return true
+}
+
+// signalOthers signals the members listed in cgroup.procs but the child,
+// which signalChild reached (child) or found reaped. A cgroup that is
+// empty by now (the child died of the signal, the common case) costs one
+// read of cgroup.events.
+func (c *cgroupTree) signalOthers(sig Signal, child bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	notRunning := ErrNotRunning
+	if child {
+		notRunning = nil
+	}
+	if c.released || !c.populated() {
+		return notRunning
+	}
+	// The child was signalled already: never twice (a second TERM means
+	// "now" to many programs). Listed, it counts as reached if it was.
+	skip := cgroup2.Leader{PID: c.pid, Signal: func(unix.Signal) bool { return child }}
+	if c.d.SignalAll(unixSignal(sig), skip) == 0 {
+		return notRunning
+	}
+	return nil
 }
 
 // populated reports whether any live process is in the cgroup, through
