@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -189,5 +191,60 @@ func CgroupWorkerIdle(m *Manager) {
 	m.trees.contain.mu.Unlock()
 	if h != nil {
 		h.wg.Wait()
+	}
+}
+
+// TestCgroupSignalWalks pins the two walks of signalEach over a cgroup
+// tree: the first signals the child alone; the second the members it
+// started, but never the child again (a second TERM means "now" to many
+// programs). The child has handled its TERM before the second walk, so a
+// second one would show: it would interrupt the child's second wait and
+// print child-term again before child-done.
+func TestCgroupSignalWalks(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := NewManager(Options{Containment: ContainCgroup})
+	defer m.Close()
+	const script = `trap 'echo child-term' TERM
+sh -c 'trap "echo grandchild-term; exit 0" TERM; echo ready; while :; do sleep 1; done' &
+wait; wait; echo child-done`
+	p, err := m.Start(StartRequest{Command: script})
+	if errors.Is(err, ErrUnsupported) {
+		t.Skipf("no cgroups here (%v): this test runs where cgroup v2 is writable", err)
+	}
+	if err != nil {
+		t.Fatalf("Start = %v", err)
+	}
+	waitLine := func(line string) {
+		t.Helper()
+		if _, err := p.WaitFor(ctx, regexp.MustCompile("^"+line+"$"), true); err != nil {
+			t.Fatalf("waiting for %q: %v; output %q", line, err, p.Output().Text)
+		}
+	}
+	waitLine("ready")
+	if !p.tree.signalChild(Terminate) {
+		t.Fatal("signalChild(Terminate) = false for a running child; want true")
+	}
+	waitLine("child-term")
+	if err := p.tree.signalOthers(Terminate, true); err != nil {
+		t.Errorf("signalOthers(Terminate) = %v; want nil", err)
+	}
+	select {
+	case <-p.Done():
+	case <-ctx.Done():
+		t.Fatalf("the tree did not end after both walks: %v; output %q", ctx.Err(), p.Output().Text)
+	}
+	s := p.Snapshot()
+	lines := map[string]int{} // sh may add "Terminated" for its sleep
+	for _, line := range strings.Split(s.Output.Text, "\n") {
+		lines[line]++
+	}
+	if lines["child-term"] != 1 || lines["grandchild-term"] != 1 || lines["child-done"] != 1 || *s.Info.ExitCode != 0 {
+		t.Errorf("output %q, exit %d; want child-term, grandchild-term and child-done once each, exit 0: the child terminated once, then its child",
+			s.Output.Text, *s.Info.ExitCode)
+	}
+	if p.tree.signalChild(Terminate) || !errors.Is(p.tree.signalOthers(Terminate, false), ErrNotRunning) {
+		t.Error("after the tree ended, the walks still reach it; want false and ErrNotRunning")
 	}
 }

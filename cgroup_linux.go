@@ -484,6 +484,13 @@ func (h *cgroupHost) drain() {
 	h.kickLocked()
 }
 
+// waitEmpty returns once no process is left in the Manager's cgroup (in
+// any record's cgroup below it: the Manager's holds none itself), or ctx
+// ends.
+func (h *cgroupHost) waitEmpty(ctx context.Context) {
+	cgroup2.Dir{Path: h.dir}.WaitEmpty(ctx)
+}
+
 // close waits for the worker, removes the spares and whatever is queued,
 // and then the Manager's cgroup.
 func (h *cgroupHost) close() {
@@ -518,6 +525,12 @@ type cgroupTree struct {
 	limited bool            // limits were written into it: never reused
 	events  *cgroup2.Events // rc's while this tree holds it; closed by release
 	base    cgroup2.Usage   // rc's baseline
+	// leader is the child, and pid its PID: signals reach it through its
+	// os.Process, which is excluded from the reap, so a signal never
+	// reaches a process that reused its PID, and SignalAll needs no pidfd
+	// and no second read of cgroup.procs for it (see cgroup2.Leader).
+	leader *os.Process
+	pid    int
 	// gone is set by release: the cgroup may hold another record's tree
 	// from then on, so the tree reads as empty.
 	gone atomic.Bool
@@ -541,10 +554,13 @@ type cgroupTree struct {
 func (c *cgroupTree) signal(sig Signal) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.released || !c.populated() {
+	if c.released {
 		return ErrNotRunning
 	}
 	if sig == Kill {
+		if !c.populated() {
+			return ErrNotRunning
+		}
 		c.killed = true
 		// Gone since populated looked: a cgroup is removed only once
 		// empty, so nothing is left to kill. Release cannot remove it
@@ -556,9 +572,51 @@ func (c *cgroupTree) signal(sig Signal) error {
 		return err
 	}
 	// Terminate and Interrupt go to every member listed, then SIGCONT, so
-	// that a stopped member runs its handler.
-	if c.d.SignalAll(unixSignal(sig)) == 0 {
+	// that a stopped member runs its handler. An empty cgroup lists none.
+	if c.d.SignalAll(unixSignal(sig), cgroup2.Leader{PID: c.pid, Signal: c.signalLeader}) == 0 {
 		return ErrNotRunning
+	}
+	return nil
+}
+
+// signalLeader sends sig to the child unless it was reaped.
+func (c *cgroupTree) signalLeader(sig unix.Signal) bool {
+	return c.leader.Signal(sig) == nil
+}
+
+var _ childSignaller = (*cgroupTree)(nil)
+
+// signalChild sends sig and SIGCONT to the child alone, through its
+// os.Process: no listing of cgroup.procs.
+func (c *cgroupTree) signalChild(sig Signal) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released || !c.signalLeader(unixSignal(sig)) {
+		return false
+	}
+	_ = c.leader.Signal(unix.SIGCONT)
+	return true
+}
+
+// signalOthers signals the members listed in cgroup.procs but the child,
+// which signalChild reached (child) or found reaped. A cgroup that is
+// empty by now (the child died of the signal, the common case) costs one
+// read of cgroup.events.
+func (c *cgroupTree) signalOthers(sig Signal, child bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	notRunning := ErrNotRunning
+	if child {
+		notRunning = nil
+	}
+	if c.released || !c.populated() {
+		return notRunning
+	}
+	// The child was signalled already: never twice (a second TERM means
+	// "now" to many programs). Listed, it counts as reached if it was.
+	skip := cgroup2.Leader{PID: c.pid, Signal: func(unix.Signal) bool { return child }}
+	if c.d.SignalAll(unixSignal(sig), skip) == 0 {
+		return notRunning
 	}
 	return nil
 }
@@ -640,6 +698,7 @@ func (c *cgroupTree) waitEmpty(ctx context.Context) {
 func (c *cgroupTree) release() {
 	c.mu.Lock()
 	c.released = true
+	c.leader = nil
 	c.gone.Store(true)
 	waiters, reusable := c.waiters, !c.killed && !c.waited && !c.limited
 	c.waiters = nil

@@ -469,8 +469,7 @@ func (m *Manager) Close() error {
 	for _, p := range procs {
 		p.stopping()
 	}
-	m.trees.draining()
-	m.trees.stop(context.Background(), m.trees.registered(nil), "manager", "kill-grace")
+	m.trees.stopAll(context.Background(), "manager", "kill-grace")
 	waitDone(procs)
 
 	// Every tree is empty now, or holds a member the kernel would not tear

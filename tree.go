@@ -224,17 +224,43 @@ func (k *treeKeeper) stop(ctx context.Context, ts []*tree, tags ...string) {
 	k.graceThenKill(ctx, signalEach(ts, Terminate), tags...)
 }
 
+// stopAll is stop for every registered tree: Close's. It tells the cgroup
+// host first that Close began (see draining). Where the trees are
+// cgroups, they all lie below the Manager's cgroup, which holds no process
+// of its own, so one watch of it ("populated 0") tells that every tree is
+// empty, in place of a wait for each tree in turn.
+func (k *treeKeeper) stopAll(ctx context.Context, tags ...string) {
+	wait := waitEach
+	if host := k.draining(); host != nil {
+		wait = func(ctx context.Context, _ []*tree) { host.waitEmpty(ctx) }
+	}
+	k.graceThenKillWaiting(ctx, signalEach(k.registered(nil), Terminate), wait, tags...)
+}
+
 // graceThenKill is the rest of stop, for trees that were just sent
 // Terminate (the timeout sends it itself): wait until each is empty for at
 // most KillGrace, then kill.
 func (k *treeKeeper) graceThenKill(ctx context.Context, live []*tree, tags ...string) {
+	k.graceThenKillWaiting(ctx, live, waitEach, tags...)
+}
+
+// waitEach waits until every tree of ts is empty, or ctx ends.
+func waitEach(ctx context.Context, ts []*tree) {
+	for _, t := range ts {
+		t.sys.waitEmpty(ctx)
+	}
+}
+
+// graceThenKillWaiting is graceThenKill, waiting until the trees of live
+// are empty with wait.
+func (k *treeKeeper) graceThenKillWaiting(ctx context.Context, live []*tree, wait func(context.Context, []*tree), tags ...string) {
 	if len(live) == 0 {
 		return
 	}
 	grace, cancel := context.WithCancel(ctx)
 	timer := k.clock.NewTimer(k.grace, tags...)
 	waited := make(chan struct{})
-	// Ends the grace when the timer fires; stops once the waits are over.
+	// Ends the grace when the timer fires; stops once the wait is over.
 	go func() {
 		select {
 		case <-timer.C:
@@ -242,9 +268,7 @@ func (k *treeKeeper) graceThenKill(ctx context.Context, live []*tree, tags ...st
 		case <-waited:
 		}
 	}()
-	for _, t := range live {
-		t.sys.waitEmpty(grace)
-	}
+	wait(grace, live)
 	close(waited)
 	timer.Stop(tags...)
 	cancel()
@@ -257,8 +281,8 @@ func (k *treeKeeper) graceThenKill(ctx context.Context, live []*tree, tags ...st
 	}
 	bound, cancelBound := context.WithTimeout(context.Background(), killWait)
 	defer cancelBound()
+	wait(bound, killed)
 	for _, t := range killed {
-		t.sys.waitEmpty(bound)
 		if t.alive() {
 			k.logger.Warn(context.Background(), "a killed process tree still has live members",
 				slog.F("containment", t.kind), slog.F("owner", t.owner))
@@ -270,14 +294,74 @@ func (k *treeKeeper) graceThenKill(ctx context.Context, live []*tree, tags ...st
 const killWait = 2 * time.Second
 
 // signalEach sends sig to every tree in ts and returns those it reached.
+// Trees whose mechanism reaches the child apart from the other members
+// (childSignaller: a cgroup's child through its os.Process) get a
+// Terminate or Interrupt in two walks: every child first, then the other
+// members of each tree. The first walk costs what a process group's
+// signal does; by the second, most trees of one process have emptied,
+// which the second sees without listing their members. Every member is
+// still signalled after its parent, and before the grace begins.
 func signalEach(ts []*tree, sig Signal) []*tree {
+	var child []bool // by index in ts: its child was signalled
+	if sig != Kill {
+		child = make([]bool, len(ts))
+		for i, t := range ts {
+			child[i] = t.signalChild(sig)
+		}
+	}
 	var reached []*tree
-	for _, t := range ts {
-		if t.signal(sig) == nil {
+	for i, t := range ts {
+		var err error
+		if child != nil {
+			err = t.signalOthers(sig, child[i])
+		} else {
+			err = t.signal(sig)
+		}
+		if err == nil {
 			reached = append(reached, t)
 		}
 	}
 	return reached
+}
+
+// childSignaller is a treeSys that can signal its child apart from the
+// other members, more cheaply than its whole tree.
+type childSignaller interface {
+	// signalChild sends sig, then SIGCONT, to the child alone, unless it
+	// was reaped; it reports whether it did.
+	signalChild(sig Signal) bool
+	// signalOthers sends sig, each followed by SIGCONT, to every live
+	// member but the child, which signalChild was called for; child says
+	// whether it reached it. It returns ErrNotRunning when neither the
+	// child nor any other member was reached.
+	signalOthers(sig Signal, child bool) error
+}
+
+// signalChild is the first of signalEach's two walks: it signals t's
+// child alone where the mechanism can (childSignaller).
+func (t *tree) signalChild(sig Signal) bool {
+	cs, ok := t.sys.(childSignaller)
+	return ok && !t.gone.Load() && cs.signalChild(sig)
+}
+
+// signalOthers is the second of signalEach's two walks: the rest of t, or
+// all of it where the mechanism cannot signal its child alone.
+func (t *tree) signalOthers(sig Signal, child bool) error {
+	cs, ok := t.sys.(childSignaller)
+	if !ok {
+		return t.signal(sig)
+	}
+	if t.gone.Load() {
+		if child {
+			return nil
+		}
+		return ErrNotRunning
+	}
+	err := cs.signalOthers(sig, child)
+	if errors.Is(err, ErrNotRunning) {
+		t.gone.Store(true)
+	}
+	return err
 }
 
 // containState is how a Manager holds its trees, decided at the first
@@ -407,12 +491,14 @@ func (k *treeKeeper) recheck(t *tree) {
 
 // draining tells the cgroup host, if any, that Close began: cgroups that
 // are done are removed at once from then on, while Close stops the trees.
-func (k *treeKeeper) draining() {
+// It returns the host; nil without cgroups.
+func (k *treeKeeper) draining() *cgroupHost {
 	c := &k.contain
 	c.mu.Lock()
 	host := c.host
 	c.mu.Unlock()
 	host.drain()
+	return host
 }
 
 // close stops the watchdog and removes the Manager's cgroups, once every

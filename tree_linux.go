@@ -85,6 +85,7 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 	_ = unix.Close(s.rc.dirFD)
 	s.rc.dirFD = -1
 	c := &cgroupTree{host: s.host, rc: s.rc, limited: s.limited, events: s.rc.events, base: s.rc.base,
+		leader: cmd.Process, pid: cmd.Process.Pid,
 		d: cgroup2.Dir{Path: s.rc.dir, Rel: filepath.Join(s.host.rel, filepath.Base(s.rc.dir))}}
 	return &tree{sys: c, kind: string(ContainCgroup), owner: owner}, nil
 }

@@ -1158,3 +1158,40 @@ func mteWaitMainThreadExited(ctx context.Context, t *testing.T, pid int) {
 	}
 	t.Fatalf("process %d: main thread never seen exited: %v", pid, ctx.Err())
 }
+
+// TestTreeCloseTerminatesOnce pins Close over cgroup trees: its two walks
+// send Terminate to every child and to the members it started, each once,
+// and its one watch of the Manager's cgroup waits through the grace for
+// them to end. Each tree here ends by its own handlers, exit 0, long
+// before KillGrace; a grace cut short kills them (137). That the second
+// walk never signals a child again is TestCgroupSignalWalks' (here the
+// two TERMs could come before the first is taken, and count as one).
+func TestTreeCloseTerminatesOnce(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	parent := treeCgroupParent(t)
+	m := newManager(t, proc.Options{Containment: proc.ContainCgroup, CgroupParent: parent, KillGrace: 20 * time.Second})
+	const script = `trap 'echo child-term' TERM
+sh -c 'trap "echo grandchild-term; exit 0" TERM; echo ready; while :; do sleep 1; done' &
+wait; wait; echo child-done`
+	var ps []*proc.Process
+	for range 3 {
+		p := mustStart(t, m, proc.StartRequest{Command: script})
+		waitText(ctx, t, p, "ready\n")
+		ps = append(ps, p)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	for _, p := range ps {
+		s := waitFinal(ctx, t, p)
+		lines := map[string]int{}
+		for _, line := range strings.Split(s.Output.Text, "\n") {
+			lines[line]++
+		}
+		if lines["child-term"] != 1 || lines["grandchild-term"] != 1 || lines["child-done"] != 1 {
+			t.Errorf("output %q; want child-term, grandchild-term and child-done once each: every member terminated once", s.Output.Text)
+		}
+		wantExit(t, s, 0)
+	}
+}

@@ -22,6 +22,8 @@ func (*cgroupHost) close() {}
 
 func (*cgroupHost) drain() {}
 
+func (*cgroupHost) waitEmpty(context.Context) {}
+
 func (*cgroupHost) path() string { return "" }
 
 // treeSetup: every child leads a new session.

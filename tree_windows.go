@@ -32,6 +32,8 @@ func (*cgroupHost) close() {}
 
 func (*cgroupHost) drain() {}
 
+func (*cgroupHost) waitEmpty(context.Context) {}
+
 func (*cgroupHost) path() string { return "" }
 
 // watchdog: on Windows every job is created with kill-on-close and its

@@ -174,9 +174,8 @@ const (
 // mode over group mode over all blocks, and "ms-<mode>", the median block
 // time.
 func BenchmarkSpawnContain(b *testing.B) {
-	modes := []proc.Containment{proc.ContainGroup, proc.ContainCgroup}
 	managers := map[proc.Containment]*proc.Manager{}
-	for _, mode := range modes {
+	for _, mode := range containModes {
 		managers[mode] = containManager(b, mode)
 		fillManager(b, managers[mode])
 	}
@@ -208,28 +207,18 @@ func BenchmarkSpawnContain(b *testing.B) {
 	}
 	wall := map[proc.Containment][]float64{}
 	cpu := map[proc.Containment]time.Duration{}
-	var x []float64
 	b.ReportAllocs()
-	op := 0
-	for b.Loop() {
-		order := modes
-		if op%2 == 1 {
-			order = []proc.Containment{modes[1], modes[0]}
-		}
-		op++
-		for _, mode := range order {
-			before := readCPU(b)
-			start := time.Now()
-			block(managers[mode])
-			wall[mode] = append(wall[mode], float64(time.Since(start)))
-			cpu[mode] += readCPU(b).self - before.self
-		}
-		x = append(x, wall[proc.ContainCgroup][op-1]/wall[proc.ContainGroup][op-1])
-	}
-	for _, mode := range modes {
+	loopAlternating(b, func(mode proc.Containment) {
+		before := readCPU(b)
+		start := time.Now()
+		block(managers[mode])
+		wall[mode] = append(wall[mode], float64(time.Since(start)))
+		cpu[mode] += readCPU(b).self - before.self
+	})
+	for _, mode := range containModes {
 		b.ReportMetric(medianOf(wall[mode])/1e6, "ms-"+string(mode))
 	}
-	b.ReportMetric(medianOf(x), "x-group-cgroup")
+	b.ReportMetric(medianOf(ratios(wall[proc.ContainCgroup], wall[proc.ContainGroup])), "x-group-cgroup")
 	b.ReportMetric(float64(cpu[proc.ContainCgroup])/float64(cpu[proc.ContainGroup]), "cpu-x-group-cgroup")
 }
 
@@ -247,55 +236,43 @@ const thousandSleeps = 1000
 // ops of cgroup's time over group's (targets <= 1.05 and <= 1.10), and
 // "ms-<mode>-start", "ms-<mode>-close", the median times.
 func BenchmarkThousandContain(b *testing.B) {
-	modes := []proc.Containment{proc.ContainGroup, proc.ContainCgroup}
 	starts := map[proc.Containment][]float64{}
 	closes := map[proc.Containment][]float64{}
-	var xStart, xClose []float64
 	b.ReportAllocs()
-	op := 0
-	for b.Loop() {
-		order := modes
-		if op%2 == 1 {
-			order = []proc.Containment{modes[1], modes[0]}
+	loopAlternating(b, func(mode proc.Containment) {
+		m := proc.NewManager(proc.Options{Containment: mode, KillGrace: 10 * time.Second})
+		p, err := m.Start(proc.StartRequest{Args: []string{"true"}})
+		if errors.Is(err, proc.ErrUnsupported) {
+			_ = m.Close()
+			b.Skipf("containment %q is unavailable here: %v", mode, err)
 		}
-		op++
-		for _, mode := range order {
-			m := proc.NewManager(proc.Options{Containment: mode, KillGrace: 10 * time.Second})
-			p, err := m.Start(proc.StartRequest{Args: []string{"true"}})
-			if errors.Is(err, proc.ErrUnsupported) {
-				_ = m.Close()
-				b.Skipf("containment %q is unavailable here: %v", mode, err)
-			}
-			if err != nil {
-				_ = m.Close()
-				b.Fatalf("Start(true) with containment %q = %v; want nil", mode, err)
-			}
-			<-p.Done()
-			start := time.Now()
-			for range thousandSleeps {
-				if _, err := m.Start(proc.StartRequest{Args: []string{"sleep", "600"}}); err != nil {
-					_ = m.Close()
-					b.Fatalf("Start(sleep) = %v; want nil", err)
-				}
-			}
-			started := time.Now()
-			if err := m.Close(); err != nil {
-				b.Fatalf("Close = %v; want nil", err)
-			}
-			closed := time.Now()
-			starts[mode] = append(starts[mode], float64(started.Sub(start)))
-			closes[mode] = append(closes[mode], float64(closed.Sub(started)))
+		if err != nil {
+			_ = m.Close()
+			b.Fatalf("Start(true) with containment %q = %v; want nil", mode, err)
 		}
-		i := op - 1
-		xStart = append(xStart, starts[proc.ContainCgroup][i]/starts[proc.ContainGroup][i])
-		xClose = append(xClose, closes[proc.ContainCgroup][i]/closes[proc.ContainGroup][i])
-	}
-	for _, mode := range modes {
+		<-p.Done()
+		start := time.Now()
+		for range thousandSleeps {
+			if _, err := m.Start(proc.StartRequest{Args: []string{"sleep", "600"}}); err != nil {
+				_ = m.Close()
+				b.Fatalf("Start(sleep) = %v; want nil", err)
+			}
+		}
+		started := time.Now()
+		if err := m.Close(); err != nil {
+			b.Fatalf("Close = %v; want nil", err)
+		}
+		closed := time.Now()
+		starts[mode] = append(starts[mode], float64(started.Sub(start)))
+		closes[mode] = append(closes[mode], float64(closed.Sub(started)))
+	})
+	for _, mode := range containModes {
 		b.ReportMetric(medianOf(starts[mode])/1e6, "ms-"+string(mode)+"-start")
 		b.ReportMetric(medianOf(closes[mode])/1e6, "ms-"+string(mode)+"-close")
 	}
-	b.ReportMetric(medianOf(xStart), "x-group-cgroup-start")
-	b.ReportMetric(medianOf(xClose), "x-group-cgroup-close")
+	g, c := proc.ContainGroup, proc.ContainCgroup
+	b.ReportMetric(medianOf(ratios(starts[c], starts[g])), "x-group-cgroup-start")
+	b.ReportMetric(medianOf(ratios(closes[c], closes[g])), "x-group-cgroup-close")
 }
 
 // medianOf is the median of v; 0 if v is empty.
@@ -315,6 +292,36 @@ func sumOf(v []float64) float64 {
 		s += x
 	}
 	return s
+}
+
+// containModes are the modes the containment benchmarks compare.
+var containModes = []proc.Containment{proc.ContainGroup, proc.ContainCgroup}
+
+// loopAlternating runs b's loop: each op calls run once for every mode of
+// containModes, in their order on even ops and reversed on odd ones, so
+// that neither mode always runs in the state the other left behind.
+func loopAlternating(b *testing.B, run func(mode proc.Containment)) {
+	b.Helper()
+	reversed := slices.Clone(containModes)
+	slices.Reverse(reversed)
+	for op := 0; b.Loop(); op++ {
+		order := containModes
+		if op%2 == 1 {
+			order = reversed
+		}
+		for _, mode := range order {
+			run(mode)
+		}
+	}
+}
+
+// ratios is a[i] / b[i] for each i.
+func ratios(a, b []float64) []float64 {
+	x := make([]float64, len(a))
+	for i := range a {
+		x[i] = a[i] / b[i]
+	}
+	return x
 }
 
 // killTreeMembers is the number of background members of the tree that
@@ -351,26 +358,17 @@ type killTiming struct{ signal, done, empty time.Duration }
 // /proc before the kill, polled until every one is readable, then a scan
 // of /proc confirms that the group has no live member left.
 func BenchmarkKillTree(b *testing.B) {
-	modes := []proc.Containment{proc.ContainGroup, proc.ContainCgroup}
 	managers := map[proc.Containment]*proc.Manager{}
-	for _, mode := range modes {
+	for _, mode := range containModes {
 		managers[mode] = containManager(b, mode)
 	}
 	timings := map[proc.Containment][]killTiming{}
 	b.ReportAllocs()
-	op := 0
-	for b.Loop() {
-		order := modes
-		if op%2 == 1 {
-			order = []proc.Containment{modes[1], modes[0]}
-		}
-		op++
-		for _, mode := range order {
-			timings[mode] = append(timings[mode], killTree(b, managers[mode], mode))
-		}
-	}
+	loopAlternating(b, func(mode proc.Containment) {
+		timings[mode] = append(timings[mode], killTree(b, managers[mode], mode))
+	})
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
-	for _, mode := range modes {
+	for _, mode := range containModes {
 		var signal, done, empty []float64
 		for _, t := range timings[mode] {
 			signal = append(signal, ms(t.signal))

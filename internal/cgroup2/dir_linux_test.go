@@ -119,7 +119,7 @@ func TestDir(t *testing.T) {
 		t.Fatal("the member is gone after WaitEmpty with an ended ctx")
 	}
 
-	if n := d.SignalAll(unix.SIGTERM); n != 1 {
+	if n := d.SignalAll(unix.SIGTERM, Leader{}); n != 1 {
 		t.Errorf("SignalAll(SIGTERM) = %d; want 1", n)
 	}
 	err = sleeper.Wait()
@@ -174,9 +174,24 @@ func TestMountFindsThisProcess(t *testing.T) {
 // `wait` returns and the shell exits 0 before its SIGTERM comes. It
 // failed so while the pidfds of a pass were kept in a map (Go's random
 // order): TestStress's victims `sleep 30 & echo ready; wait` ended 0
-// instead of 143 after Scope.Close.
+// instead of 143 after Scope.Close. With a Leader, the leader is
+// signalled through it (SIGTERM, then SIGCONT), with no pidfd of
+// SignalAll's own, and the others as before.
 func TestSignalAllParentsFirst(t *testing.T) {
 	t.Parallel()
+	for _, withLeader := range []bool{false, true} {
+		name := "pidfds"
+		if withLeader {
+			name = "leader"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			signalAllParentsFirst(t, withLeader)
+		})
+	}
+}
+
+func signalAllParentsFirst(t *testing.T, withLeader bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	d := testDir(t)
@@ -204,9 +219,28 @@ func TestSignalAllParentsFirst(t *testing.T) {
 		t.Fatalf("cgroup.procs lists %v; want the leader %d first, then its %d children", listed, leader.Process.Pid, children)
 	}
 
+	var sent []unix.Signal // through the Leader
+	var lead Leader
+	if withLeader {
+		lead = Leader{PID: leader.Process.Pid, Signal: func(sig unix.Signal) bool {
+			sent = append(sent, sig)
+			return leader.Process.Signal(sig) == nil
+		}}
+	}
 	var order []int
-	n := d.signalAll(unix.SIGTERM, func(pid, pidfd int) {
+	n := d.signalAll(unix.SIGTERM, lead, func(pid, pidfd int) {
 		order = append(order, pid)
+		if (pidfd < 0) != (withLeader && pid == leader.Process.Pid) {
+			t.Errorf("member %d signalled through pidfd %d; want -1 (the Leader) for the leader with a Leader, a pidfd otherwise", pid, pidfd)
+		}
+		if pidfd < 0 {
+			fd, err := unix.PidfdOpen(pid, 0) // not reaped: it is ours
+			if err != nil {
+				t.Fatalf("pidfd_open(%d): %v", pid, err)
+			}
+			defer unix.Close(fd)
+			pidfd = fd
+		}
 		// Held up until the member is dead: its parent, if not signalled
 		// yet, has all the time it needs to see that.
 		deadline, _ := ctx.Deadline()
@@ -217,6 +251,9 @@ func TestSignalAllParentsFirst(t *testing.T) {
 	})
 	if n != children+1 || !slices.Equal(order, listed) {
 		t.Errorf("SignalAll signalled %d members in the order %v; want %d, in the order cgroup.procs lists them %v (the leader first)", n, order, children+1, listed)
+	}
+	if want := []unix.Signal{unix.SIGTERM, unix.SIGCONT}; withLeader && !slices.Equal(sent, want) {
+		t.Errorf("the Leader was sent %v; want %v", sent, want)
 	}
 	_ = leader.Wait()
 	if st, ok := leader.ProcessState.Sys().(syscall.WaitStatus); !ok || st.Signal() != syscall.SIGTERM {
@@ -252,5 +289,25 @@ func TestKillGone(t *testing.T) {
 	}
 	if err := d.Kill(); err != nil {
 		t.Errorf("Kill of a live, empty cgroup = %v; want nil", err)
+	}
+}
+
+// TestReadFile pins readFile against os.ReadFile: a file larger than the
+// buffer it is given is read whole, and a missing one is os.ErrNotExist.
+func TestReadFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "big")
+	want := []byte(strings.Repeat("0123456789abcdef\n", 1000))
+	if err := os.WriteFile(path, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{0, 1, 512, 64 << 10} {
+		got, err := readFile(path, make([]byte, 0, size))
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("readFile(%d bytes of buffer) = %d bytes, %v; want the file's %d bytes", size, len(got), err, len(want))
+		}
+	}
+	if _, err := readFile(filepath.Join(t.TempDir(), "absent"), nil); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("readFile(absent) = %v; want an error wrapping os.ErrNotExist", err)
 	}
 }

@@ -1,6 +1,7 @@
 package cgroup2
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -95,16 +96,31 @@ func (d Dir) Usage() Usage {
 // CPU reads cpu.stat alone: the part of Usage a cgroup without the memory
 // and pids controllers has, in one read instead of four.
 func (d Dir) CPU() Usage {
-	stat := readKeyed(d.file("cpu.stat"))
-	return Usage{
-		User:   time.Duration(stat["user_usec"]) * time.Microsecond,
-		System: time.Duration(stat["system_usec"]) * time.Microsecond,
+	var buf [512]byte
+	data, err := readFile(d.file("cpu.stat"), buf[:0])
+	if err != nil {
+		return Usage{}
 	}
+	var u Usage
+	for len(data) > 0 {
+		var line []byte
+		line, data, _ = bytes.Cut(data, []byte("\n"))
+		k, v, _ := bytes.Cut(line, []byte(" "))
+		n, _ := strconv.ParseInt(string(v), 10, 64)
+		switch string(k) {
+		case "user_usec":
+			u.User = time.Duration(n) * time.Microsecond
+		case "system_usec":
+			u.System = time.Duration(n) * time.Microsecond
+		}
+	}
+	return u
 }
 
 // readKeyed reads a cgroup file of "key value" lines; missing is empty.
 func readKeyed(path string) map[string]int64 {
-	data, err := os.ReadFile(path)
+	var buf [512]byte
+	data, err := readFile(path, buf[:0])
 	if err != nil {
 		return nil
 	}
@@ -127,7 +143,8 @@ func parseKeyed(data []byte) map[string]int64 {
 
 // readInt reads a cgroup file holding one integer; missing is 0.
 func readInt(path string) int64 {
-	data, err := os.ReadFile(path)
+	var buf [64]byte
+	data, err := readFile(path, buf[:0])
 	if err != nil {
 		return 0
 	}
