@@ -575,9 +575,14 @@ func TestCloseKillsEveryMember(t *testing.T) {
 		members[pid] = s.Info.PID
 	}
 
-	// Two, so that the group Close kills last has one.
-	for range 2 {
-		p := mustStart(t, m, helperReq("lc-spawn", "pid", "lc-big", "256"))
+	// Two, so that the group Close kills last has one; started together,
+	// since each starts the test binary twice, which under -race on a
+	// loaded machine takes seconds.
+	var big [2]*proc.Process
+	for i := range big {
+		big[i] = mustStart(t, m, helperReq("lc-spawn", "pid", "lc-big", "256"))
+	}
+	for _, p := range big {
 		s := waitFinal(ctx, t, p)
 		pids := lcParsePIDs(t, s.Output.Text)
 		if !strings.Contains(s.Output.Text, "ready\n") || len(pids) != 1 {
