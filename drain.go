@@ -119,9 +119,10 @@ func (pu *pump) run() {
 // median per wait, measured with the execution tracer). A yielded pump
 // waits in the global run queue, which busy Ps do visit. It tries only
 // within polledReads reads of seeing Output return an unchanged rendering
-// of any record (HeadTailBuffer.polled, anyPolled: pollers of another,
-// final record hold the Ps just the same), readSpins times and then for
-// as long as that goes on: tight pollers hold the Ps anyway. Without them
+// of any record of its Manager (HeadTailBuffer.polled, pollSignal:
+// pollers of another, final record hold the Ps just the same), readSpins
+// times and then for as long as that goes on: tight pollers hold the Ps
+// anyway. Without them
 // it parks at once: tries without pollers caught the pipe with a few KiB
 // in it and tripled the CPU of a plain capture (more, smaller reads).
 func (pu *pump) read(buf []byte) (int, error) {
@@ -156,7 +157,7 @@ func (pu *pump) read(buf []byte) (int, error) {
 		}
 		if i >= readSpins {
 			// Both taken: either says pollers hold the Ps.
-			if mine, other := pu.dst.takePolled(), takeAnyPolled(); !mine && !other {
+			if mine, other := pu.dst.takePolled(), pu.dst.takePeersPolled(); !mine && !other {
 				break // the pollers have stopped
 			}
 			pu.polledReads = polledReads

@@ -223,3 +223,57 @@ func TestHeadTailBufferPolled(t *testing.T) {
 		t.Errorf("takePolled() after Write + Output = true; want false")
 	}
 }
+
+// TestPollSignalPerManager pins that the signal a pump tries its pipe on
+// when another record is polled is its Manager's alone: an unchanged
+// Output of a buffer sets the signal of the buffers that share its
+// Manager's, and not that of a buffer of another Manager or of a buffer
+// of NewHeadTailBuffer.
+func TestPollSignalPerManager(t *testing.T) {
+	t.Parallel()
+	var mine, other pollSignal
+	polled, peer, stranger, alone := NewHeadTailBuffer(4, 4, 0), NewHeadTailBuffer(4, 4, 0), NewHeadTailBuffer(4, 4, 0), NewHeadTailBuffer(4, 4, 0)
+	polled.sharePolls(&mine)
+	peer.sharePolls(&mine)
+	stranger.sharePolls(&other)
+	_, _ = polled.Write([]byte("abc"))
+	_ = polled.Output() // renders
+	_ = polled.Output() // unchanged
+	if !peer.polledLately() || !peer.takePeersPolled() {
+		t.Errorf("a buffer of the same Manager: polledLately, takePeersPolled = false after an unchanged Output of another; want true")
+	}
+	if peer.takePeersPolled() {
+		t.Errorf("second takePeersPolled() = true; want false")
+	}
+	if stranger.polledLately() || stranger.takePeersPolled() {
+		t.Errorf("a buffer of another Manager sees the poll of this Manager's buffer; want not")
+	}
+	if alone.polledLately() || alone.takePeersPolled() {
+		t.Errorf("a buffer of NewHeadTailBuffer sees the poll of a Manager's buffer; want not")
+	}
+}
+
+// TestOutputWaitsForRenderingUnderWay pins that Output does not render
+// bytes another Output is rendering already: it returns that rendering
+// (once done) when it covers every byte written before the call, and
+// renders itself when the one under way is older.
+func TestOutputWaitsForRenderingUnderWay(t *testing.T) {
+	t.Parallel()
+	b := NewHeadTailBuffer(4, 4, 0)
+	_, _ = b.Write([]byte("abc"))
+	// A rendering of the 3 bytes under way, as another Output leaves it
+	// between its copy and its render, with a text no rendering of the
+	// buffer makes; done already, so that the call below cannot hang.
+	f := &rendering{at: 3, out: Output{Text: "under way"}}
+	b.mu.Lock()
+	b.flight = f
+	b.mu.Unlock()
+	if out := b.Output(); out.Text != "under way" {
+		t.Errorf("Output() = %q while a rendering of the same bytes is under way; want that one, %q", out.Text, "under way")
+	}
+	// A newer byte: the rendering under way is too old, Output renders.
+	_, _ = b.Write([]byte("d"))
+	if out := b.Output(); out.Text != "abcd" {
+		t.Errorf("Output() after a write past the rendering under way = %q; want %q", out.Text, "abcd")
+	}
+}

@@ -58,10 +58,18 @@ type HeadTailBuffer struct {
 	// tail starts a line.
 	dropped byte
 
+	// flight is the rendering Output is making now, if any, of the stream
+	// at flight.at bytes: an Output that needs no newer one waits for it
+	// instead of copying and rendering the same bytes again.
+	flight *rendering
+
 	// polled is set by Output when it returns a rendering again, and
-	// cleared by the pump (takePolled). It packs with the bytes above: the
-	// struct fits the 160-byte size class.
+	// cleared by the pump (takePolled). It packs with the bytes above.
 	polled atomic.Bool
+	// peers is the polling signal of the Manager that owns the buffer
+	// (pollSignal), nil for a buffer of NewHeadTailBuffer; set once before
+	// the buffer is shared.
+	peers *pollSignal
 	// size is total, stored after every Write, so that Len and a hit of
 	// rendered need no lock: a tight poller then never holds up the pump.
 	size atomic.Int64
