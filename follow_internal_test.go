@@ -254,26 +254,23 @@ func TestPollSignalPerManager(t *testing.T) {
 }
 
 // TestOutputWaitsForRenderingUnderWay pins that Output does not render
-// bytes another Output is rendering already: it returns that rendering
-// (once done) when it covers every byte written before the call, and
-// renders itself when the one under way is older.
+// bytes another Output rendered or is rendering: it returns the newest
+// rendering (once made) when it covers every byte written before the
+// call, and renders itself when that one is older.
 func TestOutputWaitsForRenderingUnderWay(t *testing.T) {
 	t.Parallel()
 	b := NewHeadTailBuffer(4, 4, 0)
 	_, _ = b.Write([]byte("abc"))
-	// A rendering of the 3 bytes under way, as another Output leaves it
-	// between its copy and its render, with a text no rendering of the
-	// buffer makes; done already, so that the call below cannot hang.
-	f := &rendering{at: 3, out: Output{Text: "under way"}}
-	b.mu.Lock()
-	b.flight = f
-	b.mu.Unlock()
+	// A rendering of more bytes than written so far, as a caller that
+	// copied after a later write leaves it, with a text no rendering of
+	// the buffer makes; made already, so that the call below cannot hang.
+	b.rendered.Store(&rendering{at: 5, out: Output{Text: "under way"}})
 	if out := b.Output(); out.Text != "under way" {
-		t.Errorf("Output() = %q while a rendering of the same bytes is under way; want that one, %q", out.Text, "under way")
+		t.Errorf("Output() = %q with a rendering of every byte under way; want that one, %q", out.Text, "under way")
 	}
-	// A newer byte: the rendering under way is too old, Output renders.
-	_, _ = b.Write([]byte("d"))
-	if out := b.Output(); out.Text != "abcd" {
-		t.Errorf("Output() after a write past the rendering under way = %q; want %q", out.Text, "abcd")
+	// Newer bytes than it covers: Output renders.
+	_, _ = b.Write([]byte("def"))
+	if out := b.Output(); out.Text != "abcdef" {
+		t.Errorf("Output() after writes past the rendering under way = %q; want %q", out.Text, "abcdef")
 	}
 }

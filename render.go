@@ -71,6 +71,9 @@ const lineCutSuffix = " ... [truncated]"
 func (b *HeadTailBuffer) Output() Output {
 	at := b.size.Load()
 	if r := b.rendered.Load(); r != nil && r.at == at {
+		// Made, or being made by another caller: wait for it (at once
+		// when made).
+		r.done.Wait()
 		// polled tells the pump that someone polls faster than the
 		// stream changes (pump.read); it is only written when it
 		// changes, so pollers and pump do not fight over its cache line.
@@ -104,12 +107,8 @@ func (b *HeadTailBuffer) Output() Output {
 	// each, and wait for it parked, off the Ps the pump needs.
 	if r := b.rendered.Load(); r != nil && r.at >= at {
 		b.mu.Unlock()
+		r.done.Wait()
 		return r.out
-	}
-	if f := b.flight; f != nil && f.at >= at {
-		b.mu.Unlock()
-		f.done.Wait()
-		return f.out
 	}
 	total := b.total
 	retained := int64(len(b.head) + b.tailLen)
@@ -128,33 +127,25 @@ func (b *HeadTailBuffer) Output() Output {
 		*scratch = buf
 		head, first, second = buf[:len(head)], buf[len(head):], nil
 	}
+	// Published before it is made: the newest rendering, which callers
+	// that need no newer one wait for. rendered only moves forward (the
+	// check above found it older than total), so once finished the first
+	// rendering of the final bytes stays: every later call returns it.
 	r := &rendering{at: total}
 	r.done.Add(1)
-	b.flight = r
+	b.rendered.Store(r)
 	b.mu.Unlock()
 	b.render(r, head, first, second, retained)
 	r.done.Done()
 	if scratch != nil {
 		renderScratch.Put(scratch)
 	}
-	b.mu.Lock()
-	if b.flight == r {
-		b.flight = nil
-	}
-	// Keep the newest rendering. Once finished, the first one made of the
-	// final bytes stays: every later call returns that same one.
-	if old := b.rendered.Load(); old == nil || old.at < total {
-		b.rendered.Store(r)
-	} else if old.at == total && finished {
-		r = old
-	}
-	b.mu.Unlock()
 	return r.out
 }
 
 // rendering is a rendering of the stream when it was at bytes long, with
 // its Truncation in the same allocation. done is released once out is
-// made: callers that found it in HeadTailBuffer.flight wait for it.
+// made: callers that find it in HeadTailBuffer.rendered before wait.
 type rendering struct {
 	at    int64
 	out   Output
