@@ -35,6 +35,15 @@ import (
 const (
 	// pumpBufSize is the read size of a pump: the capacity of a Linux pipe.
 	pumpBufSize = 64 << 10
+	// observedPipeSize is what a pump grows its pipe to once readers
+	// (pollers, followers) share the Ps with it and it finds the pipe
+	// holding a read's worth: four times the default, so that the child
+	// writes on through four times as long a wait for the pump's turn.
+	// The kernel takes the pages as the child fills them, but counts the
+	// size against the user's pipe quota (/proc/sys/fs/pipe-user-pages-soft,
+	// 64 MiB by default: 256 such pipes at once), past which an
+	// unprivileged user's new pipes get two pages; so it is not larger.
+	observedPipeSize = 256 << 10
 	// finalReads bounds the last non-blocking pass of a stopped pump, so a
 	// writer that never pauses cannot hold the drain.
 	finalReads = 16
@@ -84,6 +93,8 @@ type pump struct {
 	tryAgain bool
 	// polledReads counts down the reads that try first (read).
 	polledReads int
+	// grown is set once the pump asked for a larger pipe (run).
+	grown bool
 	// ended is set just before the pump sends on done, so that the drain
 	// knows which pump it is still waiting for.
 	ended atomic.Bool
@@ -98,7 +109,16 @@ func (pu *pump) run() {
 	defer pumpBufs.Put(bp)
 	buf := *bp
 	for {
-		n, err := pu.read(buf[:pu.dst.readSize(len(buf))])
+		size := pu.dst.readSize(len(buf))
+		n, err := pu.read(buf[:size])
+		if n == size && !pu.grown && (size < len(buf) || pu.polledReads > 0) {
+			// The pipe had at least a read's worth waiting while readers
+			// share the Ps with the pump: let the child write further
+			// ahead instead of waiting on a full pipe for the pump's turn
+			// (growPipe).
+			pu.grown = true
+			growPipe(pu.r)
+		}
 		if n > 0 {
 			pu.writeFollowed(buf[:n])
 		}
@@ -119,9 +139,10 @@ func (pu *pump) run() {
 // median per wait, measured with the execution tracer). A yielded pump
 // waits in the global run queue, which busy Ps do visit. It tries only
 // within polledReads reads of seeing Output return an unchanged rendering
-// of any record (HeadTailBuffer.polled, anyPolled: pollers of another,
-// final record hold the Ps just the same), readSpins times and then for
-// as long as that goes on: tight pollers hold the Ps anyway. Without them
+// of any record of its Manager (HeadTailBuffer.polled, pollSignal:
+// pollers of another, final record hold the Ps just the same), readSpins
+// times and then for as long as that goes on: tight pollers hold the Ps
+// anyway. Without them
 // it parks at once: tries without pollers caught the pipe with a few KiB
 // in it and tripled the CPU of a plain capture (more, smaller reads).
 func (pu *pump) read(buf []byte) (int, error) {
@@ -156,7 +177,7 @@ func (pu *pump) read(buf []byte) (int, error) {
 		}
 		if i >= readSpins {
 			// Both taken: either says pollers hold the Ps.
-			if mine, other := pu.dst.takePolled(), takeAnyPolled(); !mine && !other {
+			if mine, other := pu.dst.takePolled(), pu.dst.takePeersPolled(); !mine && !other {
 				break // the pollers have stopped
 			}
 			pu.polledReads = polledReads

@@ -270,15 +270,19 @@ func (f *followState) indexLease(cursor int64) int {
 	return -1
 }
 
-// anyPolled is set by Output when it returns a rendering again, of any
-// buffer, and cleared by a pump (takePolled): tight pollers of one record
-// keep the Ps from the pumps of every other record as well.
-var anyPolled atomic.Bool
+// pollSignal is what the buffers of one Manager share: set by Output
+// when it returns an unchanged rendering of any of them, and cleared by a
+// pump (takePeersPolled). Tight pollers of one record, final ones
+// included, keep the Ps from the pumps of the other records of the same
+// Manager as much as from their own record's; a Manager's pollers never
+// change how another Manager's pumps read (design section 10).
+type pollSignal struct{ atomic.Bool }
 
 // polledLately reports whether Output returned an unchanged rendering of
-// b or of any other buffer since a pump last took the signal.
+// b, or of another buffer of its Manager, since a pump last took the
+// signal.
 func (b *HeadTailBuffer) polledLately() bool {
-	return b.polled.Load() || anyPolled.Load()
+	return b.polled.Load() || b.peers != nil && b.peers.Load()
 }
 
 // takePolled reports whether Output returned an unchanged rendering of b
@@ -287,7 +291,12 @@ func (b *HeadTailBuffer) takePolled() bool {
 	return b.polled.Load() && b.polled.Swap(false)
 }
 
-// takeAnyPolled is takePolled for the signal of every buffer.
-func takeAnyPolled() bool {
-	return anyPolled.Load() && anyPolled.Swap(false)
+// takePeersPolled is takePolled for the signal b shares with the other
+// buffers of its Manager; false for a buffer that shares none.
+func (b *HeadTailBuffer) takePeersPolled() bool {
+	return b.peers != nil && b.peers.Load() && b.peers.Swap(false)
 }
+
+// sharePolls makes b share the polling signal of the Manager that owns it
+// (Process.begin, before any pump or reader sees b).
+func (b *HeadTailBuffer) sharePolls(s *pollSignal) { b.peers = s }

@@ -223,3 +223,54 @@ func TestHeadTailBufferPolled(t *testing.T) {
 		t.Errorf("takePolled() after Write + Output = true; want false")
 	}
 }
+
+// TestPollSignalPerManager pins that the signal a pump tries its pipe on
+// when another record is polled is its Manager's alone: an unchanged
+// Output of a buffer sets the signal of the buffers that share its
+// Manager's, and not that of a buffer of another Manager or of a buffer
+// of NewHeadTailBuffer.
+func TestPollSignalPerManager(t *testing.T) {
+	t.Parallel()
+	var mine, other pollSignal
+	polled, peer, stranger, alone := NewHeadTailBuffer(4, 4, 0), NewHeadTailBuffer(4, 4, 0), NewHeadTailBuffer(4, 4, 0), NewHeadTailBuffer(4, 4, 0)
+	polled.sharePolls(&mine)
+	peer.sharePolls(&mine)
+	stranger.sharePolls(&other)
+	_, _ = polled.Write([]byte("abc"))
+	_ = polled.Output() // renders
+	_ = polled.Output() // unchanged
+	if !peer.polledLately() || !peer.takePeersPolled() {
+		t.Errorf("a buffer of the same Manager: polledLately, takePeersPolled = false after an unchanged Output of another; want true")
+	}
+	if peer.takePeersPolled() {
+		t.Errorf("second takePeersPolled() = true; want false")
+	}
+	if stranger.polledLately() || stranger.takePeersPolled() {
+		t.Errorf("a buffer of another Manager sees the poll of this Manager's buffer; want not")
+	}
+	if alone.polledLately() || alone.takePeersPolled() {
+		t.Errorf("a buffer of NewHeadTailBuffer sees the poll of a Manager's buffer; want not")
+	}
+}
+
+// TestOutputWaitsForRenderingUnderWay pins that Output does not render
+// bytes another Output rendered or is rendering: it returns the newest
+// rendering (once made) when it covers every byte written before the
+// call, and renders itself when that one is older.
+func TestOutputWaitsForRenderingUnderWay(t *testing.T) {
+	t.Parallel()
+	b := NewHeadTailBuffer(4, 4, 0)
+	_, _ = b.Write([]byte("abc"))
+	// A rendering of more bytes than written so far, as a caller that
+	// copied after a later write leaves it, with a text no rendering of
+	// the buffer makes; made already, so that the call below cannot hang.
+	b.rendered.Store(&rendering{at: 5, out: Output{Text: "under way"}})
+	if out := b.Output(); out.Text != "under way" {
+		t.Errorf("Output() = %q with a rendering of every byte under way; want that one, %q", out.Text, "under way")
+	}
+	// Newer bytes than it covers: Output renders.
+	_, _ = b.Write([]byte("def"))
+	if out := b.Output(); out.Text != "abcdef" {
+		t.Errorf("Output() after writes past the rendering under way = %q; want %q", out.Text, "abcdef")
+	}
+}

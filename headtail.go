@@ -48,11 +48,12 @@ type HeadTailBuffer struct {
 	// first cursor read that reaches the end and dropped by Finish.
 	flow *followState
 	// read is set by every cursor read that reaches the end and every
-	// wait, and cleared by every Write; followed counts down the writes left before the stream is
-	// taken as no longer followed (see readSize).
-	followed int
+	// wait, and cleared by every Write; followed counts down the writes
+	// left before the stream is taken as no longer followed (see
+	// readSize). A byte: it packs with the bytes below.
 	read     bool
 	finished bool
+	followed uint8
 	// dropped is the stream byte just before the tail when that byte was
 	// dropped (not in the head): it tells a line-based reader whether the
 	// tail starts a line.
@@ -62,12 +63,18 @@ type HeadTailBuffer struct {
 	// cleared by the pump (takePolled). It packs with the bytes above: the
 	// struct fits the 160-byte size class.
 	polled atomic.Bool
+	// peers is the polling signal of the Manager that owns the buffer
+	// (pollSignal), nil for a buffer of NewHeadTailBuffer; set once before
+	// the buffer is shared.
+	peers *pollSignal
 	// size is total, stored after every Write, so that Len and a hit of
 	// rendered need no lock: a tight poller then never holds up the pump.
 	size atomic.Int64
-	// rendered is the last rendering Output made, replaced under mu. While
-	// nothing is written (its at equals size), Output returns it again
-	// without the lock, a copy or an allocation; once finished, for good.
+	// rendered is the newest rendering Output made or is making (its done
+	// tells), replaced under mu. While nothing is written (its at equals
+	// size), Output returns it again without the lock, a copy or an
+	// allocation; once finished, for good. An Output that needs no newer
+	// one waits for one under way instead of rendering the same bytes.
 	rendered atomic.Pointer[rendering]
 }
 

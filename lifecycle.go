@@ -167,6 +167,8 @@ func quotePath(path string) string {
 
 // newProcess makes the record of sp, not yet started.
 func (m *Manager) newProcess(sp *spec, seq uint64, log *logFile) *Process {
+	out := NewHeadTailBuffer(sp.headBytes, sp.tailBytes, sp.maxLine)
+	out.sharePolls(&m.polls)
 	return &Process{
 		m:            m,
 		seq:          seq,
@@ -175,7 +177,7 @@ func (m *Manager) newProcess(sp *spec, seq uint64, log *logFile) *Process {
 		drainTimeout: sp.drainTimeout,
 		asked:        sp.asked.orNil(),
 		log:          log,
-		out:          NewHeadTailBuffer(sp.headBytes, sp.tailBytes, sp.maxLine),
+		out:          out,
 		activity:     make(chan struct{}, 1),
 		exited:       make(chan struct{}),
 		done:         make(chan struct{}),
@@ -254,6 +256,7 @@ func (p *Process) connect(cmd *exec.Cmd, sp *spec, ends *ioEnds) error {
 	cmd.Stdout, cmd.Stderr = w, w
 	if sp.req.SeparateStderr {
 		p.errOut = NewHeadTailBuffer(sp.headBytes, sp.tailBytes, sp.maxLine)
+		p.errOut.sharePolls(&p.m.polls)
 		if cmd.Stderr, err = output(p.errOut, sp.req.StderrTee, "stderr tee"); err != nil {
 			return err
 		}

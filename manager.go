@@ -294,6 +294,10 @@ type Manager struct {
 	// mutex, a leaf, taken under mu when a dropped record's removed event
 	// is appended.
 	events eventLog
+	// polls is what the output buffers of this Manager's records share so
+	// that a tight poller of one record makes the pumps of the others try
+	// their pipes between its turns (pollSignal, pump.read).
+	polls pollSignal
 
 	// background counts timer callbacks and tree watchers in flight;
 	// Close ends them (stopCtx) and waits for them. Add only under mu

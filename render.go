@@ -64,20 +64,27 @@ const lineCutSuffix = " ... [truncated]"
 // kept and returned again, without a lock, a copy or an allocation, as
 // long as nothing was written since; a finished buffer's is made once and
 // kept for good (I1), so a final record's text costs its bytes twice once
-// it was rendered. Callers share its Truncation, which they must not
-// modify.
+// it was rendered. Concurrent callers render a change once between them:
+// one that finds a rendering of every byte written before it began under
+// way waits for that one (microseconds, parked) instead of making its
+// own. Callers share its Truncation, which they must not modify.
 func (b *HeadTailBuffer) Output() Output {
-	if r := b.rendered.Load(); r != nil && r.at == b.size.Load() {
+	at := b.size.Load()
+	if r := b.rendered.Load(); r != nil && r.at == at {
+		// Made, or being made by another caller: wait for it (at once
+		// when made).
+		r.done.Wait()
 		// polled tells the pump that someone polls faster than the
 		// stream changes (pump.read); it is only written when it
 		// changes, so pollers and pump do not fight over its cache line.
 		if !b.polled.Load() {
 			b.polled.Store(true)
 		}
-		// Every pump learns of it: a poller of any record, final ones
-		// included, holds a P as much as one of the pump's own record.
-		if !anyPolled.Load() {
-			anyPolled.Store(true)
+		// The pumps of the Manager's other records learn of it too: a
+		// poller of any record, final ones included, holds a P as much
+		// as one of the pump's own record.
+		if b.peers != nil && !b.peers.Load() {
+			b.peers.Store(true)
 		}
 		// Nothing was written since: the caller polls faster than the
 		// stream changes. Yield, so that a tight poller lets the writer
@@ -92,6 +99,16 @@ func (b *HeadTailBuffer) Output() Output {
 	if b.total == 0 {
 		b.mu.Unlock()
 		return Output{}
+	}
+	// Any rendering of at least the at bytes written before this call
+	// will do (a snapshot carries more output than its status, never
+	// less): one made meanwhile, or one being made. Pollers of a record
+	// that changes then render each change once between them, not once
+	// each, and wait for it parked, off the Ps the pump needs.
+	if r := b.rendered.Load(); r != nil && r.at >= at {
+		b.mu.Unlock()
+		r.done.Wait()
+		return r.out
 	}
 	total := b.total
 	retained := int64(len(b.head) + b.tailLen)
@@ -110,35 +127,37 @@ func (b *HeadTailBuffer) Output() Output {
 		*scratch = buf
 		head, first, second = buf[:len(head)], buf[len(head):], nil
 	}
+	// Published before it is made: the newest rendering, which callers
+	// that need no newer one wait for. rendered only moves forward (the
+	// check above found it older than total), so once finished the first
+	// rendering of the final bytes stays: every later call returns it.
+	r := &rendering{at: total}
+	r.done.Add(1)
+	b.rendered.Store(r)
 	b.mu.Unlock()
+	b.render(r, head, first, second, retained)
+	r.done.Done()
 	if scratch != nil {
-		defer renderScratch.Put(scratch)
+		renderScratch.Put(scratch)
 	}
-	r := b.render(head, first, second, total, retained)
-	b.mu.Lock()
-	// Keep the newest rendering. Once finished, the first one made of the
-	// final bytes stays: every later call returns that same one.
-	if old := b.rendered.Load(); old == nil || old.at < total {
-		b.rendered.Store(r)
-	} else if old.at == total && finished {
-		r = old
-	}
-	b.mu.Unlock()
 	return r.out
 }
 
 // rendering is a rendering of the stream when it was at bytes long, with
-// its Truncation in the same allocation.
+// its Truncation in the same allocation. done is released once out is
+// made: callers that find it in HeadTailBuffer.rendered before wait.
 type rendering struct {
 	at    int64
 	out   Output
 	trunc Truncation
+	done  sync.WaitGroup
 }
 
-// render renders the stored bytes head, first and second (the tail's two
-// segments) of a stream of total bytes of which retained are stored: two
-// allocations, the text and the rendering.
-func (b *HeadTailBuffer) render(head, first, second []byte, total, retained int64) *rendering {
+// render renders into r the stored bytes head, first and second (the
+// tail's two segments) of a stream of r.at bytes of which retained are
+// stored: one allocation, the text.
+func (b *HeadTailBuffer) render(r *rendering, head, first, second []byte, retained int64) {
+	total := r.at
 	omitted := total - retained
 
 	// Measure first so the text is a single exact allocation.
@@ -149,7 +168,7 @@ func (b *HeadTailBuffer) render(head, first, second []byte, total, retained int6
 	out := renderState{lineMax: b.lineMax, out: &sb}
 	out.render(head, first, second, omitted)
 
-	r := &rendering{at: total, out: Output{Text: sb.String(), marker: out.markerAt}}
+	r.out = Output{Text: sb.String(), marker: out.markerAt}
 	if omitted > 0 || out.cuts > 0 {
 		r.trunc = Truncation{
 			OriginalBytes: total,
@@ -160,7 +179,6 @@ func (b *HeadTailBuffer) render(head, first, second []byte, total, retained int6
 		}
 		r.out.Truncation = &r.trunc
 	}
-	return r
 }
 
 // renderScratch holds the buffers Output copies a running buffer's bytes

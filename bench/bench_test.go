@@ -687,8 +687,11 @@ func seqBytes(n int) int64 {
 
 // BenchmarkSnapshot measures Snapshot() of full default buffers (16 KiB
 // head, 16 KiB tail, of `seq 1 200000`), on a final record and on a
-// running one. copy-floor is the least any rendering must do: copy the
-// 32 KiB retained into one new string. Target: allocs/op <= 4.
+// running one that writes nothing meanwhile (both return the kept
+// rendering), and Output() of a full default buffer after every 8-byte
+// Write (changed: every call renders anew). copy-floor is the least any
+// rendering must do: copy the 32 KiB retained into one new string.
+// Target: allocs/op <= 4.
 func BenchmarkSnapshot(b *testing.B) {
 	const lines = 200000
 	want := seqBytes(lines)
@@ -728,6 +731,24 @@ func BenchmarkSnapshot(b *testing.B) {
 		checkFinal(b, p, want)
 		check(b, p.Snapshot(), false)
 		measure(b, p, false)
+	})
+	b.Run("changed", func(b *testing.B) {
+		buf := proc.NewHeadTailBuffer(0, 0, 0)
+		for i := 1; i <= lines; i++ {
+			_, _ = buf.Write(strconv.AppendInt(nil, int64(i), 10))
+			_, _ = buf.Write([]byte{'\n'})
+		}
+		line := []byte("1234567\n")
+		b.ReportAllocs()
+		var out proc.Output
+		for b.Loop() {
+			_, _ = buf.Write(line)
+			out = buf.Output()
+		}
+		if tr := out.Truncation; tr == nil || tr.RetainedBytes != 32<<10 {
+			b.Fatalf("Output() truncation %+v; want 32 KiB retained", tr)
+		}
+		finish(b, "copy-floor")
 	})
 	b.Run("running", func(b *testing.B) {
 		m := proctest.NewManager(b, proc.Options{})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -20,6 +21,8 @@ func TestMain(m *testing.M) {
 		os.Exit(pacedWriter(os.Args[1:]))
 	case "log-lines":
 		os.Exit(logLinesWriter(os.Args[1:]))
+	case "zeros":
+		os.Exit(zerosWriter(os.Args[1:]))
 	}
 	os.Exit(m.Run())
 }
@@ -67,4 +70,69 @@ func pacedWriter(args []string) int {
 		written += n
 	}
 	return 0
+}
+
+// zerosArgs returns the argv and environment of a child that writes total
+// zero bytes as fast as it can, in 8 KiB writes as `head -c` does, and then
+// its schedstat (schedStat) into the file stat.
+func zerosArgs(total int64, stat string) ([]string, map[string]string) {
+	return []string{os.Args[0], strconv.FormatInt(total, 10), stat}, map[string]string{benchHelperEnv: "zeros"}
+}
+
+// zerosWriter is the child of zerosArgs.
+func zerosWriter(args []string) int {
+	if len(args) != 2 {
+		fmt.Fprintln(os.Stderr, "zeros: want TOTAL STATFILE")
+		return 2
+	}
+	total, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil || total < 0 {
+		fmt.Fprintf(os.Stderr, "zeros: bad total %q\n", args[0])
+		return 2
+	}
+	start := time.Now()
+	buf := make([]byte, 8<<10)
+	for written := int64(0); written < total; {
+		n := min(int64(len(buf)), total-written)
+		if _, err := os.Stdout.Write(buf[:n]); err != nil {
+			fmt.Fprintln(os.Stderr, "zeros:", err)
+			return 1
+		}
+		written += n
+	}
+	wall := time.Since(start)
+	// cpu_ns run_delay_ns slices (Documentation/scheduler/sched-stats).
+	stat, err := os.ReadFile("/proc/self/schedstat")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "zeros:", err)
+		return 1
+	}
+	line := strings.TrimSpace(string(stat)) + " " + strconv.FormatInt(wall.Nanoseconds(), 10) + "\n"
+	if err := os.WriteFile(args[1], []byte(line), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, "zeros:", err)
+		return 1
+	}
+	return 0
+}
+
+// schedStat is where a child's time went while it wrote: on a CPU, waiting
+// for one (run queue), and the rest, blocked (a full pipe: held by its
+// reader).
+type schedStat struct{ cpu, runDelay, wall time.Duration }
+
+// blocked is the child's time neither running nor runnable.
+func (s schedStat) blocked() time.Duration { return max(s.wall-s.cpu-s.runDelay, 0) }
+
+// readSchedStat reads what zerosWriter wrote into path.
+func readSchedStat(path string) (schedStat, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return schedStat{}, err
+	}
+	var s schedStat
+	var slices int64
+	if _, err := fmt.Sscan(string(data), &s.cpu, &s.runDelay, &slices, &s.wall); err != nil {
+		return schedStat{}, fmt.Errorf("%s: %q: %w", path, data, err)
+	}
+	return s, nil
 }

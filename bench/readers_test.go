@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -21,48 +22,75 @@ import (
 const pollBytes = 512 << 20
 
 // interleaved runs the variants of one benchmark in turn, one op of each
-// per iteration, so that they see the same machine load, and reports each
-// variant's total time as a multiple of the first's ("x-<name>"). Every
-// op is a sustained load of its own (hundreds of milliseconds of capture).
+// per iteration (starting with a different one each iteration, so that
+// none always follows another), so that they see the same machine load,
+// and reports each variant's total time as a multiple of the first's
+// ("x-<name>"). Every op is a sustained load of its own (hundreds of
+// milliseconds of capture). A variant whose child is zerosArgs's also
+// reports, per op, where the child's time went (childReport) and this
+// process's CPU time ("self-ms-<name>": pump, readers and pollers).
 func interleaved(b *testing.B, variants []variant) {
 	b.Helper()
 	spent := make([]time.Duration, len(variants))
+	self := make([]time.Duration, len(variants))
+	child := make([]schedStat, len(variants))
+	stat := b.TempDir() + "/schedstat"
 	b.ReportAllocs()
-	for b.Loop() {
-		for i, v := range variants {
+	for i := 0; b.Loop(); i++ {
+		for j := range variants {
+			k := (i + j) % len(variants)
+			_ = os.Remove(stat)
+			cpu := readCPU(b)
 			start := time.Now()
-			v.op()
-			spent[i] += time.Since(start)
+			variants[k].op(stat)
+			spent[k] += time.Since(start)
+			self[k] += readCPU(b).self - cpu.self
+			if s, err := readSchedStat(stat); err == nil {
+				child[k].cpu += s.cpu
+				child[k].runDelay += s.runDelay
+				child[k].wall += s.wall
+			}
 		}
 	}
-	for i, v := range variants[1:] {
-		b.ReportMetric(float64(spent[i+1])/float64(spent[0]), "x-"+v.name)
+	perOp := func(d time.Duration) float64 { return float64(d.Milliseconds()) / float64(b.N) }
+	for i, v := range variants {
+		if i > 0 {
+			b.ReportMetric(float64(spent[i])/float64(spent[0]), "x-"+v.name)
+		}
+		b.ReportMetric(perOp(self[i]), "self-ms-"+v.name)
+		if child[i].wall > 0 {
+			b.ReportMetric(perOp(child[i].cpu), "child-cpu-ms-"+v.name)
+			b.ReportMetric(perOp(child[i].runDelay), "child-runq-ms-"+v.name)
+			b.ReportMetric(perOp(child[i].blocked()), "child-held-ms-"+v.name)
+		}
 	}
 	b.ReportMetric(float64(spent[0].Nanoseconds())/float64(b.N), "ns-"+variants[0].name)
 }
 
-// variant is one workload of an interleaved benchmark.
+// variant is one workload of an interleaved benchmark. op is given the
+// path a zerosArgs child writes its schedstat to.
 type variant struct {
 	name string
-	op   func()
+	op   func(stat string)
 }
 
-// BenchmarkPolled captures `head -c 512M /dev/zero` alone, while four
+// BenchmarkPolled captures 512 MiB of zeros (zerosArgs) alone, while four
 // goroutines call Snapshot() of the same record in a tight loop until it
 // is final (a transport that busy-polls one record), and while they poll
 // another, final record instead. Target: x-same and x-other <= 1.2 (the
 // capture's time against alone, interleaved in one run). snapshots/op
 // counts the pollers' calls per capture.
 func BenchmarkPolled(b *testing.B) {
-	args := []string{"head", "-c", strconv.Itoa(pollBytes), "/dev/zero"}
 	m := proctest.NewManager(b, proc.Options{})
 	other := procRun(b, m, proc.StartRequest{Args: []string{"echo", "a final record"}})
 	var calls, captures atomic.Int64
-	capture := func(polled func(p *proc.Process) *proc.Process) func() {
-		return func() {
-			p, err := m.Start(proc.StartRequest{Args: args})
+	capture := func(polled func(p *proc.Process) *proc.Process) func(string) {
+		return func(stat string) {
+			var req proc.StartRequest
+			req.Args, req.Env = zerosArgs(pollBytes, stat)
+			p, err := m.Start(req)
 			if err != nil {
-				b.Fatalf("Start(%q) = %v; want nil", args, err)
+				b.Fatalf("Start(%q) = %v; want nil", req.Args, err)
 			}
 			var wg sync.WaitGroup
 			for range 4 {
@@ -197,24 +225,25 @@ func BenchmarkFollow(b *testing.B) {
 // followCostBytes is what the child writes in BenchmarkFollowCost.
 const followCostBytes = 64 << 20
 
-// BenchmarkFollowCost captures `head -c 64M /dev/zero` alone, followed
+// BenchmarkFollowCost captures 64 MiB of zeros (zerosArgs) alone, followed
 // from the start by a WaitOutput / ReadSinceInto loop that reads 10 bytes
 // a call, and followed by one that reads up to 64 KiB a call, interleaved
 // in one run. Target: x-10B and x-64KiB <= 1.1 (design section 10: a
 // follower is helped only while it keeps up). lost-%-<name> is the share
 // of the stream each follower never saw: a full-speed child outruns them.
 func BenchmarkFollowCost(b *testing.B) {
-	args := []string{"head", "-c", strconv.Itoa(followCostBytes), "/dev/zero"}
 	m := proctest.NewManager(b, proc.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	lost := map[string]int64{}
 	follow := func(name string, size int) variant {
 		buf := make([]byte, size)
-		return variant{name, func() {
-			p, err := m.Start(proc.StartRequest{Args: args})
+		return variant{name, func(stat string) {
+			var req proc.StartRequest
+			req.Args, req.Env = zerosArgs(followCostBytes, stat)
+			p, err := m.Start(req)
 			if err != nil {
-				b.Fatalf("Start(%q) = %v; want nil", args, err)
+				b.Fatalf("Start(%q) = %v; want nil", req.Args, err)
 			}
 			if size > 0 {
 				r, err := followAll(ctx, p, buf)

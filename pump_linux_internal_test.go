@@ -1,0 +1,85 @@
+//go:build linux
+
+package proc
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/coder/quartz"
+	"golang.org/x/sys/unix"
+)
+
+// TestPumpGrowsPipeWhenPolled pins when a pump grows its pipe: once a read
+// finds a full read's worth waiting while Output is being polled (the
+// readers share the Ps with the pump), and not when nobody polls.
+func TestPumpGrowsPipeWhenPolled(t *testing.T) {
+	t.Parallel()
+	for _, polled := range []bool{false, true} {
+		name := "alone"
+		if polled {
+			name = "polled"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatalf("os.Pipe() = %v", err)
+			}
+			defer r.Close()
+			before, err := pipeSize(r)
+			if err != nil || before >= observedPipeSize {
+				t.Skipf("F_GETPIPE_SZ = %d, %v: a pipe that is not smaller than %d by default (runs on Linux defaults, 64 KiB)", before, err, observedPipeSize)
+			}
+			b := NewHeadTailBuffer(0, 0, 0)
+			if polled {
+				_, _ = b.Write([]byte("x"))
+				_ = b.Output()
+				_ = b.Output() // unchanged: polled
+			}
+			// A read's worth waiting before the pump's first read.
+			if _, err := w.Write(make([]byte, pumpBufSize)); err != nil {
+				t.Fatalf("write to the pipe: %v", err)
+			}
+			_ = w.Close()
+			done := make(chan struct{}, 1)
+			pu := &pump{r: r, dst: b, clock: quartz.NewReal(), activity: make(chan struct{}, 1), done: done}
+			go pu.run() // ends at EOF: w is closed
+			select {
+			case <-done:
+			case <-ctx.Done():
+				t.Fatalf("pump did not end at EOF: %v", ctx.Err())
+			}
+			size, err := pipeSize(r)
+			if err != nil {
+				t.Fatalf("F_GETPIPE_SZ = %v", err)
+			}
+			want := before
+			if polled {
+				want = observedPipeSize
+			}
+			if size != want {
+				t.Errorf("pipe size after a full read = %d; want %d", size, want)
+			}
+		})
+	}
+}
+
+// pipeSize returns the capacity of f's pipe, without making f blocking
+// (as f.Fd would).
+func pipeSize(f *os.File) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var size int
+	var serr error
+	if err := rc.Control(func(fd uintptr) { size, serr = unix.FcntlInt(fd, unix.F_GETPIPE_SZ, 0) }); err != nil {
+		return 0, err
+	}
+	return size, serr
+}
