@@ -282,7 +282,11 @@ func TestJobTimeout(t *testing.T) {
 	t.Parallel()
 	ctx, m := testManager(t, proc.Options{KillGrace: time.Second})
 	req := helperReq("job-spawn", "1")
-	req.Timeout = 500 * time.Millisecond
+	// Long enough for the helper to start its grandchild and name it
+	// first: under Wine each start of the test binary takes hundreds of
+	// milliseconds, and with 500 ms the timeout won the race in 3 of 4
+	// runs at load 12 (output "", no PIDs to check).
+	req.Timeout = 5 * time.Second
 	p := mustStart(t, m, req)
 	kids := jobSpawned(t, p)
 	snap := waitFinal(ctx, t, p)
