@@ -277,8 +277,9 @@ func (l *eventLog) wait(ctx context.Context, cursor int64, s *Scope) error {
 // started appends p's started event. The launch calls it before the
 // pumps and the exit goroutine run, so that it comes first.
 func (p *Process) eventStarted() {
-	info := p.Info()
-	p.m.events.add(p, Event{Time: info.StartedAt, ID: info.ID, Owner: info.Owner, Kind: EventStarted, Info: &info})
+	// Nothing was written yet: the status then is the static Info, shared.
+	info := p.info
+	p.m.events.add(p, Event{Time: info.StartedAt, ID: info.ID, Owner: info.Owner, Kind: EventStarted, Info: info})
 }
 
 // finalStep makes p final and appends its final event as one step, under
@@ -287,12 +288,12 @@ func (p *Process) eventStarted() {
 // the record became final. A line the output ended in is matched first.
 func (p *Process) finalStep(now time.Time) {
 	p.watch.flush()
-	info := p.infoAs(false)
+	info := p.fin // shared with Info and List
 	l := &p.m.events
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	close(p.done)
-	l.addLocked(Event{Time: now, ID: info.ID, Owner: info.Owner, Kind: EventFinal, Info: &info})
+	l.addLocked(Event{Time: now, ID: info.ID, Owner: info.Owner, Kind: EventFinal, Info: info})
 	if ev, ok := l.removedEarly[p]; ok {
 		delete(l.removedEarly, p)
 		l.addLocked(ev)
@@ -302,8 +303,8 @@ func (p *Process) finalStep(now time.Time) {
 // eventRemovedLocked appends the removed event of p, which retention or
 // Remove dropped at now. The caller holds m.mu.
 func (m *Manager) eventRemovedLocked(p *Process, now time.Time) {
-	info := p.infoAs(false)
-	ev := Event{Time: now, ID: info.ID, Owner: info.Owner, Kind: EventRemoved, Info: &info}
+	info := p.fin
+	ev := Event{Time: now, ID: info.ID, Owner: info.Owner, Kind: EventRemoved, Info: info}
 	l := &m.events
 	l.mu.Lock()
 	defer l.mu.Unlock()

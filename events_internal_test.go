@@ -28,7 +28,7 @@ func newScanHarness(t *testing.T, watches []Watch, maxLine int) *scanHarness {
 	if err != nil {
 		t.Fatalf("newEventWatch(%+v) = %v", watches, err)
 	}
-	p := &Process{m: m, info: Info{ID: "scan"}, done: make(chan struct{})}
+	p := &Process{m: m, info: &Info{ID: "scan"}, done: make(chan struct{})}
 	w.of(p)
 	w.pump = &pump{}
 	w.pump.ended.Store(true)
@@ -205,7 +205,7 @@ func BenchmarkWatchScan(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w.of(&Process{m: m, info: Info{ID: "bench"}, done: make(chan struct{})})
+	w.of(&Process{m: m, info: &Info{ID: "bench"}, done: make(chan struct{})})
 	const chunk = 64 << 10
 	b.Run("scan", func(b *testing.B) {
 		b.SetBytes(int64(len(text)))

@@ -83,7 +83,7 @@ func (m *Manager) launchRegistered(spec *spec, seq uint64, registered chan struc
 		if p == nil {
 			m.notFinal--
 		} else {
-			m.records[spec.id] = p
+			m.addLocked(p)
 		}
 		m.mu.Unlock()
 		if p != nil {
@@ -180,7 +180,7 @@ func (m *Manager) newProcess(sp *spec, seq uint64, log *logFile) *Process {
 		exited:       make(chan struct{}),
 		done:         make(chan struct{}),
 		ended:        make(chan struct{}),
-		info: Info{
+		info: &Info{
 			ID:         sp.id,
 			Command:    sp.req.Command,
 			Args:       append([]string(nil), sp.req.Args...),
@@ -439,16 +439,11 @@ func (p *Process) finish(exitedAt time.Time, timedOut bool) {
 	if timedOut {
 		code = ExitTimedOut
 	}
+	p.setFinal(exitedAt, code, sigName, timedOut, usage)
 	now := p.m.clock.Now("process", "final")
 
 	p.mu.Lock()
 	p.final = true
-	p.exitCode = &code
-	p.sigName = sigName
-	p.timedOut = timedOut
-	p.exitedAt = exitedAt
-	p.finalTime = now
-	p.usage = usage
 	// A final record keeps only what it reports.
 	p.cmd = nil
 	p.pumps = nil
@@ -463,7 +458,7 @@ func (p *Process) finish(exitedAt time.Time, timedOut bool) {
 	p.m.trees.settle([]*tree{p.tree})
 	// The Manager counts the record as final before anyone can see Done
 	// close: a Start right after Wait finds the slot free.
-	after := p.m.recordFinal(p)
+	after := p.m.recordFinal(p, now)
 	p.finalStep(now) // closes p.done with the final event
 	after()
 }

@@ -1,7 +1,6 @@
 package proc
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -312,13 +311,16 @@ type Manager struct {
 	closed  bool
 	seq     uint64
 	records map[string]*Process
+	// order holds the records of records in List's order, oldest first:
+	// by start time, then by seq (startedBefore).
+	order []*Process
 	// starting holds the IDs of starts between validation and registration,
 	// so that a concurrent start of the same ID and Close both see them.
 	starting map[string]chan struct{}
 	// notFinal counts records (and starts in progress) that are not final.
 	notFinal int
 	// finals lists final records in the order they became final.
-	finals    []*Process
+	finals    []retained
 	reapArmed bool
 	reapTimer *quartz.Timer
 }
@@ -614,31 +616,36 @@ func (m *Manager) get(id string, s *Scope) (*Process, error) {
 func (m *Manager) list(s *Scope) []Info {
 	m.prune()
 	m.mu.Lock()
-	procs := make([]*Process, 0, len(m.records))
-	for _, p := range m.records {
-		if s == nil || p.info.Owner == s.owner {
-			procs = append(procs, p)
-		}
-	}
+	procs := slices.Clone(m.order)
 	m.mu.Unlock()
 
-	// Newest first by the static keys (pointers sort cheaply), then
-	// running before final, read once per record: running ones fill infos
-	// from the front and final ones from the back, whose order is then
-	// reversed. One allocation, and no Info is copied twice.
-	slices.SortFunc(procs, func(a, b *Process) int {
-		if c := b.info.StartedAt.Compare(a.info.StartedAt); c != 0 {
-			return c
+	// Newest first, running before final, each record read once: running
+	// ones fill infos from the front and final ones from the back, whose
+	// order is then reversed. A final record's Info is a copy of its
+	// final status, without a lock; the result is one allocation.
+	n := len(procs)
+	if s != nil {
+		n = 0
+		for _, p := range procs {
+			if p.info.Owner == s.owner {
+				n++
+			}
 		}
-		return cmp.Compare(b.seq, a.seq)
-	})
-	infos := make([]Info, len(procs))
-	front, back := 0, len(infos)
-	for _, p := range procs {
-		if info := p.Info(); info.Running {
+	}
+	infos := make([]Info, n)
+	front, back := 0, n
+	for i := len(procs) - 1; i >= 0; i-- {
+		p := procs[i]
+		if s != nil && p.info.Owner != s.owner {
+			continue
+		}
+		if p.isFinal() {
+			back--
+			infos[back] = *p.fin
+		} else if info := p.Info(); info.Running {
 			infos[front] = info
 			front++
-		} else {
+		} else { // it became final just now
 			back--
 			infos[back] = info
 		}

@@ -247,8 +247,11 @@ type TermSize struct {
 // (I3); [Manager.Close] stops whatever is still running. A Process stays
 // readable after its record was dropped from the Manager.
 type Process struct {
-	m    *Manager
-	info Info // the static fields, set before the record is published
+	m *Manager
+	// info holds the static fields (Running true), set before the record
+	// is published and never changed afterwards: the started event
+	// shares it.
+	info *Info
 	seq  uint64
 
 	timeout      time.Duration
@@ -276,12 +279,16 @@ type Process struct {
 	done   chan struct{} // closed once the record is final
 	ended  chan struct{} // closed when the exit goroutine returns (Close waits)
 
+	// fin is the final status, made once by finish before done closes and
+	// never changed: every Info of the final record (List's too) copies
+	// it, and the final and removed events share it. Read it only once
+	// done is closed (isFinal), or under Manager.mu once the record is in
+	// Manager.finals.
+	fin *Info
+
 	// mu guards the fields below.
-	mu       sync.Mutex
-	final    bool
-	exitCode *int // shared by every Info of the final record
-	sigName  string
-	timedOut bool // set with final, never changed
+	mu    sync.Mutex
+	final bool
 	// exitSeen is set by the exit goroutine once it reaped the child, and
 	// timeoutFired by the timeout if it found the child alive before
 	// that: the exit goroutine reads it once to decide "timed out".
@@ -289,10 +296,7 @@ type Process struct {
 	timeoutFired bool
 	// stopped: Close or Scope.Close is stopping the tree; the timeout
 	// stands down.
-	stopped   bool
-	exitedAt  time.Time
-	usage     *Usage
-	finalTime time.Time // when the record became final (retention)
+	stopped bool
 	// timeoutTimer is stopped when the record is final or stopped.
 	timeoutTimer *quartz.Timer
 }
@@ -304,33 +308,61 @@ func (p *Process) ID() string { return p.info.ID }
 // final; then ExitCode, ExitedAt and Usage are set and never change.
 func (p *Process) Info() Info {
 	// Running is derived from Done, so that it turns false exactly when
-	// Done closes (section 2), and a running record's Info takes no lock:
-	// tight pollers do not queue on p.mu.
-	return p.infoAs(!p.isFinal())
-}
-
-// infoAs is Info of a record that is running or, a moment before Done
-// closes, final (the final event's Info).
-func (p *Process) infoAs(running bool) Info {
-	info := p.info
-	info.Running = running
-	if !info.Running {
-		p.mu.Lock()
-		info.TimedOut = p.timedOut
-		info.ExitCode = p.exitCode
-		info.Signal = p.sigName
-		info.ExitedAt = p.exitedAt
-		info.Usage = p.usage
-		p.mu.Unlock()
+	// Done closes (section 2). Neither kind of record takes a lock: tight
+	// pollers do not queue on p.mu, and List reads thousands of them.
+	if p.isFinal() {
+		return *p.fin
 	}
+	info := *p.info
 	// Read after the status, so that a final status carries the final count.
-	info.OutputBytes = p.out.Len()
-	if p.errOut != nil {
-		info.OutputBytes += p.errOut.Len()
-	}
+	info.OutputBytes = p.outputBytes()
 	info.LogError = p.log.errString()
 	info.TeeError = p.tees.errString()
 	return info
+}
+
+// outputBytes is Info.OutputBytes: the bytes written to both streams.
+func (p *Process) outputBytes() int64 {
+	n := p.out.Len()
+	if p.errOut != nil {
+		n += p.errOut.Len()
+	}
+	return n
+}
+
+// finalStatus is what a final record reports, in one allocation: its Info
+// and what that Info points to.
+type finalStatus struct {
+	info  Info
+	code  int
+	usage Usage
+	tree  TreeUsage
+}
+
+// setFinal makes p.fin, the final Info: the static fields, then the exit
+// status, and the output and error counts, which no longer change (the
+// buffers are finished, the log closed, the tees stopped). Only finish
+// calls it, before Done closes.
+func (p *Process) setFinal(exitedAt time.Time, code int, sigName string, timedOut bool, usage *Usage) {
+	f := &finalStatus{info: *p.info, code: code}
+	info := &f.info
+	info.Running = false
+	info.ExitCode = &f.code
+	info.Signal = sigName
+	info.TimedOut = timedOut
+	info.ExitedAt = exitedAt
+	if usage != nil {
+		f.usage = *usage
+		if usage.Tree != nil {
+			f.tree = *usage.Tree
+			f.usage.Tree = &f.tree
+		}
+		info.Usage = &f.usage
+	}
+	info.OutputBytes = p.outputBytes()
+	info.LogError = p.log.errString()
+	info.TeeError = p.tees.errString()
+	p.fin = info
 }
 
 // asked holds the fields of a request that StartOrGet compares and Info
@@ -581,10 +613,4 @@ func tryRecv(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-func (p *Process) finalAt() time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.finalTime
 }
