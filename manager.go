@@ -615,42 +615,41 @@ func (m *Manager) get(id string, s *Scope) (*Process, error) {
 
 func (m *Manager) list(s *Scope) []Info {
 	m.prune()
+	// The records in List's order, newest first and running before final,
+	// as the order kept at insert gives them: pointers, cheap to move
+	// under the lock. Whether a record is final is read once, here.
 	m.mu.Lock()
-	procs := slices.Clone(m.order)
-	m.mu.Unlock()
-
-	// Newest first, running before final, each record read once: running
-	// ones fill infos from the front and final ones from the back, whose
-	// order is then reversed. A final record's Info is a copy of its
-	// final status, without a lock; the result is one allocation.
-	n := len(procs)
-	if s != nil {
-		n = 0
-		for _, p := range procs {
-			if p.info.Owner == s.owner {
-				n++
-			}
-		}
-	}
-	infos := make([]Info, n)
-	front, back := 0, n
-	for i := len(procs) - 1; i >= 0; i-- {
-		p := procs[i]
+	procs := make([]*Process, len(m.order))
+	front, back := 0, len(procs)
+	for i := len(m.order) - 1; i >= 0; i-- {
+		p := m.order[i]
 		if s != nil && p.info.Owner != s.owner {
 			continue
 		}
 		if p.isFinal() {
 			back--
-			infos[back] = *p.fin
-		} else if info := p.Info(); info.Running {
-			infos[front] = info
+			procs[back] = p
+		} else {
+			procs[front] = p
 			front++
-		} else { // it became final just now
-			back--
-			infos[back] = info
 		}
 	}
-	slices.Reverse(infos[back:])
+	m.mu.Unlock()
+	finals := procs[back:]
+	slices.Reverse(finals)
+	procs = append(procs[:front], finals...)
+
+	// Each Info is written once, in place: a final record's is a copy of
+	// its final status, without a lock; a running one's is its status
+	// when it was looked at above (it may carry more output, never less).
+	infos := make([]Info, len(procs))
+	for i, p := range procs {
+		if i < front {
+			infos[i] = p.runningInfo()
+		} else {
+			infos[i] = *p.fin
+		}
+	}
 	return infos
 }
 

@@ -313,8 +313,14 @@ func (p *Process) Info() Info {
 	if p.isFinal() {
 		return *p.fin
 	}
+	return p.runningInfo()
+}
+
+// runningInfo is the Info of p while it runs (Running true), also when it
+// became final since it was seen running: the output counts are read
+// after that status, so they may be larger, never smaller.
+func (p *Process) runningInfo() Info {
 	info := *p.info
-	// Read after the status, so that a final status carries the final count.
 	info.OutputBytes = p.outputBytes()
 	info.LogError = p.log.errString()
 	info.TeeError = p.tees.errString()
