@@ -26,14 +26,20 @@ func TestCgroupReuse(t *testing.T) {
 	defer m.Close()
 	run := func(args ...string) (*Process, string) {
 		t.Helper()
-		p, err := m.Start(StartRequest{Args: args})
+		// The command waits for its stdin to close, so that its cgroup is
+		// read while it runs: a final record forgets its tree.
+		argv := append([]string{"sh", "-c", `read -r _; exec "$@"`, "sh"}, args...)
+		p, err := m.Start(StartRequest{Args: argv, Stdin: true})
 		if errors.Is(err, ErrUnsupported) {
 			t.Skipf("no cgroups here (%v): this test runs where cgroup v2 is writable", err)
 		}
 		if err != nil {
 			t.Fatalf("Start(%q) = %v", args, err)
 		}
-		dir := p.tree.sys.(*cgroupTree).d.Path
+		dir := p.tree().sys.(*cgroupTree).d.Path
+		if err := p.CloseStdin(); err != nil {
+			t.Fatalf("CloseStdin() = %v", err)
+		}
 		select {
 		case <-p.Done():
 		case <-ctx.Done():
@@ -96,7 +102,7 @@ func TestCgroupReuse(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Start(sleep) = %v", err)
 	}
-	killedDir := p.tree.sys.(*cgroupTree).d.Path
+	killedDir := p.tree().sys.(*cgroupTree).d.Path
 	if err := p.Signal(Kill); err != nil {
 		t.Fatalf("Signal(Kill) = %v", err)
 	}

@@ -76,7 +76,7 @@ func (m *Manager) launchRegistered(spec *spec, seq uint64, registered chan struc
 		if p != nil {
 			// Registered before the record is visible: whoever finds the
 			// record (Close, Scope.Close) finds its tree.
-			m.trees.register(p.tree)
+			m.trees.register(p.tree())
 		}
 		m.mu.Lock()
 		delete(m.starting, spec.id)
@@ -87,7 +87,7 @@ func (m *Manager) launchRegistered(spec *spec, seq uint64, registered chan struc
 		}
 		m.mu.Unlock()
 		if p != nil {
-			m.trees.recheck(p.tree)
+			m.trees.recheck(p.tree())
 		}
 		close(registered)
 	}()
@@ -233,7 +233,8 @@ func (p *Process) connect(cmd *exec.Cmd, sp *spec, ends *ioEnds) error {
 		ends.child = append(ends.child, slave)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 		p.tty = master
-		p.input = inputOf(slave)
+		input := inputOf(slave)
+		p.input = &input
 		p.in = newStdinPipe(master, true, sp.req.Stdin)
 		p.pumps = append(p.pumps, &pump{r: master, dst: p.out, tee: newTee(sp.req.OutputTee, "output tee", &p.tees)})
 		return nil
@@ -264,7 +265,8 @@ func (p *Process) connect(cmd *exec.Cmd, sp *spec, ends *ioEnds) error {
 			return err
 		}
 		cmd.Stdin = ir
-		p.input = inputOf(ir)
+		input := inputOf(ir)
+		p.input = &input
 		p.in = newStdinPipe(iw, false, true)
 	}
 	return nil
@@ -301,7 +303,7 @@ func (m *Manager) startInTree(p *Process, cmd *exec.Cmd, sp *spec) error {
 		return xerrors.Errorf("start %s: %w", quotePath(sp.name), err)
 	}
 	p.cmd = cmd
-	p.tree = t
+	p.treeP.Store(t)
 	p.info.PID = cmd.Process.Pid
 	p.info.Containment = t.kind
 	p.info.Limits = sp.limits
@@ -413,7 +415,7 @@ func (p *Process) supervise() {
 	p.exitSeen = true
 	timedOut := p.timeoutFired && (!unreached || exitSignaled(p.cmd.ProcessState))
 	p.mu.Unlock()
-	p.tree.sys.reaped()
+	p.tree().sys.reaped()
 	exitedAt := p.m.clock.Now("process", "exit")
 	p.drain()
 	p.finish(exitedAt, timedOut)
@@ -434,7 +436,7 @@ func (p *Process) finish(exitedAt time.Time, timedOut bool) {
 	p.log.close()
 	code, sigName, usage := exitStatus(p.cmd.ProcessState)
 	if usage != nil {
-		usage.Tree = p.tree.sys.usage()
+		usage.Tree = p.tree().sys.usage()
 	}
 	if timedOut {
 		code = ExitTimedOut
@@ -451,11 +453,13 @@ func (p *Process) finish(exitedAt time.Time, timedOut bool) {
 	p.mu.Unlock()
 
 	p.stopTimeout()
-	p.tree.final.Store(true)
+	t := p.tree()
+	t.final.Store(true)
 	// The common case: the tree died with the child. It leaves the
 	// registry now, so that nothing of it (a cgroup's open files) outlives
-	// Done; the worker removes its cgroup.
-	p.m.trees.settle([]*tree{p.tree})
+	// Done; the worker removes its cgroup. The record then forgets it.
+	p.m.trees.settle([]*tree{t})
+	p.forgetTree()
 	// The Manager counts the record as final before anyone can see Done
 	// close: a Start right after Wait finds the slot free.
 	after := p.m.recordFinal(p, now)
@@ -486,7 +490,8 @@ func (p *Process) onTimeout() {
 	p.mu.Unlock()
 	// The tree's Terminate reaches the halted child too, and its SIGCONT
 	// lets it run, to handle the TERM first.
-	if !fire || p.tree.signal(Terminate) != nil {
+	t := p.tree()
+	if !fire || t.signal(Terminate) != nil {
 		if !exited {
 			resumeHalted(p.info.PID)
 		}
@@ -498,7 +503,7 @@ func (p *Process) onTimeout() {
 	// begins.
 	go func() {
 		defer p.m.background.Done()
-		p.m.trees.graceThenKill(p.m.stopCtx, []*tree{p.tree}, "process", "kill-grace")
+		p.m.trees.graceThenKill(p.m.stopCtx, []*tree{t}, "process", "kill-grace")
 	}()
 }
 

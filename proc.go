@@ -86,6 +86,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/quartz"
@@ -262,13 +263,17 @@ type Process struct {
 
 	out    *HeadTailBuffer // combined output, or stdout with SeparateStderr
 	errOut *HeadTailBuffer // nil unless SeparateStderr
-	tree   *tree           // the one owner of the tree's end (tree.go)
 	in     *stdinPipe      // nil unless Stdin or TTY
 	tty    *os.File        // the PTY master, nil unless TTY
-	input  inputID         // the stdin pipe or terminal, as Activity finds it
+	input  *inputID        // the stdin pipe or terminal, as Activity finds it; nil without
 	log    *logFile        // nil without LogPath
 	tees   tees            // the state StartRequest.OutputTee and StderrTee share
 	watch  *eventWatch     // nil without StartRequest.Watch and WatchActivity
+	// treeP is the one owner of the tree's end (tree.go), read with tree().
+	// Once the record is final and the tree was seen empty it is
+	// goneTree: a retained record keeps nothing of its tree (a cgroup's
+	// open files and paths, 450 bytes).
+	treeP atomic.Pointer[tree]
 
 	cmd      *exec.Cmd // owned by the exit goroutine
 	pumps    []*pump
@@ -478,7 +483,7 @@ func (p *Process) Signal(sig Signal) error {
 	if p.m.isClosed() {
 		return xerrors.Errorf("signal %q: %w", p.info.ID, ErrClosed)
 	}
-	if err := p.tree.signal(sig); err != nil {
+	if err := p.tree().signal(sig); err != nil {
 		return xerrors.Errorf("signal %q: %w", p.info.ID, err)
 	}
 	return nil
@@ -603,6 +608,40 @@ func (p *Process) waitStream(ctx context.Context, b *HeadTailBuffer, cursor int6
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// tree returns the owner of p's tree's end: goneTree once the record is
+// final and the tree was seen empty.
+func (p *Process) tree() *tree { return p.treeP.Load() }
+
+// goneTree stands for the tree of a final record that was seen empty: it
+// has no member to signal, list or wait for, also for a caller that
+// took it a moment before the record forgot its tree.
+var goneTree = func() *tree {
+	t := &tree{sys: goneSys{}}
+	t.gone.Store(true)
+	t.final.Store(true)
+	return t
+}()
+
+// goneSys is goneTree's mechanism: an empty tree, released.
+type goneSys struct{}
+
+func (goneSys) signal(Signal) error       { return ErrNotRunning }
+func (goneSys) alive() bool               { return false }
+func (goneSys) waitEmpty(context.Context) {}
+func (goneSys) reaped()                   {}
+func (goneSys) usage() *TreeUsage         { return nil }
+func (goneSys) members() ([]int, bool)    { return nil, true }
+func (goneSys) rewatch(*watchdog)         {}
+func (goneSys) release()                  {}
+
+// forgetTree lets go of p's tree once it left the registry (seen empty
+// with the record final), so that a retained record keeps nothing of it.
+func (p *Process) forgetTree() {
+	if t := p.tree(); t != goneTree && t.final.Load() && t.gone.Load() {
+		p.treeP.Store(goneTree)
 	}
 }
 

@@ -111,8 +111,8 @@ func (m *Manager) recordFinal(p *Process, now time.Time) (after func()) {
 		}
 	}
 	return func() {
-		if p.tree.alive() {
-			m.watch(p.tree)
+		if p.tree().alive() {
+			m.watch(p)
 		}
 		if arm {
 			m.armReap(m.opts.RetainExited)
@@ -120,18 +120,20 @@ func (m *Manager) recordFinal(p *Process, now time.Time) (after func()) {
 	}
 }
 
-// watch waits, in a goroutine of its own, until t (whose record is final
-// but which has live members, such as a background child) is empty, and
-// then settles it. The goroutine ends when t is empty or Close begins;
-// Close waits for it.
-func (m *Manager) watch(t *tree) {
+// watch waits, in a goroutine of its own, until the tree of p (which is
+// final but whose tree has live members, such as a background child) is
+// empty, and then settles it and lets p forget it. The goroutine ends when
+// the tree is empty or Close begins; Close waits for it.
+func (m *Manager) watch(p *Process) {
 	if !m.enter() {
-		return // Close stops t
+		return // Close stops the tree
 	}
+	t := p.tree()
 	go func() {
 		defer m.background.Done()
 		t.sys.waitEmpty(m.stopCtx)
 		m.trees.settle([]*tree{t})
+		p.forgetTree()
 	}()
 }
 

@@ -1,0 +1,122 @@
+package proc
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/coder/quartz"
+)
+
+// TestRetainedOrder pins the order Manager keeps at insert (m.order) and
+// List's order built from it: running records first, then final ones,
+// each newest first by start time, the start sequence breaking ties, also
+// when records arrive out of start order and are dropped from the middle.
+func TestRetainedOrder(t *testing.T) {
+	t.Parallel()
+	mClock := quartz.NewMock(t)
+	m := NewManager(Options{Clock: mClock})
+	t.Cleanup(func() { _ = m.Close() })
+	base := mClock.Now()
+	closed := make(chan struct{})
+	close(closed)
+	records := []struct {
+		id    string
+		at    time.Duration // start time after base
+		seq   uint64
+		final bool
+	}{
+		{"a", 1, 1, true}, {"b", 3, 2, false}, {"c", 2, 3, true},
+		{"d", 3, 4, true}, {"e", 0, 5, false}, {"f", 2, 6, false},
+	}
+	procs := map[string]*Process{}
+	m.mu.Lock()
+	for _, r := range records {
+		info := &Info{ID: r.id, Running: true, StartedAt: base.Add(r.at * time.Second)}
+		p := &Process{m: m, info: info, seq: r.seq, out: NewHeadTailBuffer(0, 0, 0), done: make(chan struct{}), ended: closed}
+		if r.final {
+			fin := *info
+			fin.Running = false
+			p.fin, p.done = &fin, closed
+		}
+		procs[r.id] = p
+		m.addLocked(p)
+	}
+	m.mu.Unlock()
+
+	check := func(wantList, wantOrder []string) {
+		t.Helper()
+		var got []string
+		for _, info := range m.List() {
+			if info.Running != !procs[info.ID].isFinal() {
+				t.Errorf("List: %s has Running %v; want %v", info.ID, info.Running, !procs[info.ID].isFinal())
+			}
+			got = append(got, info.ID)
+		}
+		if !slices.Equal(got, wantList) {
+			t.Errorf("List() = %q; want %q", got, wantList)
+		}
+		m.mu.Lock()
+		var order []string
+		for _, p := range m.order {
+			order = append(order, p.info.ID)
+		}
+		m.mu.Unlock()
+		if !slices.Equal(order, wantOrder) {
+			t.Errorf("order = %q; want %q", order, wantOrder)
+		}
+	}
+	check([]string{"b", "f", "e", "d", "c", "a"}, []string{"e", "a", "c", "f", "b", "d"})
+
+	m.mu.Lock()
+	m.dropLocked(procs["c"], base)
+	m.dropLocked(procs["a"], base)
+	m.mu.Unlock()
+	check([]string{"b", "f", "e", "d"}, []string{"e", "f", "b", "d"})
+}
+
+// TestFinalRecordKeepsOneStatus pins what a final record holds: its final
+// Info, made once, is what Info returns and what the final event shares,
+// and its tree, seen empty, is forgotten (a signal is ErrNotRunning).
+func TestFinalRecordKeepsOneStatus(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := NewManager(Options{})
+	t.Cleanup(func() { _ = m.Close() })
+	p, err := m.Start(StartRequest{Args: []string{"echo", "hello"}})
+	if err != nil {
+		t.Fatalf("Start(echo) = %v", err)
+	}
+	if err := p.Wait(ctx); err != nil {
+		t.Fatalf("Wait() = %v", err)
+	}
+	info := p.Info()
+	if info.Running || info.ExitCode == nil || *info.ExitCode != 0 || info.OutputBytes != 6 {
+		t.Fatalf("Info() = %+v; want final, exit code 0, 6 bytes", info)
+	}
+	if info.ExitCode != p.fin.ExitCode || info.Usage != p.fin.Usage {
+		t.Errorf("Info() points to %p and %p; want the final status's %p and %p", info.ExitCode, info.Usage, p.fin.ExitCode, p.fin.Usage)
+	}
+	evs, _, _ := m.Events(0, 0)
+	var final *Info
+	for _, ev := range evs {
+		if ev.Kind == EventFinal && ev.ID == p.ID() {
+			final = ev.Info
+		}
+		if ev.Kind == EventStarted && ev.ID == p.ID() && ev.Info != p.info {
+			t.Errorf("the started event's Info is a copy; want the record's static Info shared")
+		}
+	}
+	if final != p.fin {
+		t.Errorf("the final event's Info is %p; want the record's final status %p", final, p.fin)
+	}
+	if got := p.tree(); got != goneTree {
+		t.Errorf("a final record's tree is %+v; want it forgotten (goneTree)", got)
+	}
+	if err := p.Signal(Kill); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("Signal(Kill) of a final record = %v; want ErrNotRunning", err)
+	}
+}
