@@ -311,8 +311,8 @@ type Manager struct {
 	closed  bool
 	seq     uint64
 	records map[string]*Process
-	// order holds the records of records in List's order, oldest first:
-	// by start time, then by seq (startedBefore).
+	// order holds the records of m.records sorted oldest first, by start
+	// time, then by seq (startedBefore): List reads it backwards.
 	order []*Process
 	// starting holds the IDs of starts between validation and registration,
 	// so that a concurrent start of the same ID and Close both see them.

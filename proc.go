@@ -265,7 +265,7 @@ type Process struct {
 	errOut *HeadTailBuffer // nil unless SeparateStderr
 	in     *stdinPipe      // nil unless Stdin or TTY
 	tty    *os.File        // the PTY master, nil unless TTY
-	input  *inputID        // the stdin pipe or terminal, as Activity finds it; nil without
+	input  *inputID        // the stdin pipe or terminal, as Activity finds it; nil without Stdin or TTY
 	log    *logFile        // nil without LogPath
 	tees   tees            // the state StartRequest.OutputTee and StderrTee share
 	watch  *eventWatch     // nil without StartRequest.Watch and WatchActivity

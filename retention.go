@@ -94,9 +94,8 @@ func startedBefore(a, b *Process) bool {
 // recordFinal is called once by the exit goroutine of p, after p's status
 // is final and before Done closes: the running count and the retention list
 // change at once; now is when p became final. It returns what must happen
-// after Done closes: watching
-// p's tree until it is empty (if finish could not settle it) and arming
-// the reap timer.
+// after Done closes: watching p's tree until it is empty (if finish could
+// not settle it) and arming the reap timer.
 func (m *Manager) recordFinal(p *Process, now time.Time) (after func()) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
