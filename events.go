@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"cdr.dev/slog/v3"
@@ -147,6 +148,10 @@ type eventLog struct {
 	// the moment the Manager counted them final and their final event
 	// (retention racing the exit goroutine): finalStep appends them after.
 	removedEarly map[*Process]Event
+	// finalHook, set by tests before the first start, runs in finalStep
+	// between the append of the final event and the close of the
+	// record's done channel, under mu.
+	finalHook func(p *Process)
 }
 
 // addLocked appends ev, numbering it and keeping Time in order. The caller
@@ -218,9 +223,14 @@ func (l *eventLog) atLocked(seq int64) *Event {
 
 // read is Events: of every owner (s nil), or of s's owner.
 func (l *eventLog) read(cursor int64, max int, s *Scope) (evs []Event, next int64, lost int64) {
-	cursor = positiveOr(cursor, 0)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.readLocked(cursor, max, s)
+}
+
+// readLocked is read with l.mu held.
+func (l *eventLog) readLocked(cursor int64, max int, s *Scope) (evs []Event, next int64, lost int64) {
+	cursor = positiveOr(cursor, 0)
 	next = cursor
 	from := l.oldestLocked()
 	if from > cursor+1 {
@@ -285,15 +295,21 @@ func (p *Process) eventStarted() {
 // finalStep makes p final and appends its final event as one step, under
 // the log's lock: a reader that finds the event finds Done closed (and
 // Info final), and one that saw Done close finds the event. now is when
-// the record became final. A line the output ended in is matched first.
+// the record became final. A line the output ended in is matched first,
+// so that every matched event of p comes before its final one; later
+// ones are dropped (add). Done is closed after the append, still under
+// the lock: a reader of the log sees both or neither.
 func (p *Process) finalStep(now time.Time) {
 	p.watch.flush()
 	info := p.fin // shared with Info and List
 	l := &p.m.events
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	close(p.done)
 	l.addLocked(Event{Time: now, ID: info.ID, Owner: info.Owner, Kind: EventFinal, Info: info})
+	if l.finalHook != nil {
+		l.finalHook(p)
+	}
+	close(p.done)
 	if ev, ok := l.removedEarly[p]; ok {
 		delete(l.removedEarly, p)
 		l.addLocked(ev)
@@ -331,15 +347,24 @@ type eventWatch struct {
 	watches  []lineWatch
 	maxLine  int   // lines are matched on their first maxLine bytes
 	pump     *pump // the pump that scans; set by attach
+	// lits are the literals of every watch that has them (lineWatch.lits):
+	// one pass over the output finds them all, by anchors.
+	lits []watchLit
 
 	// The fields below belong to the pump's goroutine (scan), and to
 	// flush once that pump has ended.
 	partial []byte // the current line so far, at most maxLine+1 bytes
 	over    bool   // the current line is longer than partial holds
 	live    int    // watches not yet done
-	cand    []int  // scanLines: each watch's next candidate
-	// untilAnchors counts down the regions until the anchors are chosen
-	// again (anchorEvery).
+	cand    []int  // scanLines: the next candidate of each watch without literals
+	// anchors are the bytes searched for: every literal of a live watch
+	// holds one of them (chooseAnchors). They are chosen at the first
+	// region, again at the first region of at least anchorSample bytes,
+	// then every anchorEvery such regions (untilAnchors counts down), and
+	// when a Once watch is done (rechoose).
+	anchors      []anchor
+	chosen       bool
+	rechoose     bool
 	untilAnchors int
 }
 
@@ -349,33 +374,58 @@ type lineWatch struct {
 	re   *regexp.Regexp
 	once bool
 	done bool // a Once watch that matched
-	// lits are strings one of which every match contains, found by
-	// bytes.Index at memory speed; nil if the pattern has none. Otherwise
+	// lits are strings one of which every match contains, found at memory
+	// speed (eventWatch.anchors); nil if the pattern has none. Otherwise
 	// pre, the pattern without its assertions (^ $ \A \z \b \B), finds
 	// candidates in many lines at once; nil if it could not be made:
 	// every line is then a candidate. Either only proposes lines: re
 	// decides.
-	lits []anchored
+	lits []literal
 	pre  *regexp.Regexp
+	// window, when not negative, is the most bytes a match can begin
+	// before its literal (lits has one): re then runs on the line from
+	// there (matches).
+	window int
 }
 
-// anchored is a literal found by its rarest byte: IndexByte looks for
-// lit[anchor] at memory speed, and only those places are compared. The
-// first byte, which bytes.Index looks for, is often a common one ('e' of
-// "error"), and a search that meets it every few bytes is ten times
-// slower.
-type anchored struct {
-	lit    []byte
-	anchor int
+// literal is a string one of a watch's literals every match holds: its
+// bytes; with fold, in lower case, and the text holds each ASCII letter of
+// it in either case.
+type literal struct {
+	b    []byte
+	fold bool
 }
 
-// The anchors are chosen from the output itself: from the first region of
-// at least anchorSample bytes, then again every anchorEvery regions (of
-// that size) after. A smaller region is no sample: the first reads of a
-// command often hold a line or two.
+// watchLit is one literal of watches[watch].
+type watchLit struct {
+	lit   literal
+	watch int
+}
+
+// anchor is a byte that IndexByte looks for at memory speed on behalf of
+// the literals that hold it: only where it occurs are they compared. One
+// byte shared by several literals (the 'o' of "error" and of "listening
+// on port") makes one pass find them all; a rare one (the first byte,
+// which bytes.Index would look for, is often a common one: 'e' of
+// "error") makes the pass rarely stop.
+type anchor struct {
+	c    byte
+	lits []litAt
+	next int // scanLines: where the next candidate starts
+}
+
+// litAt is the literal lits[lit], whose byte off is its anchor's.
+type litAt struct{ lit, off int }
+
+// The anchors are chosen from the output itself (chooseAnchors): the bytes
+// a region holds fewest of, and that cover most literals. A region of at
+// least anchorSample bytes is a sample: the first reads of a command
+// often hold a line or two. anchorHit is what one stop of the search
+// costs, in bytes the search passes over meanwhile.
 const (
 	anchorSample = 8 << 10
 	anchorEvery  = 256
+	anchorHit    = 256
 )
 
 // newEventWatch validates and compiles what req asks of the event stream;
@@ -402,11 +452,10 @@ func newEventWatch(req StartRequest, maxLine int) (*eventWatch, error) {
 			return nil, xerrors.Errorf("start: Watch %q: %v: %w", wa.Name, err, ErrInvalid)
 		}
 		lw := lineWatch{name: wa.Name, re: re, once: wa.Once}
-		lits, pre := prefilter(wa.Pattern)
-		for _, lit := range lits {
-			lw.lits = append(lw.lits, anchored{lit: lit})
+		lw.lits, lw.pre, lw.window = prefilter(wa.Pattern)
+		for _, lit := range lw.lits {
+			w.lits = append(w.lits, watchLit{lit: lit, watch: i})
 		}
-		lw.pre = pre
 		w.watches = append(w.watches, lw)
 	}
 	w.live = len(w.watches)
@@ -417,30 +466,140 @@ func newEventWatch(req StartRequest, maxLine int) (*eventWatch, error) {
 // prefilter finds what proposes candidate lines for pattern (see
 // lineWatch): literals one of which every match holds, else the pattern
 // with its assertions made empty, which matches wherever the pattern
-// matches a line (and more).
-func prefilter(pattern string) (lits [][]byte, pre *regexp.Regexp) {
+// matches a line (and more); and the window of a pattern with one
+// literal (literalWindow), else -1.
+func prefilter(pattern string) (lits []literal, pre *regexp.Regexp, window int) {
 	tree, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
-		return nil, nil
+		return nil, nil, -1
 	}
 	if lits = requiredLiterals(tree); lits != nil {
-		return lits, nil
+		return lits, nil, literalWindow(tree, lits)
 	}
 	pre, err = regexp.Compile(withoutAssertions(tree).String())
 	if err != nil {
-		return nil, nil
+		return nil, nil, -1
 	}
-	return nil, pre
+	return nil, pre, -1
 }
 
-// maxLiterals bounds the literals a watch searches for: each costs a pass
-// over the output.
+// literalWindow returns the most bytes a match of re can begin before the
+// first byte of lits, its one case-sensitive literal, or -1 if that is
+// not bounded or not known: re (without its captures) is the literal, or
+// a concatenation in which it is the piece requiredLiterals chose and
+// the pieces before it have a bounded width. A pattern that asserts the
+// beginning of the text or a line (^, \A) has no window: from a place in
+// a line, the pattern cannot tell it is not the beginning.
+func literalWindow(re *syntax.Regexp, lits []literal) int {
+	if len(lits) != 1 || lits[0].fold || asserts(re, syntax.OpBeginLine, syntax.OpBeginText) {
+		return -1
+	}
+	// whole: the literal is all of the literal piece, not a run of it.
+	whole := func(re *syntax.Regexp) bool {
+		re = uncaptured(re)
+		return re.Op == syntax.OpLiteral && re.Flags&syntax.FoldCase == 0 && string(re.Rune) == string(lits[0].b)
+	}
+	if whole(re) {
+		return 0
+	}
+	re = uncaptured(re)
+	if re.Op != syntax.OpConcat {
+		return -1
+	}
+	width := 0
+	for _, sub := range re.Sub {
+		if got := requiredLiterals(sub); len(got) == 1 && bytes.Equal(got[0].b, lits[0].b) && !got[0].fold {
+			if whole(sub) {
+				return width
+			}
+			return -1
+		}
+		w := maxWidth(sub)
+		if w < 0 || width+w > 1<<16 {
+			return -1
+		}
+		width += w
+	}
+	return -1
+}
+
+func uncaptured(re *syntax.Regexp) *syntax.Regexp {
+	for re.Op == syntax.OpCapture {
+		re = re.Sub[0]
+	}
+	return re
+}
+
+// asserts reports whether re holds one of ops.
+func asserts(re *syntax.Regexp, ops ...syntax.Op) bool {
+	if slices.Contains(ops, re.Op) {
+		return true
+	}
+	for _, sub := range re.Sub {
+		if asserts(sub, ops...) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxWidth returns the most bytes a match of re can have, or -1 if there
+// is no bound (or it is over 1<<16).
+func maxWidth(re *syntax.Regexp) int {
+	const limit = 1 << 16
+	switch re.Op {
+	case syntax.OpNoMatch, syntax.OpEmptyMatch, syntax.OpBeginLine, syntax.OpEndLine,
+		syntax.OpBeginText, syntax.OpEndText, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		return 0
+	case syntax.OpLiteral:
+		if re.Flags&syntax.FoldCase != 0 {
+			return utf8.UTFMax * len(re.Rune)
+		}
+		return len(string(re.Rune))
+	case syntax.OpCharClass, syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return utf8.UTFMax
+	case syntax.OpCapture, syntax.OpQuest:
+		return maxWidth(re.Sub[0])
+	case syntax.OpRepeat:
+		w := maxWidth(re.Sub[0])
+		if w < 0 || re.Max < 0 || re.Max*w > limit {
+			return -1
+		}
+		return re.Max * w
+	case syntax.OpConcat, syntax.OpAlternate:
+		n := 0
+		for _, sub := range re.Sub {
+			w := maxWidth(sub)
+			if w < 0 {
+				return -1
+			}
+			if re.Op == syntax.OpConcat {
+				n += w
+			} else {
+				n = max(n, w)
+			}
+			if n > limit {
+				return -1
+			}
+		}
+		return n
+	}
+	return -1 // star, plus
+}
+
+// maxLiterals bounds the literals of a watch: each is compared wherever
+// its anchor occurs, and may need an anchor (a pass over the output) of
+// its own.
 const maxLiterals = 4
 
-// requiredLiterals returns case-sensitive literals, one of which every
-// match of re contains (none empty or holding a newline, which no line
-// has), or nil if it finds no such set of at most maxLiterals.
-func requiredLiterals(re *syntax.Regexp) [][]byte {
+// requiredLiterals returns literals, one of which every match of re
+// contains (none empty or holding a newline, which no line has), or nil
+// if it finds no such set of at most maxLiterals. Of a literal it takes
+// the longest run the text must hold byte for byte: without U+FFFD (which
+// an invalid byte matches), and, if it ignores case ((?i)), of ASCII runes
+// whose every case is ASCII: not 'k' (the Kelvin sign is one of its
+// cases) nor 's' (the long s).
+func requiredLiterals(re *syntax.Regexp) []literal {
 	switch re.Op {
 	case syntax.OpCapture, syntax.OpPlus:
 		return requiredLiterals(re.Sub[0])
@@ -449,14 +608,33 @@ func requiredLiterals(re *syntax.Regexp) [][]byte {
 			return requiredLiterals(re.Sub[0])
 		}
 	case syntax.OpLiteral:
-		lit := []byte(string(re.Rune))
-		if re.Flags&syntax.FoldCase != 0 || len(lit) == 0 || bytes.IndexByte(lit, '\n') >= 0 {
+		// The longest run of runes the text holds as they are: not
+		// U+FFFD, which also matches a byte that is no UTF-8, nor a
+		// newline; with (?i), ASCII runes whose every case is ASCII, in
+		// lower case.
+		fold := re.Flags&syntax.FoldCase != 0
+		var best, run []byte
+		for _, r := range re.Rune {
+			switch {
+			case r == utf8.RuneError || r == '\n' || fold && !asciiFold(r):
+				run = run[:0]
+				continue
+			case fold:
+				run = append(run, lowerASCII(byte(r)))
+			default:
+				run = utf8.AppendRune(run, r)
+			}
+			if len(run) > len(best) {
+				best = slices.Clone(run)
+			}
+		}
+		if len(best) == 0 {
 			return nil
 		}
-		return [][]byte{lit}
+		return []literal{{b: best, fold: fold}}
 	case syntax.OpConcat:
 		// The piece whose shortest literal is longest searches best.
-		var best [][]byte
+		var best []literal
 		for _, sub := range re.Sub {
 			if lits := requiredLiterals(sub); lits != nil && (best == nil || shortest(lits) > shortest(best)) {
 				best = lits
@@ -464,7 +642,7 @@ func requiredLiterals(re *syntax.Regexp) [][]byte {
 		}
 		return best
 	case syntax.OpAlternate:
-		var all [][]byte
+		var all []literal
 		for _, sub := range re.Sub {
 			lits := requiredLiterals(sub)
 			if lits == nil || len(all)+len(lits) > maxLiterals {
@@ -477,12 +655,75 @@ func requiredLiterals(re *syntax.Regexp) [][]byte {
 	return nil
 }
 
-func shortest(lits [][]byte) int {
-	n := len(lits[0])
+func shortest(lits []literal) int {
+	n := len(lits[0].b)
 	for _, l := range lits[1:] {
-		n = min(n, len(l))
+		n = min(n, len(l.b))
 	}
 	return n
+}
+
+// asciiFold reports whether r and every rune of its case orbit are ASCII:
+// a literal ignoring case holds it as one byte.
+func asciiFold(r rune) bool {
+	if r >= utf8.RuneSelf {
+		return false
+	}
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		if f >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+func isLetterASCII(c byte) bool { return 'a' <= c|0x20 && c|0x20 <= 'z' }
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// equal reports whether b is l.
+func (l literal) equal(b []byte) bool {
+	if !l.fold {
+		return bytes.Equal(b, l.b)
+	}
+	if len(b) != len(l.b) {
+		return false
+	}
+	for i, c := range b {
+		if lowerASCII(c) != l.b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// in reports whether line holds l.
+func (l literal) in(line []byte) bool {
+	if !l.fold {
+		return bytes.Contains(line, l.b)
+	}
+	for i := 0; i+len(l.b) <= len(line); i++ {
+		if l.equal(line[i : i+len(l.b)]) {
+			return true
+		}
+	}
+	return false
+}
+
+// coveredBy reports whether anchors on the bytes in set find l: one of its
+// bytes is in set, in each case it may take in the text.
+func (l literal) coveredBy(set *[256]bool) (off int, ok bool) {
+	for i, c := range l.b {
+		if set[c] && (!l.fold || !isLetterASCII(c) || set[c-'a'+'A']) {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // withoutAssertions replaces every empty-width assertion in re (in place)
@@ -557,25 +798,41 @@ func (w *eventWatch) keep(b []byte) {
 	w.partial = append(w.partial, b...)
 }
 
-// scanLines matches the lines of region, which ends with '\n'. Each live
-// watch proposes its next candidate line (lit or pre); the earliest is
-// matched by every watch, in the request's order.
+// scanLines matches the lines of region, which ends with '\n'. The
+// anchors and each live watch without literals propose their next
+// candidate line; the earliest is matched by every watch, in the
+// request's order. Only the candidate lines are split off the region.
 func (w *eventWatch) scanLines(region []byte) {
-	for k := range w.cand {
-		w.cand[k] = -1 // not looked for yet
-	}
-	if w.untilAnchors--; w.untilAnchors < 0 && len(region) >= anchorSample {
+	switch {
+	case !w.chosen || w.rechoose:
 		w.chooseAnchors(region)
-		w.untilAnchors = anchorEvery
+	case len(region) >= anchorSample:
+		if w.untilAnchors--; w.untilAnchors < 0 {
+			w.chooseAnchors(region)
+		}
+	}
+	for k := range w.anchors {
+		w.anchors[k].next = -1 // not looked for yet
+	}
+	for k := range w.cand {
+		w.cand[k] = -1
 	}
 	for pos := 0; pos < len(region) && w.live > 0; {
 		at := len(region)
+		for k := range w.anchors {
+			a := &w.anchors[k]
+			if a.next < pos {
+				a.next = w.nextLit(a, region, pos)
+			}
+			at = min(at, a.next)
+		}
 		for k := range w.watches {
-			if w.watches[k].done {
+			lw := &w.watches[k]
+			if lw.done || lw.lits != nil {
 				continue
 			}
 			if w.cand[k] < pos {
-				w.cand[k] = w.watches[k].next(region, pos)
+				w.cand[k] = lw.next(region, pos)
 			}
 			at = min(at, w.cand[k])
 		}
@@ -589,22 +846,130 @@ func (w *eventWatch) scanLines(region []byte) {
 	}
 }
 
+// nextLit returns where in region, at or after pos (a line's start), the
+// next literal of a live watch that a holds begins, or len(region).
+func (w *eventWatch) nextLit(a *anchor, region []byte, pos int) int {
+	for i := pos; i < len(region); i++ {
+		j := bytes.IndexByte(region[i:], a.c)
+		if j < 0 {
+			break
+		}
+		i += j
+		for _, la := range a.lits {
+			wl := &w.lits[la.lit]
+			// A literal holds no '\n', so none begins before pos.
+			s := i - la.off
+			if s >= pos && s+len(wl.lit.b) <= len(region) && !w.watches[wl.watch].done &&
+				wl.lit.equal(region[s:s+len(wl.lit.b)]) {
+				return s
+			}
+		}
+	}
+	return len(region)
+}
+
+// chooseAnchors chooses the anchors of the literals of the live watches
+// from region, greedily: the key that covers the most literals not yet
+// covered for the least cost, a pass over the output and a stop at each
+// occurrence in region for each byte not chosen yet. A key is a byte, or
+// both cases of a letter of a literal that ignores case.
+func (w *eventWatch) chooseAnchors(region []byte) {
+	w.chosen, w.rechoose = true, false
+	if len(region) >= anchorSample {
+		w.untilAnchors = anchorEvery
+	} else {
+		w.untilAnchors = 0 // the first sample chooses again
+	}
+	w.anchors = w.anchors[:0]
+	need := make([]int, 0, len(w.lits)) // literals not yet covered
+	for i, wl := range w.lits {
+		if !w.watches[wl.watch].done {
+			need = append(need, i)
+		}
+	}
+	var count [256]int
+	for i := range count {
+		count[i] = -1 // not counted yet
+	}
+	cost := func(c byte) int {
+		if count[c] < 0 {
+			count[c] = bytes.Count(region, []byte{c})
+		}
+		return len(region) + anchorHit*count[c] + 1
+	}
+	var chosen [256]bool
+	var at [256]int // the index in w.anchors of a chosen byte
+	for len(need) > 0 {
+		var best [2]byte
+		bestCovers, bestCost := 0, 0
+		var looked [256][2]bool
+		for _, i := range need {
+			lit := w.lits[i].lit
+			for _, c := range lit.b {
+				key, pair := [2]byte{c, c}, 0
+				if lit.fold && isLetterASCII(c) {
+					key, pair = [2]byte{c, c - 'a' + 'A'}, 1
+				}
+				if looked[c][pair] {
+					continue
+				}
+				looked[c][pair] = true
+				try := chosen
+				keyCost := 0
+				for _, k := range key[:1+pair] {
+					if !try[k] {
+						try[k] = true
+						keyCost += cost(k)
+					}
+				}
+				covers := 0
+				for _, k := range need {
+					if _, ok := w.lits[k].lit.coveredBy(&try); ok {
+						covers++
+					}
+				}
+				if covers > 0 && (bestCovers == 0 || covers*bestCost > bestCovers*keyCost) {
+					best, bestCovers, bestCost = key, covers, keyCost
+				}
+			}
+		}
+		if bestCovers == 0 {
+			break // cannot be: the bytes of a literal cover it
+		}
+		for _, c := range best {
+			if !chosen[c] {
+				chosen[c], at[c] = true, len(w.anchors)
+				w.anchors = append(w.anchors, anchor{c: c})
+			}
+		}
+		rest := need[:0]
+		for _, i := range need {
+			lit := w.lits[i].lit
+			off, ok := lit.coveredBy(&chosen)
+			if !ok {
+				rest = append(rest, i)
+				continue
+			}
+			c := lit.b[off]
+			w.anchors[at[c]].lits = append(w.anchors[at[c]].lits, litAt{lit: i, off: off})
+			if lit.fold && isLetterASCII(c) {
+				u := c - 'a' + 'A'
+				w.anchors[at[u]].lits = append(w.anchors[at[u]].lits, litAt{lit: i, off: off})
+			}
+		}
+		need = rest
+	}
+}
+
 // next returns where in region, at or after pos (a line's start), the
-// next line that may match begins to match, or len(region) if none can.
+// next line that may match begins to match, or len(region) if none can;
+// for a watch without literals.
 func (lw *lineWatch) next(region []byte, pos int) int {
-	switch {
-	case lw.lits != nil:
-		at := len(region)
-		for _, a := range lw.lits {
-			at = min(at, a.index(region, pos))
-		}
-		return at
-	case lw.pre != nil:
-		if loc := lw.pre.FindIndex(region[pos:]); loc != nil {
-			return pos + loc[0]
-		}
-	default:
+	if lw.pre == nil {
 		return pos
+	}
+	if loc := lw.pre.FindIndex(region[pos:]); loc != nil {
+		return pos + loc[0]
 	}
 	return len(region)
 }
@@ -630,7 +995,7 @@ func (w *eventWatch) matchLine(line []byte, over bool) {
 	var text string
 	for k := range w.watches {
 		lw := &w.watches[k]
-		if lw.done || !lw.mayMatch(line) || !lw.re.Match(line) {
+		if lw.done || !lw.matches(line) {
 			continue
 		}
 		if text == "" {
@@ -639,6 +1004,9 @@ func (w *eventWatch) matchLine(line []byte, over bool) {
 		if lw.once {
 			lw.done = true
 			w.live--
+			if lw.lits != nil {
+				w.rechoose = true // its literals need no anchor now
+			}
 		}
 		p := w.p
 		now := p.m.clock.Now("events", "matched")
@@ -730,58 +1098,37 @@ func (w *eventWatch) of(p *Process) *eventWatch {
 	return w
 }
 
-// index returns where in region, at or after pos, a.lit first occurs, or
-// len(region).
-func (a anchored) index(region []byte, pos int) int {
-	c := a.lit[a.anchor]
-	for i := pos + a.anchor; i < len(region); {
-		j := bytes.IndexByte(region[i:], c)
-		if j < 0 {
-			break
-		}
-		start := i + j - a.anchor
-		if start+len(a.lit) <= len(region) && bytes.Equal(region[start:start+len(a.lit)], a.lit) {
-			return start
-		}
-		i += j + 1
-	}
-	return len(region)
-}
-
-// chooseAnchors makes each literal's anchor the byte of it that region
-// holds fewest of.
-func (w *eventWatch) chooseAnchors(region []byte) {
-	var counts [256]int
-	for i := range counts {
-		counts[i] = -1 // not counted yet
-	}
-	for k := range w.watches {
-		for l := range w.watches[k].lits {
-			a := &w.watches[k].lits[l]
-			best := 0
-			for i, c := range a.lit {
-				if counts[c] < 0 {
-					counts[c] = bytes.Count(region, a.lit[i:i+1])
-				}
-				if counts[c] < counts[a.lit[best]] {
-					best = i
-				}
-			}
-			a.anchor = best
-		}
-	}
-}
-
-// mayMatch reports whether line holds one of lw's literals, if it has
-// any: the regexp, far slower, runs only then.
-func (lw *lineWatch) mayMatch(line []byte) bool {
+// matches reports whether re matches line. The regexp, far slower, runs
+// only if line holds one of lw's literals (if it has any), and with a
+// window only on the part of line where a match can begin: from window
+// bytes before the literal's first place, or the nearest place before
+// that where re sees what it would see in the whole line (a character's
+// first byte, after a byte that is not a word character: \b and \B look
+// back; literalWindow leaves out the patterns that assert a beginning).
+func (lw *lineWatch) matches(line []byte) bool {
 	if lw.lits == nil {
-		return true
+		return lw.re.Match(line)
 	}
-	for _, a := range lw.lits {
-		if a.index(line, 0) < len(line) {
-			return true
+	if lw.window < 0 {
+		for _, lit := range lw.lits {
+			if lit.in(line) {
+				return lw.re.Match(line)
+			}
 		}
+		return false
 	}
-	return false
+	at := bytes.Index(line, lw.lits[0].b)
+	if at < 0 {
+		return false
+	}
+	from := max(0, at-lw.window)
+	for from > 0 && (!utf8.RuneStart(line[from]) || isWordByte(line[from-1])) {
+		from--
+	}
+	return lw.re.Match(line[from:])
+}
+
+// isWordByte reports whether c is a word character for \b (ASCII).
+func isWordByte(c byte) bool {
+	return c == '_' || '0' <= c && c <= '9' || isLetterASCII(c)
 }

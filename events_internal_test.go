@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/coder/quartz"
@@ -53,6 +54,10 @@ func wantMatches(text string, watches []Watch, maxLine int) []string {
 		lines = lines[:len(lines)-1] // the text ended with a newline
 	}
 	done := make([]bool, len(watches))
+	res := make([]*regexp.Regexp, len(watches))
+	for i, wa := range watches {
+		res[i] = regexp.MustCompile(wa.Pattern)
+	}
 	var want []string
 	for _, l := range lines {
 		l = strings.TrimSuffix(l, "\r")
@@ -63,7 +68,7 @@ func wantMatches(text string, watches []Watch, maxLine int) []string {
 			}
 		}
 		for i, wa := range watches {
-			if done[i] || !regexp.MustCompile(wa.Pattern).MatchString(l) {
+			if done[i] || !res[i].MatchString(l) {
 				continue
 			}
 			want = append(want, wa.Name+"="+l)
@@ -138,6 +143,184 @@ func TestWatchScan(t *testing.T) {
 	}
 }
 
+// TestWatchScanLarge: the rule of TestWatchScan on chunks large enough
+// to be samples that choose the anchors (anchorSample), whose bytes change
+// from part to part of the text (what is rare at first is common later),
+// with Once watches whose end makes the anchors be chosen again.
+func TestWatchScanLarge(t *testing.T) {
+	t.Parallel()
+	const maxLine = 64
+	watches := []Watch{
+		{Name: "error", Pattern: `\berror\b`},
+		{Name: "port", Pattern: `listening on port (\d+)`},
+		{Name: "done", Pattern: `^(PASS|FAIL)\b`},
+		{Name: "once-ok", Pattern: `ok\d`, Once: true},
+		{Name: "once-zq", Pattern: `zq|qz`, Once: true},
+		{Name: "cr", Pattern: `end$`},
+		{Name: "fold", Pattern: `(?i)\berror\b`},
+		{Name: "fold-once", Pattern: `(?i)PORT 8`, Once: true},
+	}
+	words := []string{"error", "ERROR", "Error", "listening on port 8", "PASS", "FAIL", "ok7", "zq", "qz", "end", "\r", "é", "o", "A", "x"}
+	const fillers = "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	rng := rand.New(rand.NewPCG(7, 11))
+	var text []byte
+	for part := range 6 {
+		filler := fillers[part*8 : part*8+12]
+		for len(text) < (part+1)*40<<10 {
+			switch r := rng.IntN(100); {
+			case r < 3:
+				text = append(text, words[rng.IntN(len(words))]...)
+			case r < 6:
+				text = append(text, '\n')
+			default:
+				text = append(text, filler[rng.IntN(len(filler))])
+			}
+		}
+	}
+	want := wantMatches(string(text), watches, maxLine)
+	if len(want) < 100 {
+		t.Fatalf("only %d matches in the text; the test needs more", len(want))
+	}
+	for round := range 8 {
+		h := newScanHarness(t, watches, maxLine)
+		chooses := 0
+		for prev := 0; prev < len(text); {
+			c := min(len(text), prev+1+rng.IntN(3*anchorSample))
+			before := fmt.Sprint(h.w.anchors)
+			h.w.scan(text[prev:c])
+			if fmt.Sprint(h.w.anchors) != before {
+				chooses++
+			}
+			prev = c
+		}
+		h.w.flush()
+		if got := h.matches(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("round %d: %d matches, want %d; first difference at %s", round, len(got), len(want), firstDiff(got, want))
+		}
+		if chooses < 2 {
+			t.Fatalf("round %d: the anchors were chosen %d times; want them chosen again", round, chooses)
+		}
+	}
+}
+
+// firstDiff describes where got and want first differ.
+func firstDiff(got, want []string) string {
+	for i := range min(len(got), len(want)) {
+		if got[i] != want[i] {
+			return fmt.Sprintf("%d: %q, want %q", i, got[i], want[i])
+		}
+	}
+	return fmt.Sprintf("%d (one is a prefix of the other)", min(len(got), len(want)))
+}
+
+// TestWatchAnchors: the literals of BenchmarkWatch's watches ("error",
+// "listening on port ", "PASS", "FAIL") are found by two anchors on log
+// lines where neither occurs often: two passes over the output, not one
+// per literal, each stopping rarely.
+func TestWatchAnchors(t *testing.T) {
+	t.Parallel()
+	watches := []Watch{
+		{Name: "error", Pattern: `\berror\b`},
+		{Name: "ready", Pattern: `listening on port (\d+)`},
+		{Name: "done", Pattern: `^(PASS|FAIL)\b`},
+	}
+	h := newScanHarness(t, watches, DefaultMaxLineLength)
+	text := logLines(64 << 10)
+	h.w.scan(text)
+	if len(h.w.anchors) != 2 {
+		t.Fatalf("anchors %+v; want 2", h.w.anchors)
+	}
+	for _, a := range h.w.anchors {
+		if n := bytes.Count(text, []byte{a.c}); n > len(text)/4096 {
+			t.Errorf("anchor %q occurs %d times in %d bytes; want a rare one", a.c, n, len(text))
+		}
+	}
+}
+
+// logLines returns about n bytes of whole log lines of about 100 bytes,
+// one in 650 of which holds "error", as BenchmarkWatch's child prints
+// them.
+func logLines(n int) []byte {
+	var text []byte
+	for i := 0; len(text) < n; i++ {
+		level, msg := "INFO", "served"
+		if i%650 == 300 {
+			level, msg = "WARN", "error"
+		}
+		text = fmt.Appendf(text, "2026-11-25T14:%02d:%02d.%03dZ %s http: GET /api/v1/items/%05d 200 %s in 1.%03dms\n",
+			i/60%60, i%60, i%1000, level, i, msg, i%1000)
+	}
+	return text
+}
+
+// TestWatchWindow: a line matches a watch exactly when its pattern matches
+// the whole line, though the regexp runs only from a window before the
+// literal (lineWatch.matches): patterns with a bounded part before their
+// literal, with \b and \B at the window's edge, with characters of
+// several bytes, and patterns that get no window.
+func TestWatchWindow(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		pattern string
+		window  int // -1: none
+	}{
+		{`\berror\b`, 0},
+		{`port (\d+)`, 0},
+		{`\d{1,3}x error`, 3 * utf8.UTFMax}, // a class: any character's width
+		{`\d{1,3}xerror`, 3 * utf8.UTFMax},
+		{`(?:a|bc)\Berr\b`, 2},
+		{`.error`, utf8.UTFMax},
+		{`[é]?rr`, len("é")},
+		{`\b(err)`, 0},
+		{`^error`, -1},
+		{`(?m)^error`, -1},
+		{`.*error`, -1},
+		{`x+error`, -1},
+		{`(?i)error`, -1},
+		{`err|warn`, -1},
+		{`\Berr`, 0},
+		{`é\berr`, 2},
+		// A window that began inside a character (7 bytes before "err"
+		// in "😀😀err") would see U+FFFD there.
+		{`[\x{FFFD}].?err`, len("\ufffd") + utf8.UTFMax},
+		{`\B[\x{FFFD}]r`, -1}, // "r" is a run of the literal "\ufffdr"
+		{`[\x{FFFD}]err`, -1}, // "err" is a run of the literal "\ufffderr"
+	}
+	pieces := []string{"err", "error", "x", "a", "bc", "1", "22", "_", " ", "é", "\xa9", "\xc3", "ok", "r", "port ", "€", "\ufffd", "1x error", "😀"}
+	rng := rand.New(rand.NewPCG(3, 5))
+	lines := make([]string, 20000)
+	for i := range lines {
+		var b strings.Builder
+		for range rng.IntN(10) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		lines[i] = b.String()
+	}
+	for _, tc := range cases {
+		w, err := newEventWatch(StartRequest{Watch: []Watch{{Name: "w", Pattern: tc.pattern}}}, DefaultMaxLineLength)
+		if err != nil {
+			t.Fatalf("newEventWatch(%q) = %v", tc.pattern, err)
+		}
+		lw := &w.watches[0]
+		if lw.window != tc.window {
+			t.Errorf("pattern %q: window %d; want %d", tc.pattern, lw.window, tc.window)
+		}
+		matched := 0
+		for _, l := range lines {
+			want := lw.re.MatchString(l)
+			if got := lw.matches([]byte(l)); got != want {
+				t.Errorf("pattern %q, line %q: matches %v; want %v", tc.pattern, l, got, want)
+			}
+			if want {
+				matched++
+			}
+		}
+		if matched == 0 || matched == len(lines) {
+			t.Errorf("pattern %q matched %d of %d lines: the lines test nothing", tc.pattern, matched, len(lines))
+		}
+	}
+}
+
 // TestWatchPrefilter pins that what proposes candidate lines never misses
 // a line the pattern matches: patterns whose assertions mean something
 // else in a chunk of many lines than in one line.
@@ -149,7 +332,10 @@ func TestWatchPrefilter(t *testing.T) {
 	}{
 		{`ready`, 1},
 		{`^listening on port (\d+)$`, 1},
-		{`(?i)ready`, 0},
+		{`(?i)ready`, 1},
+		{`(?i)ok|sKy`, 2},         // "o" and "y": 'k' and 's' have cases beyond ASCII
+		{`(?i)(sky|take) off`, 1}, // " off"
+		{`(?i)\bſK\b`, 0},
 		{`^\d+ passed$`, 1},
 		{`\d+$`, 0},
 		{`^$`, 0},
@@ -162,11 +348,12 @@ func TestWatchPrefilter(t *testing.T) {
 		{`[[:upper:]]{3}`, 0},
 		{`(the){2}n`, 1},
 	}
-	text := "foo\nREADY\nready\n12 passed\n\na\nok then\nfail\nABC\n99\nlistening on port 80\nPASS x\nFAIL\nthethen\n"
+	text := "foo\nREADY\nready\n12 passed\n\na\nok then\nfail\nABC\n99\nlistening on port 80\nPASS x\nFAIL\nthethen\n" +
+		"O\u212a\nx \u017fKY\nTake OFF\nsk\n"
 	for _, tc := range cases {
-		lits, pre := prefilter(tc.pattern)
+		lits, pre, _ := prefilter(tc.pattern)
 		if len(lits) != tc.lits {
-			t.Errorf("prefilter(%q) literals %q; want %d", tc.pattern, lits, tc.lits)
+			t.Errorf("prefilter(%q) literals %v; want %d", tc.pattern, lits, tc.lits)
 		}
 		if lits == nil && pre == nil {
 			t.Errorf("prefilter(%q) found neither literals nor a pattern", tc.pattern)
@@ -182,47 +369,50 @@ func TestWatchPrefilter(t *testing.T) {
 }
 
 // BenchmarkWatchScan scans 64 KiB chunks of log lines (one in 650 holding
-// "error") with the three watches of bench's BenchmarkWatch, as the pump
-// hands them over: the matching's own cost, without a process.
+// "error"), as the pump hands them over: the matching's own cost, without
+// a process. "three" has the three watches of bench's BenchmarkWatch,
+// "fold" one that ignores case ((?i)\berror\b). Each op scans 1 MiB and
+// then makes one IndexByte pass over the same chunks (the floor: what one
+// pass over the output costs); "x-indexbyte" is the time of the scans
+// over that of the passes, as many passes as the scan costs. ns/op is
+// both.
 func BenchmarkWatchScan(b *testing.B) {
-	var text []byte
-	for i := 0; len(text) < 1<<20; i++ {
-		level, msg := "INFO", "served"
-		if i%650 == 300 {
-			level, msg = "WARN", "error"
-		}
-		text = fmt.Appendf(text, "2026-11-25T14:%02d:%02d.%03dZ %s http: GET /api/v1/items/%05d 200 %s in 1.%03dms\n",
-			i/60%60, i%60, i%1000, level, i, msg, i%1000)
-	}
-	watches := []Watch{
-		{Name: "error", Pattern: `\berror\b`},
-		{Name: "ready", Pattern: `listening on port (\d+)`},
-		{Name: "done", Pattern: `^(PASS|FAIL)\b`},
-	}
-	m := NewManager(Options{Clock: quartz.NewMock(b).WithLogger(quartz.NoOpLogger), EventHistory: 16})
-	b.Cleanup(func() { _ = m.Close() })
-	w, err := newEventWatch(StartRequest{Watch: watches}, DefaultMaxLineLength)
-	if err != nil {
-		b.Fatal(err)
-	}
-	w.of(&Process{m: m, info: &Info{ID: "bench"}, done: make(chan struct{})})
-	const chunk = 64 << 10
-	b.Run("scan", func(b *testing.B) {
-		b.SetBytes(int64(len(text)))
-		b.ReportAllocs()
-		for b.Loop() {
-			for i := 0; i < len(text); i += chunk {
-				w.scan(text[i:min(i+chunk, len(text))])
+	text := logLines(1 << 20)
+	for _, bc := range []struct {
+		name    string
+		watches []Watch
+	}{
+		{"three", []Watch{
+			{Name: "error", Pattern: `\berror\b`},
+			{Name: "ready", Pattern: `listening on port (\d+)`},
+			{Name: "done", Pattern: `^(PASS|FAIL)\b`},
+		}},
+		{"fold", []Watch{{Name: "error", Pattern: `(?i)\berror\b`}}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			m := NewManager(Options{EventHistory: 16})
+			b.Cleanup(func() { _ = m.Close() })
+			w, err := newEventWatch(StartRequest{Watch: bc.watches}, DefaultMaxLineLength)
+			if err != nil {
+				b.Fatal(err)
 			}
-		}
-	})
-	// The floor: one pass of IndexByte over the same chunks.
-	b.Run("indexbyte", func(b *testing.B) {
-		b.SetBytes(int64(len(text)))
-		for b.Loop() {
-			for i := 0; i < len(text); i += chunk {
-				_ = bytes.IndexByte(text[i:min(i+chunk, len(text))], 0)
+			w.of(&Process{m: m, info: &Info{ID: "bench"}, done: make(chan struct{})})
+			const chunk = 64 << 10
+			var scans, passes time.Duration
+			b.SetBytes(int64(len(text)))
+			b.ReportAllocs()
+			for b.Loop() {
+				start := time.Now()
+				for i := 0; i < len(text); i += chunk {
+					w.scan(text[i:min(i+chunk, len(text))])
+				}
+				mid := time.Now()
+				for i := 0; i < len(text); i += chunk {
+					_ = bytes.IndexByte(text[i:min(i+chunk, len(text))], 0)
+				}
+				scans, passes = scans+mid.Sub(start), passes+time.Since(mid)
 			}
-		}
-	})
+			b.ReportMetric(float64(scans)/float64(passes), "x-indexbyte")
+		})
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -420,20 +421,58 @@ func TestWaitEvent(t *testing.T) {
 	}
 }
 
-// TestEventsFinalStep: the final event and the final status are one step.
-// A reader that finds a record's final event finds its Info final, and a
+// TestEventsFinalStep: the final event and the final status are one step,
+// and a record's matched events all come before it. A hook in the final
+// step, between the append of the final event and the close of Done,
+// sees the record's events as the log holds them: started, every matched
+// event (the last one from the unterminated line the output ended in,
+// matched by the step itself), then final; Done still open; the log's
+// lock held, so that no reader sees the one without the other. A reader
+// in WaitEvent that finds a final event has read every matched event of
+// that record before it and finds Info final and Done closed, and a
 // caller whose Wait returned finds the final event.
 func TestEventsFinalStep(t *testing.T) {
 	t.Parallel()
 	ctx, m := testManager(t, proc.Options{})
 	const n = 10
-	watcher := make(chan error, 1)
+	want := []string{"started", "matched", "matched", "matched", "final"}
+	kinds := func(evs []proc.Event) string {
+		var k []string
+		for _, ev := range evs {
+			k = append(k, string(ev.Kind))
+		}
+		return strings.Join(k, " ")
+	}
+	var mu sync.Mutex
+	var stepErrs []string
+	steps := 0
+	proc.SetFinalStepHook(m, func(p *proc.Process, evs []proc.Event, doneClosed, locked bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		steps++
+		of := eventsOf(evs, p.ID())
+		switch {
+		case kinds(of) != strings.Join(want, " "):
+			stepErrs = append(stepErrs, fmt.Sprintf("%s: events in the final step %q; want %q", p.ID(), kinds(of), want))
+		case evs[len(evs)-1].Kind != proc.EventFinal || evs[len(evs)-1].ID != p.ID():
+			stepErrs = append(stepErrs, fmt.Sprintf("%s: last event in the final step %s; want its final", p.ID(), evString(evs[len(evs)-1])))
+		case doneClosed:
+			stepErrs = append(stepErrs, fmt.Sprintf("%s: Done closed before the final event was appended", p.ID()))
+		case !locked:
+			stepErrs = append(stepErrs, fmt.Sprintf("%s: final step without the log's lock", p.ID()))
+		}
+	})
+	req := cvReq("out:ready 1\\nready 2\\n", "out:ready last")
+	req.Watch = []proc.Watch{{Name: "r", Pattern: `^ready`}}
 	procs := make(chan *proc.Process, n)
-	// Reads events until it saw n final ones; checks each record's Info.
+	watcher := make(chan error, 1)
+	// Reads events until it saw n final ones; stops on an error or when
+	// ctx ends.
 	go func() {
-		seen, cursor := 0, int64(0)
+		finals, cursor := 0, int64(0)
+		matched := map[string]int{}
 		byID := map[string]*proc.Process{}
-		for seen < n {
+		for finals < n {
 			if err := m.WaitEvent(ctx, cursor); err != nil {
 				watcher <- err
 				return
@@ -441,35 +480,57 @@ func TestEventsFinalStep(t *testing.T) {
 			var evs []proc.Event
 			evs, cursor, _ = m.Events(cursor, 0)
 			for _, ev := range evs {
-				if ev.Kind != proc.EventFinal {
+				switch ev.Kind {
+				case proc.EventMatched:
+					matched[ev.ID]++
+					continue
+				case proc.EventFinal:
+				default:
 					continue
 				}
-				seen++
+				finals++
+				if matched[ev.ID] != len(want)-2 {
+					watcher <- fmt.Errorf("final event of %s read after %d matched events; want %d", ev.ID, matched[ev.ID], len(want)-2)
+					return
+				}
 				p := byID[ev.ID]
 				for p == nil {
-					q := <-procs
-					byID[q.ID()] = q
+					select {
+					case q := <-procs:
+						byID[q.ID()] = q
+					case <-ctx.Done():
+						watcher <- ctx.Err()
+						return
+					}
 					p = byID[ev.ID]
 				}
 				if p.Info().Running || !isDone(p) {
-					watcher <- fmt.Errorf("final event of %s seen while Info().Running or Done open", ev.ID)
+					watcher <- fmt.Errorf("final event of %s read while Info().Running or Done open", ev.ID)
 					return
 				}
 			}
 		}
 		watcher <- nil
 	}()
+	var started []*proc.Process
 	for range n {
-		p := mustStart(t, m, mgrExitReq(0))
+		p := mustStart(t, m, req)
 		procs <- p
+		started = append(started, p)
+	}
+	for _, p := range started {
 		waitFinal(ctx, t, p)
-		evs, _, _ := m.Events(0, 0)
-		if of := eventsOf(evs, p.ID()); len(of) != 2 || of[1].Kind != proc.EventFinal {
-			t.Fatalf("events of %s right after Wait: %v; want started and final", p.ID(), of)
+		if of := eventsOf(allEvents(t, m), p.ID()); len(of) < 2 || of[len(of)-1].Kind != proc.EventFinal {
+			t.Fatalf("events of %s right after Wait: %q; want its final last", p.ID(), kinds(of))
 		}
 	}
 	if err := recv(ctx, t, watcher, "the event reader"); err != nil {
 		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if steps != n || len(stepErrs) > 0 {
+		t.Fatalf("%d final steps (want %d): %s", steps, n, strings.Join(stepErrs, "; "))
 	}
 }
 
