@@ -639,15 +639,16 @@ func (m *Manager) list(s *Scope) []Info {
 	slices.Reverse(finals)
 	procs = append(procs[:front], finals...)
 
-	// Each Info is written once, in place: a final record's is a copy of
-	// its final status, without a lock; a running one's is its status
-	// when it was looked at above (it may carry more output, never less).
+	// Each Info is written in place: a final record's is composed from
+	// its static Info and final status, without a lock; a running one's
+	// is its status when it was looked at above (it may carry more
+	// output, never less).
 	infos := make([]Info, len(procs))
 	for i, p := range procs {
 		if i < front {
 			infos[i] = p.runningInfo()
 		} else {
-			infos[i] = *p.fin
+			p.finalInfo(&infos[i])
 		}
 	}
 	return infos

@@ -284,12 +284,13 @@ type Process struct {
 	done   chan struct{} // closed once the record is final
 	ended  chan struct{} // closed when the exit goroutine returns (Close waits)
 
-	// fin is the final status, made once by finish before done closes and
-	// never changed: every Info of the final record (List's too) copies
-	// it, and the final and removed events share it. Read it only once
-	// done is closed (isFinal), or under Manager.mu once the record is in
-	// Manager.finals.
-	fin *Info
+	// fin is what the final status adds to info, made once by finish
+	// before done closes and never changed: every Info of the final record
+	// (List's and the final and removed events' too) is composed from info
+	// and fin (finalInfo). Read it only once done is closed (isFinal),
+	// under Manager.mu once the record is in Manager.finals, or from an
+	// event appended after it was made.
+	fin *finalStatus
 
 	// mu guards the fields below.
 	mu    sync.Mutex
@@ -316,7 +317,9 @@ func (p *Process) Info() Info {
 	// Done closes (section 2). Neither kind of record takes a lock: tight
 	// pollers do not queue on p.mu, and List reads thousands of them.
 	if p.isFinal() {
-		return *p.fin
+		var info Info
+		p.finalInfo(&info)
+		return info
 	}
 	return p.runningInfo()
 }
@@ -341,39 +344,62 @@ func (p *Process) outputBytes() int64 {
 	return n
 }
 
-// finalStatus is what a final record reports, in one allocation: its Info
-// and what that Info points to.
+// finalStatus is what a final record adds to its static Info, in one
+// allocation: the Info fields that change when the record becomes final.
+// It never changes once made; every final Info (Info, List, the final and
+// removed events) is composed from the static Info and it (finalInfo),
+// and points into it (ExitCode, Usage), so that reads return equal values.
 type finalStatus struct {
-	info  Info
-	code  int
-	usage Usage
-	tree  TreeUsage
+	code        int
+	exitedAt    time.Time
+	outputBytes int64
+	signal      string
+	logError    string
+	teeError    string
+	usage       Usage // Usage.Tree is its own allocation, made only with a tree's usage
+	timedOut    bool
+	hasUsage    bool
 }
 
-// setFinal makes p.fin, the final Info: the static fields, then the exit
-// status, and the output and error counts, which no longer change (the
-// buffers are finished, the log closed, the tees stopped). Only finish
-// calls it, before Done closes.
+// setFinal makes p.fin, the final status: the exit status, and the output
+// and error counts, which no longer change (the buffers are finished, the
+// log closed, the tees stopped). Only finish calls it, before Done closes.
 func (p *Process) setFinal(exitedAt time.Time, code int, sigName string, timedOut bool, usage *Usage) {
-	f := &finalStatus{info: *p.info, code: code}
-	info := &f.info
-	info.Running = false
-	info.ExitCode = &f.code
-	info.Signal = sigName
-	info.TimedOut = timedOut
-	info.ExitedAt = exitedAt
-	if usage != nil {
-		f.usage = *usage
-		if usage.Tree != nil {
-			f.tree = *usage.Tree
-			f.usage.Tree = &f.tree
-		}
-		info.Usage = &f.usage
+	f := &finalStatus{
+		code:        code,
+		exitedAt:    exitedAt,
+		outputBytes: p.outputBytes(),
+		signal:      sigName,
+		logError:    p.log.errString(),
+		teeError:    p.tees.errString(),
+		timedOut:    timedOut,
 	}
-	info.OutputBytes = p.outputBytes()
-	info.LogError = p.log.errString()
-	info.TeeError = p.tees.errString()
-	p.fin = info
+	if usage != nil {
+		f.usage, f.hasUsage = *usage, true
+		if usage.Tree != nil {
+			tree := *usage.Tree
+			f.usage.Tree = &tree
+		}
+	}
+	p.fin = f
+}
+
+// finalInfo writes the final Info of p to dst: the static Info with what
+// p.fin adds. p must be final (isFinal), or known final under Manager.mu.
+func (p *Process) finalInfo(dst *Info) {
+	f := p.fin
+	*dst = *p.info
+	dst.Running = false
+	dst.ExitCode = &f.code
+	dst.Signal = f.signal
+	dst.TimedOut = f.timedOut
+	dst.ExitedAt = f.exitedAt
+	dst.OutputBytes = f.outputBytes
+	if f.hasUsage {
+		dst.Usage = &f.usage
+	}
+	dst.LogError = f.logError
+	dst.TeeError = f.teeError
 }
 
 // asked holds the fields of a request that StartOrGet compares and Info

@@ -3,6 +3,7 @@ package proc
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -37,9 +38,7 @@ func TestRetainedOrder(t *testing.T) {
 		info := &Info{ID: r.id, Running: true, StartedAt: base.Add(r.at * time.Second)}
 		p := &Process{m: m, info: info, seq: r.seq, out: NewHeadTailBuffer(0, 0, 0), done: make(chan struct{}), ended: closed}
 		if r.final {
-			fin := *info
-			fin.Running = false
-			p.fin, p.done = &fin, closed
+			p.fin, p.done = &finalStatus{}, closed
 		}
 		procs[r.id] = p
 		m.addLocked(p)
@@ -78,8 +77,10 @@ func TestRetainedOrder(t *testing.T) {
 }
 
 // TestFinalRecordKeepsOneStatus pins what a final record holds: its final
-// Info, made once, is what Info returns and what the final event shares,
-// and its tree, seen empty, is forgotten (a signal is ErrNotRunning).
+// status, made once, is what every final Info (Info, List, the final and
+// removed events) is composed from and points into, so that repeated
+// reads return equal values (I1); and its tree, seen empty, is forgotten
+// (a signal is ErrNotRunning).
 func TestFinalRecordKeepsOneStatus(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -97,21 +98,38 @@ func TestFinalRecordKeepsOneStatus(t *testing.T) {
 	if info.Running || info.ExitCode == nil || *info.ExitCode != 0 || info.OutputBytes != 6 {
 		t.Fatalf("Info() = %+v; want final, exit code 0, 6 bytes", info)
 	}
-	if info.ExitCode != p.fin.ExitCode || info.Usage != p.fin.Usage {
-		t.Errorf("Info() points to %p and %p; want the final status's %p and %p", info.ExitCode, info.Usage, p.fin.ExitCode, p.fin.Usage)
+	if info.ExitCode != &p.fin.code || info.Usage != &p.fin.usage {
+		t.Errorf("Info() points to %p and %p; want the final status's %p and %p", info.ExitCode, info.Usage, &p.fin.code, &p.fin.usage)
+	}
+	if again := p.Info(); !reflect.DeepEqual(again, info) || again.ExitCode != info.ExitCode || again.Usage != info.Usage {
+		t.Errorf("Info() again = %+v; want %+v, pointing to the same status", again, info)
+	}
+	if list := m.List(); len(list) != 1 || !reflect.DeepEqual(list[0], info) {
+		t.Errorf("List() = %+v; want [%+v]", list, info)
+	}
+	if err := m.Remove(p.ID()); err != nil {
+		t.Fatalf("Remove() = %v", err)
 	}
 	evs, _, _ := m.Events(0, 0)
-	var final *Info
+	var kinds []EventKind
 	for _, ev := range evs {
-		if ev.Kind == EventFinal && ev.ID == p.ID() {
-			final = ev.Info
+		if ev.ID != p.ID() {
+			continue
 		}
-		if ev.Kind == EventStarted && ev.ID == p.ID() && ev.Info != p.info {
-			t.Errorf("the started event's Info is a copy; want the record's static Info shared")
+		kinds = append(kinds, ev.Kind)
+		switch ev.Kind {
+		case EventStarted:
+			if ev.Info != p.info {
+				t.Errorf("the started event's Info is a copy; want the record's static Info shared")
+			}
+		case EventFinal, EventRemoved:
+			if ev.Info == nil || !reflect.DeepEqual(*ev.Info, info) || ev.Info.ExitCode != info.ExitCode || ev.Info.Usage != info.Usage {
+				t.Errorf("the %s event's Info is %+v; want %+v, pointing to the final status", ev.Kind, ev.Info, info)
+			}
 		}
 	}
-	if final != p.fin {
-		t.Errorf("the final event's Info is %p; want the record's final status %p", final, p.fin)
+	if want := []EventKind{EventStarted, EventFinal, EventRemoved}; !slices.Equal(kinds, want) {
+		t.Errorf("events of the record: %q; want %q", kinds, want)
 	}
 	if got := p.tree(); got != goneTree {
 		t.Errorf("a final record's tree is %+v; want it forgotten (goneTree)", got)
