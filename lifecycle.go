@@ -177,9 +177,7 @@ func (m *Manager) newProcess(sp *spec, seq uint64, log *logFile) *Process {
 		log:          log,
 		out:          NewHeadTailBuffer(sp.headBytes, sp.tailBytes, sp.maxLine),
 		activity:     make(chan struct{}, 1),
-		exited:       make(chan struct{}),
 		done:         make(chan struct{}),
-		ended:        make(chan struct{}),
 		info: &Info{
 			ID:         sp.id,
 			Command:    sp.req.Command,
@@ -391,7 +389,7 @@ func (p *Process) begin() {
 // goroutine that publishes the end of the process (I3).
 func (p *Process) supervise() {
 	defer p.m.exits.Done()
-	defer close(p.ended)
+	defer p.endedNow()
 	waitExited(p.info.PID)
 	// Before the reap, while the zombie still lists its pending signals: a
 	// timeout's TERM that was never taken did not reach the child.
@@ -407,7 +405,6 @@ func (p *Process) supervise() {
 	if p.in != nil {
 		p.in.exit()
 	}
-	close(p.exited)
 	// "Timed out" is decided here, once, with the exit: the timeout timed
 	// the child out only if it found the child alive (onTimeout) and its
 	// TERM reached it (or a signal ended it).

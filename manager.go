@@ -303,6 +303,11 @@ type Manager struct {
 	// finishing). Process.begin adds; Close's wait comes after waiting for
 	// every record it stops to end, which every begin precedes.
 	exits sync.WaitGroup
+	// ends wakes those waiting for exit goroutines to return (waitEnded):
+	// closed and cleared each time one returns, made by a waiter when
+	// there is none. endsMu guards it; a leaf.
+	endsMu sync.Mutex
+	ends   chan struct{}
 
 	// mu guards the fields below. Lock order: Manager.mu before
 	// Process.mu; never held while calling the clock, logging or
@@ -473,7 +478,7 @@ func (m *Manager) Close() error {
 	}
 	m.trees.draining()
 	m.trees.stop(context.Background(), m.trees.registered(nil), "manager", "kill-grace")
-	waitDone(procs)
+	m.waitEnded(procs)
 
 	// Every tree is empty now, or holds a member the kernel would not tear
 	// down: the registry lets go of them all.
@@ -484,12 +489,39 @@ func (m *Manager) Close() error {
 	return nil
 }
 
-// waitDone waits until every exit goroutine of procs has returned, which is
-// after the record became final and the Manager recorded it.
-func waitDone(procs []*Process) {
+// waitEnded waits until every exit goroutine of procs has returned, which
+// is after the record became final and the Manager recorded it. One
+// channel of the Manager's wakes it (m.ends), not one per record: a
+// retained record keeps none.
+func (m *Manager) waitEnded(procs []*Process) {
 	for _, p := range procs {
-		<-p.ended
+		for {
+			m.endsMu.Lock()
+			if p.ended.Load() {
+				m.endsMu.Unlock()
+				break
+			}
+			if m.ends == nil {
+				m.ends = make(chan struct{})
+			}
+			ch := m.ends
+			m.endsMu.Unlock()
+			<-ch
+		}
 	}
+}
+
+// endedNow marks the exit goroutine of p as returning (its last step)
+// and wakes waitEnded.
+func (p *Process) endedNow() {
+	p.ended.Store(true)
+	m := p.m
+	m.endsMu.Lock()
+	if m.ends != nil {
+		close(m.ends)
+		m.ends = nil
+	}
+	m.endsMu.Unlock()
 }
 
 // Scope is one owner's view of a [Manager]: it starts processes tagged with
@@ -587,7 +619,7 @@ func (s *Scope) Close() error {
 	trees := m.trees.registered(&s.owner)
 	// If Close begins meanwhile, it takes over and finishes the records.
 	m.trees.stop(m.stopCtx, trees, "manager", "kill-grace")
-	waitDone(procs)
+	m.waitEnded(procs)
 	m.trees.settle(trees)
 	s.eventsClosed.Store(true)
 	m.events.wakeAll()

@@ -280,9 +280,9 @@ type Process struct {
 	activity chan struct{} // a pump read bytes; capacity 1
 	pumpDone chan struct{} // one send per pump; buffered to len(pumps)
 
-	exited chan struct{} // closed once the child was reaped
-	done   chan struct{} // closed once the record is final
-	ended  chan struct{} // closed when the exit goroutine returns (Close waits)
+	// done is closed once the record is final. (The child's reaping is
+	// published by p.in, the only one that waits for it.)
+	done chan struct{}
 
 	// fin is what the final status adds to info, made once by finish
 	// before done closes and never changed: every Info of the final record
@@ -291,6 +291,11 @@ type Process struct {
 	// under Manager.mu once the record is in Manager.finals, or from an
 	// event appended after it was made.
 	fin *finalStatus
+
+	// ended is set when the exit goroutine returns (endedNow): Close and
+	// Scope.Close wait for it (Manager.waitEnded). It is not guarded by
+	// mu; next to it, it takes what would be padding.
+	ended atomic.Bool
 
 	// mu guards the fields below.
 	mu    sync.Mutex
@@ -529,7 +534,7 @@ func (p *Process) Resize(size TermSize) error {
 		return err
 	}
 	if err := resizeTTY(p.tty, size); err != nil {
-		if p.hasExited() {
+		if p.in.hasExited() {
 			return xerrors.Errorf("resize %q: %w", p.info.ID, ErrNotRunning)
 		}
 		return xerrors.Errorf("resize %q: %w", p.info.ID, err)
@@ -670,8 +675,6 @@ func (p *Process) forgetTree() {
 		p.treeP.Store(goneTree)
 	}
 }
-
-func (p *Process) hasExited() bool { return tryRecv(p.exited) }
 
 func (p *Process) isFinal() bool { return tryRecv(p.done) }
 

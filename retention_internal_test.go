@@ -36,11 +36,12 @@ func TestRetainedOrder(t *testing.T) {
 	m.mu.Lock()
 	for _, r := range records {
 		info := &Info{ID: r.id, Running: true, StartedAt: base.Add(r.at * time.Second)}
-		p := &Process{m: m, info: info, seq: r.seq, out: NewHeadTailBuffer(0, 0, 0), done: make(chan struct{}), ended: closed}
+		p := &Process{m: m, info: info, seq: r.seq, out: NewHeadTailBuffer(0, 0, 0), done: make(chan struct{})}
 		if r.final {
 			p.fin, p.done = &finalStatus{}, closed
 		}
 		procs[r.id] = p
+		p.ended.Store(true)
 		m.addLocked(p)
 	}
 	m.mu.Unlock()
