@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -137,5 +138,88 @@ func TestFinalRecordKeepsOneStatus(t *testing.T) {
 	}
 	if err := p.Signal(Kill); !errors.Is(err, ErrNotRunning) {
 		t.Errorf("Signal(Kill) of a final record = %v; want ErrNotRunning", err)
+	}
+}
+
+// TestWaitEnded pins how Close and Scope.Close wait for exit goroutines
+// (waitEnded): on the Manager's one channel, until every record given
+// marked its exit goroutine ended, and no sooner.
+func TestWaitEnded(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := NewManager(Options{})
+	t.Cleanup(func() { _ = m.Close() })
+	a, b := &Process{m: m}, &Process{m: m}
+	returned := make(chan struct{})
+	// Ends once a and b are marked ended (below).
+	go func() {
+		defer close(returned)
+		m.waitEnded([]*Process{a, b})
+	}()
+	// waiting returns once the waiter made the Manager's channel: it is
+	// blocked on it.
+	waiting := func() {
+		t.Helper()
+		for {
+			m.endsMu.Lock()
+			made := m.ends != nil
+			m.endsMu.Unlock()
+			if made {
+				return
+			}
+			if ctx.Err() != nil {
+				t.Fatal("waitEnded never waited")
+			}
+			runtime.Gosched()
+		}
+	}
+	waiting()
+	a.endedNow() // wakes it, and clears the channel
+	waiting()    // now for b
+	select {
+	case <-returned:
+		t.Fatal("waitEnded returned before b ended")
+	default:
+	}
+	b.endedNow()
+	select {
+	case <-returned:
+	case <-ctx.Done():
+		t.Fatal("waitEnded did not return once both ended")
+	}
+}
+
+// TestStdinPublishesExit pins that the exit goroutine publishes the
+// child's reaping through the stdin pipe (a write that met the exit waits
+// for it), and that a record without Stdin keeps no pipe.
+func TestStdinPublishesExit(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := NewManager(Options{})
+	t.Cleanup(func() { _ = m.Close() })
+	p, err := m.Start(StartRequest{Args: []string{"cat"}, Stdin: true})
+	if err != nil {
+		t.Fatalf("Start(cat) = %v", err)
+	}
+	if p.in.hasExited() {
+		t.Error("the stdin pipe says the child exited while cat waits for input")
+	}
+	if err := p.CloseStdin(); err != nil {
+		t.Fatalf("CloseStdin() = %v", err)
+	}
+	if err := p.Wait(ctx); err != nil {
+		t.Fatalf("Wait() = %v", err)
+	}
+	if !p.in.hasExited() {
+		t.Error("the stdin pipe does not say the child exited once the record is final")
+	}
+	q, err := m.Start(StartRequest{Args: []string{"true"}})
+	if err != nil {
+		t.Fatalf("Start(true) = %v", err)
+	}
+	if q.in != nil {
+		t.Errorf("a record without Stdin has a stdin pipe %+v", q.in)
 	}
 }
