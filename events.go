@@ -154,14 +154,17 @@ type eventLog struct {
 	finalHook func(p *Process)
 }
 
-// eventSlot is one kept event, compactly (48 bytes, where an Event takes
-// 120): its Seq is its place in the ring, ID and Owner are its record's,
-// and the Info of a started, final or removed event is composed from the
-// record when read (event), so a slot holds no copy of it.
+// eventSlot is one kept event, compactly (56 bytes, where an Event takes
+// 128): its Seq is its place in the ring, ID and Owner are its record's
+// static Info's, and the Info of a final or removed event is composed
+// from that and the final status when read (event), so a slot holds no
+// copy of it. It points to no Process: a dropped record's output and the
+// rest go while its events are kept.
 type eventSlot struct {
 	time time.Time
-	p    *Process
-	more *eventMore // nil unless matched or listening
+	info *Info        // the record's static Info
+	fin  *finalStatus // the record's final status; nil unless final or removed
+	more *eventMore   // nil unless matched or listening
 	kind eventCode
 }
 
@@ -200,14 +203,14 @@ var eventKinds = [...]EventKind{
 // Info, composed anew (the record is final: its final event is appended
 // after its final status is made, and a removed one after that).
 func (s *eventSlot) event(seq int64) Event {
-	info := s.p.info
+	info := s.info
 	ev := Event{Seq: seq, Time: s.time, ID: info.ID, Owner: info.Owner, Kind: eventKinds[s.kind]}
 	switch s.kind {
 	case codeStarted:
 		ev.Info = info
 	case codeFinal, codeRemoved:
 		ev.Info = new(Info)
-		s.p.finalInfo(ev.Info)
+		s.fin.compose(ev.Info, info)
 	}
 	if s.more != nil {
 		ev.Watch, ev.Line, ev.Listener = s.more.watch, s.more.line, s.more.listener
@@ -301,7 +304,7 @@ func (l *eventLog) readLocked(cursor int64, max int, s *Scope) (evs []Event, nex
 	for seq := from; seq <= l.last && (max <= 0 || len(evs) < max); seq++ {
 		ev := l.atLocked(seq)
 		next = seq
-		if s == nil || ev.p.info.Owner == s.owner {
+		if s == nil || ev.info.Owner == s.owner {
 			evs = append(evs, ev.event(seq))
 		}
 	}
@@ -319,7 +322,7 @@ func (l *eventLog) wait(ctx context.Context, cursor int64, s *Scope) error {
 			found = true // events after cursor were lost: Events says so
 		}
 		for ; !found && scanned < l.last; scanned++ {
-			found = s == nil || l.atLocked(scanned+1).p.info.Owner == s.owner
+			found = s == nil || l.atLocked(scanned+1).info.Owner == s.owner
 		}
 		closed := l.closed || (s != nil && s.eventsClosed.Load())
 		var wake chan struct{}
@@ -348,7 +351,7 @@ func (l *eventLog) wait(ctx context.Context, cursor int64, s *Scope) error {
 // pumps and the exit goroutine run, so that it comes first.
 func (p *Process) eventStarted() {
 	// Nothing was written yet: the status then is the static Info, shared.
-	p.m.events.add(p, eventSlot{time: p.info.StartedAt, p: p, kind: codeStarted})
+	p.m.events.add(p, eventSlot{time: p.info.StartedAt, info: p.info, kind: codeStarted})
 }
 
 // finalStep makes p final and appends its final event as one step, under
@@ -363,7 +366,7 @@ func (p *Process) finalStep(now time.Time) {
 	l := &p.m.events
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.addLocked(eventSlot{time: now, p: p, kind: codeFinal})
+	l.addLocked(eventSlot{time: now, info: p.info, fin: p.fin, kind: codeFinal})
 	if l.finalHook != nil {
 		l.finalHook(p)
 	}
@@ -377,7 +380,7 @@ func (p *Process) finalStep(now time.Time) {
 // eventRemovedLocked appends the removed event of p, which retention or
 // Remove dropped at now. The caller holds m.mu.
 func (m *Manager) eventRemovedLocked(p *Process, now time.Time) {
-	ev := eventSlot{time: now, p: p, kind: codeRemoved}
+	ev := eventSlot{time: now, info: p.info, fin: p.fin, kind: codeRemoved}
 	l := &m.events
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -1067,7 +1070,7 @@ func (w *eventWatch) matchLine(line []byte, over bool) {
 		}
 		p := w.p
 		now := p.m.clock.Now("events", "matched")
-		p.m.events.add(p, eventSlot{time: now, p: p, kind: codeMatched, more: &eventMore{watch: lw.name, line: text}})
+		p.m.events.add(p, eventSlot{time: now, info: p.info, kind: codeMatched, more: &eventMore{watch: lw.name, line: text}})
 	}
 }
 
@@ -1121,7 +1124,7 @@ func (p *Process) pollActivity() {
 		}
 		now := p.m.clock.Now("events", "activity")
 		if a.WaitingForInput && !waiting {
-			p.m.events.add(p, eventSlot{time: now, p: p, kind: codeWaitingForInput})
+			p.m.events.add(p, eventSlot{time: now, info: p.info, kind: codeWaitingForInput})
 		}
 		waiting = a.WaitingForInput
 		current := make(map[Listener]bool, len(a.Listeners))
@@ -1129,7 +1132,7 @@ func (p *Process) pollActivity() {
 			key := Listener{Network: ln.Network, Address: ln.Address}
 			current[key] = true
 			if !seen[key] {
-				p.m.events.add(p, eventSlot{time: now, p: p, kind: codeListening, more: &eventMore{listener: &ln}})
+				p.m.events.add(p, eventSlot{time: now, info: p.info, kind: codeListening, more: &eventMore{listener: &ln}})
 			}
 		}
 		seen = current

@@ -391,9 +391,12 @@ func (p *Process) setFinal(exitedAt time.Time, code int, sigName string, timedOu
 
 // finalInfo writes the final Info of p to dst: the static Info with what
 // p.fin adds. p must be final (isFinal), or known final under Manager.mu.
-func (p *Process) finalInfo(dst *Info) {
-	f := p.fin
-	*dst = *p.info
+func (p *Process) finalInfo(dst *Info) { p.fin.compose(dst, p.info) }
+
+// compose writes to dst the final Info of the record whose static Info is
+// static and whose final status is f.
+func (f *finalStatus) compose(dst, static *Info) {
+	*dst = *static
 	dst.Running = false
 	dst.ExitCode = &f.code
 	dst.Signal = f.signal
