@@ -116,14 +116,18 @@ func (p *Process) look(op string, listeners bool) (Activity, error) {
 		return Activity{}, xerrors.Errorf("%s of %q: %w", op, p.info.ID, ErrNotRunning)
 	}
 	var pids []int
-	if !p.tree.gone.Load() {
+	if t := p.tree(); !t.gone.Load() {
 		var ok bool
-		if pids, ok = p.tree.sys.members(); !ok {
+		if pids, ok = t.sys.members(); !ok {
 			return Activity{}, xerrors.Errorf("%s of %q: the tree's members cannot be listed here: %w", op, p.info.ID, ErrUnsupported)
 		}
 	}
-	a := treeActivity(pids, p.input, listeners)
-	if a.WaitingForInput && p.input.pipeIno != 0 && inputPending(p.in.w) {
+	var input inputID
+	if p.input != nil {
+		input = *p.input
+	}
+	a := treeActivity(pids, input, listeners)
+	if a.WaitingForInput && input.pipeIno != 0 && inputPending(p.in.w) {
 		// A reader blocked a moment ago has bytes to read: it is about to
 		// return, not waiting for an answer.
 		a.WaitingForInput = false

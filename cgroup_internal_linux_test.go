@@ -28,14 +28,20 @@ func TestCgroupReuse(t *testing.T) {
 	defer m.Close()
 	run := func(args ...string) (*Process, string) {
 		t.Helper()
-		p, err := m.Start(StartRequest{Args: args})
+		// The command waits for its stdin to close, so that its cgroup is
+		// read while it runs: a final record forgets its tree.
+		argv := append([]string{"sh", "-c", `read -r _; exec "$@"`, "sh"}, args...)
+		p, err := m.Start(StartRequest{Args: argv, Stdin: true})
 		if errors.Is(err, ErrUnsupported) {
 			t.Skipf("no cgroups here (%v): this test runs where cgroup v2 is writable", err)
 		}
 		if err != nil {
 			t.Fatalf("Start(%q) = %v", args, err)
 		}
-		dir := p.tree.sys.(*cgroupTree).d.Path
+		dir := p.tree().sys.(*cgroupTree).d.Path
+		if err := p.CloseStdin(); err != nil {
+			t.Fatalf("CloseStdin() = %v", err)
+		}
 		select {
 		case <-p.Done():
 		case <-ctx.Done():
@@ -98,7 +104,7 @@ func TestCgroupReuse(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Start(sleep) = %v", err)
 	}
-	killedDir := p.tree.sys.(*cgroupTree).d.Path
+	killedDir := p.tree().sys.(*cgroupTree).d.Path
 	if err := p.Signal(Kill); err != nil {
 		t.Fatalf("Signal(Kill) = %v", err)
 	}
@@ -223,11 +229,11 @@ wait; wait; echo child-done`
 		}
 	}
 	waitLine("ready")
-	if !p.tree.signalChild(Terminate) {
+	if !p.tree().signalChild(Terminate) {
 		t.Fatal("signalChild(Terminate) = false for a running child; want true")
 	}
 	waitLine("child-term")
-	if err := p.tree.signalOthers(Terminate, true); err != nil {
+	if err := p.tree().signalOthers(Terminate, true); err != nil {
 		t.Errorf("signalOthers(Terminate) = %v; want nil", err)
 	}
 	select {
@@ -244,7 +250,7 @@ wait; wait; echo child-done`
 		t.Errorf("output %q, exit %d; want child-term, grandchild-term and child-done once each, exit 0: the child terminated once, then its child",
 			s.Output.Text, *s.Info.ExitCode)
 	}
-	if p.tree.signalChild(Terminate) || !errors.Is(p.tree.signalOthers(Terminate, false), ErrNotRunning) {
+	if p.tree().signalChild(Terminate) || !errors.Is(p.tree().signalOthers(Terminate, false), ErrNotRunning) {
 		t.Error("after the tree ended, the walks still reach it; want false and ErrNotRunning")
 	}
 }

@@ -137,32 +137,95 @@ type eventLog struct {
 	// or sent under it; final (below) closes a record's done channel under
 	// it, which never blocks.
 	mu     sync.Mutex
-	ring   []Event // grows to max, then wraps
-	first  int     // index in ring of the oldest event
-	last   int64   // the Seq of the newest event; 0: none yet
-	closed bool    // Manager.Close returned
+	ring   []eventSlot // grows to max, then wraps
+	first  int         // index in ring of the oldest event
+	last   int64       // the Seq of the newest event; 0: none yet
+	closed bool        // Manager.Close returned
 	// wake is closed and cleared by every append (and by wakeAll); a
 	// waiter makes it when there is none. Nil when nobody waits.
 	wake chan struct{}
 	// removedEarly holds the removed events of records dropped between
 	// the moment the Manager counted them final and their final event
 	// (retention racing the exit goroutine): finalStep appends them after.
-	removedEarly map[*Process]Event
+	removedEarly map[*Process]eventSlot
 	// finalHook, set by tests before the first start, runs in finalStep
 	// between the append of the final event and the close of the
 	// record's done channel, under mu.
 	finalHook func(p *Process)
 }
 
-// addLocked appends ev, numbering it and keeping Time in order. The caller
-// holds l.mu.
-func (l *eventLog) addLocked(ev Event) {
+// eventSlot is one kept event, compactly (56 bytes, where an Event takes
+// 128): its Seq is its place in the ring, ID and Owner are its record's
+// static Info's, and the Info of a final or removed event is composed
+// from that and the final status when read (event), so a slot holds no
+// copy of it. It points to no Process: a dropped record's output and the
+// rest go while its events are kept.
+type eventSlot struct {
+	time time.Time
+	info *Info        // the record's static Info
+	fin  *finalStatus // the record's final status; nil unless final or removed
+	more *eventMore   // nil unless matched or listening
+	kind eventCode
+}
+
+// eventMore is what a matched or listening event carries beyond its
+// record.
+type eventMore struct {
+	watch    string
+	line     string
+	listener *Listener
+}
+
+// eventCode is an EventKind in a slot.
+type eventCode uint8
+
+const (
+	codeStarted eventCode = iota
+	codeFinal
+	codeMatched
+	codeWaitingForInput
+	codeListening
+	codeRemoved
+)
+
+// eventKinds names each eventCode.
+var eventKinds = [...]EventKind{
+	codeStarted:         EventStarted,
+	codeFinal:           EventFinal,
+	codeMatched:         EventMatched,
+	codeWaitingForInput: EventWaitingForInput,
+	codeListening:       EventListening,
+	codeRemoved:         EventRemoved,
+}
+
+// event is the Event kept in s, numbered seq. A started event's Info is
+// the record's static Info, shared; a final or removed one's is its final
+// Info, composed anew (the record is final: its final event is appended
+// after its final status is made, and a removed one after that).
+func (s *eventSlot) event(seq int64) Event {
+	info := s.info
+	ev := Event{Seq: seq, Time: s.time, ID: info.ID, Owner: info.Owner, Kind: eventKinds[s.kind]}
+	switch s.kind {
+	case codeStarted:
+		ev.Info = info
+	case codeFinal, codeRemoved:
+		ev.Info = new(Info)
+		s.fin.compose(ev.Info, info)
+	}
+	if s.more != nil {
+		ev.Watch, ev.Line, ev.Listener = s.more.watch, s.more.line, s.more.listener
+	}
+	return ev
+}
+
+// addLocked appends ev, numbering it and keeping its time in order. The
+// caller holds l.mu.
+func (l *eventLog) addLocked(ev eventSlot) {
 	l.last++
-	ev.Seq = l.last
 	n := len(l.ring)
 	if n > 0 {
-		if prev := l.ring[(l.first+n-1)%n].Time; ev.Time.Before(prev) {
-			ev.Time = prev
+		if prev := l.ring[(l.first+n-1)%n].time; ev.time.Before(prev) {
+			ev.time = prev
 		}
 	}
 	if n < l.max {
@@ -184,7 +247,7 @@ func (l *eventLog) wakeLocked() {
 // add appends ev unless p is final already: the events of a record that
 // race with its end (a late look, a line scanned by a pump the drain cut
 // off) never come after its final event.
-func (l *eventLog) add(p *Process, ev Event) {
+func (l *eventLog) add(p *Process, ev eventSlot) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if p.isFinal() {
@@ -216,7 +279,7 @@ func (l *eventLog) oldestLocked() int64 {
 }
 
 // at returns the kept event seq. The caller holds l.mu.
-func (l *eventLog) atLocked(seq int64) *Event {
+func (l *eventLog) atLocked(seq int64) *eventSlot {
 	i := int(seq - l.oldestLocked())
 	return &l.ring[(l.first+i)%len(l.ring)]
 }
@@ -241,8 +304,8 @@ func (l *eventLog) readLocked(cursor int64, max int, s *Scope) (evs []Event, nex
 	for seq := from; seq <= l.last && (max <= 0 || len(evs) < max); seq++ {
 		ev := l.atLocked(seq)
 		next = seq
-		if s == nil || ev.Owner == s.owner {
-			evs = append(evs, *ev)
+		if s == nil || ev.info.Owner == s.owner {
+			evs = append(evs, ev.event(seq))
 		}
 	}
 	return evs, next, lost
@@ -259,7 +322,7 @@ func (l *eventLog) wait(ctx context.Context, cursor int64, s *Scope) error {
 			found = true // events after cursor were lost: Events says so
 		}
 		for ; !found && scanned < l.last; scanned++ {
-			found = s == nil || l.atLocked(scanned+1).Owner == s.owner
+			found = s == nil || l.atLocked(scanned+1).info.Owner == s.owner
 		}
 		closed := l.closed || (s != nil && s.eventsClosed.Load())
 		var wake chan struct{}
@@ -287,8 +350,8 @@ func (l *eventLog) wait(ctx context.Context, cursor int64, s *Scope) error {
 // started appends p's started event. The launch calls it before the
 // pumps and the exit goroutine run, so that it comes first.
 func (p *Process) eventStarted() {
-	info := p.Info()
-	p.m.events.add(p, Event{Time: info.StartedAt, ID: info.ID, Owner: info.Owner, Kind: EventStarted, Info: &info})
+	// Nothing was written yet: the status then is the static Info, shared.
+	p.m.events.add(p, eventSlot{time: p.info.StartedAt, info: p.info, kind: codeStarted})
 }
 
 // finalStep makes p final and appends its final event as one step, under
@@ -300,11 +363,10 @@ func (p *Process) eventStarted() {
 // the lock: a reader of the log sees both or neither.
 func (p *Process) finalStep(now time.Time) {
 	p.watch.flush()
-	info := p.infoAs(false)
 	l := &p.m.events
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.addLocked(Event{Time: now, ID: info.ID, Owner: info.Owner, Kind: EventFinal, Info: &info})
+	l.addLocked(eventSlot{time: now, info: p.info, fin: p.fin, kind: codeFinal})
 	if l.finalHook != nil {
 		l.finalHook(p)
 	}
@@ -318,8 +380,7 @@ func (p *Process) finalStep(now time.Time) {
 // eventRemovedLocked appends the removed event of p, which retention or
 // Remove dropped at now. The caller holds m.mu.
 func (m *Manager) eventRemovedLocked(p *Process, now time.Time) {
-	info := p.infoAs(false)
-	ev := Event{Time: now, ID: info.ID, Owner: info.Owner, Kind: EventRemoved, Info: &info}
+	ev := eventSlot{time: now, info: p.info, fin: p.fin, kind: codeRemoved}
 	l := &m.events
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -327,7 +388,7 @@ func (m *Manager) eventRemovedLocked(p *Process, now time.Time) {
 		// Counted final, its final event not yet appended: the removed
 		// event follows it (finalStep).
 		if l.removedEarly == nil {
-			l.removedEarly = make(map[*Process]Event)
+			l.removedEarly = make(map[*Process]eventSlot)
 		}
 		l.removedEarly[p] = ev
 		return
@@ -1016,7 +1077,7 @@ func (w *eventWatch) matchLine(line []byte, over bool) {
 		if !w.timed {
 			w.now, w.timed = p.m.clock.Now("events", "matched"), true
 		}
-		p.m.events.add(p, Event{Time: w.now, ID: p.info.ID, Owner: p.info.Owner, Kind: EventMatched, Watch: lw.name, Line: text})
+		p.m.events.add(p, eventSlot{time: w.now, info: p.info, kind: codeMatched, more: &eventMore{watch: lw.name, line: text}})
 	}
 }
 
@@ -1071,7 +1132,7 @@ func (p *Process) pollActivity() {
 		}
 		now := p.m.clock.Now("events", "activity")
 		if a.WaitingForInput && !waiting {
-			p.m.events.add(p, Event{Time: now, ID: p.info.ID, Owner: p.info.Owner, Kind: EventWaitingForInput})
+			p.m.events.add(p, eventSlot{time: now, info: p.info, kind: codeWaitingForInput})
 		}
 		waiting = a.WaitingForInput
 		current := make(map[Listener]bool, len(a.Listeners))
@@ -1079,7 +1140,7 @@ func (p *Process) pollActivity() {
 			key := Listener{Network: ln.Network, Address: ln.Address}
 			current[key] = true
 			if !seen[key] {
-				p.m.events.add(p, Event{Time: now, ID: p.info.ID, Owner: p.info.Owner, Kind: EventListening, Listener: &ln})
+				p.m.events.add(p, eventSlot{time: now, info: p.info, kind: codeListening, more: &eventMore{listener: &ln}})
 			}
 		}
 		seen = current

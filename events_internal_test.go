@@ -29,7 +29,7 @@ func newScanHarness(t *testing.T, watches []Watch, maxLine int) *scanHarness {
 	if err != nil {
 		t.Fatalf("newEventWatch(%+v) = %v", watches, err)
 	}
-	p := &Process{m: m, info: Info{ID: "scan"}, done: make(chan struct{})}
+	p := &Process{m: m, info: &Info{ID: "scan"}, done: make(chan struct{})}
 	w.of(p)
 	w.pump = &pump{}
 	w.pump.ended.Store(true)
@@ -396,7 +396,7 @@ func BenchmarkWatchScan(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			w.of(&Process{m: m, info: Info{ID: "bench"}, done: make(chan struct{})})
+			w.of(&Process{m: m, info: &Info{ID: "bench"}, done: make(chan struct{})})
 			const chunk = 64 << 10
 			var scans, passes time.Duration
 			b.SetBytes(int64(len(text)))

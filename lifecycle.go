@@ -76,18 +76,18 @@ func (m *Manager) launchRegistered(spec *spec, seq uint64, registered chan struc
 		if p != nil {
 			// Registered before the record is visible: whoever finds the
 			// record (Close, Scope.Close) finds its tree.
-			m.trees.register(p.tree)
+			m.trees.register(p.tree())
 		}
 		m.mu.Lock()
 		delete(m.starting, spec.id)
 		if p == nil {
 			m.notFinal--
 		} else {
-			m.records[spec.id] = p
+			m.addLocked(p)
 		}
 		m.mu.Unlock()
 		if p != nil {
-			m.trees.recheck(p.tree)
+			m.trees.recheck(p.tree())
 		}
 		close(registered)
 	}()
@@ -179,10 +179,8 @@ func (m *Manager) newProcess(sp *spec, seq uint64, log *logFile) *Process {
 		log:          log,
 		out:          out,
 		activity:     make(chan struct{}, 1),
-		exited:       make(chan struct{}),
 		done:         make(chan struct{}),
-		ended:        make(chan struct{}),
-		info: Info{
+		info: &Info{
 			ID:         sp.id,
 			Command:    sp.req.Command,
 			Args:       append([]string(nil), sp.req.Args...),
@@ -235,7 +233,8 @@ func (p *Process) connect(cmd *exec.Cmd, sp *spec, ends *ioEnds) error {
 		ends.child = append(ends.child, slave)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 		p.tty = master
-		p.input = inputOf(slave)
+		input := inputOf(slave)
+		p.input = &input
 		p.in = newStdinPipe(master, true, sp.req.Stdin)
 		p.pumps = append(p.pumps, &pump{r: master, dst: p.out, tee: newTee(sp.req.OutputTee, "output tee", &p.tees)})
 		return nil
@@ -267,7 +266,8 @@ func (p *Process) connect(cmd *exec.Cmd, sp *spec, ends *ioEnds) error {
 			return err
 		}
 		cmd.Stdin = ir
-		p.input = inputOf(ir)
+		input := inputOf(ir)
+		p.input = &input
 		p.in = newStdinPipe(iw, false, true)
 	}
 	return nil
@@ -304,7 +304,7 @@ func (m *Manager) startInTree(p *Process, cmd *exec.Cmd, sp *spec) error {
 		return xerrors.Errorf("start %s: %w", quotePath(sp.name), err)
 	}
 	p.cmd = cmd
-	p.tree = t
+	p.treeP.Store(t)
 	p.info.PID = cmd.Process.Pid
 	p.info.Containment = t.kind
 	p.info.Limits = sp.limits
@@ -390,7 +390,7 @@ func (p *Process) begin() {
 // goroutine that publishes the end of the process (I3).
 func (p *Process) supervise() {
 	defer p.m.exits.Done()
-	defer close(p.ended)
+	defer p.endedNow()
 	waitExited(p.info.PID)
 	// Before the reap, while the zombie still lists its pending signals: a
 	// timeout's TERM that was never taken did not reach the child.
@@ -406,7 +406,6 @@ func (p *Process) supervise() {
 	if p.in != nil {
 		p.in.exit()
 	}
-	close(p.exited)
 	// "Timed out" is decided here, once, with the exit: the timeout timed
 	// the child out only if it found the child alive (onTimeout) and its
 	// TERM reached it (or a signal ended it).
@@ -414,7 +413,7 @@ func (p *Process) supervise() {
 	p.exitSeen = true
 	timedOut := p.timeoutFired && (!unreached || exitSignaled(p.cmd.ProcessState))
 	p.mu.Unlock()
-	p.tree.sys.reaped()
+	p.tree().sys.reaped()
 	exitedAt := p.m.clock.Now("process", "exit")
 	p.drain()
 	p.finish(exitedAt, timedOut)
@@ -435,21 +434,16 @@ func (p *Process) finish(exitedAt time.Time, timedOut bool) {
 	p.log.close()
 	code, sigName, usage := exitStatus(p.cmd.ProcessState)
 	if usage != nil {
-		usage.Tree = p.tree.sys.usage()
+		usage.Tree = p.tree().sys.usage()
 	}
 	if timedOut {
 		code = ExitTimedOut
 	}
+	p.setFinal(exitedAt, code, sigName, timedOut, usage)
 	now := p.m.clock.Now("process", "final")
 
 	p.mu.Lock()
 	p.final = true
-	p.exitCode = &code
-	p.sigName = sigName
-	p.timedOut = timedOut
-	p.exitedAt = exitedAt
-	p.finalTime = now
-	p.usage = usage
 	// A final record keeps only what it reports.
 	p.cmd = nil
 	p.pumps = nil
@@ -457,14 +451,16 @@ func (p *Process) finish(exitedAt time.Time, timedOut bool) {
 	p.mu.Unlock()
 
 	p.stopTimeout()
-	p.tree.final.Store(true)
+	t := p.tree()
+	t.final.Store(true)
 	// The common case: the tree died with the child. It leaves the
 	// registry now, so that nothing of it (a cgroup's open files) outlives
-	// Done; the worker removes its cgroup.
-	p.m.trees.settle([]*tree{p.tree})
+	// Done; the worker removes its cgroup. The record then forgets it.
+	p.m.trees.settle([]*tree{t})
+	p.forgetTree()
 	// The Manager counts the record as final before anyone can see Done
 	// close: a Start right after Wait finds the slot free.
-	after := p.m.recordFinal(p)
+	after := p.m.recordFinal(p, now)
 	p.finalStep(now) // closes p.done with the final event
 	after()
 }
@@ -492,7 +488,8 @@ func (p *Process) onTimeout() {
 	p.mu.Unlock()
 	// The tree's Terminate reaches the halted child too, and its SIGCONT
 	// lets it run, to handle the TERM first.
-	if !fire || p.tree.signal(Terminate) != nil {
+	t := p.tree()
+	if !fire || t.signal(Terminate) != nil {
 		if !exited {
 			resumeHalted(p.info.PID)
 		}
@@ -504,7 +501,7 @@ func (p *Process) onTimeout() {
 	// begins.
 	go func() {
 		defer p.m.background.Done()
-		p.m.trees.graceThenKill(p.m.stopCtx, []*tree{p.tree}, "process", "kill-grace")
+		p.m.trees.graceThenKill(p.m.stopCtx, []*tree{t}, "process", "kill-grace")
 	}()
 }
 

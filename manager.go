@@ -1,7 +1,6 @@
 package proc
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -308,6 +307,11 @@ type Manager struct {
 	// finishing). Process.begin adds; Close's wait comes after waiting for
 	// every record it stops to end, which every begin precedes.
 	exits sync.WaitGroup
+	// ends wakes those waiting for exit goroutines to return (waitEnded):
+	// closed and cleared each time one returns, made by a waiter when
+	// there is none. endsMu guards it; a leaf.
+	endsMu sync.Mutex
+	ends   chan struct{}
 
 	// mu guards the fields below. Lock order: Manager.mu before
 	// Process.mu; never held while calling the clock, logging or
@@ -316,13 +320,16 @@ type Manager struct {
 	closed  bool
 	seq     uint64
 	records map[string]*Process
+	// order holds the records of m.records sorted oldest first, by start
+	// time, then by seq (startedBefore): List reads it backwards.
+	order []*Process
 	// starting holds the IDs of starts between validation and registration,
 	// so that a concurrent start of the same ID and Close both see them.
 	starting map[string]chan struct{}
 	// notFinal counts records (and starts in progress) that are not final.
 	notFinal int
 	// finals lists final records in the order they became final.
-	finals    []*Process
+	finals    []retained
 	reapArmed bool
 	reapTimer *quartz.Timer
 }
@@ -474,7 +481,7 @@ func (m *Manager) Close() error {
 		p.stopping()
 	}
 	m.trees.stopAll(context.Background(), "manager", "kill-grace")
-	waitDone(procs)
+	m.waitEnded(procs)
 
 	// Every tree is empty now, or holds a member the kernel would not tear
 	// down: the registry lets go of them all.
@@ -485,12 +492,39 @@ func (m *Manager) Close() error {
 	return nil
 }
 
-// waitDone waits until every exit goroutine of procs has returned, which is
-// after the record became final and the Manager recorded it.
-func waitDone(procs []*Process) {
+// waitEnded waits until every exit goroutine of procs has returned, which
+// is after the record became final and the Manager recorded it. One
+// channel of the Manager's wakes it (m.ends), not one per record: a
+// retained record keeps none.
+func (m *Manager) waitEnded(procs []*Process) {
 	for _, p := range procs {
-		<-p.ended
+		for {
+			m.endsMu.Lock()
+			if p.ended.Load() {
+				m.endsMu.Unlock()
+				break
+			}
+			if m.ends == nil {
+				m.ends = make(chan struct{})
+			}
+			ch := m.ends
+			m.endsMu.Unlock()
+			<-ch
+		}
 	}
+}
+
+// endedNow marks the exit goroutine of p as returning (its last step)
+// and wakes waitEnded.
+func (p *Process) endedNow() {
+	p.ended.Store(true)
+	m := p.m
+	m.endsMu.Lock()
+	if m.ends != nil {
+		close(m.ends)
+		m.ends = nil
+	}
+	m.endsMu.Unlock()
 }
 
 // Scope is one owner's view of a [Manager]: it starts processes tagged with
@@ -588,7 +622,7 @@ func (s *Scope) Close() error {
 	trees := m.trees.registered(&s.owner)
 	// If Close begins meanwhile, it takes over and finishes the records.
 	m.trees.stop(m.stopCtx, trees, "manager", "kill-grace")
-	waitDone(procs)
+	m.waitEnded(procs)
 	m.trees.settle(trees)
 	s.eventsClosed.Store(true)
 	m.events.wakeAll()
@@ -616,37 +650,42 @@ func (m *Manager) get(id string, s *Scope) (*Process, error) {
 
 func (m *Manager) list(s *Scope) []Info {
 	m.prune()
+	// The records in List's order, newest first and running before final,
+	// as the order kept at insert gives them: pointers, cheap to move
+	// under the lock. Whether a record is final is read once, here.
 	m.mu.Lock()
-	procs := make([]*Process, 0, len(m.records))
-	for _, p := range m.records {
-		if s == nil || p.info.Owner == s.owner {
-			procs = append(procs, p)
+	procs := make([]*Process, len(m.order))
+	front, back := 0, len(procs)
+	for i := len(m.order) - 1; i >= 0; i-- {
+		p := m.order[i]
+		if s != nil && p.info.Owner != s.owner {
+			continue
+		}
+		if p.isFinal() {
+			back--
+			procs[back] = p
+		} else {
+			procs[front] = p
+			front++
 		}
 	}
 	m.mu.Unlock()
+	finals := procs[back:]
+	slices.Reverse(finals)
+	procs = append(procs[:front], finals...)
 
-	// Newest first by the static keys (pointers sort cheaply), then
-	// running before final, read once per record: running ones fill infos
-	// from the front and final ones from the back, whose order is then
-	// reversed. One allocation, and no Info is copied twice.
-	slices.SortFunc(procs, func(a, b *Process) int {
-		if c := b.info.StartedAt.Compare(a.info.StartedAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.seq, a.seq)
-	})
+	// Each Info is written in place: a final record's is composed from
+	// its static Info and final status, without a lock; a running one's
+	// is its status when it was looked at above (it may carry more
+	// output, never less).
 	infos := make([]Info, len(procs))
-	front, back := 0, len(infos)
-	for _, p := range procs {
-		if info := p.Info(); info.Running {
-			infos[front] = info
-			front++
+	for i, p := range procs {
+		if i < front {
+			infos[i] = p.runningInfo()
 		} else {
-			back--
-			infos[back] = info
+			p.finalInfo(&infos[i])
 		}
 	}
-	slices.Reverse(infos[back:])
 	return infos
 }
 

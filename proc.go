@@ -86,6 +86,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/quartz"
@@ -247,8 +248,11 @@ type TermSize struct {
 // (I3); [Manager.Close] stops whatever is still running. A Process stays
 // readable after its record was dropped from the Manager.
 type Process struct {
-	m    *Manager
-	info Info // the static fields, set before the record is published
+	m *Manager
+	// info holds the static fields (Running true), set before the record
+	// is published and never changed afterwards: the started event
+	// shares it.
+	info *Info
 	seq  uint64
 
 	timeout      time.Duration
@@ -259,29 +263,43 @@ type Process struct {
 
 	out    *HeadTailBuffer // combined output, or stdout with SeparateStderr
 	errOut *HeadTailBuffer // nil unless SeparateStderr
-	tree   *tree           // the one owner of the tree's end (tree.go)
 	in     *stdinPipe      // nil unless Stdin or TTY
 	tty    *os.File        // the PTY master, nil unless TTY
-	input  inputID         // the stdin pipe or terminal, as Activity finds it
+	input  *inputID        // the stdin pipe or terminal, as Activity finds it; nil without Stdin or TTY
 	log    *logFile        // nil without LogPath
 	tees   tees            // the state StartRequest.OutputTee and StderrTee share
 	watch  *eventWatch     // nil without StartRequest.Watch and WatchActivity
+	// treeP is the one owner of the tree's end (tree.go), read with tree().
+	// Once the record is final and the tree was seen empty it is
+	// goneTree: a retained record keeps nothing of its tree (a cgroup's
+	// open files and paths, 450 bytes).
+	treeP atomic.Pointer[tree]
 
 	cmd      *exec.Cmd // owned by the exit goroutine
 	pumps    []*pump
 	activity chan struct{} // a pump read bytes; capacity 1
 	pumpDone chan struct{} // one send per pump; buffered to len(pumps)
 
-	exited chan struct{} // closed once the child was reaped
-	done   chan struct{} // closed once the record is final
-	ended  chan struct{} // closed when the exit goroutine returns (Close waits)
+	// done is closed once the record is final. (The child's reaping is
+	// published by p.in, the only one that waits for it.)
+	done chan struct{}
+
+	// fin is what the final status adds to info, made once by finish
+	// before done closes and never changed: every Info of the final record
+	// (List's and the final and removed events' too) is composed from info
+	// and fin (finalInfo). Read it only once done is closed (isFinal),
+	// under Manager.mu once the record is in Manager.finals, or from an
+	// event appended after it was made.
+	fin *finalStatus
+
+	// ended is set when the exit goroutine returns (endedNow): Close and
+	// Scope.Close wait for it (Manager.waitEnded). It is not guarded by
+	// mu; next to it, it takes what would be padding.
+	ended atomic.Bool
 
 	// mu guards the fields below.
-	mu       sync.Mutex
-	final    bool
-	exitCode *int // shared by every Info of the final record
-	sigName  string
-	timedOut bool // set with final, never changed
+	mu    sync.Mutex
+	final bool
 	// exitSeen is set by the exit goroutine once it reaped the child, and
 	// timeoutFired by the timeout if it found the child alive before
 	// that: the exit goroutine reads it once to decide "timed out".
@@ -289,10 +307,7 @@ type Process struct {
 	timeoutFired bool
 	// stopped: Close or Scope.Close is stopping the tree; the timeout
 	// stands down.
-	stopped   bool
-	exitedAt  time.Time
-	usage     *Usage
-	finalTime time.Time // when the record became final (retention)
+	stopped bool
 	// timeoutTimer is stopped when the record is final or stopped.
 	timeoutTimer *quartz.Timer
 }
@@ -304,33 +319,95 @@ func (p *Process) ID() string { return p.info.ID }
 // final; then ExitCode, ExitedAt and Usage are set and never change.
 func (p *Process) Info() Info {
 	// Running is derived from Done, so that it turns false exactly when
-	// Done closes (section 2), and a running record's Info takes no lock:
-	// tight pollers do not queue on p.mu.
-	return p.infoAs(!p.isFinal())
+	// Done closes (section 2). Neither kind of record takes a lock: tight
+	// pollers do not queue on p.mu, and List reads thousands of them.
+	if p.isFinal() {
+		var info Info
+		p.finalInfo(&info)
+		return info
+	}
+	return p.runningInfo()
 }
 
-// infoAs is Info of a record that is running or, a moment before Done
-// closes, final (the final event's Info).
-func (p *Process) infoAs(running bool) Info {
-	info := p.info
-	info.Running = running
-	if !info.Running {
-		p.mu.Lock()
-		info.TimedOut = p.timedOut
-		info.ExitCode = p.exitCode
-		info.Signal = p.sigName
-		info.ExitedAt = p.exitedAt
-		info.Usage = p.usage
-		p.mu.Unlock()
-	}
-	// Read after the status, so that a final status carries the final count.
-	info.OutputBytes = p.out.Len()
-	if p.errOut != nil {
-		info.OutputBytes += p.errOut.Len()
-	}
+// runningInfo is the Info of p while it runs (Running true), also when it
+// became final since it was seen running: the output counts are read
+// after that status, so they may be larger, never smaller.
+func (p *Process) runningInfo() Info {
+	info := *p.info
+	info.OutputBytes = p.outputBytes()
 	info.LogError = p.log.errString()
 	info.TeeError = p.tees.errString()
 	return info
+}
+
+// outputBytes is Info.OutputBytes: the bytes written to both streams.
+func (p *Process) outputBytes() int64 {
+	n := p.out.Len()
+	if p.errOut != nil {
+		n += p.errOut.Len()
+	}
+	return n
+}
+
+// finalStatus is what a final record adds to its static Info, in one
+// allocation: the Info fields that change when the record becomes final.
+// It never changes once made; every final Info (Info, List, the final and
+// removed events) is composed from the static Info and it (finalInfo),
+// and points into it (ExitCode, Usage), so that reads return equal values.
+type finalStatus struct {
+	code        int
+	exitedAt    time.Time
+	outputBytes int64
+	signal      string
+	logError    string
+	teeError    string
+	usage       Usage // Usage.Tree is its own allocation, made only with a tree's usage
+	timedOut    bool
+	hasUsage    bool
+}
+
+// setFinal makes p.fin, the final status: the exit status, and the output
+// and error counts, which no longer change (the buffers are finished, the
+// log closed, the tees stopped). Only finish calls it, before Done closes.
+func (p *Process) setFinal(exitedAt time.Time, code int, sigName string, timedOut bool, usage *Usage) {
+	f := &finalStatus{
+		code:        code,
+		exitedAt:    exitedAt,
+		outputBytes: p.outputBytes(),
+		signal:      sigName,
+		logError:    p.log.errString(),
+		teeError:    p.tees.errString(),
+		timedOut:    timedOut,
+	}
+	if usage != nil {
+		f.usage, f.hasUsage = *usage, true
+		if usage.Tree != nil {
+			tree := *usage.Tree
+			f.usage.Tree = &tree
+		}
+	}
+	p.fin = f
+}
+
+// finalInfo writes the final Info of p to dst: the static Info with what
+// p.fin adds. p must be final (isFinal), or known final under Manager.mu.
+func (p *Process) finalInfo(dst *Info) { p.fin.compose(dst, p.info) }
+
+// compose writes to dst the final Info of the record whose static Info is
+// static and whose final status is f.
+func (f *finalStatus) compose(dst, static *Info) {
+	*dst = *static
+	dst.Running = false
+	dst.ExitCode = &f.code
+	dst.Signal = f.signal
+	dst.TimedOut = f.timedOut
+	dst.ExitedAt = f.exitedAt
+	dst.OutputBytes = f.outputBytes
+	if f.hasUsage {
+		dst.Usage = &f.usage
+	}
+	dst.LogError = f.logError
+	dst.TeeError = f.teeError
 }
 
 // asked holds the fields of a request that StartOrGet compares and Info
@@ -440,7 +517,7 @@ func (p *Process) Signal(sig Signal) error {
 	if p.m.isClosed() {
 		return xerrors.Errorf("signal %q: %w", p.info.ID, ErrClosed)
 	}
-	if err := p.tree.signal(sig); err != nil {
+	if err := p.tree().signal(sig); err != nil {
 		return xerrors.Errorf("signal %q: %w", p.info.ID, err)
 	}
 	return nil
@@ -460,7 +537,7 @@ func (p *Process) Resize(size TermSize) error {
 		return err
 	}
 	if err := resizeTTY(p.tty, size); err != nil {
-		if p.hasExited() {
+		if p.in.hasExited() {
 			return xerrors.Errorf("resize %q: %w", p.info.ID, ErrNotRunning)
 		}
 		return xerrors.Errorf("resize %q: %w", p.info.ID, err)
@@ -568,7 +645,39 @@ func (p *Process) waitStream(ctx context.Context, b *HeadTailBuffer, cursor int6
 	}
 }
 
-func (p *Process) hasExited() bool { return tryRecv(p.exited) }
+// tree returns the owner of p's tree's end: goneTree once the record is
+// final and the tree was seen empty.
+func (p *Process) tree() *tree { return p.treeP.Load() }
+
+// goneTree stands for the tree of a final record that was seen empty: it
+// has no member to signal, list or wait for, also for a caller that
+// took it a moment before the record forgot its tree.
+var goneTree = func() *tree {
+	t := &tree{sys: goneSys{}}
+	t.gone.Store(true)
+	t.final.Store(true)
+	return t
+}()
+
+// goneSys is goneTree's mechanism: an empty tree, released.
+type goneSys struct{}
+
+func (goneSys) signal(Signal) error       { return ErrNotRunning }
+func (goneSys) alive() bool               { return false }
+func (goneSys) waitEmpty(context.Context) {}
+func (goneSys) reaped()                   {}
+func (goneSys) usage() *TreeUsage         { return nil }
+func (goneSys) members() ([]int, bool)    { return nil, true }
+func (goneSys) rewatch(*watchdog)         {}
+func (goneSys) release()                  {}
+
+// forgetTree lets go of p's tree once it left the registry (seen empty
+// with the record final), so that a retained record keeps nothing of it.
+func (p *Process) forgetTree() {
+	if t := p.tree(); t != goneTree && t.final.Load() && t.gone.Load() {
+		p.treeP.Store(goneTree)
+	}
+}
 
 func (p *Process) isFinal() bool { return tryRecv(p.done) }
 
@@ -581,10 +690,4 @@ func tryRecv(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-func (p *Process) finalAt() time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.finalTime
 }

@@ -1,6 +1,9 @@
 package proc
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Retention (design section 7): a final record is kept for RetainExited,
 // and at most MaxRetained of them, the earliest to become final dropped
@@ -19,11 +22,11 @@ func (m *Manager) pruneAt(now time.Time) {
 	defer m.mu.Unlock()
 	for len(m.finals) > 0 {
 		oldest := m.finals[0]
-		expired := !now.Before(oldest.finalAt().Add(m.opts.RetainExited))
+		expired := !now.Before(oldest.at.Add(m.opts.RetainExited))
 		if !expired && len(m.finals) <= m.opts.MaxRetained {
 			break
 		}
-		m.dropLocked(oldest, now)
+		m.dropLocked(oldest.p, now)
 	}
 }
 
@@ -33,37 +36,82 @@ func (m *Manager) pruneAt(now time.Time) {
 func (m *Manager) dropLocked(p *Process, now time.Time) {
 	if m.records[p.info.ID] == p {
 		delete(m.records, p.info.ID)
+		i := m.orderIndexLocked(p)
+		m.order = slices.Delete(m.order, i, i+1)
 		m.eventRemovedLocked(p, now)
 	}
 	for i, f := range m.finals {
-		if f == p {
-			m.finals = append(m.finals[:i], m.finals[i+1:]...)
+		if f.p == p {
+			m.finals = slices.Delete(m.finals, i, i+1)
 			break
 		}
 	}
 }
 
+// retained is an entry of Manager.finals: a final record and when it
+// became final.
+type retained struct {
+	p  *Process
+	at time.Time
+}
+
+// addLocked registers p, whose static Info is complete, as a retained
+// record: in m.records, and in m.order at its place. The caller holds m.mu.
+func (m *Manager) addLocked(p *Process) {
+	m.records[p.info.ID] = p
+	// Records arrive nearly in start order: the place is at or near the end.
+	i := len(m.order)
+	for i > 0 && startedBefore(p, m.order[i-1]) {
+		i--
+	}
+	m.order = slices.Insert(m.order, i, p)
+}
+
+// orderIndexLocked returns the index of p, a retained record, in m.order.
+// The caller holds m.mu.
+func (m *Manager) orderIndexLocked(p *Process) int {
+	i, _ := slices.BinarySearchFunc(m.order, p, func(q, p *Process) int {
+		if startedBefore(q, p) {
+			return -1
+		}
+		if q == p {
+			return 0
+		}
+		return 1
+	})
+	return i
+}
+
+// startedBefore is List's order, oldest first: by start time, then by the
+// start sequence number (a mock clock gives equal times).
+func startedBefore(a, b *Process) bool {
+	if c := a.info.StartedAt.Compare(b.info.StartedAt); c != 0 {
+		return c < 0
+	}
+	return a.seq < b.seq
+}
+
 // recordFinal is called once by the exit goroutine of p, after p's status
 // is final and before Done closes: the running count and the retention list
-// change at once. It returns what must happen after Done closes: watching
-// p's tree until it is empty (if finish could not settle it) and arming
-// the reap timer.
-func (m *Manager) recordFinal(p *Process) (after func()) {
+// change at once; now is when p became final. It returns what must happen
+// after Done closes: watching p's tree until it is empty (if finish could
+// not settle it) and arming the reap timer.
+func (m *Manager) recordFinal(p *Process, now time.Time) (after func()) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.notFinal--
 	arm := false
 	if m.records[p.info.ID] == p && !m.closed {
-		m.finals = append(m.finals, p)
+		m.finals = append(m.finals, retained{p: p, at: now})
 		arm = !m.reapArmed
 		m.reapArmed = true
 		for len(m.finals) > m.opts.MaxRetained {
-			m.dropLocked(m.finals[0], p.finalAt())
+			m.dropLocked(m.finals[0].p, now)
 		}
 	}
 	return func() {
-		if p.tree.alive() {
-			m.watch(p.tree)
+		if p.tree().alive() {
+			m.watch(p)
 		}
 		if arm {
 			m.armReap(m.opts.RetainExited)
@@ -71,18 +119,20 @@ func (m *Manager) recordFinal(p *Process) (after func()) {
 	}
 }
 
-// watch waits, in a goroutine of its own, until t (whose record is final
-// but which has live members, such as a background child) is empty, and
-// then settles it. The goroutine ends when t is empty or Close begins;
-// Close waits for it.
-func (m *Manager) watch(t *tree) {
+// watch waits, in a goroutine of its own, until the tree of p (which is
+// final but whose tree has live members, such as a background child) is
+// empty, and then settles it and lets p forget it. The goroutine ends when
+// the tree is empty or Close begins; Close waits for it.
+func (m *Manager) watch(p *Process) {
 	if !m.enter() {
-		return // Close stops t
+		return // Close stops the tree
 	}
+	t := p.tree()
 	go func() {
 		defer m.background.Done()
 		t.sys.waitEmpty(m.stopCtx)
 		m.trees.settle([]*tree{t})
+		p.forgetTree()
 	}()
 }
 
@@ -122,7 +172,7 @@ func (m *Manager) reap() {
 		m.mu.Unlock()
 		return
 	}
-	next := m.finals[0].finalAt().Add(m.opts.RetainExited).Sub(now)
+	next := m.finals[0].at.Add(m.opts.RetainExited).Sub(now)
 	m.mu.Unlock()
 	m.armReap(next)
 }

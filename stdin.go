@@ -64,6 +64,10 @@ type stdinPipe struct {
 	// its stdinPipe for Resize, but takes no Write or CloseStdin.
 	writable bool
 
+	// exited is closed once the child was reaped (exit), after writes
+	// were refused: a write that met the child's exit waits for it.
+	exited chan struct{}
+
 	// turn serialises writes: a writer holds its one slot while writing,
 	// so one write lands whole before the next starts. A channel, not a
 	// mutex, so that a writer waiting for its turn still ends with its
@@ -115,7 +119,7 @@ func (s *stdinPipe) check(p *Process) error {
 }
 
 func newStdinPipe(w *os.File, tty, writable bool) *stdinPipe {
-	return &stdinPipe{w: w, tty: tty, writable: writable, turn: make(chan struct{}, 1)}
+	return &stdinPipe{w: w, tty: tty, writable: writable, exited: make(chan struct{}), turn: make(chan struct{}, 1)}
 }
 
 func (s *stdinPipe) write(ctx context.Context, b []byte, p *Process) (int, error) {
@@ -177,9 +181,9 @@ func (s *stdinPipe) write(ctx context.Context, b []byte, p *Process) (int, error
 	case errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.EIO):
 		// A child on its way out closes its stdin before its exit can be
 		// reaped: EPIPE in that moment is its exit, not a stdin it closed.
-		if p.hasExited() || exitsSoon(p.info.PID) {
+		if s.hasExited() || exitsSoon(p.info.PID) {
 			// The child is gone; its exit goroutine is about to say so.
-			<-p.exited
+			<-s.exited
 			return n, xerrors.Errorf("write to %q: %w", p.info.ID, ErrNotRunning)
 		}
 	}
@@ -234,8 +238,15 @@ func (s *stdinPipe) close(p *Process) error {
 }
 
 // exit refuses further writes once the child was reaped, releasing a write
-// blocked on a pipe that a grandchild may hold open without reading.
-func (s *stdinPipe) exit() { s.shut(stdinExited) }
+// blocked on a pipe that a grandchild may hold open without reading, and
+// then publishes the exit (exited). Only the exit goroutine calls it, once.
+func (s *stdinPipe) exit() {
+	s.shut(stdinExited)
+	close(s.exited)
+}
+
+// hasExited reports whether the child was reaped.
+func (s *stdinPipe) hasExited() bool { return tryRecv(s.exited) }
 
 // closeByManager releases blocked writers with ErrClosed.
 func (s *stdinPipe) closeByManager() { s.shut(stdinStopping) }
