@@ -1,0 +1,113 @@
+//go:build unix
+
+package proc
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+)
+
+// Retention tests that start echo, cat and true by name, so Unix only
+// (they run on Linux in CI); those of retention_internal_test.go start
+// nothing and run everywhere, Wine included.
+
+// TestFinalRecordKeepsOneStatus pins what a final record holds: its final
+// status, made once, is what every final Info (Info, List, the final and
+// removed events) is composed from and points into, so that repeated
+// reads return equal values (I1); and its tree, seen empty, is forgotten
+// (a signal is ErrNotRunning).
+func TestFinalRecordKeepsOneStatus(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := NewManager(Options{})
+	t.Cleanup(func() { _ = m.Close() })
+	p, err := m.Start(StartRequest{Args: []string{"echo", "hello"}})
+	if err != nil {
+		t.Fatalf("Start(echo) = %v", err)
+	}
+	if err := p.Wait(ctx); err != nil {
+		t.Fatalf("Wait() = %v", err)
+	}
+	info := p.Info()
+	if info.Running || info.ExitCode == nil || *info.ExitCode != 0 || info.OutputBytes != 6 {
+		t.Fatalf("Info() = %+v; want final, exit code 0, 6 bytes", info)
+	}
+	if info.ExitCode != &p.fin.code || info.Usage != &p.fin.usage {
+		t.Errorf("Info() points to %p and %p; want the final status's %p and %p", info.ExitCode, info.Usage, &p.fin.code, &p.fin.usage)
+	}
+	if again := p.Info(); !reflect.DeepEqual(again, info) || again.ExitCode != info.ExitCode || again.Usage != info.Usage {
+		t.Errorf("Info() again = %+v; want %+v, pointing to the same status", again, info)
+	}
+	if list := m.List(); len(list) != 1 || !reflect.DeepEqual(list[0], info) {
+		t.Errorf("List() = %+v; want [%+v]", list, info)
+	}
+	if err := m.Remove(p.ID()); err != nil {
+		t.Fatalf("Remove() = %v", err)
+	}
+	evs, _, _ := m.Events(0, 0)
+	var kinds []EventKind
+	for _, ev := range evs {
+		if ev.ID != p.ID() {
+			continue
+		}
+		kinds = append(kinds, ev.Kind)
+		switch ev.Kind {
+		case EventStarted:
+			if ev.Info != p.info {
+				t.Errorf("the started event's Info is a copy; want the record's static Info shared")
+			}
+		case EventFinal, EventRemoved:
+			if ev.Info == nil || !reflect.DeepEqual(*ev.Info, info) || ev.Info.ExitCode != info.ExitCode || ev.Info.Usage != info.Usage {
+				t.Errorf("the %s event's Info is %+v; want %+v, pointing to the final status", ev.Kind, ev.Info, info)
+			}
+		}
+	}
+	if want := []EventKind{EventStarted, EventFinal, EventRemoved}; !slices.Equal(kinds, want) {
+		t.Errorf("events of the record: %q; want %q", kinds, want)
+	}
+	if got := p.tree(); got != goneTree {
+		t.Errorf("a final record's tree is %+v; want it forgotten (goneTree)", got)
+	}
+	if err := p.Signal(Kill); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("Signal(Kill) of a final record = %v; want ErrNotRunning", err)
+	}
+}
+
+// TestStdinPublishesExit pins that the exit goroutine publishes the
+// child's reaping through the stdin pipe (a write that met the exit waits
+// for it), and that a record without Stdin keeps no pipe.
+func TestStdinPublishesExit(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := NewManager(Options{})
+	t.Cleanup(func() { _ = m.Close() })
+	p, err := m.Start(StartRequest{Args: []string{"cat"}, Stdin: true})
+	if err != nil {
+		t.Fatalf("Start(cat) = %v", err)
+	}
+	if p.in.hasExited() {
+		t.Error("the stdin pipe says the child exited while cat waits for input")
+	}
+	if err := p.CloseStdin(); err != nil {
+		t.Fatalf("CloseStdin() = %v", err)
+	}
+	if err := p.Wait(ctx); err != nil {
+		t.Fatalf("Wait() = %v", err)
+	}
+	if !p.in.hasExited() {
+		t.Error("the stdin pipe does not say the child exited once the record is final")
+	}
+	q, err := m.Start(StartRequest{Args: []string{"true"}})
+	if err != nil {
+		t.Fatalf("Start(true) = %v", err)
+	}
+	if q.in != nil {
+		t.Errorf("a record without Stdin has a stdin pipe %+v", q.in)
+	}
+}
