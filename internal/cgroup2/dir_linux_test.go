@@ -243,9 +243,14 @@ func signalAllParentsFirst(t *testing.T, withLeader bool) {
 		}
 		// Held up until the member is dead: its parent, if not signalled
 		// yet, has all the time it needs to see that.
+		// Poll again after EINTR: Go's preemption signal interrupts it.
 		deadline, _ := ctx.Deadline()
 		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-		if n, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds())); n != 1 || err != nil {
+		n, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds()))
+		for errors.Is(err, unix.EINTR) {
+			n, err = unix.Poll(fds, int(time.Until(deadline).Milliseconds()))
+		}
+		if n != 1 || err != nil {
 			t.Errorf("member %d not dead after SIGTERM: poll = %d, %v", pid, n, err)
 		}
 	})
