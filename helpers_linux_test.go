@@ -239,10 +239,19 @@ func treeMillisLeft(ctx context.Context) int {
 }
 
 // treePollIn reports whether fd is readable within ms milliseconds (-1:
-// no bound).
+// no bound). A poll interrupted (Go's preemption signal) polls again for
+// what is left.
 func treePollIn(fd, ms int) bool {
-	n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
-	return err == nil && n > 0
+	deadline := time.Now().Add(time.Duration(ms) * time.Millisecond)
+	for {
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
+		if !errors.Is(err, unix.EINTR) {
+			return err == nil && n > 0
+		}
+		if ms >= 0 {
+			ms = max(0, int(time.Until(deadline).Milliseconds()))
+		}
+	}
 }
 
 // treeCgroupOf returns the cgroup v2 directory of pid, and false if pid
