@@ -212,9 +212,9 @@ func (d Dir) signalAll(sig unix.Signal, leader Leader, after func(pid, pidfd int
 		}
 	}()
 	signalled := 0
-	send := func(pid, pidfd int, signal func(unix.Signal) bool) {
+	send := func(pid, pidfd int, signal func(unix.Signal) bool) bool {
 		if !signal(sig) {
-			return
+			return false
 		}
 		signalled++
 		if sig != unix.SIGKILL {
@@ -223,6 +223,7 @@ func (d Dir) signalAll(sig unix.Signal, leader Leader, after func(pid, pidfd int
 		if after != nil {
 			after(pid, pidfd)
 		}
+		return true
 	}
 	for pass := 0; pass < 4; pass++ {
 		pids := d.Procs()
@@ -247,9 +248,13 @@ func (d Dir) signalAll(sig unix.Signal, leader Leader, after func(pid, pidfd int
 				continue
 			}
 			seen[pid] = true
-			if pid == leader.PID {
-				send(pid, -1, leader.Signal)
-			} else if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+			if pid == leader.PID && send(pid, -1, leader.Signal) {
+				continue
+			}
+			// Not the leader, or the leader was reaped before this read
+			// and its PID now names another member: pinned and verified
+			// like any other.
+			if fd, err := unix.PidfdOpen(pid, 0); err == nil {
 				pending = append(pending, pinned{pid, fd})
 			}
 		}

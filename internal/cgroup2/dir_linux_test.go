@@ -270,6 +270,36 @@ func signalAllParentsFirst(t *testing.T, withLeader bool) {
 	}
 }
 
+// TestSignalAllLeaderReaped pins that a listed member whose PID is the
+// Leader's, when the Leader's Signal sends nothing (the leader was reaped
+// and its PID reused by another member), is signalled like any other
+// member. It was skipped, and got only the kill after KillGrace.
+func TestSignalAllLeaderReaped(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	d := testDir(t)
+	fd, err := unix.Open(d.Path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("open %s: %v", d.Path, err)
+	}
+	defer unix.Close(fd)
+	member := exec.Command("sleep", "60")
+	member.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	if err := member.Start(); err != nil {
+		t.Fatalf("start a member in %s: %v", d.Path, err)
+	}
+	reaped := Leader{PID: member.Process.Pid, Signal: func(unix.Signal) bool { return false }}
+	if n := d.SignalAll(unix.SIGTERM, reaped); n != 1 {
+		t.Errorf("SignalAll(SIGTERM) with a reaped Leader of the same PID signalled %d members; want 1", n)
+	}
+	_ = member.Wait()
+	if st, ok := member.ProcessState.Sys().(syscall.WaitStatus); !ok || st.Signal() != syscall.SIGTERM {
+		t.Errorf("the member ended %v; want killed by SIGTERM", member.ProcessState)
+	}
+	d.WaitEmpty(ctx)
+}
+
 // TestKillGone pins Kill on a cgroup that is gone: an error wrapping
 // ErrGone (the tree's signal reports ErrNotRunning), never success and
 // never a raw ENOENT or ENODEV. It returned nil when the missing
