@@ -199,15 +199,18 @@ var eventKinds = [...]EventKind{
 }
 
 // event is the Event kept in s, numbered seq. A started event's Info is
-// the record's static Info, shared; a final or removed one's is its final
-// Info, composed anew (the record is final: its final event is appended
-// after its final status is made, and a removed one after that).
+// a copy of the record's static Info (the caller may change it without
+// changing the record); a final or removed one's is its final Info,
+// composed anew (the record is final: its final event is appended after
+// its final status is made, and a removed one after that). A slot never
+// changes once appended, so event needs no lock.
 func (s *eventSlot) event(seq int64) Event {
 	info := s.info
 	ev := Event{Seq: seq, Time: s.time, ID: info.ID, Owner: info.Owner, Kind: eventKinds[s.kind]}
 	switch s.kind {
 	case codeStarted:
-		ev.Info = info
+		started := *info
+		ev.Info = &started
 	case codeFinal, codeRemoved:
 		ev.Info = new(Info)
 		s.fin.compose(ev.Info, info)
@@ -284,15 +287,30 @@ func (l *eventLog) atLocked(seq int64) *eventSlot {
 	return &l.ring[(l.first+i)%len(l.ring)]
 }
 
-// read is Events: of every owner (s nil), or of s's owner.
+// read is Events: of every owner (s nil), or of s's owner. It copies the
+// slots under l.mu and makes the Events (an Info each) after letting go:
+// a pump appending a matched event waits only for the copy.
 func (l *eventLog) read(cursor int64, max int, s *Scope) (evs []Event, next int64, lost int64) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.readLocked(cursor, max, s)
+	slots, next, lost := l.slotsLocked(cursor, max, s)
+	l.mu.Unlock()
+	return slotEvents(slots), next, lost
 }
 
-// readLocked is read with l.mu held.
+// readLocked is read with l.mu held (for a test's hook).
 func (l *eventLog) readLocked(cursor int64, max int, s *Scope) (evs []Event, next int64, lost int64) {
+	slots, next, lost := l.slotsLocked(cursor, max, s)
+	return slotEvents(slots), next, lost
+}
+
+// numberedSlot is a copy of a kept slot with its Seq.
+type numberedSlot struct {
+	seq int64
+	eventSlot
+}
+
+// slotsLocked copies the slots read returns. The caller holds l.mu.
+func (l *eventLog) slotsLocked(cursor int64, max int, s *Scope) (slots []numberedSlot, next int64, lost int64) {
 	cursor = positiveOr(cursor, 0)
 	next = cursor
 	from := l.oldestLocked()
@@ -301,14 +319,26 @@ func (l *eventLog) readLocked(cursor int64, max int, s *Scope) (evs []Event, nex
 	} else {
 		from = cursor + 1
 	}
-	for seq := from; seq <= l.last && (max <= 0 || len(evs) < max); seq++ {
+	for seq := from; seq <= l.last && (max <= 0 || len(slots) < max); seq++ {
 		ev := l.atLocked(seq)
 		next = seq
 		if s == nil || ev.info.Owner == s.owner {
-			evs = append(evs, ev.event(seq))
+			slots = append(slots, numberedSlot{seq, *ev})
 		}
 	}
-	return evs, next, lost
+	return slots, next, lost
+}
+
+// slotEvents makes the Events of slots.
+func slotEvents(slots []numberedSlot) []Event {
+	if slots == nil {
+		return nil
+	}
+	evs := make([]Event, len(slots))
+	for i := range slots {
+		evs[i] = slots[i].event(slots[i].seq)
+	}
+	return evs
 }
 
 // wait is WaitEvent: of every owner (s nil), or of s's owner.

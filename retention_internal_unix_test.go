@@ -58,8 +58,12 @@ func TestFinalRecordKeepsOneStatus(t *testing.T) {
 		kinds = append(kinds, ev.Kind)
 		switch ev.Kind {
 		case EventStarted:
-			if ev.Info != p.info {
-				t.Errorf("the started event's Info is a copy; want the record's static Info shared")
+			// A copy of the record's static Info: a caller that changes
+			// it must not change the record (Info, List, Scopes).
+			if ev.Info == p.info || ev.Info == nil || !reflect.DeepEqual(*ev.Info, *p.info) {
+				t.Errorf("the started event's Info is %p %+v; want a copy of the record's static Info %p %+v", ev.Info, ev.Info, p.info, *p.info)
+			} else if ev.Info.Owner = "changed by a reader"; p.Info().Owner == ev.Info.Owner {
+				t.Errorf("changing the started event's Info changed the record's")
 			}
 		case EventFinal, EventRemoved:
 			if ev.Info == nil || !reflect.DeepEqual(*ev.Info, info) || ev.Info.ExitCode != info.ExitCode || ev.Info.Usage != info.Usage {
