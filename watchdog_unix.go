@@ -47,8 +47,10 @@ import (
 // Manager's cgroup, or empty in group mode; descriptor 3 is the groups
 // file, read from its start. It is POSIX sh (dash runs it).
 //
-// After end-of-file it notes the time (end: hundredths of a second since
-// boot, /proc/uptime, the unit of the start times in /proc/<pid>/stat),
+// After end-of-file it notes the time (end: now, called in a command
+// substitution, is the start time in /proc/<pid>/stat of the subshell it
+// forks: the clock and unit of every process's start time, where
+// /proc/uptime may be a container's own, as with lxcfs; "" without /proc),
 // kills the cgroup and every registered group, and, if the file holds
 // pending marks ("w<ticks>"; since: the earliest), kills the children of
 // the unfinished starts. It relies on these kernel facts, for each such
@@ -84,11 +86,11 @@ import (
 // then); it is killed too. The sweep runs only when a mark is left, that
 // is when the host died during a sandboxed start in group mode.
 const watchdogScript = `cg=$1 host=$PPID
+now() { read -r s 2>/dev/null </proc/self/stat && set -- ${s##*")"} && echo "${20}"; }
 while IFS= read -r line; do
 	[ "$line" = q ] && exit 0
 done
-end=
-if [ -r /proc/uptime ] && read -r up _ </proc/uptime; then end=${up%.*}${up#*.}; fi
+end=$(now)
 if [ -n "$cg" ]; then
 	echo 1 >"$cg/cgroup.kill" 2>/dev/null
 	for f in "$cg"/*/cgroup.procs; do
@@ -107,8 +109,7 @@ reaper=
 while read -r s 2>/dev/null </proc/$$/stat; do
 	set -- ${s##*")"}
 	if [ "$2" != "$host" ]; then reaper=$2; break; fi
-	read -r up _ </proc/uptime
-	[ "${up%.*}${up#*.}" -gt $((end + 100)) ] && exit 0
+	[ "$(now)" -gt $((end + 100)) ] && exit 0
 done
 [ -n "$reaper" ] || exit 0
 pids=
