@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/procvisor/proc/internal/procfs"
 	"github.com/procvisor/proc/internal/sandbox"
 )
 
@@ -155,5 +156,33 @@ func TestWatchdogPendingMarkSettled(t *testing.T) {
 	}
 	if len(buf) != slotSize {
 		t.Errorf("groups file of %d bytes; want one slot (%d): the failed start's slot reused", len(buf), slotSize)
+	}
+}
+
+// TestBootTicksMatchStartTimes pins the unit and clock of a pending mark:
+// bootTicks read before a fork is at most the child's start time in
+// /proc/<pid>/stat, and bootTicks read after it at least that (a wrong
+// divisor or clock would put the mark after the children it covers, and
+// the sweep would spare them).
+func TestBootTicksMatchStartTimes(t *testing.T) {
+	t.Parallel()
+	for range 20 {
+		before, err := bootTicks()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("true")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		st, ok := procfs.ReadStat(cmd.Process.Pid) // not reaped yet: ours
+		after, _ := bootTicks()
+		_ = cmd.Wait()
+		if !ok {
+			t.Fatalf("no stat for child %d", cmd.Process.Pid)
+		}
+		if start := int64(st.StartTime); start < before || start > after {
+			t.Fatalf("child started at tick %d; want within the ticks read around its fork [%d, %d]", start, before, after)
+		}
 	}
 }
