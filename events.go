@@ -62,7 +62,8 @@ type Event struct {
 	ID    string    `json:"id"`
 	Owner string    `json:"owner,omitempty"`
 	Kind  EventKind `json:"kind"`
-	// Info is the record's status: with started, final and removed.
+	// Info is the record's status: with started, final and removed. Each
+	// read makes its own: the caller may change it.
 	Info *Info `json:"info,omitempty"`
 	// Watch is the name of the watch that matched (matched).
 	Watch string `json:"watch,omitempty"`
