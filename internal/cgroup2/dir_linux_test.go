@@ -327,22 +327,53 @@ func TestKillGone(t *testing.T) {
 	}
 }
 
-// TestReadFile pins readFile against os.ReadFile: a file larger than the
-// buffer it is given is read whole, and a missing one is os.ErrNotExist.
-func TestReadFile(t *testing.T) {
+// TestDirAt drives a child cgroup through a Dir that holds its directory
+// open (At): made, opened and removed relative to its parent's
+// descriptor, its files read and written relative to its own, with the
+// same answers as by path.
+func TestDirAt(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "big")
-	want := []byte(strings.Repeat("0123456789abcdef\n", 1000))
-	if err := os.WriteFile(path, want, 0o644); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	parent := testDir(t)
+	pfd, err := unix.Open(parent.Path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, size := range []int{0, 1, 512, 64 << 10} {
-		got, err := readFile(path, make([]byte, 0, size))
-		if err != nil || !slices.Equal(got, want) {
-			t.Errorf("readFile(%d bytes of buffer) = %d bytes, %v; want the file's %d bytes", size, len(got), err, len(want))
-		}
+	defer unix.Close(pfd)
+	parent.At = pfd
+	if err := parent.MakeChild("c"); err != nil {
+		t.Fatalf("MakeChild: %v", err)
 	}
-	if _, err := readFile(filepath.Join(t.TempDir(), "absent"), nil); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("readFile(absent) = %v; want an error wrapping os.ErrNotExist", err)
+	fd, err := parent.OpenChild("c")
+	if err != nil {
+		t.Fatalf("OpenChild: %v", err)
+	}
+	defer unix.Close(fd)
+	byPath := Dir{Path: filepath.Join(parent.Path, "c")}
+	at := Dir{Path: byPath.Path, At: fd}
+
+	burn := startIn(t, byPath, "sh", "-c", "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done")
+	if err := burn.Wait(); err != nil {
+		t.Fatalf("burn: %v", err)
+	}
+	if u := at.CPU(); u.User+u.System <= 0 || u != byPath.CPU() || at.Usage() != byPath.Usage() {
+		t.Errorf("through At: CPU %+v, Usage %+v; by path: %+v, %+v; want the same, user+system > 0", u, at.Usage(), byPath.CPU(), byPath.Usage())
+	}
+	sleeper := startIn(t, byPath, "sleep", "60")
+	if !at.Populated() || !slices.Equal(at.Procs(), []int{sleeper.Process.Pid}) || at.Descendants() != 0 {
+		t.Errorf("through At: populated %v, procs %v, descendants %d; want true, [%d], 0", at.Populated(), at.Procs(), at.Descendants(), sleeper.Process.Pid)
+	}
+	if err := at.Kill(); err != nil {
+		t.Fatalf("Kill through At: %v", err)
+	}
+	at.WaitEmpty(ctx)
+	_ = sleeper.Wait()
+	if st, ok := sleeper.ProcessState.Sys().(syscall.WaitStatus); !ok || st.Signal() != syscall.SIGKILL {
+		t.Errorf("sleep ended %v; want SIGKILL (cgroup.kill written through At)", sleeper.ProcessState)
+	}
+	parent.RemoveChild("c")
+	if _, err := os.Stat(byPath.Path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after RemoveChild, %s: %v; want it gone", byPath.Path, err)
 	}
 }

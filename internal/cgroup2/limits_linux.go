@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/xerrors"
@@ -80,74 +79,75 @@ type Usage struct {
 	OOMKills     int           // memory.events oom_kill
 }
 
-// Usage reads d's accounting: cpu.stat (always there), and memory.peak,
-// pids.peak and memory.events where their controllers are enabled.
+// Usage reads d's accounting: cpu.stat (always there, as CPU reads
+// it), and memory.peak, pids.peak and memory.events where their
+// controllers are enabled.
 func (d Dir) Usage() Usage {
-	stat := readKeyed(d.file("cpu.stat"))
-	return Usage{
-		User:       time.Duration(stat["user_usec"]) * time.Microsecond,
-		System:     time.Duration(stat["system_usec"]) * time.Microsecond,
-		MemoryPeak: readInt(d.file("memory.peak")),
-		PidsPeak:   int(readInt(d.file("pids.peak"))),
-		OOMKills:   int(readKeyed(d.file("memory.events"))["oom_kill"]),
+	u := d.CPU()
+	u.MemoryPeak = d.readInt("memory.peak")
+	u.PidsPeak = int(d.readInt("pids.peak"))
+	var buf [256]byte
+	if data, err := d.readShow("memory.events", buf[:0]); err == nil {
+		oom, _ := keyedValue(data, "oom_kill")
+		u.OOMKills = int(oom)
 	}
+	return u
 }
 
 // CPU reads cpu.stat alone: the part of Usage a cgroup without the memory
 // and pids controllers has, in one read instead of four.
 func (d Dir) CPU() Usage {
 	var buf [512]byte
-	data, err := readFile(d.file("cpu.stat"), buf[:0])
+	data, err := d.readShow("cpu.stat", buf[:0])
 	if err != nil {
 		return Usage{}
 	}
 	var u Usage
-	for len(data) > 0 {
-		var line []byte
-		line, data, _ = bytes.Cut(data, []byte("\n"))
-		k, v, _ := bytes.Cut(line, []byte(" "))
-		n, _ := strconv.ParseInt(string(v), 10, 64)
-		switch string(k) {
+	parseKeyed(data, func(key []byte, n int64) {
+		switch string(key) {
 		case "user_usec":
 			u.User = time.Duration(n) * time.Microsecond
 		case "system_usec":
 			u.System = time.Duration(n) * time.Microsecond
 		}
-	}
+	})
 	return u
 }
 
-// readKeyed reads a cgroup file of "key value" lines; missing is empty.
-func readKeyed(path string) map[string]int64 {
-	var buf [512]byte
-	data, err := readFile(path, buf[:0])
-	if err != nil {
-		return nil
-	}
-	return parseKeyed(data)
-}
-
-// parseKeyed parses "key value" lines (cpu.stat, memory.events); a line
-// whose value is not an integer is left out.
-func parseKeyed(data []byte) map[string]int64 {
-	m := map[string]int64{}
-	for _, line := range strings.Split(string(data), "\n") {
-		if k, v, ok := strings.Cut(line, " "); ok {
-			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-				m[k] = n
-			}
+// parseKeyed calls f with each "key value" line of data (cpu.stat,
+// memory.events, cgroup.stat) whose value is an integer; other lines are
+// left out. It is the one parser of those files, and allocates nothing.
+func parseKeyed(data []byte, f func(key []byte, value int64)) {
+	for len(data) > 0 {
+		var line []byte
+		line, data, _ = bytes.Cut(data, []byte("\n"))
+		k, v, ok := bytes.Cut(line, []byte(" "))
+		if !ok {
+			continue
+		}
+		if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+			f(k, n)
 		}
 	}
-	return m
 }
 
-// readInt reads a cgroup file holding one integer; missing is 0.
-func readInt(path string) int64 {
+// keyedValue is the value of key in "key value" lines (parseKeyed).
+func keyedValue(data []byte, key string) (n int64, ok bool) {
+	parseKeyed(data, func(k []byte, v int64) {
+		if !ok && string(k) == key {
+			n, ok = v, true
+		}
+	})
+	return n, ok
+}
+
+// readInt reads d's file name, holding one integer; missing is 0.
+func (d Dir) readInt(name string) int64 {
 	var buf [64]byte
-	data, err := readFile(path, buf[:0])
+	data, err := d.readShow(name, buf[:0])
 	if err != nil {
 		return 0
 	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	n, _ := strconv.ParseInt(string(bytes.TrimSpace(data)), 10, 64)
 	return n
 }

@@ -116,8 +116,11 @@ func TestParseKeyed(t *testing.T) {
 		{"no-trailing-newline", "oom_kill 3", map[string]int64{"oom_kill": 3}},
 		{"junk-left-out", "user_usec x\nnope\n\nsystem_usec 7\n", map[string]int64{"system_usec": 7}},
 		{"empty", "", map[string]int64{}},
+		{"no-value", "oom_kill\nmax 1\n", map[string]int64{"max": 1}},
 	} {
-		if got := parseKeyed([]byte(tc.in)); !maps.Equal(got, tc.want) {
+		got := map[string]int64{}
+		parseKeyed([]byte(tc.in), func(k []byte, v int64) { got[string(k)] = v })
+		if !maps.Equal(got, tc.want) {
 			t.Errorf("%s: parseKeyed = %v; want %v", tc.name, got, tc.want)
 		}
 	}
@@ -190,4 +193,15 @@ func TestSetLimits(t *testing.T) {
 			t.Errorf("SetLimits created pids.max (%v); a missing controller must not be faked", statErr)
 		}
 	})
+}
+
+func TestKeyedValue(t *testing.T) {
+	t.Parallel()
+	data := []byte("nr_descendants 3\nnr_dying_descendants 1\nnr_descendants 9\n")
+	if n, ok := keyedValue(data, "nr_descendants"); n != 3 || !ok {
+		t.Errorf("keyedValue(nr_descendants) = %d, %v; want 3, true (the first line)", n, ok)
+	}
+	if n, ok := keyedValue(data, "nr_descendant"); n != 0 || ok {
+		t.Errorf("keyedValue(nr_descendant) = %d, %v; want 0, false (no line has that key)", n, ok)
+	}
 }

@@ -85,33 +85,18 @@ const (
 	maxSelectFds = 65536
 )
 
-// read reads the whole file at path into s.buf, which it returns; the
-// result is valid until the next read.
+// read reads the whole file at path into s.buf (ReadFileAt), which it
+// returns; the result is valid until the next read.
 func (s *Scanner) read(path string) ([]byte, bool) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, false
-	}
-	defer unix.Close(fd)
 	if s.buf == nil {
 		s.buf = make([]byte, 0, 4096)
 	}
-	s.buf = s.buf[:0]
-	for {
-		if len(s.buf) == cap(s.buf) {
-			s.buf = slices.Grow(s.buf, cap(s.buf))
-		}
-		n, err := unix.Read(fd, s.buf[len(s.buf):cap(s.buf)])
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err != nil:
-			return nil, false
-		case n == 0:
-			return s.buf, true
-		}
-		s.buf = s.buf[:len(s.buf)+n]
+	data, err := ReadFileAt(unix.AT_FDCWD, path, s.buf)
+	if err != nil {
+		return nil, false
 	}
+	s.buf = data
+	return data, true
 }
 
 // readlink returns the target of the link at path, valid until the next
