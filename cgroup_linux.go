@@ -65,6 +65,14 @@ var managerSeq atomic.Uint64
 type cgroupHost struct {
 	dir string // the Manager's cgroup, absolute
 	rel string // dir as /proc/<pid>/cgroup names it
+	// fdMu guards d.At: read-held while d is used, so that close never
+	// closes the descriptor under a call that uses it (its number could
+	// name another directory by then). Not held across anything else.
+	fdMu sync.RWMutex
+	// d is dir, held open (d.At) from openCgroupHost until close (then by
+	// path: calls fail, the cgroup is gone): record cgroups are made,
+	// opened and removed relative to it, with no walk of the path.
+	d cgroup2.Dir
 
 	// wg counts the worker; close waits for it.
 	wg sync.WaitGroup
@@ -79,7 +87,7 @@ type cgroupHost struct {
 	spare   []*recordCgroup // ready record cgroups: new, or emptied by a record
 	want    int             // new spares the worker keeps made: spareTarget, more after a burst
 	recycle []*recordCgroup // record cgroups that are done, to reuse if they can be
-	remove  []string        // record cgroups that are done, to remove
+	remove  []string        // names of record cgroups that are done, to remove
 	working bool            // the worker runs
 	// draining is set when Close begins: from then on nothing is made
 	// or kept for reuse, and what is done is removed at once, while
@@ -133,11 +141,17 @@ func openCgroupHost(parent string, keep bool) (*cgroupHost, error) {
 			return nil, xerrors.Errorf("cgroup v2: make %s: %v: %w", h.dir, err, ErrUnsupported)
 		}
 	}
-	hd := cgroup2.Dir{Path: h.dir}
-	hd.EnableControllers(limitControllers)
-	enabled := hd.SubtreeControl()
+	fd, err := unix.Open(h.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		_ = os.Remove(h.dir)
+		return nil, xerrors.Errorf("cgroup v2: open %s: %v: %w", h.dir, err, ErrUnsupported)
+	}
+	h.d = cgroup2.Dir{Path: h.dir, At: fd}
+	h.d.EnableControllers(limitControllers)
+	enabled := h.d.SubtreeControl()
 	h.reuse = !slices.Contains(enabled, "memory") && !slices.Contains(enabled, "pids")
 	if err := h.probe(); err != nil {
+		_ = unix.Close(fd)
 		_ = os.Remove(h.dir)
 		return nil, err
 	}
@@ -235,10 +249,11 @@ func removeDeadManager(dir string) {
 }
 
 // recordCgroup is a record's cgroup. While a record uses it, it holds the
-// directory open (clone3's target, until the child started) and
-// cgroup.events (read to learn whether the tree is empty); a spare holds
-// nothing open.
+// directory open (clone3's target, and the descriptor its files are
+// opened relative to) and cgroup.events (read to learn whether the tree
+// is empty); a spare holds nothing open.
 type recordCgroup struct {
+	name   string // below the Manager's cgroup: "t1", "t2", ...
 	dir    string
 	dirFD  int             // -1 unless open
 	events *cgroup2.Events // nil unless open
@@ -247,13 +262,13 @@ type recordCgroup struct {
 	base cgroup2.Usage
 }
 
-// open opens what a start needs.
-func (rc *recordCgroup) open() error {
-	fd, err := unix.Open(rc.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+// open opens what a start needs, relative to the Manager's cgroup h.
+func (rc *recordCgroup) open(h cgroup2.Dir) error {
+	fd, err := h.OpenChild(rc.name)
 	if err != nil {
 		return xerrors.Errorf("open cgroup: %w", err)
 	}
-	events, err := cgroup2.Dir{Path: rc.dir}.OpenEvents()
+	events, err := cgroup2.Dir{Path: rc.dir, At: fd}.OpenEvents()
 	if err != nil {
 		_ = unix.Close(fd)
 		return xerrors.Errorf("open cgroup: %w", err)
@@ -276,9 +291,9 @@ func (rc *recordCgroup) close() {
 }
 
 // discard closes rc and removes its directory.
-func (rc *recordCgroup) discard() {
+func (h *cgroupHost) discard(rc *recordCgroup) {
 	rc.close()
-	removeCgroup(rc.dir)
+	h.removeRecord(rc.name)
 }
 
 // probe starts a child inside a fresh record cgroup, to learn whether
@@ -290,7 +305,7 @@ func (h *cgroupHost) probe() error {
 		return xerrors.Errorf("cgroup v2: %v: %w", err, ErrUnsupported)
 	}
 	if err := (cgroup2.Dir{Path: rc.dir}).ProbeClone(); err != nil {
-		rc.discard()
+		h.discard(rc)
 		return xerrors.Errorf("cgroup v2: %v: %w", err, ErrUnsupported)
 	}
 	h.giveBack(rc)
@@ -301,12 +316,15 @@ func (h *cgroupHost) probe() error {
 func (h *cgroupHost) create() (*recordCgroup, error) {
 	h.mu.Lock()
 	h.next++
-	dir := filepath.Join(h.dir, "t"+strconv.Itoa(h.next))
+	name := "t" + strconv.Itoa(h.next)
 	h.mu.Unlock()
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	h.fdMu.RLock()
+	err := h.d.MakeChild(name)
+	h.fdMu.RUnlock()
+	if err != nil {
 		return nil, xerrors.Errorf("make cgroup: %w", err)
 	}
-	return &recordCgroup{dir: dir, dirFD: -1}, nil
+	return &recordCgroup{name: name, dir: filepath.Join(h.dir, name), dirFD: -1}, nil
 }
 
 // spareTarget is how many new record cgroups the worker keeps ready; a
@@ -344,8 +362,11 @@ func (h *cgroupHost) take() (*recordCgroup, error) {
 			return nil, err
 		}
 	}
-	if err := rc.open(); err != nil {
-		rc.discard()
+	h.fdMu.RLock()
+	err := rc.open(h.d)
+	h.fdMu.RUnlock()
+	if err != nil {
+		h.discard(rc)
 		return nil, err
 	}
 	return rc, nil
@@ -364,7 +385,7 @@ func (h *cgroupHost) giveBack(rc *recordCgroup) {
 	}
 	h.mu.Unlock()
 	if !keep {
-		removeCgroup(rc.dir)
+		h.removeRecord(rc.name)
 	}
 }
 
@@ -378,7 +399,7 @@ func (h *cgroupHost) done(rc *recordCgroup, reusable bool) {
 	if reusable && h.reuse && !h.draining {
 		h.recycle = append(h.recycle, rc)
 	} else {
-		h.remove = append(h.remove, rc.dir)
+		h.remove = append(h.remove, rc.name)
 	}
 	h.kickLocked()
 }
@@ -392,7 +413,7 @@ func (h *cgroupHost) done(rc *recordCgroup, reusable bool) {
 func (h *cgroupHost) refused(rc *recordCgroup) {
 	rc.close()
 	if !h.reuse {
-		removeCgroup(rc.dir)
+		h.removeRecord(rc.name)
 		return
 	}
 	h.recycled(rc)
@@ -404,7 +425,7 @@ func (h *cgroupHost) refused(rc *recordCgroup) {
 func (h *cgroupHost) recycled(rc *recordCgroup) {
 	d := cgroup2.Dir{Path: rc.dir}
 	if d.Populated() || d.Descendants() != 0 {
-		removeCgroup(rc.dir)
+		h.removeRecord(rc.name)
 		return
 	}
 	rc.base = d.CPU() // reuse: only cpu.stat accounts here
@@ -429,10 +450,10 @@ func (h *cgroupHost) work() {
 		h.mu.Lock()
 		switch {
 		case len(h.remove) > 0:
-			dir := h.remove[0]
+			name := h.remove[0]
 			h.remove = h.remove[1:]
 			h.mu.Unlock()
-			removeCgroup(dir)
+			h.removeRecord(name)
 		case len(h.recycle) > 0:
 			rc := h.recycle[0]
 			h.recycle = h.recycle[1:]
@@ -475,10 +496,10 @@ func (h *cgroupHost) drain() {
 	defer h.mu.Unlock()
 	h.draining = true
 	for _, rc := range h.spare {
-		h.remove = append(h.remove, rc.dir)
+		h.remove = append(h.remove, rc.name)
 	}
 	for _, rc := range h.recycle {
-		h.remove = append(h.remove, rc.dir)
+		h.remove = append(h.remove, rc.name)
 	}
 	h.spare, h.recycle = nil, nil
 	h.kickLocked()
@@ -503,12 +524,24 @@ func (h *cgroupHost) close() {
 	h.spare, h.recycle, h.remove = nil, nil, nil
 	h.mu.Unlock()
 	for _, rc := range spare {
-		rc.discard()
+		h.discard(rc)
 	}
-	for _, dir := range remove {
-		removeCgroup(dir)
+	for _, name := range remove {
+		h.removeRecord(name)
 	}
+	h.fdMu.Lock()
+	_ = unix.Close(h.d.At)
+	h.d.At = 0
+	h.fdMu.Unlock()
 	removeCgroup(h.dir)
+}
+
+// removeRecord removes the record cgroup name, relative to the Manager's
+// cgroup (cgroup2.Dir.RemoveChild).
+func (h *cgroupHost) removeRecord(name string) {
+	h.fdMu.RLock()
+	h.d.RemoveChild(name)
+	h.fdMu.RUnlock()
 }
 
 // removeCgroup removes an empty cgroup directory and the cgroups a member
@@ -519,8 +552,11 @@ func removeCgroup(dir string) { cgroup2.Dir{Path: dir}.Remove() }
 // cgroupTree is a record's cgroup: the tree's mechanics are
 // cgroup2.Dir's.
 type cgroupTree struct {
-	host    *cgroupHost
-	rc      *recordCgroup
+	host *cgroupHost
+	rc   *recordCgroup
+	// d is the cgroup, with rc's directory descriptor (d.At) until
+	// release closes it: used only under mu with released false, or by
+	// path (WaitEmpty).
 	d       cgroup2.Dir
 	limited bool            // limits were written into it: never reused
 	events  *cgroup2.Events // rc's while this tree holds it; closed by release
@@ -633,12 +669,21 @@ func (c *cgroupTree) alive() bool { return c.populated() }
 // to the cgroup's baseline. The peaks are never from a baseline: a
 // cgroup with them is never reused.
 func (c *cgroupTree) usage() *TreeUsage {
+	c.mu.Lock()
+	if c.released {
+		// Never so: the record reads its usage before its tree settles.
+		// Released, the cgroup may be another record's, or its descriptor
+		// another file: nothing is read.
+		c.mu.Unlock()
+		return &TreeUsage{}
+	}
 	var u cgroup2.Usage
 	if c.host.reuse {
 		u = c.d.CPU() // without the memory and pids controllers, only cpu.stat
 	} else {
 		u = c.d.Usage()
 	}
+	c.mu.Unlock()
 	base := c.base
 	return &TreeUsage{
 		User:       u.User - base.User,

@@ -54,7 +54,7 @@ func setupTree(cmd *exec.Cmd, tty bool, host *cgroupHost, guard *watchdog, limit
 	if !limits.IsZero() {
 		if err := host.limit(rc.dir, limits); err != nil {
 			// Never given back: a later record must not inherit limits.
-			rc.discard()
+			host.discard(rc)
 			return nil, err
 		}
 	}
@@ -75,18 +75,18 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 	case s.host == nil:
 		return newGroupTreeGuarded(cmd.Process.Pid, owner, s.guard, s.pending)
 	case cmd.Process == nil && s.limited:
-		s.rc.discard()
+		s.host.discard(s.rc)
 		return nil, nil
 	case cmd.Process == nil:
 		// Nothing runs in it: a failed exec's child is reaped already.
 		s.host.refused(s.rc)
 		return nil, nil
 	}
-	_ = unix.Close(s.rc.dirFD)
-	s.rc.dirFD = -1
+	// The directory stays open until release: the tree's files are
+	// opened relative to it.
 	c := &cgroupTree{host: s.host, rc: s.rc, limited: s.limited, events: s.rc.events, base: s.rc.base,
 		leader: cmd.Process, pid: cmd.Process.Pid,
-		d: cgroup2.Dir{Path: s.rc.dir, Rel: filepath.Join(s.host.rel, filepath.Base(s.rc.dir))}}
+		d: cgroup2.Dir{Path: s.rc.dir, Rel: filepath.Join(s.host.rel, s.rc.name), At: s.rc.dirFD}}
 	return &tree{sys: c, kind: string(ContainCgroup), owner: owner}, nil
 }
 
