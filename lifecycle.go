@@ -75,8 +75,10 @@ func (m *Manager) launchRegistered(spec *spec, seq uint64, registered chan struc
 	defer func() {
 		if p != nil {
 			// Registered before the record is visible: whoever finds the
-			// record (Close, Scope.Close) finds its tree.
+			// record (Close, Scope.Close) finds its tree, and Close's wait
+			// for m.exits its exit goroutine, which begin starts.
 			m.trees.register(p.tree())
+			m.exits.Add(1)
 		}
 		m.mu.Lock()
 		delete(m.starting, spec.id)
@@ -369,8 +371,8 @@ func (p *Process) begin() {
 		// Stopped by EOF, or by the drain once the child exited (drain.go).
 		go pu.run()
 	}
-	// Stopped when the child exits and the bounded drain ends.
-	p.m.exits.Add(1)
+	// Stopped when the child exits and the bounded drain ends; counted in
+	// m.exits since the record was registered (launchRegistered).
 	go p.supervise()
 	if p.timeout > 0 {
 		t := p.m.clock.AfterFunc(p.timeout, p.onTimeout, "process", "timeout")

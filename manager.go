@@ -302,12 +302,15 @@ type Manager struct {
 	// Close ends them (stopCtx) and waits for them. Add only under mu
 	// while !closed (enter).
 	background sync.WaitGroup
-	// exits counts exit goroutines, so that Close also waits for those of
-	// records dropped before it looked (their goroutines may still be
-	// finishing). Process.begin adds; Close's wait comes after waiting for
-	// every record it stops to end, which every begin precedes.
+	// exits counts exit goroutines (and the activity pollers, which end
+	// with them): Close's one wait for every record to be final, those it
+	// found and those dropped before it looked. A record's is added before
+	// the record is registered (launchRegistered), so that no Add comes
+	// after Close found the record; an activity poller's while the
+	// record's is counted.
 	exits sync.WaitGroup
-	// ends wakes those waiting for exit goroutines to return (waitEnded):
+	// ends wakes Scope.Close waiting for its records' exit goroutines to
+	// return (waitEnded):
 	// closed and cleared each time one returns, made by a waiter when
 	// there is none. endsMu guards it; a leaf.
 	endsMu sync.Mutex
@@ -481,19 +484,24 @@ func (m *Manager) Close() error {
 		p.stopping()
 	}
 	m.trees.stopAll(context.Background(), "manager", "kill-grace")
-	m.waitEnded(procs)
+	// Every record is final once its exit goroutine returned: those of
+	// every record Close found, counted since they were registered, and of
+	// records dropped before it looked. Their trees' usage is read by
+	// then, before the registry lets go of the trees.
+	m.exits.Wait()
 
 	// Every tree is empty now, or holds a member the kernel would not tear
 	// down: the registry lets go of them all.
 	m.trees.releaseAll()
-	m.exits.Wait()
 	m.trees.close()
 	m.events.close()
 	return nil
 }
 
 // waitEnded waits until every exit goroutine of procs has returned, which
-// is after the record became final and the Manager recorded it. One
+// is after the record became final and the Manager recorded it: the wait
+// of Scope.Close, which waits for its owner's records only (Close waits
+// for every exit goroutine through m.exits). One
 // channel of the Manager's wakes it (m.ends), not one per record: a
 // retained record keeps none.
 func (m *Manager) waitEnded(procs []*Process) {

@@ -503,3 +503,55 @@ func TestTreeRecordsAfterClose(t *testing.T) {
 		}
 	})
 }
+
+// TestTreeCloseHonoursKillGrace pins Close's stop (treeKeeper.stopAll) in
+// each mode: in cgroup mode it waits for every tree with one watch of the
+// Manager's cgroup, in group mode for each tree in turn, and either way a
+// member that ignores SIGTERM gets SIGKILL only once KillGrace is over on
+// Options.Clock, while one that obeys dies of the SIGTERM. A stop that
+// killed at once, took another grace, or whose wait outlived the grace
+// fails it.
+func TestTreeCloseHonoursKillGrace(t *testing.T) {
+	t.Parallel()
+	treeEachMode(t, func(t *testing.T, mode treeMode) {
+		const grace = 5 * time.Second
+		ctx := testCtx(t)
+		opts := treeOptions(t, mode)
+		opts.KillGrace = grace
+		mClock := quartz.NewMock(t)
+		m := mockManager(t, mClock, opts)
+		ignoring := mustStart(t, m, helperReq("lc-ignore-term"))
+		obeying := mustStart(t, m, helperReq("lc-ready-sleep"))
+		for _, p := range []*proc.Process{ignoring, obeying} {
+			if got := p.Info().Containment; got != mode.want {
+				t.Fatalf("Info().Containment = %q; want %q", got, mode.want)
+			}
+			waitText(ctx, t, p, "ready\n")
+		}
+		graceTrap := mClock.Trap().NewTimer("manager", "kill-grace")
+		defer graceTrap.Close()
+		closed := goClose(m)
+		// The grace timer is made after SIGTERM went out.
+		releaseTrapped(ctx, t, graceTrap, grace, "Close's kill-grace timer")
+		if s := waitFinal(ctx, t, obeying); treeFinalOf(t, s.Info) != (treeFinal{143, "SIGTERM", false}) {
+			t.Errorf("obeying child final %+v; want 143, SIGTERM", treeFinalOf(t, s.Info))
+		}
+		mClock.Advance(grace - time.Nanosecond).MustWait(ctx)
+		select {
+		case err := <-closed:
+			t.Fatalf("Close() = %v a nanosecond before the grace was over; want it to wait", err)
+		default:
+		}
+		if !ignoring.Info().Running {
+			t.Fatal("the child that ignores SIGTERM is final before the grace was over")
+		}
+		mClock.Advance(time.Nanosecond).MustWait(ctx)
+		// Once the grace is over, Close needs no more clock time.
+		if err := recv(ctx, t, closed, "Close after the grace"); err != nil {
+			t.Errorf("Close() = %v", err)
+		}
+		if !isDone(ignoring) || treeFinalOf(t, ignoring.Info()) != (treeFinal{137, "SIGKILL", false}) {
+			t.Errorf("after Close, the child that ignores SIGTERM: done %v, final %+v; want 137, SIGKILL", isDone(ignoring), treeFinalOf(t, ignoring.Info()))
+		}
+	})
+}
