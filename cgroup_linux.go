@@ -94,7 +94,16 @@ type cgroupHost struct {
 	// Close waits for the trees.
 	draining bool
 	closed   bool
+
+	// flushing is set when Close begins (draining), and ends counts the
+	// records whose usage was read since: see flushUsage.
+	flushing atomic.Bool
+	ends     atomic.Int64
 }
+
+// flushEvery is how many records' usage reads, while Close stops every
+// tree at once, come between reads of the Manager's cpu.stat (flushUsage).
+const flushEvery = 64
 
 // openCgroupHost finds the parent, makes the Manager's cgroup and checks
 // that a child can be started inside a cgroup there. A parent that is not a
@@ -493,7 +502,6 @@ func (h *cgroupHost) drain() {
 		return
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.draining = true
 	for _, rc := range h.spare {
 		h.remove = append(h.remove, rc.name)
@@ -503,6 +511,35 @@ func (h *cgroupHost) drain() {
 	}
 	h.spare, h.recycle = nil, nil
 	h.kickLocked()
+	h.mu.Unlock()
+	h.flushing.Store(true)
+	h.flushUsage()
+}
+
+// flushUsage reads the Manager's cpu.stat, which makes the kernel fold
+// the CPU accounting of every record cgroup below it (rstat) at once.
+// The kernel keeps, for each CPU, a list of the child cgroups of a cgroup
+// whose accounting changed since the last read, singly linked and newest
+// first, and a record's cpu.stat read takes the record off its parent's
+// list by walking it: with 1,000 records each read walked hundreds of
+// its siblings (measured: 21 us a read with 1,000 records on the list
+// against 8.5 us with 20, and 11.7 us after one read of the parent, which
+// cost 0.9 ms). Close's drain reads it once, before the trees are
+// stopped (every record that ran since the last read is on the list),
+// and again after every flushEvery records read their usage, since each
+// exit puts its record back on the list.
+func (h *cgroupHost) flushUsage() {
+	h.fdMu.RLock()
+	_ = h.d.CPU()
+	h.fdMu.RUnlock()
+}
+
+// reading is called before a record's usage is read: while Close stops
+// every tree, every flushEvery-th read is preceded by flushUsage.
+func (h *cgroupHost) reading() {
+	if h.flushing.Load() && h.ends.Add(1)%flushEvery == 0 {
+		h.flushUsage()
+	}
 }
 
 // waitEmpty returns once no process is left in the Manager's cgroup (in
@@ -669,6 +706,7 @@ func (c *cgroupTree) alive() bool { return c.populated() }
 // to the cgroup's baseline. The peaks are never from a baseline: a
 // cgroup with them is never reused.
 func (c *cgroupTree) usage() *TreeUsage {
+	c.host.reading()
 	c.mu.Lock()
 	if c.released {
 		// Never so: the record reads its usage before its tree settles.
