@@ -257,10 +257,13 @@ func removeDeadManager(dir string) {
 	removeCgroup(dir)
 }
 
-// recordCgroup is a record's cgroup. While a record uses it, it holds the
-// directory open (clone3's target, and the descriptor its files are
-// opened relative to) and cgroup.events (read to learn whether the tree
-// is empty); a spare holds nothing open.
+// recordCgroup is a record's cgroup. It holds its directory open from
+// when it is made (by the worker, off the start path) until it is
+// removed, for as many records as reuse it: clone3's target, and the
+// descriptor its files are opened relative to. While a record uses it, it
+// also holds cgroup.events open (read to learn whether the tree is
+// empty), a file of each record's own. At most spareMax spares are kept,
+// so those not in use hold at most spareMax descriptors.
 type recordCgroup struct {
 	name   string // below the Manager's cgroup: "t1", "t2", ...
 	dir    string
@@ -271,37 +274,55 @@ type recordCgroup struct {
 	base cgroup2.Usage
 }
 
-// open opens what a start needs, relative to the Manager's cgroup h.
-func (rc *recordCgroup) open(h cgroup2.Dir) error {
+// openDir opens rc's directory, relative to the Manager's cgroup h,
+// unless it is open.
+func (rc *recordCgroup) openDir(h cgroup2.Dir) error {
+	if rc.dirFD >= 0 {
+		return nil
+	}
 	fd, err := h.OpenChild(rc.name)
 	if err != nil {
 		return xerrors.Errorf("open cgroup: %w", err)
 	}
-	events, err := cgroup2.Dir{Path: rc.dir, At: fd}.OpenEvents()
-	if err != nil {
-		_ = unix.Close(fd)
-		return xerrors.Errorf("open cgroup: %w", err)
-	}
-	rc.dirFD, rc.events = fd, events
+	rc.dirFD = fd
 	return nil
 }
 
-// close closes what rc holds open.
-func (rc *recordCgroup) close() {
+// open opens what a start needs: the directory (open already unless the
+// start made rc itself) and a cgroup.events of the record's own.
+func (rc *recordCgroup) open(h cgroup2.Dir) error {
+	if err := rc.openDir(h); err != nil {
+		return err
+	}
+	events, err := cgroup2.Dir{Path: rc.dir, At: rc.dirFD}.OpenEvents()
+	if err != nil {
+		return xerrors.Errorf("open cgroup: %w", err)
+	}
+	rc.events = events
+	return nil
+}
+
+// closeEvents closes the cgroup.events of the record that used rc.
+func (rc *recordCgroup) closeEvents() {
+	if rc.events != nil {
+		// Not set to nil: a tree may be reading it (a read of a closed
+		// file fails safely), and the next record opens one of its own.
+		rc.events.Close()
+	}
+}
+
+// closeDir closes rc's directory, which is about to be removed.
+func (rc *recordCgroup) closeDir() {
 	if rc.dirFD >= 0 {
 		_ = unix.Close(rc.dirFD)
 		rc.dirFD = -1
-	}
-	if rc.events != nil {
-		// Not set to nil: a tree may be reading it (a read of a closed
-		// file fails safely), and a spare is opened again in take.
-		rc.events.Close()
 	}
 }
 
 // discard closes rc and removes its directory.
 func (h *cgroupHost) discard(rc *recordCgroup) {
-	rc.close()
+	rc.closeEvents()
+	rc.closeDir()
 	h.removeRecord(rc.name)
 }
 
@@ -321,19 +342,24 @@ func (h *cgroupHost) probe() error {
 	return nil
 }
 
-// create makes a new record cgroup.
+// create makes a new record cgroup and opens its directory.
 func (h *cgroupHost) create() (*recordCgroup, error) {
 	h.mu.Lock()
 	h.next++
 	name := "t" + strconv.Itoa(h.next)
 	h.mu.Unlock()
+	rc := &recordCgroup{name: name, dir: filepath.Join(h.dir, name), dirFD: -1}
 	h.fdMu.RLock()
 	err := h.d.MakeChild(name)
+	if err == nil {
+		err = rc.openDir(h.d)
+	}
 	h.fdMu.RUnlock()
 	if err != nil {
+		h.removeRecord(name)
 		return nil, xerrors.Errorf("make cgroup: %w", err)
 	}
-	return &recordCgroup{name: name, dir: filepath.Join(h.dir, name), dirFD: -1}, nil
+	return rc, nil
 }
 
 // spareTarget is how many new record cgroups the worker keeps ready; a
@@ -382,11 +408,11 @@ func (h *cgroupHost) take() (*recordCgroup, error) {
 }
 
 // giveBack returns a record cgroup that holds no process (a failed start,
-// the worker's new one, or one recycled) to the spares, closed, unless
-// there are enough. A cgroup that was killed or limited is never given
-// back (see done).
+// the worker's new one, or one recycled) to the spares, its directory
+// open, unless there are enough. A cgroup that was killed or limited is
+// never given back (see done).
 func (h *cgroupHost) giveBack(rc *recordCgroup) {
-	rc.close()
+	rc.closeEvents()
 	h.mu.Lock()
 	keep := !h.closed && !h.draining && len(h.spare) < spareMax
 	if keep {
@@ -394,7 +420,7 @@ func (h *cgroupHost) giveBack(rc *recordCgroup) {
 	}
 	h.mu.Unlock()
 	if !keep {
-		h.removeRecord(rc.name)
+		h.discard(rc)
 	}
 }
 
@@ -402,12 +428,13 @@ func (h *cgroupHost) giveBack(rc *recordCgroup) {
 // (it was neither killed nor limited) and the host reuses cgroups, else for
 // removal. The worker decides and does the work, off the record's path.
 func (h *cgroupHost) done(rc *recordCgroup, reusable bool) {
-	rc.close()
+	rc.closeEvents()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if reusable && h.reuse && !h.draining {
 		h.recycle = append(h.recycle, rc)
 	} else {
+		rc.closeDir()
 		h.remove = append(h.remove, rc.name)
 	}
 	h.kickLocked()
@@ -420,9 +447,9 @@ func (h *cgroupHost) done(rc *recordCgroup, reusable bool) {
 // time is in the cgroup's accounting, so it is reused only from a new
 // baseline, as a record's cgroup is; read here, off no record's path.
 func (h *cgroupHost) refused(rc *recordCgroup) {
-	rc.close()
+	rc.closeEvents()
 	if !h.reuse {
-		h.removeRecord(rc.name)
+		h.discard(rc)
 		return
 	}
 	h.recycled(rc)
@@ -432,9 +459,9 @@ func (h *cgroupHost) refused(rc *recordCgroup) {
 // nothing below it, and its accounting becomes the next record's baseline
 // (nothing adds to it while it is empty). Otherwise it is removed.
 func (h *cgroupHost) recycled(rc *recordCgroup) {
-	d := cgroup2.Dir{Path: rc.dir}
+	d := cgroup2.Dir{Path: rc.dir, At: rc.dirFD}
 	if d.Populated() || d.Descendants() != 0 {
-		h.removeRecord(rc.name)
+		h.discard(rc)
 		return
 	}
 	rc.base = d.CPU() // reuse: only cpu.stat accounts here
@@ -503,10 +530,8 @@ func (h *cgroupHost) drain() {
 	}
 	h.mu.Lock()
 	h.draining = true
-	for _, rc := range h.spare {
-		h.remove = append(h.remove, rc.name)
-	}
-	for _, rc := range h.recycle {
+	for _, rc := range append(h.spare, h.recycle...) {
+		rc.closeDir()
 		h.remove = append(h.remove, rc.name)
 	}
 	h.spare, h.recycle = nil, nil
