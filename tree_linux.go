@@ -5,7 +5,6 @@ package proc
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 
 	"github.com/procvisor/proc/internal/cgroup2"
 	"golang.org/x/sys/unix"
@@ -86,7 +85,7 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 	// opened relative to it.
 	c := &cgroupTree{host: s.host, rc: s.rc, limited: s.limited, events: s.rc.events, base: s.rc.base,
 		leader: cmd.Process, pid: cmd.Process.Pid,
-		d: cgroup2.Dir{Path: s.rc.dir, Rel: filepath.Join(s.host.rel, s.rc.name), At: s.rc.dirFD}}
+		d: cgroup2.Dir{Path: s.rc.dir, Rel: s.host.rel + "/" + s.rc.name, At: s.rc.dirFD}}
 	return &tree{sys: c, kind: string(ContainCgroup), owner: owner}, nil
 }
 

@@ -21,7 +21,7 @@ import (
 // Dir is a cgroup v2 directory. Its methods are safe for concurrent use;
 // a Dir that is gone (removed) reads as empty and unpopulated.
 type Dir struct {
-	// Path is the directory, absolute.
+	// Path is the directory, absolute and clean (filepath.Clean).
 	Path string
 	// Rel is the cgroup as /proc/<pid>/cgroup names it (below the mount's
 	// root); "" where it is not known, and then Holds is false.
@@ -33,7 +33,10 @@ type Dir struct {
 	At int
 }
 
-func (d Dir) file(name string) string { return filepath.Join(d.Path, name) }
+// file is the path of d's file name: Path is clean and name one
+// element, so no filepath.Join (which cleans, and showed in the start
+// path's profile).
+func (d Dir) file(name string) string { return d.Path + "/" + name }
 
 // at returns the directory descriptor and path to open d's file name
 // with: relative to At where d holds one, else by path.
