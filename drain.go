@@ -95,6 +95,12 @@ type pump struct {
 	polledReads int
 	// grown is set once the pump asked for a larger pipe (run).
 	grown bool
+	// wakeDue is set while readers wait for a wake the pump owes them
+	// (writeQuiet, wakeNow); deadline while a read deadline of
+	// followLatency bounds when it comes (armWake). Only the pump's
+	// goroutine uses them.
+	wakeDue  bool
+	deadline bool
 	// ended is set just before the pump sends on done, so that the drain
 	// knows which pump it is still waiting for.
 	ended atomic.Bool
@@ -123,9 +129,15 @@ func (pu *pump) run() {
 			pu.writeFollowed(buf[:n])
 		}
 		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) && pu.stopping.Load() {
-				pu.finalPass(buf)
+			if pu.wakeLate(err) {
+				continue // followLatency passed: followers woken, read on
 			}
+			if errors.Is(err, os.ErrDeadlineExceeded) && pu.stopping.Load() {
+				pu.wakeNow()
+				pu.finalPass(buf)
+				return
+			}
+			pu.settleFollowers()
 			return
 		}
 	}
@@ -188,20 +200,23 @@ func (pu *pump) read(buf []byte) (int, error) {
 }
 
 // writeFollowed stores b as write does, but does not drop bytes a
-// follower that keeps up has not read (design section 10): while a
-// follower woken by an earlier write holds a lease (HeadTailBuffer.room),
-// the pump writes what fits and waits for the rest, as a pipe's writer
-// waits for its reader; meanwhile the child fills the pipe and then waits
-// too. The wait ends when the follower reads or waits again, when the
-// drain stops the pump, or once followBound has passed since the
-// follower's wake without it reaching the end (HeadTailBuffer.hold): it
-// then loses the help until it catches up, and learns what it missed from
-// Chunk.Lost. So one wake holds the child at most followBound, on
-// Options.Clock.
+// follower that keeps up has not read (design section 10), and wakes
+// waiting followers lazily (pump.writeQuiet, follow.go): while a
+// follower waits or holds a lease, the pump writes what the follow window
+// and the tail keep of its unread bytes (HeadTailBuffer.room) and waits
+// for the rest, as a pipe's writer waits for its reader; meanwhile the
+// child fills the pipe and then waits too. The wait ends when the
+// follower reads or waits again, when the drain stops the pump, or once
+// followBound has passed since the follower's wake without it reaching
+// where the stream ended then (HeadTailBuffer.hold): it then loses the
+// help until it catches up, and learns what it missed from Chunk.Lost.
+// So one wake holds the child at most followBound, on Options.Clock.
 func (pu *pump) writeFollowed(b []byte) {
 	for len(b) > 0 {
-		k, wakes := pu.dst.room(len(b))
+		k := pu.dst.room(len(b))
 		if k == 0 {
+			// A follower left waiting (writeQuiet) reads first.
+			pu.wakeNow()
 			var wait time.Duration
 			var roomc <-chan struct{}
 			k, wait, roomc = pu.dst.hold(len(b), pu.clock.Now("pump", "follower"))
@@ -210,15 +225,11 @@ func (pu *pump) writeFollowed(b []byte) {
 				continue
 			}
 		}
-		pu.write(b[:k])
+		pu.writeQuiet(b[:k])
 		b = b[k:]
 		select {
 		case pu.activity <- struct{}{}:
 		default:
-		}
-		if wakes {
-			// The bound of the followers this write woke starts now.
-			pu.dst.stampWoken(pu.clock.Now("pump", "follower"))
 		}
 	}
 }
