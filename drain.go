@@ -47,7 +47,41 @@ const (
 	// finalReads bounds the last non-blocking pass of a stopped pump, so a
 	// writer that never pauses cannot hold the drain.
 	finalReads = 16
+	// maxGrownPipes is how many pipes of one Manager may be grown to
+	// observedPipeSize at once (pipeBudget): 64 of 256 KiB, 16 MiB, a
+	// quarter of the default per-user quota, so that a Manager whose
+	// records are all observed leaves the user's other programs their
+	// full-size pipes. A pipe stays grown until its pump ends.
+	maxGrownPipes = 64
 )
+
+// pipeBudget counts the grown pipes of one Manager's pumps (pump.run).
+// A nil *pipeBudget (a pump made without a Manager, in tests) sets no
+// limit.
+type pipeBudget struct{ grown atomic.Int32 }
+
+// take counts one more grown pipe, unless maxGrownPipes already are.
+func (pb *pipeBudget) take() bool {
+	if pb == nil {
+		return true
+	}
+	for {
+		n := pb.grown.Load()
+		if n >= maxGrownPipes {
+			return false
+		}
+		if pb.grown.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// release gives back a pipe take counted.
+func (pb *pipeBudget) release() {
+	if pb != nil {
+		pb.grown.Add(-1)
+	}
+}
 
 var pumpBufs = sync.Pool{New: func() any {
 	b := make([]byte, pumpBufSize)
@@ -93,8 +127,12 @@ type pump struct {
 	tryAgain bool
 	// polledReads counts down the reads that try first (read).
 	polledReads int
-	// grown is set once the pump asked for a larger pipe (run).
-	grown bool
+	// grown is set once the pump asked for a larger pipe (run); pipes
+	// counts the Manager's grown pipes, and holdsPipe is set while this
+	// pump's pipe is one of them, until the pump ends.
+	grown     bool
+	pipes     *pipeBudget
+	holdsPipe bool
 	// wakeDue is set while readers wait for a wake the pump owes them
 	// (writeQuiet, wakeNow); deadline while a read deadline of
 	// followLatency bounds when it comes (armWake). Only the pump's
@@ -108,6 +146,9 @@ type pump struct {
 
 func (pu *pump) run() {
 	defer func() {
+		if pu.holdsPipe {
+			pu.pipes.release()
+		}
 		pu.ended.Store(true)
 		pu.done <- struct{}{}
 	}()
@@ -121,9 +162,13 @@ func (pu *pump) run() {
 			// The pipe had at least a read's worth waiting while readers
 			// share the Ps with the pump: let the child write further
 			// ahead instead of waiting on a full pipe for the pump's turn
-			// (growPipe).
+			// (growPipe), within the Manager's budget of grown pipes.
 			pu.grown = true
-			growPipe(pu.r)
+			if pu.pipes.take() {
+				if pu.holdsPipe = growPipe(pu.r); !pu.holdsPipe {
+					pu.pipes.release()
+				}
+			}
 		}
 		if n > 0 {
 			pu.writeFollowed(buf[:n])
