@@ -94,12 +94,14 @@ type lease struct {
 	target int64
 }
 
-// followWindow is how many of the newest bytes a buffer keeps for its
-// followers, beyond head and tail, while one waits or holds a lease: how
-// far the pump may run ahead of a follower it helps. It is the size a
-// pump grows its pipe to (observedPipeSize), allocated by the first
-// follower and freed by Finish.
-const followWindow = 256 << 10
+// followWindow is how many of the newest bytes a buffer keeps at most
+// for its followers, beyond head and tail, while one waits or holds a
+// lease: how far the pump may run ahead of a follower it helps, and so
+// how few hand-offs a flood takes (issue 22, BenchmarkFollowCost with a
+// 64 KiB follower: 1.2-1.3x the child's time alone with 256 KiB, 1.1-1.2x
+// with 1 MiB). Its storage grows only as far as followers lag
+// (keepLocked), and Finish frees it.
+const followWindow = 1 << 20
 
 // followLatency is the longest the pump leaves a waiting follower
 // unwoken after writing bytes past its cursor (pump.armWake): short next
@@ -182,17 +184,26 @@ func (f *followState) helpingLocked() bool {
 
 // keepLocked adds p, just written (total counts it), to the follow window
 // while a follower waits or holds a lease, and empties the window once
-// none does.
-func (f *followState) keepLocked(p []byte) {
-	if !f.helpingLocked() {
+// none does. The window keeps no byte before the oldest follower's
+// cursor, and its storage grows (doubling, to windowMax at most) only as
+// far as followers lag: one that reads each write at once needs about a
+// pump read of it.
+func (f *followState) keepLocked(p []byte, total int64) {
+	if !f.helpingLocked() || f.windowMax == 0 {
 		f.windowPos, f.windowLen = 0, 0
 		return
 	}
-	if f.windowMax == 0 {
-		return
+	oldest := total - int64(len(p))
+	for _, l := range f.leases {
+		oldest = min(oldest, l.cursor)
 	}
-	if f.window == nil {
-		f.window = make([]byte, f.windowMax)
+	for _, c := range f.waiting {
+		oldest = min(oldest, c)
+	}
+	// What the window holds from before oldest is no follower's.
+	f.dropLocked(f.windowLen - int(min(int64(f.windowLen), total-int64(len(p))-oldest)))
+	if need := min(f.windowLen+len(p), f.windowMax); need > len(f.window) {
+		f.resizeLocked(min(max(2*len(f.window), need), f.windowMax))
 	}
 	if len(p) >= len(f.window) {
 		copy(f.window, p[len(p)-len(f.window):])
@@ -204,11 +215,29 @@ func (f *followState) keepLocked(p []byte) {
 	copy(f.window, p[k:])
 	f.windowLen += len(p)
 	if over := f.windowLen - len(f.window); over > 0 {
-		f.windowPos = (f.windowPos + over) % len(f.window)
-		f.windowLen = len(f.window)
+		f.dropLocked(over)
 	}
 }
 
+// dropLocked drops the window's n oldest bytes.
+func (f *followState) dropLocked(n int) {
+	if n <= 0 {
+		return
+	}
+	f.windowPos = (f.windowPos + n) % len(f.window)
+	f.windowLen -= n
+}
+
+// resizeLocked moves the window into new storage of size bytes, at least
+// windowLen.
+func (f *followState) resizeLocked(size int) {
+	w := make([]byte, size)
+	if f.windowLen > 0 {
+		k := copy(w, f.window[f.windowPos:min(f.windowPos+f.windowLen, len(f.window))])
+		copy(w[k:], f.window[:f.windowLen-k])
+	}
+	f.window, f.windowPos = w, 0
+}
 // windowHoldsLocked reports whether a read from cursor is served from the
 // follow window: cursor is a lease's, and the window holds the bytes from
 // cursor to the end (total).

@@ -429,3 +429,52 @@ func TestPumpFollowerLazyWake(t *testing.T) {
 		t.Errorf("follower read %q, lost %d; want %q, lost 0", got, lost, stream)
 	}
 }
+
+// TestFollowWindowStorage pins that the follow window's storage grows
+// only as far as followers lag: a follower that reads each write before
+// the next keeps it at a write's size, one that lags grows it, doubling,
+// to the window's size and no further.
+func TestFollowWindowStorage(t *testing.T) {
+	t.Parallel()
+	const window = 64
+	chunk := []byte("0123456789abcdef") // 16 bytes
+	b := NewHeadTailBuffer(4, 8, 0)
+	_, _ = b.Write([]byte("head"))
+	if c := b.ReadSinceInto(0, make([]byte, 4)); c.Next != 4 || c.End != 4 {
+		t.Fatalf("ReadSinceInto(0) = %+v; want to the end, 4", c)
+	}
+	storage := func() int {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.flow.window)
+	}
+	pumpTestLocked(b, func() bool {
+		b.flow.windowMax = window
+		b.flow.waiting = append(b.flow.waiting, 4)
+		return true
+	})
+	for i := range 8 {
+		_, _ = b.writeQuiet(chunk)
+		b.wakeFollowers(time.Unix(0, 0))
+		cursor := int64(4 + i*len(chunk))
+		if c := b.ReadSinceInto(cursor, make([]byte, 64)); c.Lost != 0 || c.Next != c.End {
+			t.Fatalf("prompt follower's ReadSinceInto(%d) = %+v; want all of it", cursor, c)
+		}
+		// It waits again at the end.
+		pumpTestLocked(b, func() bool {
+			b.flow.leases = b.flow.leases[:0]
+			b.flow.waiting = append(b.flow.waiting, b.total)
+			return true
+		})
+	}
+	if got := storage(); got != len(chunk) {
+		t.Errorf("window storage with a prompt follower = %d bytes; want %d, one write", got, len(chunk))
+	}
+	// It lags now: the window takes what it has not read, up to window.
+	for range 8 {
+		_, _ = b.writeQuiet(chunk)
+	}
+	if got := storage(); got != window {
+		t.Errorf("window storage with a follower 128 bytes behind = %d bytes; want %d", got, window)
+	}
+}

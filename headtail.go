@@ -175,7 +175,7 @@ func (b *HeadTailBuffer) writeLocked(p []byte) {
 	}
 	b.read = false
 	if b.flow != nil {
-		b.flow.keepLocked(p0)
+		b.flow.keepLocked(p0, b.total)
 	}
 }
 

@@ -575,12 +575,12 @@ func (p *Process) finalEOF(c Chunk) Chunk {
 //
 // A follower, a loop that reads with ReadSince or ReadSinceInto until
 // Next reaches End and then waits at Next, is helped to keep up (design
-// section 10): while it waits, the output pump keeps up to 256 KiB of new
+// section 10): while it waits, the output pump keeps up to 1 MiB of new
 // output for it beyond what the buffer retains, and from the wake until
 // it waits again, the pump does not overwrite bytes it has not read, and
 // the child waits on its full pipe meanwhile, but only while it keeps
 // up. To wake a follower less often, the pump may wake it up to 1 ms
-// after the output came, or once those 256 KiB are full. A follower whose
+// after the output came, or once that 1 MiB is full. A follower whose
 // read after a wake could return less than the tail holds and does not
 // reach the end (it reads in pieces), or that has not read up to where
 // the output ended at its wake 5 ms after it, loses the help until a
