@@ -238,6 +238,7 @@ func (f *followState) resizeLocked(size int) {
 	}
 	f.window, f.windowPos = w, 0
 }
+
 // windowHoldsLocked reports whether a read from cursor is served from the
 // follow window: cursor is a lease's, and the window holds the bytes from
 // cursor to the end (total).
