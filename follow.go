@@ -11,12 +11,12 @@ import (
 // the end of the stream and waits there (WaitOutput, then ReadSince or
 // ReadSinceInto from the cursor it waited at). The pump of a Process may
 // help it keep up: while a follower waits or holds a lease, the buffer
-// keeps the newest followWindow bytes for it beyond head and tail (the
-// follow window, which only reads from a lease's cursor see), and the
-// pump does not overwrite bytes a woken follower has not read yet
-// (room), for as long as it keeps up: a follower that does not reach the
-// end within followBound of its wake loses the help until it catches up
-// (hold). Write itself never waits; only the pump obeys these hooks
+// keeps the bytes it has not read, up to followWindow, beyond head and
+// tail (the follow window, which only reads from a lease's cursor see),
+// and the pump does not overwrite bytes a woken follower has not read yet
+// (room), for as long as it keeps up: a follower that does not read up to
+// where the stream ended at its wake within followBound loses the help
+// until it catches up (hold). Write itself never waits; only the pump obeys these hooks
 // (pump.writeFollowed).
 //
 // Every hand-off between the pump and a follower costs far more than the
@@ -64,10 +64,10 @@ type followState struct {
 	waiting  []int64
 	leases   []lease
 	roomc    chan struct{}
-	// window is the follow window, a ring of followWindow bytes holding
-	// the newest windowLen bytes of the stream from window[windowPos]; it
-	// is filled by writes while a follower waits or holds a lease, and
-	// emptied by the first write with none (keepLocked).
+	// window is the follow window, a ring holding the newest windowLen
+	// bytes of the stream from window[windowPos]; it is filled by writes
+	// while a follower waits or holds a lease, and freed by the first
+	// write with none (keepLocked).
 	window    []byte
 	windowPos int
 	windowLen int
@@ -183,14 +183,14 @@ func (f *followState) helpingLocked() bool {
 }
 
 // keepLocked adds p, just written (total counts it), to the follow window
-// while a follower waits or holds a lease, and empties the window once
-// none does. The window keeps no byte before the oldest follower's
+// while a follower waits or holds a lease, and frees the window once none
+// does. The window keeps no byte before the oldest follower's
 // cursor, and its storage grows (doubling, to windowMax at most) only as
 // far as followers lag: one that reads each write at once needs about a
 // pump read of it.
 func (f *followState) keepLocked(p []byte, total int64) {
 	if !f.helpingLocked() || f.windowMax == 0 {
-		f.windowPos, f.windowLen = 0, 0
+		f.window, f.windowPos, f.windowLen = nil, 0, 0
 		return
 	}
 	oldest := total - int64(len(p))
