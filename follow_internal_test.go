@@ -478,3 +478,43 @@ func TestFollowWindowStorage(t *testing.T) {
 		t.Errorf("window storage with a follower 128 bytes behind = %d bytes; want %d", got, window)
 	}
 }
+
+// TestWaitOutputWokenWithoutBytes pins that a follower woken with nothing
+// past its cursor, whose lease went before it looked (the pump wakes
+// followers after its writes, and hold drops leases), waits on as a
+// reader that is not helped, and returns at the next write.
+func TestWaitOutputWokenWithoutBytes(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	b := NewHeadTailBuffer(4, 8, 0)
+	if c := b.ReadSinceInto(0, make([]byte, 64)); c.End != 0 {
+		t.Fatalf("ReadSinceInto(0) of an empty buffer = %+v", c)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- b.WaitOutput(ctx, 0) }() // ends at the write below
+	spinUntil(ctx, t, "follower waiting", func() bool {
+		return pumpTestLocked(b, func() bool { return len(b.flow.waiting) == 1 })
+	})
+	// A wake with nothing written, and the lease it made gone at once.
+	pumpTestLocked(b, func() bool {
+		b.wakeLocked()
+		b.flow.leases = b.flow.leases[:0]
+		return true
+	})
+	spinUntil(ctx, t, "woken follower waiting again", func() bool {
+		return pumpTestLocked(b, func() bool { return b.waitc != nil })
+	})
+	if w := pumpTestLocked(b, func() bool { return len(b.flow.waiting) == 0 && len(b.flow.leases) == 0 }); !w {
+		t.Errorf("follower without its lease waits as a follower again; want a reader that is not helped")
+	}
+	_, _ = b.Write([]byte("x"))
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Errorf("WaitOutput(ctx, 0) = %v; want nil", err)
+		}
+	case <-ctx.Done():
+		t.Fatalf("WaitOutput did not return after a write: %v", ctx.Err())
+	}
+}

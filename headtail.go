@@ -270,9 +270,14 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 		case <-waitc:
 			b.mu.Lock()
 			b.waiters--
-			// A Write's wake made the waiting entry a lease (Finish
-			// dropped it; the check above returns then).
-			leased = follower
+			// The wake made the waiting entry a lease (Finish dropped it;
+			// the check above returns then). The pump wakes followers
+			// after its writes (writeQuiet), so one that starts waiting
+			// in between is woken with nothing new, and its lease may be
+			// gone by the time it looks (hold): it then waits as a reader
+			// that is not helped.
+			leased = follower && f.indexLease(cursor) >= 0
+			follower = leased
 		case <-ctx.Done():
 			b.mu.Lock()
 			b.waiters--
