@@ -570,13 +570,16 @@ func (pu *pump) armWake() bool {
 // setDeadline sets r's read deadline to t without undoing a stop: stop
 // sets stopping before its own deadline, so a stop that came before the
 // check below has its deadline set again here, and one after it sets it
-// after this one.
+// after this one. Where r takes no deadline (Windows pipes, which stop
+// closes) it changes nothing and reports false.
 func (pu *pump) setDeadline(t time.Time) bool {
-	err := pu.r.SetReadDeadline(t)
+	if err := pu.r.SetReadDeadline(t); err != nil {
+		return false
+	}
 	if pu.stopping.Load() {
 		stopReading(pu.r)
 	}
-	return err == nil
+	return true
 }
 
 // wakeLate reports whether err, from a read, is the deadline armWake set
