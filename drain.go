@@ -47,7 +47,41 @@ const (
 	// finalReads bounds the last non-blocking pass of a stopped pump, so a
 	// writer that never pauses cannot hold the drain.
 	finalReads = 16
+	// maxGrownPipes is how many pipes of one Manager may be grown to
+	// observedPipeSize at once (pipeBudget): 64 of 256 KiB, 16 MiB, a
+	// quarter of the default per-user quota, so that a Manager whose
+	// records are all observed leaves the user's other programs their
+	// full-size pipes. A pipe stays grown until its pump ends.
+	maxGrownPipes = 64
 )
+
+// pipeBudget counts the grown pipes of one Manager's pumps (pump.run).
+// A nil *pipeBudget (a pump made without a Manager, in tests) sets no
+// limit.
+type pipeBudget struct{ grown atomic.Int32 }
+
+// take counts one more grown pipe, unless maxGrownPipes already are.
+func (pb *pipeBudget) take() bool {
+	if pb == nil {
+		return true
+	}
+	for {
+		n := pb.grown.Load()
+		if n >= maxGrownPipes {
+			return false
+		}
+		if pb.grown.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// release gives back a pipe take counted.
+func (pb *pipeBudget) release() {
+	if pb != nil {
+		pb.grown.Add(-1)
+	}
+}
 
 var pumpBufs = sync.Pool{New: func() any {
 	b := make([]byte, pumpBufSize)
@@ -93,8 +127,18 @@ type pump struct {
 	tryAgain bool
 	// polledReads counts down the reads that try first (read).
 	polledReads int
-	// grown is set once the pump asked for a larger pipe (run).
-	grown bool
+	// grown is set once the pump asked for a larger pipe (run); pipes
+	// counts the Manager's grown pipes, and holdsPipe is set while this
+	// pump's pipe is one of them, until the pump ends.
+	grown     bool
+	pipes     *pipeBudget
+	holdsPipe bool
+	// wakeDue is set while readers wait for a wake the pump owes them
+	// (writeQuiet, wakeNow); deadline while a read deadline of
+	// followLatency bounds when it comes (armWake). Only the pump's
+	// goroutine uses them.
+	wakeDue  bool
+	deadline bool
 	// ended is set just before the pump sends on done, so that the drain
 	// knows which pump it is still waiting for.
 	ended atomic.Bool
@@ -102,6 +146,9 @@ type pump struct {
 
 func (pu *pump) run() {
 	defer func() {
+		if pu.holdsPipe {
+			pu.pipes.release()
+		}
 		pu.ended.Store(true)
 		pu.done <- struct{}{}
 	}()
@@ -115,17 +162,27 @@ func (pu *pump) run() {
 			// The pipe had at least a read's worth waiting while readers
 			// share the Ps with the pump: let the child write further
 			// ahead instead of waiting on a full pipe for the pump's turn
-			// (growPipe).
+			// (growPipe), within the Manager's budget of grown pipes.
 			pu.grown = true
-			growPipe(pu.r)
+			if pu.pipes.take() {
+				if pu.holdsPipe = growPipe(pu.r); !pu.holdsPipe {
+					pu.pipes.release()
+				}
+			}
 		}
 		if n > 0 {
 			pu.writeFollowed(buf[:n])
 		}
 		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) && pu.stopping.Load() {
-				pu.finalPass(buf)
+			if pu.wakeLate(err) {
+				continue // followLatency passed: followers woken, read on
 			}
+			if errors.Is(err, os.ErrDeadlineExceeded) && pu.stopping.Load() {
+				pu.wakeNow()
+				pu.finalPass(buf)
+				return
+			}
+			pu.settleFollowers()
 			return
 		}
 	}
@@ -188,20 +245,23 @@ func (pu *pump) read(buf []byte) (int, error) {
 }
 
 // writeFollowed stores b as write does, but does not drop bytes a
-// follower that keeps up has not read (design section 10): while a
-// follower woken by an earlier write holds a lease (HeadTailBuffer.room),
-// the pump writes what fits and waits for the rest, as a pipe's writer
-// waits for its reader; meanwhile the child fills the pipe and then waits
-// too. The wait ends when the follower reads or waits again, when the
-// drain stops the pump, or once followBound has passed since the
-// follower's wake without it reaching the end (HeadTailBuffer.hold): it
-// then loses the help until it catches up, and learns what it missed from
-// Chunk.Lost. So one wake holds the child at most followBound, on
-// Options.Clock.
+// follower that keeps up has not read (design section 10), and wakes
+// waiting followers lazily (pump.writeQuiet, follow.go): while a
+// follower waits or holds a lease, the pump writes what the follow window
+// and the tail keep of its unread bytes (HeadTailBuffer.room) and waits
+// for the rest, as a pipe's writer waits for its reader; meanwhile the
+// child fills the pipe and then waits too. The wait ends when the
+// follower reads or waits again, when the drain stops the pump, or once
+// followBound has passed since the follower's wake without it reaching
+// where the stream ended then (HeadTailBuffer.hold): it then loses the
+// help until it catches up, and learns what it missed from Chunk.Lost.
+// So one wake holds the child at most followBound, on Options.Clock.
 func (pu *pump) writeFollowed(b []byte) {
 	for len(b) > 0 {
-		k, wakes := pu.dst.room(len(b))
+		k := pu.dst.room(len(b))
 		if k == 0 {
+			// A follower left waiting (writeQuiet) reads first.
+			pu.wakeNow()
 			var wait time.Duration
 			var roomc <-chan struct{}
 			k, wait, roomc = pu.dst.hold(len(b), pu.clock.Now("pump", "follower"))
@@ -210,15 +270,11 @@ func (pu *pump) writeFollowed(b []byte) {
 				continue
 			}
 		}
-		pu.write(b[:k])
+		pu.writeQuiet(b[:k])
 		b = b[k:]
 		select {
 		case pu.activity <- struct{}{}:
 		default:
-		}
-		if wakes {
-			// The bound of the followers this write woke starts now.
-			pu.dst.stampWoken(pu.clock.Now("pump", "follower"))
 		}
 	}
 }

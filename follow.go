@@ -1,6 +1,8 @@
 package proc
 
 import (
+	"errors"
+	"os"
 	"sync/atomic"
 	"time"
 )
@@ -8,12 +10,27 @@ import (
 // Follower help (design section 10). A follower is a reader that reaches
 // the end of the stream and waits there (WaitOutput, then ReadSince or
 // ReadSinceInto from the cursor it waited at). The pump of a Process may
-// help it keep up: it reads no more than the tail holds at once while the
-// stream is followed (readSize), and it does not overwrite bytes a woken
-// follower has not read yet (room), for as long as it keeps up: a
-// follower that does not reach the end within followBound of its wake
-// loses the help until it catches up (hold). Write itself never waits;
-// only the pump obeys these hooks (pump.writeFollowed).
+// help it keep up: while a follower waits or holds a lease, the buffer
+// keeps the bytes it has not read, up to followWindow, beyond head and
+// tail (the follow window, which only reads from a lease's cursor see),
+// and the pump does not overwrite bytes a woken follower has not read yet
+// (room), for as long as it keeps up: a follower that does not read up to
+// where the stream ended at its wake within followBound loses the help
+// until it catches up (hold). Write itself never waits; only the pump obeys these hooks
+// (pump.writeFollowed).
+//
+// Every hand-off between the pump and a follower costs far more than the
+// bytes it moves: with two Ps, a goroutine made runnable wakes an idle
+// thread of the runtime, which takes a CPU from the child (issue 22:
+// 8,000 hand-offs of 16 KiB per 64 MiB slowed the child 1.3-1.5x; the
+// same loop with GOMAXPROCS=1 cost 1.2x, and 1.05x with 64 KiB ones).
+// A follower that runs while the pump runs does the same. So hand-offs
+// are few and the two take turns: the pump leaves a waiting follower
+// asleep while the window takes its bytes (writeQuiet), and wakes it
+// when it must wait for room anyway, before a tee's Write, at the end of
+// its pipe, or followLatency after the first byte it left unannounced
+// (a read deadline: pump.armWake), whichever comes first; and a follower
+// may take a wake's bytes in several reads of at least a tail's worth.
 
 // followBound is how long a follower has, from the write that woke it,
 // to reach the end of the stream (a cursor read whose Next is End) before
@@ -29,16 +46,17 @@ const followBound = 5 * time.Millisecond
 // 10), which only the pump obeys (Write never waits). caughtUp is the Next
 // of the last cursor read that reached the end: a WaitOutput at that
 // cursor is a follower's. waiting holds the cursors of followers blocked
-// in WaitOutput; the Write that wakes them turns them into leases (room
-// counts them as leases already: that Write must not drop their bytes
-// either, however much the pump read before they came). A lease is held
-// from that wake until the follower waits again: each cursor read from a
-// lease's cursor that reaches the end moves it to the read's Next; one
-// that does not (the follower reads the wake's bytes in pieces) ends it.
-// The pump does not drop a byte at or after a lease's cursor (room) until
-// the lease moves or ends, the pump is stopped, or followBound has passed
-// since the lease's follower was woken without it reaching the end
-// (hold): the lease is then dropped. A follower without a lease is helped
+// in WaitOutput; the wake that ends their wait turns them into leases
+// (room counts them as leases already: the writes before it must not
+// drop their bytes either). A lease is held from that wake until the
+// follower waits again: each cursor read from a lease's cursor that
+// reaches the end, or that could return a tail's worth or more, moves it
+// to the read's Next; one that could return less (the follower reads the
+// wake's bytes in pieces) ends it. The pump does not drop a byte at or
+// after a lease's cursor (room) until the lease moves or ends, the pump
+// is stopped, or followBound has passed since the lease's follower was
+// woken without it reading up to where the stream ended then (hold):
+// the lease is then dropped. A follower without a lease is helped
 // again only once a read of it reaches the end. roomc gets a token
 // whenever a lease moves or goes. A buffer's mu guards it.
 type followState struct {
@@ -46,16 +64,51 @@ type followState struct {
 	waiting  []int64
 	leases   []lease
 	roomc    chan struct{}
+	// window is the follow window, a ring holding the newest windowLen
+	// bytes of the stream from window[windowPos]; it is filled by writes
+	// while a follower waits or holds a lease, and freed by the first
+	// write with none (keepLocked).
+	window    []byte
+	windowPos int
+	windowLen int
+	// windowMax is the window's size: followWindow, or less in a test.
+	windowMax int
 }
 
+// newFollowState returns the flow control of a buffer a read just
+// reached the end of.
+func newFollowState() *followState { return &followState{windowMax: followWindow} }
+
 // lease is a woken follower's claim on the bytes from cursor on. woken is
-// when the pump woke it, zero until the pump stamps it (stampWoken, hold);
-// a read that reaches the end clears it, so that the next wake starts a
-// new bound.
+// when the pump woke it, zero until the pump stamps it (wakeFollowers,
+// hold); a read that reaches the end clears it, so that the next wake
+// starts a new bound.
+//
+// target is the end of the stream when woken was stamped: the follower
+// keeps up if it reads up to there within followBound, however much the
+// pump wrote meanwhile (the follow window lets it run that far ahead); a
+// read that does clears woken, and the next stamp starts a new bound.
 type lease struct {
 	cursor int64
 	woken  time.Time
+	target int64
 }
+
+// followWindow is how many of the newest bytes a buffer keeps at most
+// for its followers, beyond head and tail, while one waits or holds a
+// lease: how far the pump may run ahead of a follower it helps, and so
+// how few hand-offs a flood takes (issue 22, BenchmarkFollowCost with a
+// 64 KiB follower: 1.2-1.3x the child's time alone with 256 KiB, 1.1-1.2x
+// with 1 MiB). Its storage grows only as far as followers lag
+// (keepLocked), and Finish frees it.
+const followWindow = 1 << 20
+
+// followLatency is the longest the pump leaves a waiting follower
+// unwoken after writing bytes past its cursor (pump.armWake): short next
+// to anything a person notices, long next to the pause of a pump that
+// read a full pipe empty, so that a child that writes without pause is
+// followed in a few wakes per window, not one per pipe read.
+const followLatency = time.Millisecond
 
 // followHold is how many writes in a row without a cursor read or wait
 // it takes before a buffer counts as no longer followed. A follower woken
@@ -63,13 +116,14 @@ type lease struct {
 const followHold = 8
 
 // followReadLocked moves a follower's lease along with its read from
-// cursor, which returned c, and notes where a read reached the end.
-func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk) {
+// cursor, which returned c and could return at most limit bytes, and
+// notes where a read reached the end.
+func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 	if b.flow == nil {
 		if c.Next < c.End {
 			return
 		}
-		b.flow = new(followState)
+		b.flow = newFollowState()
 	}
 	for i := range b.flow.leases {
 		// A follower reads: its lease moves on with it. A read from before
@@ -81,6 +135,15 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk) {
 			case c.Next >= c.End:
 				// Caught up: the bound starts anew at the next wake.
 				l.cursor, l.woken = c.Next, time.Time{}
+			case limit >= b.tailMax:
+				// A read of a tail's worth or more: the wake's bytes
+				// come in a few such reads (the follow window holds more
+				// than one), within the bound of the same wake; once it
+				// has read them, the bytes written since start a new one.
+				l.cursor = c.Next
+				if !l.woken.IsZero() && c.Next >= l.target {
+					l.woken = time.Time{}
+				}
 			default:
 				// It reads the wake's bytes in pieces: helping it would
 				// run the child at its pace. It is helped again once a
@@ -99,29 +162,119 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk) {
 // readSize returns how many bytes the pump should read at once, given a
 // read buffer of size bytes: all of them, unless the stream is followed (a
 // cursor read reached the end, or a reader waited, within the last
-// followHold writes), in which case no more than the tail holds. A follower woken by one such
-// write can then read all of it before the next one overwrites it, where
-// a 64 KiB read into a 16 KiB tail would drop three quarters of it before
-// any reader could look.
+// followHold writes) by no follower the follow window serves, in which
+// case no more than the tail holds. A follower woken by one such write
+// can then read all of it before the next one overwrites it, where a 64
+// KiB read into a 16 KiB tail would drop three quarters of it before any
+// reader could look.
 func (b *HeadTailBuffer) readSize(size int) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.followed == 0 && !b.read && b.waitc == nil {
+	if b.followed == 0 && !b.read && b.waitc == nil || b.flow.helpingLocked() {
 		return size
 	}
 	return min(size, b.tailMax)
 }
 
+// helpingLocked reports whether a follower waits or holds a lease: the
+// follow window keeps what the pump writes.
+func (f *followState) helpingLocked() bool {
+	return f != nil && len(f.leases)+len(f.waiting) > 0
+}
+
+// keepLocked adds p, just written (total counts it), to the follow window
+// while a follower waits or holds a lease, and frees the window once none
+// does. The window keeps no byte before the oldest follower's
+// cursor, and its storage grows (doubling, to windowMax at most) only as
+// far as followers lag: one that reads each write at once needs about a
+// pump read of it.
+func (f *followState) keepLocked(p []byte, total int64) {
+	if !f.helpingLocked() || f.windowMax == 0 {
+		f.window, f.windowPos, f.windowLen = nil, 0, 0
+		return
+	}
+	oldest := total - int64(len(p))
+	for _, l := range f.leases {
+		oldest = min(oldest, l.cursor)
+	}
+	for _, c := range f.waiting {
+		oldest = min(oldest, c)
+	}
+	// What the window holds from before oldest is no follower's.
+	f.dropLocked(f.windowLen - int(min(int64(f.windowLen), total-int64(len(p))-oldest)))
+	if need := min(f.windowLen+len(p), f.windowMax); need > len(f.window) {
+		f.resizeLocked(min(max(2*len(f.window), need), f.windowMax))
+	}
+	if len(p) >= len(f.window) {
+		copy(f.window, p[len(p)-len(f.window):])
+		f.windowPos, f.windowLen = 0, len(f.window)
+		return
+	}
+	w := (f.windowPos + f.windowLen) % len(f.window)
+	k := copy(f.window[w:], p)
+	copy(f.window, p[k:])
+	f.windowLen += len(p)
+	if over := f.windowLen - len(f.window); over > 0 {
+		f.dropLocked(over)
+	}
+}
+
+// dropLocked drops the window's n oldest bytes.
+func (f *followState) dropLocked(n int) {
+	if n <= 0 {
+		return
+	}
+	f.windowPos = (f.windowPos + n) % len(f.window)
+	f.windowLen -= n
+}
+
+// resizeLocked moves the window into new storage of size bytes, at least
+// windowLen.
+func (f *followState) resizeLocked(size int) {
+	w := make([]byte, size)
+	if f.windowLen > 0 {
+		k := copy(w, f.window[f.windowPos:min(f.windowPos+f.windowLen, len(f.window))])
+		copy(w[k:], f.window[:f.windowLen-k])
+	}
+	f.window, f.windowPos = w, 0
+}
+
+// windowHoldsLocked reports whether a read from cursor is served from the
+// follow window: cursor is a lease's, and the window holds the bytes from
+// cursor to the end (total).
+func (b *HeadTailBuffer) windowHoldsLocked(cursor int64) bool {
+	f := b.flow
+	return f != nil && f.windowLen > 0 && cursor < b.total &&
+		cursor >= b.total-int64(f.windowLen) && f.indexLease(cursor) >= 0
+}
+
+// copyWindowLocked fills dst with the window's bytes from offset from,
+// which the window holds with len(dst) bytes after it.
+func (b *HeadTailBuffer) copyWindowLocked(dst []byte, from int64) {
+	f := b.flow
+	size := len(f.window)
+	i := (f.windowPos + int(from-(b.total-int64(f.windowLen)))) % size
+	k := copy(dst, f.window[i:])
+	copy(dst[k:], f.window)
+}
+
+// windowByteLocked returns the stream byte at off and whether the follow
+// window holds it.
+func (b *HeadTailBuffer) windowByteLocked(off int64) (byte, bool) {
+	f := b.flow
+	if f == nil || off < b.total-int64(f.windowLen) || off >= b.total {
+		return 0, false
+	}
+	i := (f.windowPos + int(off-(b.total-int64(f.windowLen)))) % len(f.window)
+	return f.window[i], true
+}
+
 // room returns how many of the next n bytes the pump can write without
-// dropping a byte at or after a lease's cursor, and whether writing them
-// wakes waiting followers (the pump then stamps their leases: stampWoken).
-func (b *HeadTailBuffer) room(n int) (k int, wakes bool) {
+// dropping a byte at or after a lease's cursor.
+func (b *HeadTailBuffer) room(n int) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.flow == nil {
-		return n, false
-	}
-	return b.roomLocked(n), len(b.flow.waiting) > 0
+	return b.roomLocked(n)
 }
 
 // roomLocked is room's count.
@@ -132,8 +285,17 @@ func (b *HeadTailBuffer) roomLocked(n int) int {
 	}
 	k := int64(n)
 	// Once the head is full, a write of k bytes drops what is left of
-	// [headMax, total+k-tailMax).
-	limit := func(c int64) { k = min(k, max(c, int64(b.headMax))+int64(b.tailMax)-b.total) }
+	// [headMax, total+k-tailMax) from the tail, and what is left of
+	// [0, total+k-followWindow) from the follow window, which holds the
+	// bytes from c on if it holds c (a waiting follower's c is total).
+	windowStart := b.total - int64(f.windowLen)
+	limit := func(c int64) {
+		kept := max(c, int64(b.headMax)) + int64(b.tailMax)
+		if c >= windowStart {
+			kept = max(kept, c+int64(f.windowMax))
+		}
+		k = min(k, kept-b.total)
+	}
 	for _, l := range f.leases {
 		limit(l.cursor)
 	}
@@ -144,20 +306,30 @@ func (b *HeadTailBuffer) roomLocked(n int) int {
 	return int(max(k, 0))
 }
 
-// stampWoken gives every lease the pump has not stamped yet the time now,
-// just after the write that woke its follower.
-func (b *HeadTailBuffer) stampWoken(now time.Time) {
+// wakeFollowers wakes the readers that writeQuiet left waiting, and gives
+// the leases of the followers among them the time now (stampLocked): the
+// bound of each starts with its wake.
+func (b *HeadTailBuffer) wakeFollowers(now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.wakeLocked()
 	if b.flow != nil {
-		b.flow.stampLocked(now)
+		b.flow.stampLocked(now, b.total)
 	}
 }
 
-func (f *followState) stampLocked(now time.Time) {
+// lazyWakeLocked reports whether a Write may leave the readers waiting
+// now for the pump to wake (writeQuiet): only followers wait, and the
+// follow window keeps what they have not read.
+func (b *HeadTailBuffer) lazyWakeLocked() bool {
+	f := b.flow
+	return f != nil && f.windowMax > 0 && len(f.waiting) > 0 && int(b.waiters) <= len(f.waiting)
+}
+
+func (f *followState) stampLocked(now time.Time, end int64) {
 	for i := range f.leases {
-		if f.leases[i].woken.IsZero() {
-			f.leases[i].woken = now
+		if l := &f.leases[i]; l.woken.IsZero() {
+			l.woken, l.target = now, end
 		}
 	}
 }
@@ -173,11 +345,47 @@ func (f *followState) stampLocked(now time.Time) {
 func (b *HeadTailBuffer) hold(n int, now time.Time) (int, time.Duration, <-chan struct{}) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	f := b.flow
-	if f == nil {
+	if b.flow == nil {
 		return n, 0, nil
 	}
-	f.stampLocked(now)
+	b.dropStaleLocked(now)
+	if k := b.roomLocked(n); k > 0 {
+		return k, 0, nil
+	}
+	wait, roomc := b.flow.waitLocked(now)
+	return 0, wait, roomc
+}
+
+// settle is hold for a pump that reached the end of its pipe: it reports
+// whether every follower that holds a lease has read the bytes only the
+// follow window holds (Finish drops the window); if not, how long the
+// pump may wait at most, and the channel hold returns.
+func (b *HeadTailBuffer) settle(now time.Time) (bool, time.Duration, <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f := b.flow
+	if f == nil || f.windowLen == 0 {
+		return true, 0, nil
+	}
+	b.dropStaleLocked(now)
+	tailStart := b.total - int64(b.tailLen)
+	for _, l := range f.leases {
+		// The follower reads the head, if any of it is left, then
+		// [from, tailStart) from the window, then the tail.
+		from := max(l.cursor, int64(len(b.head)))
+		if from < tailStart && from >= b.total-int64(f.windowLen) {
+			wait, roomc := f.waitLocked(now)
+			return false, wait, roomc
+		}
+	}
+	return true, 0, nil
+}
+
+// dropStaleLocked stamps the leases not stamped yet with now and drops
+// those whose bound has passed (hold).
+func (b *HeadTailBuffer) dropStaleLocked(now time.Time) {
+	f := b.flow
+	f.stampLocked(now, b.total)
 	kept := f.leases[:0]
 	for _, l := range f.leases {
 		if now.Sub(l.woken) < followBound {
@@ -186,9 +394,11 @@ func (b *HeadTailBuffer) hold(n int, now time.Time) (int, time.Duration, <-chan 
 	}
 	clear(f.leases[len(kept):])
 	f.leases = kept
-	if k := b.roomLocked(n); k > 0 {
-		return k, 0, nil
-	}
+}
+
+// waitLocked returns how long a pump may wait for the leases at most, and
+// the channel that gets a token when one moves or goes.
+func (f *followState) waitLocked(now time.Time) (time.Duration, <-chan struct{}) {
 	wait := followBound
 	for _, l := range f.leases {
 		wait = min(wait, followBound-now.Sub(l.woken))
@@ -196,7 +406,7 @@ func (b *HeadTailBuffer) hold(n int, now time.Time) (int, time.Duration, <-chan 
 	if f.roomc == nil {
 		f.roomc = make(chan struct{}, 1)
 	}
-	return 0, wait, f.roomc
+	return wait, f.roomc
 }
 
 // signalRoomLocked wakes a pump waiting for room.
@@ -300,3 +510,100 @@ func (b *HeadTailBuffer) takePeersPolled() bool {
 // sharePolls makes b share the polling signal of the Manager that owns it
 // (Process.begin, before any pump or reader sees b).
 func (b *HeadTailBuffer) sharePolls(s *pollSignal) { b.peers = s }
+
+// writeQuiet stores b as pump.write does, but leaves waking the readers
+// waiting to the pump (HeadTailBuffer.writeQuiet): at once when others
+// than followers wait or half a window is unread, and otherwise once the
+// pump waits for room, writes to a tee, ends, or followLatency has
+// passed (armWake), whichever comes first.
+func (pu *pump) writeQuiet(b []byte) {
+	pu.log.write(b)
+	if pu.tee != nil {
+		// A tee's Write may block: nobody waits for a wake meanwhile.
+		pu.wakeNow()
+		pu.tee.write(b)
+	}
+	waiting, now := pu.dst.writeQuiet(b)
+	pu.watch.scan(b)
+	if !waiting {
+		return
+	}
+	if !pu.wakeDue {
+		pu.wakeDue = true
+		if !now {
+			now = !pu.armWake()
+		}
+	}
+	if now {
+		pu.wakeNow()
+	}
+}
+
+// wakeNow wakes the readers waiting for a wake the pump owes them, and
+// starts the bound of the followers among them (followBound).
+func (pu *pump) wakeNow() {
+	if !pu.wakeDue {
+		return
+	}
+	pu.wakeDue = false
+	pu.dst.wakeFollowers(pu.clock.Now("pump", "follower"))
+	if pu.deadline {
+		pu.deadline = false
+		pu.setDeadline(time.Time{})
+	}
+}
+
+// armWake sets a read deadline followLatency from now, so that a read
+// that waits longer for the child returns and the pump wakes the readers
+// waiting (wakeLate); it reports false where reads take no deadline
+// (Windows pipes): the pump then wakes them at once. The deadline is the
+// poller's, so it is taken in real time rather than on Options.Clock: it
+// decides only how late within followLatency a wake comes, never whether.
+func (pu *pump) armWake() bool {
+	if !pu.setDeadline(time.Now().Add(followLatency)) {
+		return false
+	}
+	pu.deadline = true
+	return true
+}
+
+// setDeadline sets r's read deadline to t without undoing a stop: stop
+// sets stopping before its own deadline, so a stop that came before the
+// check below has its deadline set again here, and one after it sets it
+// after this one. Where r takes no deadline (Windows pipes, which stop
+// closes) it changes nothing and reports false.
+func (pu *pump) setDeadline(t time.Time) bool {
+	if err := pu.r.SetReadDeadline(t); err != nil {
+		return false
+	}
+	if pu.stopping.Load() {
+		stopReading(pu.r)
+	}
+	return true
+}
+
+// wakeLate reports whether err, from a read, is the deadline armWake set
+// (and not a stop), after waking the readers waiting: the pump then reads
+// on.
+func (pu *pump) wakeLate(err error) bool {
+	if !pu.deadline || pu.stopping.Load() || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return false
+	}
+	pu.wakeNow()
+	return true
+}
+
+// settleFollowers is called by a pump at the end of its pipe: it waits
+// until the followers it helps have read what only the follow window
+// holds, which Finish drops, each within its bound (followBound), or
+// until the pump is stopped.
+func (pu *pump) settleFollowers() {
+	pu.wakeNow()
+	for {
+		done, wait, roomc := pu.dst.settle(pu.clock.Now("pump", "follower"))
+		if done {
+			return
+		}
+		pu.waitRoom(wait, roomc)
+	}
+}

@@ -62,6 +62,9 @@ func TestPumpFollowerFlowControl(t *testing.T) {
 			if c := b.ReadSinceInto(0, buf); c.Next != 0 || c.End != 0 {
 				t.Fatalf("ReadSinceInto(0) of an empty buffer = %+v", c)
 			}
+			// No follow window: the pump runs no further ahead than head
+			// and tail hold (TestFollowWindow covers the window).
+			pumpTestLocked(b, func() bool { b.flow.windowMax = 0; return true })
 			errc := make(chan error, 1)
 			go func() { errc <- b.WaitOutput(ctx, 0) }()
 			spinUntil(ctx, t, "follower waiting", func() bool {
@@ -187,15 +190,15 @@ func TestLeaseMovesWithReadFromStart(t *testing.T) {
 	b.flow.waiting = append(b.flow.waiting, 4)
 	b.mu.Unlock()
 	_, _ = b.Write([]byte("456789ab")) // all the tail holds of it
-	if n, _ := b.room(1); n != 0 {
-		t.Fatalf("room(1) with the follower's bytes unread = %d; want 0", n)
+	if n := b.room(followWindow); n != followWindow-8 {
+		t.Fatalf("room(%d) with the follower's 8 bytes unread = %d; want %d", followWindow, n, followWindow-8)
 	}
 	c := b.ReadSince(0, 0) // from the start, not from the lease's cursor
 	if c.Next != 12 {
 		t.Fatalf("ReadSince(0) = %+v; want it to reach 12", c)
 	}
-	if n, _ := b.room(1); n != 1 {
-		t.Errorf("room(1) after the follower read past its lease from the start = %d; want 1", n)
+	if n := b.room(followWindow); n != followWindow {
+		t.Errorf("room(%d) after the follower read past its lease from the start = %d; want all", followWindow, n)
 	}
 }
 
@@ -272,5 +275,246 @@ func TestOutputWaitsForRenderingUnderWay(t *testing.T) {
 	_, _ = b.Write([]byte("def"))
 	if out := b.Output(); out.Text != "abcdef" {
 		t.Errorf("Output() after writes past the rendering under way = %q; want %q", out.Text, "abcdef")
+	}
+}
+
+// TestFollowWindow pins the follow window (design section 10, issue 22):
+// while a follower waits or holds a lease, the buffer keeps the newest
+// bytes for it beyond head and tail, which only reads from a lease's
+// cursor see. Another reader at the same cursor loses what the tail
+// dropped, as without a follower; rendering and Truncation do not change;
+// a follower reading in pieces smaller than the tail loses the lease, and
+// one reading a tail's worth at a time keeps it; Finish drops the window.
+func TestFollowWindow(t *testing.T) {
+	t.Parallel()
+	const head, tail, window = 4, 8, 32
+	stream := []byte("0123abcdefghijklmnop") // head "0123", then 16 bytes
+	// follow returns a buffer holding stream whose follower, once caught
+	// up at 4, was woken to read the 16 bytes after it, and a twin that
+	// got the same writes with no follower.
+	follow := func(t *testing.T) (b, twin *HeadTailBuffer) {
+		b, twin = NewHeadTailBuffer(head, tail, 0), NewHeadTailBuffer(head, tail, 0)
+		for _, buf := range []*HeadTailBuffer{b, twin} {
+			_, _ = buf.Write(stream[:4])
+		}
+		if c := b.ReadSinceInto(0, make([]byte, 64)); c.Next != 4 || c.End != 4 {
+			t.Fatalf("ReadSinceInto(0) = %+v; want to the end, 4", c)
+		}
+		pumpTestLocked(b, func() bool {
+			b.flow.windowMax = window
+			b.flow.waiting = append(b.flow.waiting, 4) // WaitOutput(ctx, 4)
+			return true
+		})
+		if waiting, _ := b.writeQuiet(stream[4:]); waiting {
+			t.Fatalf("writeQuiet reported readers waiting on no channel")
+		}
+		_, _ = twin.Write(stream[4:])
+		if got, want := b.room(64), 4+window-len(stream); got != want {
+			t.Errorf("room(64) with the follower at 4 = %d; want %d (the window's)", got, want)
+		}
+		b.wakeFollowers(time.Unix(0, 0))
+		return b, twin
+	}
+
+	t.Run("other-reader-loses", func(t *testing.T) {
+		t.Parallel()
+		b, _ := follow(t)
+		c := b.ReadSince(5, 0)
+		if c.Lost != 7 || string(c.Data) != "ijklmnop" {
+			t.Errorf("ReadSince(5) beside a follower at 4 = %+v; want Lost 7, %q", c, "ijklmnop")
+		}
+	})
+	t.Run("follower-reads-window", func(t *testing.T) {
+		t.Parallel()
+		b, twin := follow(t)
+		// A tail's worth per read: the lease moves with each.
+		buf := make([]byte, tail)
+		var got []byte
+		for cursor := int64(4); cursor < int64(len(stream)); {
+			c := b.ReadSinceInto(cursor, buf)
+			if c.Lost != 0 {
+				t.Fatalf("follower's ReadSinceInto(%d) = %+v; want nothing lost", cursor, c)
+			}
+			got = append(got, c.Data...)
+			cursor = c.Next
+		}
+		if string(got) != string(stream[4:]) {
+			t.Errorf("follower read %q; want %q", got, stream[4:])
+		}
+		out, want := b.Output(), twin.Output()
+		if out.Text != want.Text || out.Truncation == nil || *out.Truncation != *want.Truncation {
+			t.Errorf("Output() beside the window = %q, %+v; want %q, %+v, as without a follower", out.Text, out.Truncation, want.Text, want.Truncation)
+		}
+		b.Finish()
+		if h, tl := headTailStorage(b); h != head || tl != tail || !pumpTestLocked(b, func() bool { return b.flow == nil }) {
+			t.Errorf("after Finish: head %d, tail %d bytes, flow kept %v; want %d, %d, none", h, tl, b.flow != nil, head, tail)
+		}
+	})
+	t.Run("pieces-lose-help", func(t *testing.T) {
+		t.Parallel()
+		b, _ := follow(t)
+		if c := b.ReadSinceInto(4, make([]byte, tail-1)); c.Lost != 0 || c.Next != 4+tail-1 {
+			t.Fatalf("follower's first piece = %+v; want %d bytes from the window", c, tail-1)
+		}
+		if c := b.ReadSinceInto(4+tail-1, make([]byte, tail-1)); c.Lost == 0 {
+			t.Errorf("next piece after the lease ended = %+v; want the bytes the tail dropped lost", c)
+		}
+	})
+}
+
+// TestPumpFollowerLazyWake pins how the pump wakes a follower (follow.go):
+// the bytes a waiting follower has not read go to the follow window while
+// it sleeps, it is woken at the latest followLatency later or when the
+// window is full, and a pump at the end of its pipe does not end (so the
+// record does not become final and drop the window) until the follower
+// has read what only the window holds. The follower loses nothing.
+func TestPumpFollowerLazyWake(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	const head, tail, window = 4, 8, 32
+	stream := bytes.Repeat([]byte("abcdefghijklmnopqrstuvwxyz0123456789"), 4) // 144 bytes
+
+	b := NewHeadTailBuffer(head, tail, 0)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatalf("os.Pipe() = %v", err)
+	}
+	defer func() { _ = r.Close() }()
+	done := make(chan struct{}, 1)
+	pu := &pump{r: r, dst: b, clock: quartz.NewMock(t), activity: make(chan struct{}, 1), done: done}
+	go pu.run() // ends at EOF once the follower has read the window
+	// As the drain does: the buffer is finished (and its window dropped)
+	// once the pump has ended. Ends with the pump; joined below.
+	finished := make(chan struct{})
+	go func() {
+		<-done
+		b.Finish()
+		close(finished)
+	}()
+
+	buf := make([]byte, tail)
+	if c := b.ReadSinceInto(0, buf); c.Next != 0 {
+		t.Fatalf("ReadSinceInto(0) of an empty buffer = %+v", c)
+	}
+	pumpTestLocked(b, func() bool { b.flow.windowMax = window; return true })
+	if _, err := w.Write(stream); err != nil {
+		t.Fatalf("write to the pipe: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("close the pipe: %v", err)
+	}
+	var got []byte
+	var lost int64
+	for cursor := int64(0); ; {
+		if err := b.WaitOutput(ctx, cursor); err != nil {
+			t.Fatalf("WaitOutput(ctx, %d) = %v; want nil", cursor, err)
+		}
+		c := b.ReadSinceInto(cursor, buf)
+		for c.Next < c.End && c.Lost == 0 {
+			got = append(got, c.Data...)
+			c = b.ReadSinceInto(c.Next, buf)
+		}
+		got, lost, cursor = append(got, c.Data...), lost+c.Lost, c.Next
+		if cursor >= int64(len(stream)) || c.EOF {
+			break
+		}
+	}
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		t.Fatalf("pump did not end: %v", ctx.Err())
+	}
+	if lost != 0 || !bytes.Equal(got, stream) {
+		t.Errorf("follower read %q, lost %d; want %q, lost 0", got, lost, stream)
+	}
+}
+
+// TestFollowWindowStorage pins that the follow window's storage grows
+// only as far as followers lag: a follower that reads each write before
+// the next keeps it at a write's size, one that lags grows it, doubling,
+// to the window's size and no further.
+func TestFollowWindowStorage(t *testing.T) {
+	t.Parallel()
+	const window = 64
+	chunk := []byte("0123456789abcdef") // 16 bytes
+	b := NewHeadTailBuffer(4, 8, 0)
+	_, _ = b.Write([]byte("head"))
+	if c := b.ReadSinceInto(0, make([]byte, 4)); c.Next != 4 || c.End != 4 {
+		t.Fatalf("ReadSinceInto(0) = %+v; want to the end, 4", c)
+	}
+	storage := func() int {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.flow.window)
+	}
+	pumpTestLocked(b, func() bool {
+		b.flow.windowMax = window
+		b.flow.waiting = append(b.flow.waiting, 4)
+		return true
+	})
+	for i := range 8 {
+		_, _ = b.writeQuiet(chunk)
+		b.wakeFollowers(time.Unix(0, 0))
+		cursor := int64(4 + i*len(chunk))
+		if c := b.ReadSinceInto(cursor, make([]byte, 64)); c.Lost != 0 || c.Next != c.End {
+			t.Fatalf("prompt follower's ReadSinceInto(%d) = %+v; want all of it", cursor, c)
+		}
+		// It waits again at the end.
+		pumpTestLocked(b, func() bool {
+			b.flow.leases = b.flow.leases[:0]
+			b.flow.waiting = append(b.flow.waiting, b.total)
+			return true
+		})
+	}
+	if got := storage(); got != len(chunk) {
+		t.Errorf("window storage with a prompt follower = %d bytes; want %d, one write", got, len(chunk))
+	}
+	// It lags now: the window takes what it has not read, up to window.
+	for range 8 {
+		_, _ = b.writeQuiet(chunk)
+	}
+	if got := storage(); got != window {
+		t.Errorf("window storage with a follower 128 bytes behind = %d bytes; want %d", got, window)
+	}
+}
+
+// TestWaitOutputWokenWithoutBytes pins that a follower woken with nothing
+// past its cursor, whose lease went before it looked (the pump wakes
+// followers after its writes, and hold drops leases), waits on as a
+// reader that is not helped, and returns at the next write.
+func TestWaitOutputWokenWithoutBytes(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	b := NewHeadTailBuffer(4, 8, 0)
+	if c := b.ReadSinceInto(0, make([]byte, 64)); c.End != 0 {
+		t.Fatalf("ReadSinceInto(0) of an empty buffer = %+v", c)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- b.WaitOutput(ctx, 0) }() // ends at the write below
+	spinUntil(ctx, t, "follower waiting", func() bool {
+		return pumpTestLocked(b, func() bool { return len(b.flow.waiting) == 1 })
+	})
+	// A wake with nothing written, and the lease it made gone at once.
+	pumpTestLocked(b, func() bool {
+		b.wakeLocked()
+		b.flow.leases = b.flow.leases[:0]
+		return true
+	})
+	spinUntil(ctx, t, "woken follower waiting again", func() bool {
+		return pumpTestLocked(b, func() bool { return b.waitc != nil })
+	})
+	if w := pumpTestLocked(b, func() bool { return len(b.flow.waiting) == 0 && len(b.flow.leases) == 0 }); !w {
+		t.Errorf("follower without its lease waits as a follower again; want a reader that is not helped")
+	}
+	_, _ = b.Write([]byte("x"))
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Errorf("WaitOutput(ctx, 0) = %v; want nil", err)
+		}
+	case <-ctx.Done():
+		t.Fatalf("WaitOutput did not return after a write: %v", ctx.Err())
 	}
 }

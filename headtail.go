@@ -3,6 +3,7 @@ package proc
 import (
 	"context"
 	"io"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -76,6 +77,10 @@ type HeadTailBuffer struct {
 	// allocation; once finished, for good. An Output that needs no newer
 	// one waits for one under way instead of rendering the same bytes.
 	rendered atomic.Pointer[rendering]
+	// waiters counts the goroutines blocked in WaitOutput, guarded by mu:
+	// a Write may leave waiting followers for the pump to wake, but not
+	// other readers (lazyWakeLocked). It fills the 160-byte size class.
+	waiters int32
 }
 
 // Chunk is the result of a cursor read ([Process.ReadSince]).
@@ -124,8 +129,35 @@ func (b *HeadTailBuffer) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	n := len(p)
-	b.total += int64(n)
+	b.writeLocked(p)
+	b.wakeLocked()
+	return len(p), nil
+}
+
+// writeQuiet is Write for the pump (follow.go), which wakes the readers
+// waiting itself (wakeFollowers): it reports whether any wait (waiting),
+// and whether they must be woken now (now) rather than within
+// followLatency (lazyWakeLocked). After Finish it stores nothing.
+func (b *HeadTailBuffer) writeQuiet(p []byte) (waiting, now bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.finished || len(p) == 0 {
+		return false, false
+	}
+	b.writeLocked(p)
+	if b.waitc == nil {
+		return false, false
+	}
+	return true, !b.lazyWakeLocked()
+}
+
+// writeLocked stores p; it wakes no reader.
+func (b *HeadTailBuffer) writeLocked(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	p0 := p
+	b.total += int64(len(p))
 	defer b.size.Store(b.total)
 	if room := b.headMax - len(b.head); room > 0 {
 		k := min(room, len(p))
@@ -142,8 +174,9 @@ func (b *HeadTailBuffer) Write(p []byte) (int, error) {
 		b.followed--
 	}
 	b.read = false
-	b.wakeLocked()
-	return n, nil
+	if b.flow != nil {
+		b.flow.keepLocked(p0, b.total)
+	}
 }
 
 // Len returns the number of bytes ever written, retained or not.
@@ -192,10 +225,12 @@ func (b *HeadTailBuffer) Finished() bool {
 // first. It starts no goroutine.
 //
 // A WaitOutput at the cursor a read just reached the end with (a
-// follower's loop) also holds back the pump of a Process: from the Write
-// that wakes it until it waits again, the pump does not overwrite bytes
+// follower's loop) also holds back the pump of a Process: from the wake
+// that ends it until it waits again, the pump does not overwrite bytes
 // the follower has not read, while it keeps up (follow.go, design section
-// 10). Write itself never waits.
+// 10). Write itself never waits, and wakes every waiter at once; the
+// pump of a Process, which writes otherwise, may leave such a follower
+// asleep for up to a millisecond while it keeps the bytes for it.
 func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 	b.mu.Lock()
 	// A follower read to the end here, or holds a lease here. Turning its
@@ -228,16 +263,24 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 			}
 			f.waiting = append(f.waiting, cursor)
 		}
+		b.waiters++
 		b.mu.Unlock()
 
 		select {
 		case <-waitc:
 			b.mu.Lock()
-			// A Write's wake made the waiting entry a lease (Finish
-			// dropped it; the check above returns then).
-			leased = follower
+			b.waiters--
+			// The wake made the waiting entry a lease (Finish dropped it;
+			// the check above returns then). The pump wakes followers
+			// after its writes (writeQuiet), so one that starts waiting
+			// in between is woken with nothing new, and its lease may be
+			// gone by the time it looks (hold): it then waits as a reader
+			// that is not helped.
+			leased = follower && f.indexLease(cursor) >= 0
+			follower = leased
 		case <-ctx.Done():
 			b.mu.Lock()
+			b.waiters--
 			if follower {
 				// A wake at the same moment made it a lease: give it up.
 				if tryRecv(waitc) {
@@ -274,7 +317,17 @@ func (b *HeadTailBuffer) ReadSince(cursor int64, max int) Chunk {
 	if n > 0 {
 		data = make([]byte, n)
 	}
-	return b.ReadSinceInto(cursor, data)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.readIntoLocked(cursor, data, readLimit(max))
+}
+
+// readLimit is the most bytes a read with ReadSince's max can return.
+func readLimit(max int) int {
+	if max <= 0 {
+		return math.MaxInt
+	}
+	return max
 }
 
 // ReadSinceInto is ReadSince that copies into buf instead of allocating:
@@ -285,7 +338,7 @@ func (b *HeadTailBuffer) ReadSince(cursor int64, max int) Chunk {
 func (b *HeadTailBuffer) ReadSinceInto(cursor int64, buf []byte) Chunk {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.readIntoLocked(cursor, buf)
+	return b.readIntoLocked(cursor, buf, len(buf))
 }
 
 // readSinceLine is ReadSince that also tells whether the first byte of
@@ -304,7 +357,7 @@ func (b *HeadTailBuffer) readSizeLocked(cursor int64, max int) int {
 	if cursor >= b.total {
 		return 0
 	}
-	from, end := b.readRangeLocked(cursor)
+	from, end, _ := b.readRangeLocked(cursor)
 	n := end - from
 	if max > 0 && int64(max) < n {
 		n = int64(max)
@@ -320,7 +373,7 @@ func (b *HeadTailBuffer) readSinceLocked(cursor int64, max int) Chunk {
 	if n > 0 {
 		data = make([]byte, n)
 	}
-	return b.readIntoLocked(cursor, data)
+	return b.readIntoLocked(cursor, data, readLimit(max))
 }
 
 func nonNegative(cursor int64) int64 {
@@ -330,16 +383,21 @@ func nonNegative(cursor int64) int64 {
 	return cursor
 }
 
-// readIntoLocked does the work of ReadSinceInto.
-func (b *HeadTailBuffer) readIntoLocked(cursor int64, buf []byte) Chunk {
+// readIntoLocked does the work of ReadSinceInto; limit is the most bytes
+// the caller's read could return (ReadSince's max), for followReadLocked.
+func (b *HeadTailBuffer) readIntoLocked(cursor int64, buf []byte, limit int) Chunk {
 	cursor = nonNegative(cursor)
 	c := Chunk{Next: cursor, End: b.total}
 	if cursor < b.total {
-		from, end := b.readRangeLocked(cursor)
+		from, end, window := b.readRangeLocked(cursor)
 		n := int(min(end-from, int64(len(buf))))
 		c.Lost = from - cursor
 		c.Data = buf[:n]
-		b.copyLocked(c.Data, from)
+		if window {
+			b.copyWindowLocked(c.Data, from)
+		} else {
+			b.copyLocked(c.Data, from)
+		}
 		c.Next = from + int64(n)
 	}
 	c.EOF = b.finished && c.Next >= c.End
@@ -347,7 +405,7 @@ func (b *HeadTailBuffer) readIntoLocked(cursor int64, buf []byte) Chunk {
 	// reads in pieces behind it is helped by no smaller pump reads.
 	b.read = b.read || c.Next >= c.End
 	if !b.finished {
-		b.followReadLocked(cursor, c)
+		b.followReadLocked(cursor, c, limit)
 	}
 	return c
 }
@@ -355,8 +413,12 @@ func (b *HeadTailBuffer) readIntoLocked(cursor int64, buf []byte) Chunk {
 // readRangeLocked returns the stored bytes a read from cursor < total can
 // return, as [from, end): from skips the omitted middle, and end stops at
 // the end of the head if bytes were dropped after it (the next read
-// reports them as Lost).
-func (b *HeadTailBuffer) readRangeLocked(cursor int64) (from, end int64) {
+// reports them as Lost). window reports that they come from the follow
+// window instead (a lease's read, windowHoldsLocked): [cursor, total).
+func (b *HeadTailBuffer) readRangeLocked(cursor int64) (from, end int64, window bool) {
+	if cursor >= int64(len(b.head)) && b.windowHoldsLocked(cursor) {
+		return cursor, b.total, true
+	}
 	headLen := int64(len(b.head))
 	tailStart := b.total - int64(b.tailLen)
 	if cursor >= headLen && cursor < tailStart {
@@ -366,7 +428,7 @@ func (b *HeadTailBuffer) readRangeLocked(cursor int64) (from, end int64) {
 	if cursor < headLen && tailStart > headLen {
 		end = headLen
 	}
-	return cursor, end
+	return cursor, end, false
 }
 
 // copyLocked fills dst with the stored bytes starting at offset from,
@@ -450,6 +512,9 @@ func (b *HeadTailBuffer) lineStartLocked(off int64) bool {
 	}
 	headLen := int64(len(b.head))
 	tailStart := b.total - int64(b.tailLen)
+	if c, ok := b.windowByteLocked(off - 1); ok && off-1 >= headLen {
+		return c == '\n'
+	}
 	switch before := off - 1; {
 	case before < headLen:
 		return b.head[before] == '\n'

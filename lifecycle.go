@@ -134,6 +134,7 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 		pu.done = p.pumpDone
 		pu.log = p.log
 		pu.clock = p.m.clock
+		pu.pipes = &p.m.pipes
 		p.watch.attach(pu, p.out)
 	}
 	return p, nil

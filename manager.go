@@ -297,6 +297,8 @@ type Manager struct {
 	// that a tight poller of one record makes the pumps of the others try
 	// their pipes between its turns (pollSignal, pump.read).
 	polls pollSignal
+	// pipes counts the pipes this Manager's pumps grew (pipeBudget).
+	pipes pipeBudget
 
 	// background counts timer callbacks and tree watchers in flight;
 	// Close ends them (stopCtx) and waits for them. Add only under mu

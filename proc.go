@@ -575,15 +575,20 @@ func (p *Process) finalEOF(c Chunk) Chunk {
 //
 // A follower, a loop that reads with ReadSince or ReadSinceInto until
 // Next reaches End and then waits at Next, is helped to keep up (design
-// section 10): from the output that wakes it until it waits again, the
-// output pump does not overwrite bytes it has not read, and the child
-// waits on its full pipe meanwhile, but only while it keeps up. A
-// follower whose read after a wake does not reach the end (it reads in
-// pieces), or that has not reached the end 5 ms after its wake, loses the
-// help until a read of it reaches the end again, and meanwhile loses
-// output as any reader does, counted in Chunk.Lost. One that reads each
-// wake's bytes at once with default buffers loses nothing of a child
-// writing 50 MB/s. Lossless delivery to a slow consumer is OutputTee's.
+// section 10): while it waits, the output pump keeps up to 1 MiB of new
+// output for it beyond what the buffer retains, and from the wake until
+// it waits again, the pump does not overwrite bytes it has not read, and
+// the child waits on its full pipe meanwhile, but only while it keeps
+// up. To wake a follower less often, the pump may wake it up to 1 ms
+// after the output came, or once that 1 MiB is full. A follower whose
+// read after a wake could return less than the tail holds and does not
+// reach the end (it reads in pieces), or that has not read up to where
+// the output ended at its wake 5 ms after it, loses the help until a
+// read of it reaches the end again, and meanwhile loses output as any
+// reader does, counted in Chunk.Lost. One that reads each wake's bytes
+// at once, in reads of at least the tail's size, loses nothing of a
+// child writing 50 MB/s. Lossless delivery to a slow consumer is
+// OutputTee's.
 func (p *Process) WaitOutput(ctx context.Context, cursor int64) error {
 	if err := p.waitStream(ctx, p.out, cursor); err != nil {
 		return xerrors.Errorf("wait output of %q: %w", p.info.ID, err)

@@ -13,13 +13,16 @@ import (
 // far ahead of a pump that readers keep off a CPU. A failure (not a pipe:
 // a terminal; over the user's pipe quota; above
 // /proc/sys/fs/pipe-max-size) leaves the pipe as it was: the pump reads
-// it as before.
-func growPipe(r *os.File) {
+// it as before. It reports whether the pipe grew.
+func growPipe(r *os.File) bool {
 	rc, err := r.SyscallConn()
 	if err != nil {
-		return
+		return false
 	}
+	grew := false
 	_ = rc.Control(func(fd uintptr) {
-		_, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, observedPipeSize)
+		n, err := unix.FcntlInt(fd, unix.F_SETPIPE_SZ, observedPipeSize)
+		grew = err == nil && n >= observedPipeSize
 	})
+	return grew
 }

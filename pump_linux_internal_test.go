@@ -83,3 +83,68 @@ func pipeSize(f *os.File) (int, error) {
 	}
 	return size, serr
 }
+
+// TestPumpPipeBudget pins the Manager's budget of grown pipes: a pump
+// grows its pipe only while fewer than maxGrownPipes of the Manager's
+// pipes are grown, and gives its place back when it ends.
+func TestPumpPipeBudget(t *testing.T) {
+	t.Parallel()
+	for _, full := range []bool{false, true} {
+		name := "room"
+		if full {
+			name = "full"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatalf("os.Pipe() = %v", err)
+			}
+			defer r.Close()
+			before, err := pipeSize(r)
+			if err != nil || before >= observedPipeSize {
+				t.Skipf("F_GETPIPE_SZ = %d, %v: a pipe that is not smaller than %d by default (runs on Linux defaults, 64 KiB)", before, err, observedPipeSize)
+			}
+			var budget pipeBudget
+			if full {
+				budget.grown.Store(maxGrownPipes)
+			}
+			b := NewHeadTailBuffer(0, 0, 0)
+			_, _ = b.Write([]byte("x"))
+			_ = b.Output()
+			_ = b.Output() // unchanged: polled, so the pump would grow its pipe
+			if _, err := w.Write(make([]byte, pumpBufSize)); err != nil {
+				t.Fatalf("write to the pipe: %v", err)
+			}
+			done := make(chan struct{}, 1)
+			pu := &pump{r: r, dst: b, clock: quartz.NewReal(), activity: make(chan struct{}, 1), done: done, pipes: &budget}
+			go pu.run() // ends at EOF: w is closed below
+			grown := before
+			if !full {
+				grown = observedPipeSize
+			}
+			spinUntil(ctx, t, "pump reading the pipe", func() bool { return b.Len() > pumpBufSize })
+			if size, err := pipeSize(r); err != nil || size != grown {
+				t.Errorf("pipe size with budget %d of %d taken = %d, %v; want %d", budget.grown.Load(), maxGrownPipes, size, err, grown)
+			}
+			if got, want := budget.grown.Load(), int32(maxGrownPipes); !full && got != 1 || full && got != want {
+				t.Errorf("grown pipes while the pump runs = %d; want %d", got, map[bool]int32{false: 1, true: want}[full])
+			}
+			_ = w.Close()
+			select {
+			case <-done:
+			case <-ctx.Done():
+				t.Fatalf("pump did not end at EOF: %v", ctx.Err())
+			}
+			want := int32(0)
+			if full {
+				want = maxGrownPipes
+			}
+			if got := budget.grown.Load(); got != want {
+				t.Errorf("grown pipes after the pump ended = %d; want %d", got, want)
+			}
+		})
+	}
+}

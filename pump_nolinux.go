@@ -4,5 +4,5 @@ package proc
 
 import "os"
 
-// growPipe does nothing where pipes cannot be resized.
-func growPipe(*os.File) {}
+// growPipe does nothing where pipes cannot be resized: it reports false.
+func growPipe(*os.File) bool { return false }

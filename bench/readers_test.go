@@ -227,17 +227,22 @@ const followCostBytes = 64 << 20
 
 // BenchmarkFollowCost captures 64 MiB of zeros (zerosArgs) alone, followed
 // from the start by a WaitOutput / ReadSinceInto loop that reads 10 bytes
-// a call, and followed by one that reads up to 64 KiB a call, interleaved
-// in one run. Target: x-10B and x-64KiB <= 1.1 (design section 10: a
-// follower is helped only while it keeps up). lost-%-<name> is the share
-// of the stream each follower never saw: a full-speed child outruns them.
+// a call, by one that reads up to 64 KiB a call, and by four at once that
+// read 10 bytes, 4 KiB, 64 KiB and 256 KiB a call ("mixed"), interleaved
+// in one run. Target: x-10B, x-64KiB and x-mixed <= 1.1 (design section
+// 10: a follower is helped only while it keeps up). lost-%-<name> is the
+// share of the stream each follower never saw (for mixed, the 64 KiB
+// one's): a full-speed child outruns them.
 func BenchmarkFollowCost(b *testing.B) {
 	m := proctest.NewManager(b, proc.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	lost := map[string]int64{}
-	follow := func(name string, size int) variant {
-		buf := make([]byte, size)
+	follow := func(name string, sizes ...int) variant {
+		bufs := make([][]byte, len(sizes))
+		for i, size := range sizes {
+			bufs[i] = make([]byte, size)
+		}
 		return variant{name, func(stat string) {
 			var req proc.StartRequest
 			req.Args, req.Env = zerosArgs(followCostBytes, stat)
@@ -245,19 +250,32 @@ func BenchmarkFollowCost(b *testing.B) {
 			if err != nil {
 				b.Fatalf("Start(%q) = %v; want nil", req.Args, err)
 			}
-			if size > 0 {
-				r, err := followAll(ctx, p, buf)
-				if err != nil {
+			results := make([]followResult, len(bufs))
+			errs := make(chan error, len(bufs))
+			for i, buf := range bufs {
+				// Ends at EOF, or when ctx does; joined below.
+				go func() {
+					var err error
+					results[i], err = followAll(ctx, p, buf)
+					errs <- err
+				}()
+			}
+			for range bufs {
+				if err := <-errs; err != nil {
 					b.Fatalf("follow: %v", err)
 				}
-				lost[name] += r.lost
+			}
+			for i, r := range results {
+				if len(bufs[i]) == 64<<10 || len(bufs) == 1 {
+					lost[name] += r.lost
+				}
 			}
 			<-p.Done()
 			checkFinal(b, p, followCostBytes)
 		}}
 	}
-	interleaved(b, []variant{follow("alone", 0), follow("10B", 10), follow("64KiB", 64<<10)})
-	for _, name := range []string{"10B", "64KiB"} {
+	interleaved(b, []variant{follow("alone"), follow("10B", 10), follow("64KiB", 64<<10), follow("mixed", 10, 4<<10, 64<<10, 256<<10)})
+	for _, name := range []string{"10B", "64KiB", "mixed"} {
 		b.ReportMetric(100*float64(lost[name])/followCostBytes/float64(b.N), "lost-%-"+name)
 	}
 }
