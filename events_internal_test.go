@@ -146,7 +146,7 @@ func TestWatchScan(t *testing.T) {
 // TestWatchScanLarge: the rule of TestWatchScan on chunks large enough
 // to be samples that choose the anchors (anchorSample), whose bytes change
 // from part to part of the text (what is rare at first is common later),
-// with Once watches whose end makes the anchors be chosen again.
+// with Once watches whose end takes their literals out of the anchors.
 func TestWatchScanLarge(t *testing.T) {
 	t.Parallel()
 	const maxLine = 64
