@@ -243,22 +243,6 @@ func (d *watchdog) guard(pgid int, pending int64) (int64, error) {
 	return off, nil
 }
 
-// mark writes a pending mark, "w" and ticks (the clock ticks since boot
-// of a time before a sandboxed child's fork, see watchdogScript), into a
-// slot of its own, and returns the slot: the caller hands it to guard
-// once the child's group is known, or to forget if the start failed. The
-// slot is -1 when there is no watchdog or it was closed.
-func (d *watchdog) mark(ticks int64) (int64, error) {
-	b := slot(0)
-	id := "w" + strconv.FormatInt(ticks, 10)
-	copy(b[slotSize-1-len(id):], id)
-	off, err := d.write(b, -1)
-	if err != nil {
-		return -1, xerrors.Errorf("host-death watchdog: mark a start: %w", err)
-	}
-	return off, nil
-}
-
 // write writes b into the slot at (a slot in use), or into a free one
 // if at is -1, and returns its offset; -1 if there is no watchdog or it
 // was closed.
@@ -311,12 +295,19 @@ func (d *watchdog) forget(off int64) {
 
 // slot is the content of a slot: pgid, or blanks for 0.
 func slot(pgid int) []byte {
+	if pgid == 0 {
+		return slotOf("")
+	}
+	return slotOf(strconv.Itoa(pgid))
+}
+
+// slotOf is the content of a slot holding s (a group ID or a pending
+// mark, at most slotSize-1 bytes), right-aligned in blanks before the
+// newline; all blanks for "".
+func slotOf(s string) []byte {
 	b := bytes.Repeat([]byte{' '}, slotSize)
 	b[slotSize-1] = '\n'
-	if pgid != 0 {
-		id := strconv.Itoa(pgid)
-		copy(b[slotSize-1-len(id):], id)
-	}
+	copy(b[slotSize-1-len(s):], s)
 	return b
 }
 
