@@ -51,9 +51,14 @@ import (
 // substitution, is the start time in /proc/<pid>/stat of the subshell it
 // forks: the clock and unit of every process's start time, where
 // /proc/uptime may be a container's own, as with lxcfs; "" without /proc),
-// kills the cgroup and every registered group, and, if the file holds
-// pending marks ("w<ticks>"; since: the earliest), kills the children of
-// the unfinished starts. It relies on these kernel facts, for each such
+// kills the cgroup and every registered group, removes the Manager's
+// cgroup directories (rmcg: each record's, then the Manager's own) once
+// their killed members are gone (rmdir fails while a cgroup is
+// populated: it tries again every 50 ms, for 2 s at most (every second,
+// twice, where sleep takes whole seconds only), then leaves
+// them to the next Manager's sweep of leftovers on that parent), and, if
+// the file holds pending marks ("w<ticks>"; since: the earliest), kills
+// the children of the unfinished starts. It relies on these kernel facts, for each such
 // child C:
 //   - C was forked after its mark's time was read (floored to the tick),
 //     and before the host died, which was before end.
@@ -87,6 +92,10 @@ import (
 // is when the host died during a sandboxed start in group mode.
 const watchdogScript = `cg=$1 host=$PPID
 now() { read -r s 2>/dev/null </proc/self/stat && set -- ${s##*")"} && echo "${20}"; }
+rmcg() {
+	for d in "$1"/*/; do [ -d "$d" ] && rmcg "${d%/}"; done
+	rmdir "$1" 2>/dev/null || [ ! -d "$1" ]
+}
 while IFS= read -r line; do
 	[ "$line" = q ] && exit 0
 done
@@ -104,6 +113,13 @@ while read -r g; do
 	?*) kill -s KILL -- "-$g" 2>/dev/null ;;
 	esac
 done <&3
+if [ -n "$cg" ]; then
+	i=0
+	until rmcg "$cg" || [ $i -ge 40 ]; do
+		i=$((i + 1))
+		sleep 0.05 2>/dev/null || { sleep 1 && i=$((i + 19)); }
+	done
+fi
 [ -n "$since" ] && [ -n "$end" ] || exit 0
 reaper=
 while read -r s 2>/dev/null </proc/$$/stat; do
