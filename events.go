@@ -74,6 +74,13 @@ type Event struct {
 	Listener *Listener `json:"listener,omitempty"`
 }
 
+// MaxWatches is the most line watches one StartRequest may ask for
+// (StartRequest.Watch); a request with more is refused with an error
+// wrapping ErrInvalid. Each watch costs the pump of the record's output a
+// look at every line that may match it, and the choice of what the pump
+// searches for grows with their literals.
+const MaxWatches = 64
+
 // Watch names a pattern a record's output lines are matched against
 // (StartRequest.Watch). Each line of the Output stream (the combined
 // output, or stdout with SeparateStderr), without its newline and a
@@ -451,11 +458,13 @@ type eventWatch struct {
 	// anchors are the bytes searched for: every literal of a live watch
 	// holds one of them (chooseAnchors). They are chosen at the first
 	// region, again at the first region of at least anchorSample bytes,
-	// then every anchorEvery such regions (untilAnchors counts down), and
-	// when a Once watch is done (rechoose).
+	// then every anchorEvery such regions (untilAnchors counts down).
+	// When a Once watch with literals is done, its literals leave their
+	// anchors, and an anchor left with none is dropped (prune): cheaper
+	// than choosing again after each of many Once watches.
 	anchors      []anchor
 	chosen       bool
-	rechoose     bool
+	prune        bool
 	untilAnchors int
 	// now is the time of the matched events of one scan (or flush): the
 	// time the chunk was read, taken once at its first match (timed).
@@ -531,6 +540,12 @@ func newEventWatch(req StartRequest, maxLine int) (*eventWatch, error) {
 	}
 	if req.WatchActivity && !activitySupported {
 		return nil, xerrors.Errorf("start: WatchActivity: activity is Linux only: %w", ErrUnsupported)
+	}
+	if len(req.Watch) > MaxWatches {
+		// A request that can never succeed, not a passing shortage:
+		// ErrInvalid (design section 8), as the other limits a request
+		// states wrongly.
+		return nil, xerrors.Errorf("start: %d watches, more than MaxWatches (%d): %w", len(req.Watch), MaxWatches, ErrInvalid)
 	}
 	w := &eventWatch{asked: slices.Clone(req.Watch), activity: req.WatchActivity, maxLine: maxLine}
 	names := make(map[string]bool, len(req.Watch))
@@ -821,6 +836,40 @@ func (l literal) coveredBy(set *[256]bool) (off int, ok bool) {
 	return 0, false
 }
 
+// The keys chooseAnchors weighs: a byte (its value), or both cases of an
+// ASCII letter (256 + the letter's place in the alphabet).
+const numKeys = 256 + 26
+
+func keyIndex(c byte, pair bool) int {
+	if pair {
+		return 256 + int(c|0x20-'a')
+	}
+	return int(c)
+}
+
+// keysCovering calls add with every key (keyIndex; perhaps more than once)
+// that, added to set, makes coveredBy(set) true, for l not covered by set
+// alone: the keys holding a byte of l, and for a letter of l that ignores
+// case, each key holding the case set lacks.
+func (l literal) keysCovering(set *[256]bool, add func(k int)) {
+	for _, c := range l.b {
+		if !isLetterASCII(c) {
+			add(keyIndex(c, false))
+			continue
+		}
+		lower, upper := c|0x20, c&^0x20
+		add(keyIndex(c, true)) // both cases
+		switch {
+		case !l.fold:
+			add(keyIndex(c, false))
+		case set[lower]:
+			add(keyIndex(upper, false))
+		case set[upper]:
+			add(keyIndex(lower, false))
+		}
+	}
+}
+
 // withoutAssertions replaces every empty-width assertion in re (in place)
 // with an empty match.
 func withoutAssertions(re *syntax.Regexp) *syntax.Regexp {
@@ -900,11 +949,16 @@ func (w *eventWatch) keep(b []byte) {
 // request's order. Only the candidate lines are split off the region.
 func (w *eventWatch) scanLines(region []byte) {
 	switch {
-	case !w.chosen || w.rechoose:
+	case !w.chosen:
+		w.chooseAnchors(region)
+	case len(region) >= anchorSample && w.untilAnchors <= 0:
 		w.chooseAnchors(region)
 	case len(region) >= anchorSample:
-		if w.untilAnchors--; w.untilAnchors < 0 {
-			w.chooseAnchors(region)
+		w.untilAnchors--
+		fallthrough
+	default:
+		if w.prune {
+			w.pruneAnchors()
 		}
 	}
 	for k := range w.anchors {
@@ -970,7 +1024,7 @@ func (w *eventWatch) nextLit(a *anchor, region []byte, pos int) int {
 // occurrence in region for each byte not chosen yet. A key is a byte, or
 // both cases of a letter of a literal that ignores case.
 func (w *eventWatch) chooseAnchors(region []byte) {
-	w.chosen, w.rechoose = true, false
+	w.chosen, w.prune = true, false
 	if len(region) >= anchorSample {
 		w.untilAnchors = anchorEvery
 	} else {
@@ -995,7 +1049,20 @@ func (w *eventWatch) chooseAnchors(region []byte) {
 	}
 	var chosen [256]bool
 	var at [256]int // the index in w.anchors of a chosen byte
+	var covers [numKeys]int
+	var stamp [numKeys]int // 1 + the literal that last counted the key
 	for len(need) > 0 {
+		// covers[k]: the literals not yet covered that key k would cover,
+		// with the bytes chosen so far; each literal counts a key once.
+		covers, stamp = [numKeys]int{}, [numKeys]int{}
+		for _, i := range need {
+			w.lits[i].lit.keysCovering(&chosen, func(k int) {
+				if stamp[k] != i+1 {
+					stamp[k] = i + 1
+					covers[k]++
+				}
+			})
+		}
 		var best [2]byte
 		bestCovers, bestCost := 0, 0
 		var looked [256][2]bool
@@ -1010,22 +1077,15 @@ func (w *eventWatch) chooseAnchors(region []byte) {
 					continue
 				}
 				looked[c][pair] = true
-				try := chosen
 				keyCost := 0
 				for _, k := range key[:1+pair] {
-					if !try[k] {
-						try[k] = true
+					if !chosen[k] {
 						keyCost += cost(k)
 					}
 				}
-				covers := 0
-				for _, k := range need {
-					if _, ok := w.lits[k].lit.coveredBy(&try); ok {
-						covers++
-					}
-				}
-				if covers > 0 && (bestCovers == 0 || covers*bestCost > bestCovers*keyCost) {
-					best, bestCovers, bestCost = key, covers, keyCost
+				n := covers[keyIndex(c, pair == 1)]
+				if n > 0 && (bestCovers == 0 || n*bestCost > bestCovers*keyCost) {
+					best, bestCovers, bestCost = key, n, keyCost
 				}
 			}
 		}
@@ -1055,6 +1115,26 @@ func (w *eventWatch) chooseAnchors(region []byte) {
 		}
 		need = rest
 	}
+}
+
+// pruneAnchors takes the literals of watches that are done out of the
+// anchors, and drops the anchors left with none.
+func (w *eventWatch) pruneAnchors() {
+	w.prune = false
+	kept := w.anchors[:0]
+	for _, a := range w.anchors {
+		lits := a.lits[:0]
+		for _, la := range a.lits {
+			if !w.watches[w.lits[la.lit].watch].done {
+				lits = append(lits, la)
+			}
+		}
+		if a.lits = lits; len(lits) > 0 {
+			kept = append(kept, a)
+		}
+	}
+	clear(w.anchors[len(kept):])
+	w.anchors = kept
 }
 
 // next returns where in region, at or after pos (a line's start), the
@@ -1101,7 +1181,7 @@ func (w *eventWatch) matchLine(line []byte, over bool) {
 			lw.done = true
 			w.live--
 			if lw.lits != nil {
-				w.rechoose = true // its literals need no anchor now
+				w.prune = true // its literals need no anchor now
 			}
 		}
 		p := w.p

@@ -146,7 +146,7 @@ func TestWatchScan(t *testing.T) {
 // TestWatchScanLarge: the rule of TestWatchScan on chunks large enough
 // to be samples that choose the anchors (anchorSample), whose bytes change
 // from part to part of the text (what is rare at first is common later),
-// with Once watches whose end makes the anchors be chosen again.
+// with Once watches whose end takes their literals out of the anchors.
 func TestWatchScanLarge(t *testing.T) {
 	t.Parallel()
 	const maxLine = 64
@@ -414,5 +414,141 @@ func BenchmarkWatchScan(b *testing.B) {
 			}
 			b.ReportMetric(float64(scans)/float64(passes), "x-indexbyte")
 		})
+	}
+}
+
+// TestChooseAnchorsAsBruteForce: chooseAnchors, which counts what each key
+// covers once per round from the literals (keysCovering), chooses the
+// anchors the plain greedy choice does (chooseAnchorsBrute, which tries
+// every key against every literal), on random literals, with and without
+// case, of watches some of which are done.
+func TestChooseAnchorsAsBruteForce(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(3, 5))
+	alphabet := []rune("abcABCKSkszZ019 _-é\uFFFD")
+	word := func() string {
+		b := make([]rune, 1+rng.IntN(6))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		return regexp.QuoteMeta(string(b))
+	}
+	for round := range 300 {
+		var watches []Watch
+		for i := range 1 + rng.IntN(12) {
+			pattern := word()
+			for range rng.IntN(3) {
+				pattern += "|" + word()
+			}
+			if rng.IntN(3) == 0 {
+				pattern = "(?i)" + pattern
+			}
+			watches = append(watches, Watch{Name: fmt.Sprint(i), Pattern: pattern, Once: true})
+		}
+		h := newScanHarness(t, watches, DefaultMaxLineLength)
+		for k := range h.w.watches {
+			h.w.watches[k].done = rng.IntN(4) == 0
+		}
+		var region []byte
+		for n := rng.IntN(2 * anchorSample); len(region) < n; {
+			region = utf8.AppendRune(region, alphabet[rng.IntN(len(alphabet))])
+		}
+		want := fmt.Sprint(chooseAnchorsBrute(h.w, region))
+		h.w.chooseAnchors(region)
+		if got := fmt.Sprint(h.w.anchors); got != want {
+			t.Fatalf("round %d, watches %+v: anchors %s; want %s", round, watches, got, want)
+		}
+	}
+}
+
+// chooseAnchorsBrute is the greedy choice of chooseAnchors done plainly:
+// each key is tried against every literal not yet covered, each round.
+func chooseAnchorsBrute(w *eventWatch, region []byte) []anchor {
+	var anchors []anchor
+	var need []int
+	for i, wl := range w.lits {
+		if !w.watches[wl.watch].done {
+			need = append(need, i)
+		}
+	}
+	cost := func(c byte) int { return len(region) + anchorHit*bytes.Count(region, []byte{c}) + 1 }
+	var chosen [256]bool
+	var at [256]int
+	for len(need) > 0 {
+		var best [2]byte
+		bestCovers, bestCost := 0, 0
+		var looked [256][2]bool
+		for _, i := range need {
+			lit := w.lits[i].lit
+			for _, c := range lit.b {
+				key, pair := [2]byte{c, c}, 0
+				if lit.fold && isLetterASCII(c) {
+					key, pair = [2]byte{c, c - 'a' + 'A'}, 1
+				}
+				if looked[c][pair] {
+					continue
+				}
+				looked[c][pair] = true
+				try := chosen
+				keyCost := 0
+				for _, k := range key[:1+pair] {
+					if !try[k] {
+						try[k] = true
+						keyCost += cost(k)
+					}
+				}
+				covers := 0
+				for _, k := range need {
+					if _, ok := w.lits[k].lit.coveredBy(&try); ok {
+						covers++
+					}
+				}
+				if covers > 0 && (bestCovers == 0 || covers*bestCost > bestCovers*keyCost) {
+					best, bestCovers, bestCost = key, covers, keyCost
+				}
+			}
+		}
+		for _, c := range best {
+			if !chosen[c] {
+				chosen[c], at[c] = true, len(anchors)
+				anchors = append(anchors, anchor{c: c})
+			}
+		}
+		rest := need[:0]
+		for _, i := range need {
+			lit := w.lits[i].lit
+			off, ok := lit.coveredBy(&chosen)
+			if !ok {
+				rest = append(rest, i)
+				continue
+			}
+			c := lit.b[off]
+			anchors[at[c]].lits = append(anchors[at[c]].lits, litAt{lit: i, off: off})
+			if lit.fold && isLetterASCII(c) {
+				u := c - 'a' + 'A'
+				anchors[at[u]].lits = append(anchors[at[u]].lits, litAt{lit: i, off: off})
+			}
+		}
+		need = rest
+	}
+	return anchors
+}
+
+// BenchmarkChooseAnchors: one choice of the anchors for MaxWatches watches
+// of a literal each, over a 64 KiB region of log lines (chooseAnchors: a
+// count per key each round, not a try of each key against each literal).
+func BenchmarkChooseAnchors(b *testing.B) {
+	watches := make([]Watch, MaxWatches)
+	for i := range watches {
+		watches[i] = Watch{Name: fmt.Sprint(i), Pattern: fmt.Sprintf("job %d (done|failed)", i), Once: true}
+	}
+	w, err := newEventWatch(StartRequest{Watch: watches}, DefaultMaxLineLength)
+	if err != nil {
+		b.Fatal(err)
+	}
+	region := logLines(64 << 10)
+	b.ReportAllocs()
+	for b.Loop() {
+		w.chooseAnchors(region)
 	}
 }

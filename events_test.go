@@ -228,8 +228,9 @@ func TestEventsWatch(t *testing.T) {
 	}
 }
 
-// TestEventsWatchInvalid: an empty or repeated name and a bad pattern are
-// ErrInvalid, and nothing starts.
+// TestEventsWatchInvalid: an empty or repeated name, a bad pattern and
+// more than MaxWatches watches are ErrInvalid, and nothing starts; exactly
+// MaxWatches start.
 func TestEventsWatchInvalid(t *testing.T) {
 	t.Parallel()
 	_, m := testManager(t, proc.Options{})
@@ -237,6 +238,7 @@ func TestEventsWatchInvalid(t *testing.T) {
 		"empty-name":  {{Pattern: "x"}},
 		"duplicate":   {{Name: "a", Pattern: "x"}, {Name: "a", Pattern: "y"}},
 		"bad-pattern": {{Name: "a", Pattern: "(x"}},
+		"too-many":    manyWatches(proc.MaxWatches + 1),
 	} {
 		req := mgrExitReq(0)
 		req.Watch = watches
@@ -247,6 +249,20 @@ func TestEventsWatchInvalid(t *testing.T) {
 	if evs, _, _ := m.Events(0, 0); len(evs) != 0 || len(m.List()) != 0 {
 		t.Errorf("after refused starts: events %v, records %v; want none", evs, m.List())
 	}
+	req := mgrExitReq(0)
+	req.Watch = manyWatches(proc.MaxWatches)
+	if _, err := m.Start(req); err != nil {
+		t.Errorf("Start with MaxWatches (%d) watches = %v; want it started", proc.MaxWatches, err)
+	}
+}
+
+// manyWatches returns n watches, each its own literal.
+func manyWatches(n int) []proc.Watch {
+	watches := make([]proc.Watch, n)
+	for i := range watches {
+		watches[i] = proc.Watch{Name: fmt.Sprint("w", i), Pattern: fmt.Sprintf("token%03d", i), Once: true}
+	}
+	return watches
 }
 
 // TestEventsStartOrGet: StartOrGet compares Watch and WatchActivity like

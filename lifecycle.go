@@ -283,7 +283,7 @@ func (p *Process) connect(cmd *exec.Cmd, sp *spec, ends *ioEnds) error {
 // (setupTree) and makes the tree once the child runs (started), and
 // forkOn says on which thread cmd.Start runs.
 func (m *Manager) startInTree(p *Process, cmd *exec.Cmd, sp *spec) error {
-	setup, err := m.trees.setup(cmd, sp.req.TTY, sp.limits)
+	setup, err := m.trees.setup(cmd, sp.req.TTY, sp.sandbox != nil, sp.limits)
 	if err != nil {
 		return err
 	}
@@ -317,10 +317,10 @@ func (m *Manager) startInTree(p *Process, cmd *exec.Cmd, sp *spec) error {
 // fork forks cmd on its fork site: for a sandboxed start a restricted
 // thread of its own (sandbox_*.go), else forkOn's. A sandboxed child is
 // held at its exec until that thread is gone; release (nil if nothing
-// is held) is called once started registered the child. The sandbox
-// never takes Pdeathsig, which fires when the forking thread ends: where
-// setup wants the child killed with the host until it is registered
-// (pdeathsig), the sandbox covers it another way (sandbox_linux.go).
+// is held) is called once started registered the child. A sandboxed
+// child never has Pdeathsig, which fires when the forking thread ends:
+// where it must die with the host until it is registered, setupTree
+// covers it another way (tree_linux.go, setup.exitKill).
 func fork(setup *treeSetup, sp *spec, cmd *exec.Cmd) (release func(), err error) {
 	if sp.sandbox == nil {
 		return nil, forkOn(setup)(cmd.Start)

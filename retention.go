@@ -36,8 +36,9 @@ func (m *Manager) pruneAt(now time.Time) {
 func (m *Manager) dropLocked(p *Process, now time.Time) {
 	if m.records[p.info.ID] == p {
 		delete(m.records, p.info.ID)
-		i := m.orderIndexLocked(p)
-		m.order = slices.Delete(m.order, i, i+1)
+		if i := m.orderIndexLocked(p); i >= 0 {
+			m.order = slices.Delete(m.order, i, i+1)
+		}
 		m.eventRemovedLocked(p, now)
 	}
 	for i, f := range m.finals {
@@ -67,10 +68,14 @@ func (m *Manager) addLocked(p *Process) {
 	m.order = slices.Insert(m.order, i, p)
 }
 
-// orderIndexLocked returns the index of p, a retained record, in m.order.
-// The caller holds m.mu.
+// orderIndexLocked returns the index of p in m.order, or -1 if p is not
+// there. A retained record is always there, at the place startedBefore
+// gives it, which a binary search finds; should that ever not hold (a bug:
+// a record missing, or the order not sorted), the place it would go is
+// another record's or past the end, so a miss looks again by identity
+// rather than let the caller drop a neighbour. The caller holds m.mu.
 func (m *Manager) orderIndexLocked(p *Process) int {
-	i, _ := slices.BinarySearchFunc(m.order, p, func(q, p *Process) int {
+	i, found := slices.BinarySearchFunc(m.order, p, func(q, p *Process) int {
 		if startedBefore(q, p) {
 			return -1
 		}
@@ -79,7 +84,10 @@ func (m *Manager) orderIndexLocked(p *Process) int {
 		}
 		return 1
 	})
-	return i
+	if found {
+		return i
+	}
+	return slices.Index(m.order, p)
 }
 
 // startedBefore is List's order, oldest first: by start time, then by the

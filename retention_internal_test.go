@@ -77,6 +77,67 @@ func TestRetainedOrder(t *testing.T) {
 	check([]string{"b", "f", "e", "d"}, []string{"e", "f", "b", "d"})
 }
 
+// TestOrderIndexMiss: a record the binary search of m.order does not find
+// (never expected: one missing from the order, or an order not sorted by
+// startedBefore) is looked for by identity, and dropping it never drops
+// another record from the order (the place it would go belongs to a
+// neighbour, or is past the end).
+func TestOrderIndexMiss(t *testing.T) {
+	t.Parallel()
+	mClock := quartz.NewMock(t)
+	m := NewManager(Options{Clock: mClock})
+	t.Cleanup(func() { _ = m.Close() })
+	base := mClock.Now()
+	procs := map[string]*Process{}
+	for i, id := range []string{"a", "b", "c", "d", "e"} {
+		info := &Info{ID: id, StartedAt: base.Add(time.Duration(i) * time.Second)}
+		closed := make(chan struct{})
+		close(closed)
+		p := &Process{m: m, info: info, seq: uint64(i + 1), out: NewHeadTailBuffer(0, 0, 0), fin: &finalStatus{}, done: closed}
+		p.ended.Store(true) // Close has no exit goroutine to wait for
+		procs[id] = p
+	}
+	ids := func() []string {
+		var got []string
+		for _, p := range m.order {
+			got = append(got, p.info.ID)
+		}
+		return got
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range []string{"a", "b", "c", "d"} {
+		m.addLocked(procs[id])
+	}
+	for id, p := range procs {
+		want := slices.Index(m.order, p)
+		if got := m.orderIndexLocked(p); got != want {
+			t.Errorf("orderIndexLocked(%s) = %d; want %d", id, got, want)
+		}
+	}
+
+	// In m.records but not in m.order: its place is past the end ("e"),
+	// or a neighbour's ("b" once taken out of the order by hand).
+	m.records["e"] = procs["e"]
+	m.dropLocked(procs["e"], base)
+	m.order = slices.Delete(m.order, 1, 2)
+	m.dropLocked(procs["b"], base)
+	if got, want := ids(), []string{"a", "c", "d"}; !slices.Equal(got, want) {
+		t.Fatalf("after dropping records missing from the order: order %q; want %q", got, want)
+	}
+
+	// Not sorted: "a" now seems to start last, and the search for it
+	// lands past the end.
+	procs["a"].info.StartedAt = base.Add(time.Hour)
+	if got := m.orderIndexLocked(procs["a"]); got != 0 {
+		t.Fatalf("orderIndexLocked(a) in an unsorted order = %d; want 0", got)
+	}
+	m.dropLocked(procs["a"], base)
+	if got, want := ids(), []string{"c", "d"}; !slices.Equal(got, want) {
+		t.Fatalf("after dropping a record out of place: order %q; want %q", got, want)
+	}
+}
+
 // TestWaitEnded pins how Close and Scope.Close wait for exit goroutines
 // (waitEnded): on the Manager's one channel, until every record given
 // marked its exit goroutine ended, and no sooner.

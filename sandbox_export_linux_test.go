@@ -28,10 +28,13 @@ func MarkPendingStart(m *Manager, ticks int64) error {
 }
 
 // BreakWatchdogFile closes the host's end of the groups file of m's
-// watchdog: every later write to it fails, as on a host out of memory.
+// watchdog, under the watchdog's lock (a write under way ends first):
+// every later write to it fails, as on a host out of memory.
 func BreakWatchdogFile(m *Manager) {
 	m.trees.contain.mu.Lock()
 	guard := m.trees.contain.guard
 	m.trees.contain.mu.Unlock()
+	guard.mu.Lock()
 	_ = guard.groups.Close()
+	guard.mu.Unlock()
 }

@@ -44,16 +44,12 @@ type sandboxStart struct {
 // succeeded).
 //
 // Where setup wants the child killed with the host until its group is
-// registered (pdeathsig: group mode with a watchdog), Pdeathsig cannot
-// do it (it would fire when the restricted thread ends). Two things do
-// instead: a pending mark in the watchdog's file, written before the
-// fork, which started replaces with the group (markPending; the watchdog
-// kills the children of a start still marked when the host died, see
-// watchdogScript), and, from the exec stop on, the held child's
-// PTRACE_O_EXITKILL, cleared by the release.
+// registered (group mode with a watchdog), setupTree gave it no Pdeathsig
+// (it would fire when the restricted thread ends) but a pending mark in
+// the watchdog's file, and asks the sandbox (exitKill) for the held
+// child's PTRACE_O_EXITKILL from the exec stop on, cleared by the release.
 func (s *sandboxStart) start(setup *treeSetup, cmd *exec.Cmd, fork func() error, tty bool) (release func(), err error) {
-	exitKill := setup.pdeathsig()
-	p := sandbox.Policy{WritableRoots: s.sb.WritableRoots, Network: s.sb.Network, ExitKill: exitKill}
+	p := sandbox.Policy{WritableRoots: s.sb.WritableRoots, Network: s.sb.Network, ExitKill: setup.exitKill()}
 	if tty {
 		// connect made the terminal's slave end the child's stdin.
 		f, ok := cmd.Stdin.(*os.File)
@@ -61,12 +57,6 @@ func (s *sandboxStart) start(setup *treeSetup, cmd *exec.Cmd, fork func() error,
 			return nil, xerrors.New("sandbox: the terminal is not the child's stdin")
 		}
 		p.TTY = f.Name()
-	}
-	if exitKill {
-		cmd.SysProcAttr.Pdeathsig = 0
-		if err := setup.markPending(); err != nil {
-			return nil, err
-		}
 	}
 	h, err := sandbox.Start(cmd, fork, p, s.kernel)
 	if err != nil {

@@ -389,7 +389,7 @@ type containState struct {
 // backend's SysProcAttr, a record cgroup): the portable containment and
 // limits decision, over the backend's mechanics (setupTree). The tree is
 // made by the returned setup's started, once the child is forked.
-func (k *treeKeeper) setup(cmd *exec.Cmd, tty bool, limits Limits) (*treeSetup, error) {
+func (k *treeKeeper) setup(cmd *exec.Cmd, tty, sandboxed bool, limits Limits) (*treeSetup, error) {
 	host, guard, err := k.decide()
 	if err != nil {
 		return nil, err
@@ -397,7 +397,7 @@ func (k *treeKeeper) setup(cmd *exec.Cmd, tty bool, limits Limits) (*treeSetup, 
 	if host == nil && !limits.IsZero() && !limitsWithoutCgroup {
 		return nil, k.limitsUnsupported(limits)
 	}
-	return setupTree(cmd, tty, host, guard, limits)
+	return setupTree(cmd, tty, sandboxed, host, guard, limits)
 }
 
 // limitsUnsupported is the error of a start with limits whose tree would

@@ -23,6 +23,10 @@ type treeSetup struct {
 	pending int64
 	// deathsig: the child has Pdeathsig set (see pdeathsig).
 	deathsig bool
+	// guarded: the child must die with the host until its group is
+	// registered (group mode with a watchdog), by Pdeathsig, or for a
+	// sandboxed child by the pending mark and the sandbox's exit-kill.
+	guarded bool
 }
 
 // pdeathsig reports whether the child has Pdeathsig set. It fires when the
@@ -30,19 +34,39 @@ type treeSetup struct {
 // on a fresh goroutine (see forkOnFreshGoroutine).
 func (s *treeSetup) pdeathsig() bool { return s.deathsig }
 
+// exitKill reports whether the sandbox must kill its held child with the
+// host from the exec stop on (PTRACE_O_EXITKILL): a sandboxed child that
+// must die with the host until it is registered, which has a pending mark
+// instead of Pdeathsig (setupTree).
+func (s *treeSetup) exitKill() bool { return s.guarded && !s.deathsig }
+
 // setupTree prepares cmd for the tree the keeper decided on: a new
 // session, and with host the record's cgroup, which the child is cloned
 // into, with limits written into it before. It is mechanics only: the
-// decision (treeKeeper.setup) was made before.
-func setupTree(cmd *exec.Cmd, tty bool, host *cgroupHost, guard *watchdog, limits Limits) (*treeSetup, error) {
+// decision (treeKeeper.setup) was made before. sandboxed says the child
+// is forked by the sandbox, on a thread that ends before the child is
+// registered.
+func setupTree(cmd *exec.Cmd, tty, sandboxed bool, host *cgroupHost, guard *watchdog, limits Limits) (*treeSetup, error) {
 	setupSession(cmd, tty)
 	switch {
+	case host == nil && guard != nil && sandboxed:
+		// As below, but Pdeathsig would fire when the sandbox's thread
+		// ends: a pending mark covers the child from before its fork (the
+		// watchdog kills the children of a start still marked when the
+		// host died, see watchdogScript), and the sandbox's exit-kill
+		// from its exec stop on (exitKill). The group replaces the mark
+		// (started), or a failed start blanks it.
+		s := &treeSetup{guard: guard, guarded: true, pending: -1}
+		if err := s.markPending(); err != nil {
+			return nil, err
+		}
+		return s, nil
 	case host == nil && guard != nil:
 		// The watchdog learns of the group only once Start returned; a
 		// host killed in that instant would leave the child running. The
 		// kernel kills it then instead (see pdeathsig).
 		cmd.SysProcAttr.Pdeathsig = unix.SIGKILL
-		return &treeSetup{guard: guard, deathsig: true, pending: -1}, nil
+		return &treeSetup{guard: guard, deathsig: true, guarded: true, pending: -1}, nil
 	case host == nil:
 		return &treeSetup{pending: -1}, nil
 	}

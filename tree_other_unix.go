@@ -30,7 +30,7 @@ func (*cgroupHost) path() string { return "" }
 type treeSetup struct{ guard *watchdog }
 
 // setupTree makes the child lead a new session; host is always nil here.
-func setupTree(cmd *exec.Cmd, tty bool, _ *cgroupHost, guard *watchdog, _ Limits) (*treeSetup, error) {
+func setupTree(cmd *exec.Cmd, tty, _ bool, _ *cgroupHost, guard *watchdog, _ Limits) (*treeSetup, error) {
 	setupSession(cmd, tty)
 	return &treeSetup{guard: guard}, nil
 }

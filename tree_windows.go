@@ -61,7 +61,7 @@ type treeSetup struct{ limits Limits }
 
 // setupTree sets the creation flags of treeSetup; the job is made, and
 // limits set on it, by started.
-func setupTree(cmd *exec.Cmd, _ bool, _ *cgroupHost, _ *watchdog, limits Limits) (*treeSetup, error) {
+func setupTree(cmd *exec.Cmd, _, _ bool, _ *cgroupHost, _ *watchdog, limits Limits) (*treeSetup, error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}

@@ -73,7 +73,7 @@ func TestWatchdogReplacedDuringStart(t *testing.T) {
 	}
 	// A start past the containment decision: it holds the first watchdog.
 	cmd := exec.Command("sleep", "60")
-	setup, err := m.trees.setup(cmd, false, Limits{})
+	setup, err := m.trees.setup(cmd, false, false, Limits{})
 	if err != nil {
 		t.Fatalf("setup: %v", err)
 	}

@@ -3,6 +3,8 @@
 package proc
 
 import (
+	"strconv"
+
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
 )
@@ -23,6 +25,21 @@ func (s *treeSetup) markPending() error {
 		return xerrors.Errorf("host-death watchdog: %w", err)
 	}
 	return nil
+}
+
+// mark writes a pending mark, "w" and ticks (the clock ticks since boot
+// of a time before a sandboxed child's fork, see watchdogScript), into a
+// slot of its own, and returns the slot: the caller hands it to guard
+// once the child's group is known, or to forget if the start failed. The
+// slot is -1 when there is no watchdog or it was closed. Only Linux
+// marks: elsewhere no child is forked on a thread that ends before it is
+// registered.
+func (d *watchdog) mark(ticks int64) (int64, error) {
+	off, err := d.write(slotOf("w"+strconv.FormatInt(ticks, 10)), -1)
+	if err != nil {
+		return -1, xerrors.Errorf("host-death watchdog: mark a start: %w", err)
+	}
+	return off, nil
 }
 
 // bootTicks is the time since boot (CLOCK_BOOTTIME, as a process's start

@@ -106,13 +106,21 @@ func hostDeath(t *testing.T, variants ...string) {
 				if d := time.Since(killed); !keep {
 					t.Logf("%d members dead %v after the host's SIGKILL (design: within %v)", len(pids), d, hostDeathWithin)
 				}
-				// The dead host's cgroups are the next Manager's to remove
-				// (a kept one, the test's).
+				// The watchdog removes the dead host's cgroups once its kill
+				// emptied them, within its 2 s (a kept one is the test's).
 				for dir := range cgroups {
 					if keep {
 						treeClear(t, dir, treeCgroupsBelow(t, dir))
+						continue
 					}
+					gone, cancel := context.WithTimeout(ctx, 10*watchdogRemovesWithin)
+					if err := treeWaitGone(gone, filepath.Dir(dir), filepath.Base(dir)); err != nil {
+						t.Errorf("the dead host's cgroup %s (below it: %q) was not removed by its watchdog: %v", dir, treeCgroupsBelow(t, dir), err)
+					}
+					cancel()
 				}
+				// A Manager on the same parent still starts (and would
+				// remove what the watchdog left).
 				if parent != "" && !keep {
 					next := proc.NewManager(proc.Options{Containment: proc.ContainCgroup, CgroupParent: parent})
 					if _, err := next.Run(ctx, mgrExitReq(0)); err != nil {
@@ -130,6 +138,10 @@ func hostDeath(t *testing.T, variants ...string) {
 // hostDeathWithin is design section 14's bound on killing the trees of a
 // host that died without Close.
 const hostDeathWithin = 100 * time.Millisecond
+
+// watchdogRemovesWithin is how long the watchdog tries to remove the dead
+// host's emptied cgroups (watchdogScript).
+const watchdogRemovesWithin = 2 * time.Second
 
 var _ = helper("limits-host", limitsHost)
 

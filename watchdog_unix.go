@@ -51,9 +51,14 @@ import (
 // substitution, is the start time in /proc/<pid>/stat of the subshell it
 // forks: the clock and unit of every process's start time, where
 // /proc/uptime may be a container's own, as with lxcfs; "" without /proc),
-// kills the cgroup and every registered group, and, if the file holds
-// pending marks ("w<ticks>"; since: the earliest), kills the children of
-// the unfinished starts. It relies on these kernel facts, for each such
+// kills the cgroup and every registered group, removes the Manager's
+// cgroup directories (rmcg: each record's, then the Manager's own) once
+// their killed members are gone (rmdir fails while a cgroup is
+// populated: it tries again every 50 ms, for 2 s at most (every second,
+// twice, where sleep takes whole seconds only), then leaves
+// them to the next Manager's sweep of leftovers on that parent), and, if
+// the file holds pending marks ("w<ticks>"; since: the earliest), kills
+// the children of the unfinished starts. It relies on these kernel facts, for each such
 // child C:
 //   - C was forked after its mark's time was read (floored to the tick),
 //     and before the host died, which was before end.
@@ -87,6 +92,10 @@ import (
 // is when the host died during a sandboxed start in group mode.
 const watchdogScript = `cg=$1 host=$PPID
 now() { read -r s 2>/dev/null </proc/self/stat && set -- ${s##*")"} && echo "${20}"; }
+rmcg() {
+	for d in "$1"/*/; do [ -d "$d" ] && rmcg "${d%/}"; done
+	rmdir "$1" 2>/dev/null || [ ! -d "$1" ]
+}
 while IFS= read -r line; do
 	[ "$line" = q ] && exit 0
 done
@@ -104,6 +113,13 @@ while read -r g; do
 	?*) kill -s KILL -- "-$g" 2>/dev/null ;;
 	esac
 done <&3
+if [ -n "$cg" ]; then
+	i=0
+	until rmcg "$cg" || [ $i -ge 40 ]; do
+		i=$((i + 1))
+		sleep 0.05 2>/dev/null || { sleep 1 && i=$((i + 19)); }
+	done
+fi
 [ -n "$since" ] && [ -n "$end" ] || exit 0
 reaper=
 while read -r s 2>/dev/null </proc/$$/stat; do
@@ -243,22 +259,6 @@ func (d *watchdog) guard(pgid int, pending int64) (int64, error) {
 	return off, nil
 }
 
-// mark writes a pending mark, "w" and ticks (the clock ticks since boot
-// of a time before a sandboxed child's fork, see watchdogScript), into a
-// slot of its own, and returns the slot: the caller hands it to guard
-// once the child's group is known, or to forget if the start failed. The
-// slot is -1 when there is no watchdog or it was closed.
-func (d *watchdog) mark(ticks int64) (int64, error) {
-	b := slot(0)
-	id := "w" + strconv.FormatInt(ticks, 10)
-	copy(b[slotSize-1-len(id):], id)
-	off, err := d.write(b, -1)
-	if err != nil {
-		return -1, xerrors.Errorf("host-death watchdog: mark a start: %w", err)
-	}
-	return off, nil
-}
-
 // write writes b into the slot at (a slot in use), or into a free one
 // if at is -1, and returns its offset; -1 if there is no watchdog or it
 // was closed.
@@ -311,12 +311,19 @@ func (d *watchdog) forget(off int64) {
 
 // slot is the content of a slot: pgid, or blanks for 0.
 func slot(pgid int) []byte {
+	if pgid == 0 {
+		return slotOf("")
+	}
+	return slotOf(strconv.Itoa(pgid))
+}
+
+// slotOf is the content of a slot holding s (a group ID or a pending
+// mark, at most slotSize-1 bytes), right-aligned in blanks before the
+// newline; all blanks for "".
+func slotOf(s string) []byte {
 	b := bytes.Repeat([]byte{' '}, slotSize)
 	b[slotSize-1] = '\n'
-	if pgid != 0 {
-		id := strconv.Itoa(pgid)
-		copy(b[slotSize-1-len(id):], id)
-	}
+	copy(b[slotSize-1-len(s):], s)
 	return b
 }
 
