@@ -257,7 +257,8 @@ type StartRequest struct {
 	StderrTee io.Writer `json:"-"`
 	// Watch lists named patterns the lines of the Output stream are
 	// matched against; each match is an EventMatched event (see [Watch]).
-	// An empty or repeated name, or a bad pattern, is ErrInvalid.
+	// An empty or repeated name, a bad pattern, or more than MaxWatches
+	// watches is ErrInvalid.
 	Watch []Watch `json:"watch,omitempty"`
 	// WatchActivity appends EventWaitingForInput each time the tree begins
 	// to wait for input and EventListening for each new listener, noticed

@@ -18,13 +18,12 @@ import (
 // nothing more than it would have.
 func (s *treeSetup) markPending() error {
 	ticks, err := bootTicks()
-	if err == nil {
-		s.pending, err = s.guard.mark(ticks)
-	}
 	if err != nil {
-		return xerrors.Errorf("host-death watchdog: %w", err)
+		return xerrors.Errorf("host-death watchdog: mark a start: %w", err)
 	}
-	return nil
+	// mark names the watchdog in its error itself.
+	s.pending, err = s.guard.mark(ticks)
+	return err
 }
 
 // mark writes a pending mark, "w" and ticks (the clock ticks since boot
