@@ -113,6 +113,20 @@ func (b *HeadTailBuffer) output() (out Output, ok bool) {
 		// that never yields leaves unvisited for a whole time slice
 		// (measured: 20 ms median per read; issue 16).
 		runtime.Gosched()
+		if r.final && b.peers != nil && b.peers.pumps.Load() > 0 {
+			// A final record's poller can never see anything new: while
+			// a pump of its Manager tries its pipe between pollers'
+			// turns (so someone polls tightly), its thread steps aside
+			// for a thread that wants the CPU (that record's child or
+			// pump), and goes on at once when none does. Only then: a
+			// yield can last a time slice of another thread on a busy
+			// machine, which a one-off caller must not wait for. Measured, four tight pollers of a final
+			// record slowed another record's 512 MiB capture 10-20%
+			// less with it (BenchmarkPolled "other", in one run), while
+			// for pollers of a running record it gave the process's CPU
+			// away and slowed its own capture.
+			yieldThread()
+		}
 		return r.out, true
 	}
 	b.mu.Lock()
@@ -151,7 +165,7 @@ func (b *HeadTailBuffer) output() (out Output, ok bool) {
 	// that need no newer one wait for. rendered only moves forward (the
 	// check above found it older than total), so once finished the first
 	// rendering of the final bytes stays: every later call returns it.
-	r := &rendering{at: total}
+	r := &rendering{at: total, final: finished}
 	r.pending.Store(true)
 	r.done.Add(1)
 	b.rendered.Store(r)
@@ -190,7 +204,8 @@ func (b *HeadTailBuffer) renderPublished(r *rendering, head, first, second []byt
 // made: callers that find it in HeadTailBuffer.rendered before wait.
 // pending is set while it is being made (the zero rendering is a made
 // one); broken, written before done is released, says that its render
-// panicked and out is not to be used.
+// panicked and out is not to be used. final is set for a rendering of a
+// finished buffer, which never changes again.
 type rendering struct {
 	at      int64
 	out     Output
@@ -198,6 +213,7 @@ type rendering struct {
 	done    sync.WaitGroup
 	pending atomic.Bool
 	broken  bool
+	final   bool
 }
 
 // render renders into r the stored bytes head, first and second (the
@@ -456,5 +472,18 @@ func (s *byteSpans) writeTo(r *renderState, from, to int) {
 			r.write(p[lo:hi])
 		}
 		off += len(p)
+	}
+}
+
+// countPolledPump counts a pump of b's Manager in (polled true) or out of
+// its signal's pumps.
+func (b *HeadTailBuffer) countPolledPump(polled bool) {
+	if b.peers == nil {
+		return
+	}
+	if polled {
+		b.peers.pumps.Add(1)
+	} else {
+		b.peers.pumps.Add(-1)
 	}
 }
