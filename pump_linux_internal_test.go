@@ -115,7 +115,8 @@ func TestPolledPumpCounted(t *testing.T) {
 	}
 	read := func() <-chan result {
 		c := make(chan result, 1) // one sender
-		go func() {               // ends when read returns
+		// Ends when read returns.
+		go func() {
 			n, err := pu.read(buf)
 			c <- result{n, err}
 		}()

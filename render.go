@@ -68,7 +68,11 @@ const lineCutSuffix = " ... [truncated]"
 // it was rendered. Concurrent callers render a change once between them:
 // one that finds a rendering of every byte written before it began under
 // way waits for that one (microseconds, parked) instead of making its
-// own. Callers share its Truncation, which they must not modify.
+// own. A call that returns a rendering again yields (runtime.Gosched), so
+// that a tight poller lets the pump run; a finished buffer's caller, while
+// a pump of the same Manager tries its pipe between pollers' turns, also
+// offers its thread's CPU (sched_yield on Linux), which no pump asks of
+// a one-off caller. Callers share its Truncation, which they must not modify.
 func (b *HeadTailBuffer) Output() Output {
 	for {
 		if out, ok := b.output(); ok {
