@@ -202,7 +202,20 @@ func (pu *pump) run() {
 // anyway. Without them
 // it parks at once: tries without pollers caught the pipe with a few KiB
 // in it and tripled the CPU of a plain capture (more, smaller reads).
-func (pu *pump) read(buf []byte) (int, error) {
+func (pu *pump) read(buf []byte) (n int, err error) {
+	// A pump that tries its pipe between pollers' turns (polledReads > 0
+	// between reads) is counted in its Manager's signal, so that pollers
+	// of a final record step aside for it (HeadTailBuffer.output); not
+	// while it may park in the blocking Read, nor once it ended.
+	counted := pu.polledReads > 0
+	defer func() {
+		if err != nil {
+			pu.polledReads = 0
+		}
+		if now := pu.polledReads > 0; now != counted {
+			pu.dst.countPolledPump(now)
+		}
+	}()
 	if pu.raw == nil {
 		pu.raw, _ = pu.r.SyscallConn()
 		// Made once: a closure passed to RawConn.Read escapes, and a new
@@ -240,6 +253,11 @@ func (pu *pump) read(buf []byte) (int, error) {
 			pu.polledReads = polledReads
 		}
 		runtime.Gosched()
+	}
+	if counted {
+		// Not while it may park.
+		pu.dst.countPolledPump(false)
+		counted = false
 	}
 	return pu.r.Read(buf)
 }

@@ -486,7 +486,12 @@ func (f *followState) indexLease(cursor int64) int {
 // included, keep the Ps from the pumps of the other records of the same
 // Manager as much as from their own record's; a Manager's pollers never
 // change how another Manager's pumps read (design section 10).
-type pollSignal struct{ atomic.Bool }
+type pollSignal struct {
+	atomic.Bool
+	// pumps counts the Manager's pumps that try their pipes between the
+	// pollers' turns (pump.read; render.go reads it).
+	pumps atomic.Int32
+}
 
 // polledLately reports whether Output returned an unchanged rendering of
 // b, or of another buffer of its Manager, since a pump last took the

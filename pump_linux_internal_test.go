@@ -5,6 +5,7 @@ package proc
 import (
 	"context"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -146,5 +147,86 @@ func TestPumpPipeBudget(t *testing.T) {
 				t.Errorf("grown pipes after the pump ended = %d; want %d", got, want)
 			}
 		})
+	}
+}
+
+// TestPolledPumpCounted pins the count of a Manager's pumps that try their
+// pipes between pollers' turns, which makes pollers of a final record
+// step aside (HeadTailBuffer.output): a pump is counted while polled
+// between reads, not while it may park in a blocking read, and not once
+// it reached EOF. So a one-off Snapshot of a final record does not yield
+// its thread because of a pump parked on a silent child.
+func TestPolledPumpCounted(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatalf("os.Pipe() = %v", err)
+	}
+	defer r.Close()
+	defer w.Close()
+	var sig pollSignal
+	b := NewHeadTailBuffer(0, 0, 0)
+	b.sharePolls(&sig)
+	_, _ = b.Write([]byte("x"))
+	_ = b.Output()
+	_ = b.Output() // unchanged: polled
+	pu := &pump{r: r, dst: b, clock: quartz.NewReal(), activity: make(chan struct{}, 1), done: make(chan struct{}, 1)}
+	buf := make([]byte, 64)
+	type result struct {
+		n   int
+		err error
+	}
+	read := func() <-chan result {
+		c := make(chan result, 1) // one sender
+		// Ends when read returns.
+		go func() {
+			n, err := pu.read(buf)
+			c <- result{n, err}
+		}()
+		return c
+	}
+	recv := func(c <-chan result) result {
+		t.Helper()
+		select {
+		case res := <-c:
+			return res
+		case <-ctx.Done():
+			t.Fatalf("pump read did not return: %v", ctx.Err())
+			return result{}
+		}
+	}
+
+	if _, err := w.Write([]byte("abc")); err != nil {
+		t.Fatalf("write to the pipe: %v", err)
+	}
+	if res := recv(read()); res.n != 3 || res.err != nil {
+		t.Fatalf("read() = %d, %v; want 3, nil", res.n, res.err)
+	}
+	if n := sig.pumps.Load(); n != 1 {
+		t.Errorf("polled pump after a read: counted %d; want 1", n)
+	}
+	// Nothing in the pipe and nobody polling: the pump stops trying and
+	// parks, uncounted.
+	c := read()
+	for sig.pumps.Load() != 0 {
+		if ctx.Err() != nil {
+			t.Fatalf("pump about to park on an empty pipe still counted: %v", ctx.Err())
+		}
+		runtime.Gosched()
+	}
+	if _, err := w.Write([]byte("d")); err != nil {
+		t.Fatalf("write to the pipe: %v", err)
+	}
+	if res := recv(c); res.n != 1 || res.err != nil {
+		t.Fatalf("read() = %d, %v; want 1, nil", res.n, res.err)
+	}
+	_ = w.Close()
+	if res := recv(read()); res.err == nil {
+		t.Fatalf("read() at EOF = %d, nil; want an error", res.n)
+	}
+	if n := sig.pumps.Load(); n != 0 {
+		t.Errorf("pump that reached EOF: counted %d; want 0", n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -67,13 +68,36 @@ const lineCutSuffix = " ... [truncated]"
 // it was rendered. Concurrent callers render a change once between them:
 // one that finds a rendering of every byte written before it began under
 // way waits for that one (microseconds, parked) instead of making its
-// own. Callers share its Truncation, which they must not modify.
+// own. A call that returns a rendering again yields (runtime.Gosched), so
+// that a tight poller lets the pump run; a finished buffer's caller, while
+// a pump of the same Manager tries its pipe between pollers' turns, also
+// offers its thread's CPU (sched_yield on Linux), which no pump asks of
+// a one-off caller. Callers share its Truncation, which they must not modify.
 func (b *HeadTailBuffer) Output() Output {
+	for {
+		if out, ok := b.output(); ok {
+			return out
+		}
+		// The rendering waited for panicked (a bug of ours, recovered by
+		// its caller) and was withdrawn: render again.
+	}
+}
+
+// output is Output, once: ok is false when the rendering it waited for
+// was withdrawn because its render panicked.
+func (b *HeadTailBuffer) output() (out Output, ok bool) {
 	at := b.size.Load()
 	if r := b.rendered.Load(); r != nil && r.at == at {
-		// Made, or being made by another caller: wait for it (at once
-		// when made).
-		r.done.Wait()
+		if r.pending.Load() {
+			// Being made by another caller: wait for it, parked. Not a
+			// poll of an unchanged rendering: the stream changed and
+			// this caller shares the rendering of the change.
+			r.done.Wait()
+			return r.out, !r.broken
+		}
+		if r.broken {
+			return Output{}, false // withdrawn since it was loaded
+		}
 		// polled tells the pump that someone polls faster than the
 		// stream changes (pump.read); it is only written when it
 		// changes, so pollers and pump do not fight over its cache line.
@@ -93,12 +117,26 @@ func (b *HeadTailBuffer) Output() Output {
 		// that never yields leaves unvisited for a whole time slice
 		// (measured: 20 ms median per read; issue 16).
 		runtime.Gosched()
-		return r.out
+		if r.final && b.peers != nil && b.peers.pumps.Load() > 0 {
+			// A final record's poller can never see anything new: while
+			// a pump of its Manager tries its pipe between pollers'
+			// turns (so someone polls tightly), its thread steps aside
+			// for a thread that wants the CPU (that record's child or
+			// pump), and goes on at once when none does. Only then: a
+			// yield can last a time slice of another thread on a busy
+			// machine, which a one-off caller must not wait for. Measured, four tight pollers of a final
+			// record slowed another record's 512 MiB capture 10-20%
+			// less with it (BenchmarkPolled "other", in one run), while
+			// for pollers of a running record it gave the process's CPU
+			// away and slowed its own capture.
+			yieldThread()
+		}
+		return r.out, true
 	}
 	b.mu.Lock()
 	if b.total == 0 {
 		b.mu.Unlock()
-		return Output{}
+		return Output{}, true
 	}
 	// Any rendering of at least the at bytes written before this call
 	// will do (a snapshot carries more output than its status, never
@@ -108,7 +146,7 @@ func (b *HeadTailBuffer) Output() Output {
 	if r := b.rendered.Load(); r != nil && r.at >= at {
 		b.mu.Unlock()
 		r.done.Wait()
-		return r.out
+		return r.out, !r.broken
 	}
 	total := b.total
 	retained := int64(len(b.head) + b.tailLen)
@@ -131,26 +169,55 @@ func (b *HeadTailBuffer) Output() Output {
 	// that need no newer one wait for. rendered only moves forward (the
 	// check above found it older than total), so once finished the first
 	// rendering of the final bytes stays: every later call returns it.
-	r := &rendering{at: total}
+	r := &rendering{at: total, final: finished}
+	r.pending.Store(true)
 	r.done.Add(1)
 	b.rendered.Store(r)
 	b.mu.Unlock()
-	b.render(r, head, first, second, retained)
-	r.done.Done()
+	b.renderPublished(r, head, first, second, retained)
 	if scratch != nil {
 		renderScratch.Put(scratch)
 	}
-	return r.out
+	return r.out, true
+}
+
+// renderPublished makes r, which Output published in rendered, and
+// releases the callers waiting for it. If render panics (a bug of ours
+// that a caller may recover from), r is withdrawn first, so that no later
+// call returns it, not even as a finished buffer's final rendering, and
+// its waiters, released with broken set, render for themselves; the
+// panic goes on to the caller.
+func (b *HeadTailBuffer) renderPublished(r *rendering, head, first, second []byte, retained int64) {
+	made := false
+	defer func() {
+		if !made {
+			b.mu.Lock()
+			b.rendered.CompareAndSwap(r, nil)
+			b.mu.Unlock()
+			r.broken = true
+		}
+		r.pending.Store(false)
+		r.done.Done()
+	}()
+	b.render(r, head, first, second, retained)
+	made = true
 }
 
 // rendering is a rendering of the stream when it was at bytes long, with
 // its Truncation in the same allocation. done is released once out is
 // made: callers that find it in HeadTailBuffer.rendered before wait.
+// pending is set while it is being made (the zero rendering is a made
+// one); broken, written before done is released, says that its render
+// panicked and out is not to be used. final is set for a rendering of a
+// finished buffer, which never changes again.
 type rendering struct {
-	at    int64
-	out   Output
-	trunc Truncation
-	done  sync.WaitGroup
+	at      int64
+	out     Output
+	trunc   Truncation
+	done    sync.WaitGroup
+	pending atomic.Bool
+	broken  bool
+	final   bool
 }
 
 // render renders into r the stored bytes head, first and second (the
@@ -409,5 +476,18 @@ func (s *byteSpans) writeTo(r *renderState, from, to int) {
 			r.write(p[lo:hi])
 		}
 		off += len(p)
+	}
+}
+
+// countPolledPump counts a pump of b's Manager in (polled true) or out of
+// its signal's pumps.
+func (b *HeadTailBuffer) countPolledPump(polled bool) {
+	if b.peers == nil {
+		return
+	}
+	if polled {
+		b.peers.pumps.Add(1)
+	} else {
+		b.peers.pumps.Add(-1)
 	}
 }

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package proc
+
+// yieldThread is a no-op where the thread is not offered up.
+func yieldThread() {}
