@@ -230,3 +230,91 @@ func TestPolledPumpCounted(t *testing.T) {
 		t.Errorf("pump that reached EOF: counted %d; want 0", n)
 	}
 }
+
+// TestFollowerWokenWhilePolled pins that a wake the pump owes a follower
+// (writeQuiet leaves it for later) comes while Output is polled in a
+// tight loop: the pump then tries its pipe between the pollers' turns
+// instead of parking in a read. The read deadline that bounds a late wake
+// (armWake) has no parked read to end then: each non-blocking try reports
+// it once passed, and the pump wakes the follower (pump.run, wakeLate).
+func TestFollowerWokenWhilePolled(t *testing.T) {
+	t.Parallel()
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("the poller must run beside the pump: GOMAXPROCS < 2 (CI has 2)")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatalf("os.Pipe() = %v", err)
+	}
+	defer r.Close()
+	defer w.Close()
+	b := NewHeadTailBuffer(0, 0, 0)
+	pu := &pump{r: r, dst: b, clock: quartz.NewReal(), activity: make(chan struct{}, 1), done: make(chan struct{}, 1)}
+	// A follower: a read that reached the end, then a wait there.
+	c := b.ReadSince(0, 0)
+	waited := make(chan error, 1) // one send
+	// Ends when WaitOutput returns (ctx bounds it).
+	go func() { waited <- b.WaitOutput(ctx, c.Next) }()
+	for {
+		b.mu.Lock()
+		n := len(b.flow.waiting)
+		b.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the follower never waited: %v", ctx.Err())
+		}
+		runtime.Gosched()
+	}
+	pu.writeQuiet([]byte("hi\n"))
+	if !pu.wakeDue {
+		t.Fatal("writeQuiet woke the lone follower at once; want the wake left to the pump")
+	}
+	// A poller that never stops: the pump keeps trying its empty pipe.
+	b.polled.Store(true)
+	stop := make(chan struct{})
+	polling := make(chan struct{})
+	defer func() { <-polling }()
+	defer close(stop)
+	// Ends when stop is closed.
+	go func() {
+		defer close(polling)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				b.polled.Store(true)
+			}
+		}
+	}()
+	read := make(chan error, 1) // one send
+	// Ends when a read returns bytes or fails: the pipe gets a byte below.
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			// As pump.run does: a late wake's deadline is not the end.
+			if _, err := pu.read(buf); !pu.wakeLate(err) {
+				read <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("WaitOutput = %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatalf("the follower was not woken while the pump tried its pipe between pollers' turns: %v", ctx.Err())
+	}
+	if _, err := w.Write([]byte("x")); err != nil {
+		t.Fatalf("write to the pipe: %v", err)
+	}
+	if err := <-read; err != nil {
+		t.Errorf("pump read = %v; want nil", err)
+	}
+}
