@@ -601,14 +601,42 @@ func (pu *pump) wakeLate(err error) bool {
 // settleFollowers is called by a pump at the end of its pipe: it waits
 // until the followers it helps have read what only the follow window
 // holds, which Finish drops, each within its bound (followBound), or
-// until the pump is stopped.
+// until the pump is stopped. It waits followBound at most in all, in real
+// time whatever Options.Clock is: a follower that stopped reading must not
+// hold the record's end until a test's mock clock moves; the bound
+// decides only how much of the window a slow follower still gets, never
+// whether the record ends.
 func (pu *pump) settleFollowers() {
 	pu.wakeNow()
+	limit := time.Now().Add(followBound)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	pu.holding.Store(true)
+	defer pu.holding.Store(false)
 	for {
 		done, wait, roomc := pu.dst.settle(pu.clock.Now("pump", "follower"))
 		if done {
 			return
 		}
-		pu.waitRoom(wait, roomc)
+		wait = min(wait, time.Until(limit))
+		if wait <= 0 {
+			return
+		}
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-roomc:
+		case <-pu.stopped():
+			pu.dst.dropLeases()
+			return
+		case <-timer.C:
+		}
 	}
 }

@@ -518,3 +518,121 @@ func TestWaitOutputWokenWithoutBytes(t *testing.T) {
 		t.Fatalf("WaitOutput did not return after a write: %v", ctx.Err())
 	}
 }
+
+// TestPumpSettlesUnderMockClock pins that a pump at the end of its pipe
+// waits for a follower that stopped reading at most followBound in real
+// time, whatever Options.Clock is: under a mock clock that nobody moves it
+// still ends (settleFollowers), so the record becomes final.
+func TestPumpSettlesUnderMockClock(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	b := NewHeadTailBuffer(4, 8, 0)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatalf("os.Pipe() = %v", err)
+	}
+	defer r.Close()
+	defer w.Close()
+	done := make(chan struct{}, 1)
+	pu := &pump{r: r, dst: b, clock: quartz.NewMock(t), activity: make(chan struct{}, 1), done: done}
+	// Ends at the end of the pipe (w.Close below).
+	go pu.run()
+	b.ReadSinceInto(0, make([]byte, 12))
+	errc := make(chan error, 1) // one send
+	// Ends when the write below wakes it.
+	go func() { errc <- b.WaitOutput(ctx, 0) }()
+	spinUntil(ctx, t, "the follower to wait", func() bool {
+		return pumpTestLocked(b, func() bool { return b.flow != nil && len(b.flow.waiting) == 1 })
+	})
+	if _, err := w.Write(make([]byte, 100)); err != nil {
+		t.Fatalf("write to the pipe: %v", err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("WaitOutput = %v", err)
+	}
+	// The follower reads nothing more; the child ends.
+	_ = w.Close()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatalf("the pump did not end at the end of its pipe while a follower that stopped reading held a lease, under a mock clock: %v", ctx.Err())
+	}
+}
+
+// TestFollowWindowReads pins what reads see through a small follow window
+// that wraps: a follower holding a lease reads exactly the stream's bytes
+// (Next - cursor == Lost + len(Data) on every read), and a reader from 0
+// without a lease sees head, Lost and tail only, summing to Len(). 300
+// seeds, windows of 7 to 36 bytes, reads of 5 to 14 (FuzzHeadTail makes no
+// leases, so it never reaches the window).
+func TestFollowWindowReads(t *testing.T) {
+	ctx := t.Context()
+	for seed := range 300 {
+		rnd := uint64(seed*2654435761 + 1)
+		next := func(n int) int {
+			rnd ^= rnd << 13
+			rnd ^= rnd >> 7
+			rnd ^= rnd << 17
+			return int(rnd % uint64(n))
+		}
+		b := NewHeadTailBuffer(3, 5, 0)
+		var stream []byte
+		write := func(n int) {
+			p := make([]byte, n)
+			for i := range p {
+				p[i] = byte(len(stream) + i)
+			}
+			stream = append(stream, p...)
+			_, _ = b.Write(p)
+		}
+		cursor := int64(0)
+		b.ReadSinceInto(0, make([]byte, 8))
+		pumpTestLocked(b, func() bool { b.flow.windowMax = 7 + next(30); return true })
+		for round := 0; round < 6; round++ {
+			errc := make(chan error, 1) // one send
+			// Ends when the writes below wake it.
+			go func(c int64) { errc <- b.WaitOutput(ctx, c) }(cursor)
+			spinUntil(ctx, t, "waiting", func() bool {
+				return pumpTestLocked(b, func() bool { return b.flow != nil && len(b.flow.waiting) == 1 })
+			})
+			for range 1 + next(4) {
+				write(1 + next(20))
+			}
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			for cursor < b.Len() {
+				c := b.ReadSince(cursor, 5+next(10))
+				if c.Next-cursor != c.Lost+int64(len(c.Data)) {
+					t.Fatalf("seed %d: read from %d = %+v: Next-cursor != Lost+len(Data)", seed, cursor, c)
+				}
+				from := cursor + c.Lost
+				for i, x := range c.Data {
+					if x != stream[from+int64(i)] {
+						t.Fatalf("seed %d: read from %d: byte %d = %d, want %d", seed, cursor, from+int64(i), x, stream[from+int64(i)])
+					}
+				}
+				cursor = c.Next
+			}
+		}
+		// A reader from 0 with no lease: head, then Lost, then tail.
+		var sum int64
+		for cur := int64(0); cur < b.Len(); {
+			c := b.ReadSince(cur, 0)
+			for i, x := range c.Data {
+				if x != stream[cur+c.Lost+int64(i)] {
+					t.Fatalf("seed %d: read from %d without a lease: wrong bytes %v", seed, cur, c)
+				}
+			}
+			if c.Lost > 0 && c.Lost != b.Len()-5-3 {
+				t.Fatalf("seed %d: a reader without a lease lost %d bytes; want %d (head 3, tail 5)", seed, c.Lost, b.Len()-8)
+			}
+			sum += c.Lost + int64(len(c.Data))
+			cur = c.Next
+		}
+		if sum != b.Len() {
+			t.Fatalf("seed %d: a reader from 0 got Lost and Data summing to %d; want Len() = %d", seed, sum, b.Len())
+		}
+	}
+}
