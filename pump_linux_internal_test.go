@@ -27,20 +27,10 @@ func TestPumpGrowsPipeWhenPolled(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			r, w, err := os.Pipe()
-			if err != nil {
-				t.Fatalf("os.Pipe() = %v", err)
-			}
-			defer r.Close()
-			before, err := pipeSize(r)
-			if err != nil || before >= observedPipeSize {
-				t.Skipf("F_GETPIPE_SZ = %d, %v: a pipe that is not smaller than %d by default (runs on Linux defaults, 64 KiB)", before, err, observedPipeSize)
-			}
+			r, w, before := growablePipe(t)
 			b := NewHeadTailBuffer(0, 0, 0)
 			if polled {
-				_, _ = b.Write([]byte("x"))
-				_ = b.Output()
-				_ = b.Output() // unchanged: polled
+				pollOnce(b)
 			}
 			// A read's worth waiting before the pump's first read.
 			if _, err := w.Write(make([]byte, pumpBufSize)); err != nil {
@@ -85,6 +75,31 @@ func pipeSize(f *os.File) (int, error) {
 	return size, serr
 }
 
+// growablePipe returns a pipe whose read end the test closes when it
+// ends, and its size, which is smaller than observedPipeSize; it skips t
+// where pipes are not (Linux's default is 64 KiB).
+func growablePipe(t *testing.T) (r, w *os.File, size int) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatalf("os.Pipe() = %v", err)
+	}
+	t.Cleanup(func() { _ = r.Close(); _ = w.Close() })
+	size, err = pipeSize(r)
+	if err != nil || size >= observedPipeSize {
+		t.Skipf("F_GETPIPE_SZ = %d, %v: a pipe that is not smaller than %d by default (runs on Linux defaults, 64 KiB)", size, err, observedPipeSize)
+	}
+	return r, w, size
+}
+
+// pollOnce makes b look polled, as an Output that returns an unchanged
+// rendering does (so a pump would grow its pipe).
+func pollOnce(b *HeadTailBuffer) {
+	_, _ = b.Write([]byte("x"))
+	_ = b.Output()
+	_ = b.Output() // unchanged: polled
+}
+
 // TestPumpPipeBudget pins the Manager's budget of grown pipes: a pump
 // grows its pipe only while fewer than maxGrownPipes of the Manager's
 // pipes are grown, and gives its place back when it ends.
@@ -99,23 +114,13 @@ func TestPumpPipeBudget(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			r, w, err := os.Pipe()
-			if err != nil {
-				t.Fatalf("os.Pipe() = %v", err)
-			}
-			defer r.Close()
-			before, err := pipeSize(r)
-			if err != nil || before >= observedPipeSize {
-				t.Skipf("F_GETPIPE_SZ = %d, %v: a pipe that is not smaller than %d by default (runs on Linux defaults, 64 KiB)", before, err, observedPipeSize)
-			}
+			r, w, before := growablePipe(t)
 			var budget pipeBudget
 			if full {
 				budget.grown.Store(maxGrownPipes)
 			}
 			b := NewHeadTailBuffer(0, 0, 0)
-			_, _ = b.Write([]byte("x"))
-			_ = b.Output()
-			_ = b.Output() // unchanged: polled, so the pump would grow its pipe
+			pollOnce(b)
 			if _, err := w.Write(make([]byte, pumpBufSize)); err != nil {
 				t.Fatalf("write to the pipe: %v", err)
 			}
