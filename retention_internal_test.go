@@ -4,7 +4,6 @@ import (
 	"context"
 	"runtime"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -184,65 +183,5 @@ func TestWaitEnded(t *testing.T) {
 	case <-returned:
 	case <-ctx.Done():
 		t.Fatal("waitEnded did not return once both ended")
-	}
-}
-
-// TestScopeCloseWaitsForFinal pins Scope.Close's wait (waitEnded): it
-// returns only once its owner's records are final, not when their trees
-// are empty. The exit goroutine of the record is held in its clock call
-// after the reap (a trap on Now "process", "exit"), its tree empty: Scope.Close
-// must be waiting for it then, and return once it is let go.
-func TestScopeCloseWaitsForFinal(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	mClock := quartz.NewMock(t)
-	trap := mClock.Trap().Now("process", "exit")
-	defer trap.Close()
-	m := NewManager(Options{Clock: mClock})
-	t.Cleanup(func() { _ = m.Close() })
-	s := m.Scope("a")
-	p, err := s.Start(StartRequest{Args: []string{"sleep", "600"}})
-	if err != nil {
-		t.Fatalf("Start(sleep) = %v", err)
-	}
-	returned := make(chan error, 1)
-	// Ends when Scope.Close returns: once the record is final, or at once
-	// if Scope.Close does not wait for it.
-	go func() { returned <- s.Close() }()
-	call := trap.MustWait(ctx) // the child died of SIGTERM and was reaped
-	// Let go on every path: the Manager's Close waits for it too.
-	release := sync.OnceFunc(func() { call.MustRelease(ctx) })
-	defer release()
-	for {
-		m.endsMu.Lock()
-		waiting := m.ends != nil
-		m.endsMu.Unlock()
-		if waiting {
-			break
-		}
-		select {
-		case err := <-returned:
-			t.Fatalf("Scope.Close() = %v while its record's exit goroutine was held before the record was final; want it to wait", err)
-		case <-ctx.Done():
-			t.Fatal("Scope.Close never waited for its record")
-		default:
-		}
-		runtime.Gosched()
-	}
-	if p.isFinal() {
-		t.Fatal("the record is final while its exit goroutine is held before finishing it")
-	}
-	release()
-	select {
-	case err := <-returned:
-		if err != nil {
-			t.Errorf("Scope.Close() = %v; want nil", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("Scope.Close did not return once the record was final")
-	}
-	if !p.isFinal() || p.Info().Running {
-		t.Errorf("after Scope.Close: final %v, running %v; want a final record", p.isFinal(), p.Info().Running)
 	}
 }

@@ -6,12 +6,16 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"runtime"
 	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/coder/quartz"
 )
 
-// Retention tests that start echo, cat and true by name, so Unix only
+// Retention tests that start echo, cat, sleep and true by name, so Unix only
 // (they run on Linux in CI); those of retention_internal_test.go start
 // nothing and run everywhere, Wine included.
 
@@ -113,5 +117,65 @@ func TestStdinPublishesExit(t *testing.T) {
 	}
 	if q.in != nil {
 		t.Errorf("a record without Stdin has a stdin pipe %+v", q.in)
+	}
+}
+
+// TestScopeCloseWaitsForFinal pins Scope.Close's wait (waitEnded): it
+// returns only once its owner's records are final, not when their trees
+// are empty. The exit goroutine of the record is held in its clock call
+// after the reap (a trap on Now "process", "exit"), its tree empty: Scope.Close
+// must be waiting for it then, and return once it is let go.
+func TestScopeCloseWaitsForFinal(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mClock := quartz.NewMock(t)
+	trap := mClock.Trap().Now("process", "exit")
+	defer trap.Close()
+	m := NewManager(Options{Clock: mClock})
+	t.Cleanup(func() { _ = m.Close() })
+	s := m.Scope("a")
+	p, err := s.Start(StartRequest{Args: []string{"sleep", "600"}})
+	if err != nil {
+		t.Fatalf("Start(sleep) = %v", err)
+	}
+	returned := make(chan error, 1)
+	// Ends when Scope.Close returns: once the record is final, or at once
+	// if Scope.Close does not wait for it.
+	go func() { returned <- s.Close() }()
+	call := trap.MustWait(ctx) // the child died of SIGTERM and was reaped
+	// Let go on every path: the Manager's Close waits for it too.
+	release := sync.OnceFunc(func() { call.MustRelease(ctx) })
+	defer release()
+	for {
+		m.endsMu.Lock()
+		waiting := m.ends != nil
+		m.endsMu.Unlock()
+		if waiting {
+			break
+		}
+		select {
+		case err := <-returned:
+			t.Fatalf("Scope.Close() = %v while its record's exit goroutine was held before the record was final; want it to wait", err)
+		case <-ctx.Done():
+			t.Fatal("Scope.Close never waited for its record")
+		default:
+		}
+		runtime.Gosched()
+	}
+	if p.isFinal() {
+		t.Fatal("the record is final while its exit goroutine is held before finishing it")
+	}
+	release()
+	select {
+	case err := <-returned:
+		if err != nil {
+			t.Errorf("Scope.Close() = %v; want nil", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Scope.Close did not return once the record was final")
+	}
+	if !p.isFinal() || p.Info().Running {
+		t.Errorf("after Scope.Close: final %v, running %v; want a final record", p.isFinal(), p.Info().Running)
 	}
 }
