@@ -252,10 +252,15 @@ func (b *HeadTailBuffer) windowHoldsLocked(cursor int64) bool {
 // which the window holds with len(dst) bytes after it.
 func (b *HeadTailBuffer) copyWindowLocked(dst []byte, from int64) {
 	f := b.flow
-	size := len(f.window)
-	i := (f.windowPos + int(from-(b.total-int64(f.windowLen)))) % size
-	k := copy(dst, f.window[i:])
+	k := copy(dst, f.window[b.windowIndexLocked(from):])
 	copy(dst[k:], f.window)
+}
+
+// windowIndexLocked returns where in the follow window's ring the stream
+// byte at off is, which the window must hold.
+func (b *HeadTailBuffer) windowIndexLocked(off int64) int {
+	f := b.flow
+	return (f.windowPos + int(off-(b.total-int64(f.windowLen)))) % len(f.window)
 }
 
 // windowByteLocked returns the stream byte at off and whether the follow
@@ -265,8 +270,7 @@ func (b *HeadTailBuffer) windowByteLocked(off int64) (byte, bool) {
 	if f == nil || off < b.total-int64(f.windowLen) || off >= b.total {
 		return 0, false
 	}
-	i := (f.windowPos + int(off-(b.total-int64(f.windowLen)))) % len(f.window)
-	return f.window[i], true
+	return f.window[b.windowIndexLocked(off)], true
 }
 
 // room returns how many of the next n bytes the pump can write without

@@ -262,18 +262,9 @@ func TestFollowerWokenWhilePolled(t *testing.T) {
 	waited := make(chan error, 1) // one send
 	// Ends when WaitOutput returns (ctx bounds it).
 	go func() { waited <- b.WaitOutput(ctx, c.Next) }()
-	for {
-		b.mu.Lock()
-		n := len(b.flow.waiting)
-		b.mu.Unlock()
-		if n > 0 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the follower never waited: %v", ctx.Err())
-		}
-		runtime.Gosched()
-	}
+	spinUntil(ctx, t, "the follower to wait", func() bool {
+		return pumpTestLocked(b, func() bool { return len(b.flow.waiting) > 0 })
+	})
 	pu.writeQuiet([]byte("hi\n"))
 	if !pu.wakeDue {
 		t.Fatal("writeQuiet woke the lone follower at once; want the wake left to the pump")
