@@ -3,12 +3,14 @@
 package proc_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"regexp"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -586,4 +588,267 @@ func (r *stressRun) signalOne(rng *rand.Rand) {
 	default:
 		t.Errorf("Signal(%s, %s) = %v; want nil, ErrNotRunning or ErrNotFound", id, sig, err)
 	}
+}
+
+// The observed flood (issue 22): a child writing as fast as it can,
+// followed by readers of every read size and hammered by tight Snapshot
+// callers, must still run to its end, and every reader's account of the
+// stream must be exact.
+
+const (
+	// observedFloodBytes is what the child writes, a multiple of
+	// faultFloodLine: 100 MB, also under -race (6 to 8 s alone on two
+	// cores).
+	observedFloodBytes = 100_000_000
+	observedSnapshots  = 8 // goroutines calling Snapshot in a tight loop
+	// observedDeadline bounds the whole run: a liveness check (a run that
+	// holds the child forever fails), not a performance target, which
+	// lives in the bench module.
+	observedDeadline = 2 * time.Minute
+)
+
+// observedReader is one follower of the observed flood: how it reads
+// (size bytes a call; into a reused buffer or not) and what it got.
+type observedReader struct {
+	// size is the bytes a read asks for. 0 is ReadSince's max of 0, "no
+	// limit" (all the stored bytes from the cursor on); ReadSinceInto
+	// with an empty buffer reads no bytes at all (it only skips lost
+	// ones), so a follower cannot use it, and none here does.
+	size int
+	into bool // ReadSinceInto with a reused buffer of size bytes
+
+	read, lost       int64 // bytes of Data, and Lost, summed
+	next             int64 // the cursor after the last read
+	reads, waits     int64
+	eof              bool
+	err              error // WaitOutput's, if it failed
+	mismatchAt       int64 // stream offset of the first wrong byte; -1: none
+	mismatch, wanted []byte
+}
+
+func (r *observedReader) String() string {
+	how := "ReadSince"
+	if r.into {
+		how = "ReadSinceInto"
+	}
+	return fmt.Sprintf("%s(%d)", how, r.size)
+}
+
+// TestStressObservedFlood is issue 22's hostile case: a child writes
+// observedFloodBytes as fast as it can while eight followers (WaitOutput,
+// then ReadSince or ReadSinceInto until Next reaches End) read it in
+// pieces of 0 (ReadSince's "no limit") to 64 KiB bytes, 1 and 10 bytes
+// included, and observedSnapshots goroutines call Snapshot without pause.
+// Observing must not hold the child for good (design section 10): the
+// record must be final, exit 0, within observedDeadline. Each follower
+// must reach EOF at the stream's end with read + Lost equal to what was
+// written, every byte it read the flood's byte at that offset (the flood's
+// lines number themselves, so a misplaced byte shows), and the final
+// Snapshot must be exactly the flood's head and tail around the marker.
+func TestStressObservedFlood(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("stress: a 100 MB flood, 1 s (6 to 8 s under -race) alone on two cores; skipped with -short")
+	}
+	const total = observedFloodBytes
+	ctx := testCtx(t, observedDeadline)
+	m := newManager(t, proc.Options{})
+	readers := []*observedReader{
+		{size: 0}, {size: 1}, {size: 10, into: true}, {size: 100},
+		{size: 1000, into: true}, {size: 16 << 10}, {size: 32<<10 + 1, into: true}, {size: 64 << 10, into: true},
+	}
+	begin := time.Now()
+	p := mustStart(t, m, helperReq("fault-flood", strconv.FormatInt(total, 10)))
+
+	var wg sync.WaitGroup
+	// Each follower stops at EOF, or when WaitOutput fails (ctx ended).
+	for _, r := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.follow(ctx, p)
+		}()
+	}
+	// Each Snapshot caller stops once the record is final; what it saw
+	// last must then be the final snapshot (I1).
+	lastSeen := make([]proc.Snapshot, observedSnapshots)
+	var snapshots atomic.Int64
+	var snapErr sync.Once
+	for i := range lastSeen {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				done := isDone(p)
+				snap := p.Snapshot()
+				snapshots.Add(1)
+				if msg := observedSnapshotWrong(snap); msg != "" {
+					snapErr.Do(func() { t.Errorf("Snapshot() during the flood: %s", msg) })
+				}
+				if done {
+					lastSeen[i] = snap
+					return
+				}
+			}
+		}()
+	}
+
+	err := p.Wait(ctx)
+	ran := time.Since(begin)
+	wg.Wait() // bounded by ctx: every loop above ends with it
+	for _, r := range readers {
+		t.Logf("follower %-20v read %10d bytes, lost %10d, in %8d reads and %6d waits", r, r.read, r.lost, r.reads, r.waits)
+	}
+	t.Logf("flood of %d bytes: Wait returned after %v, under %d snapshots", total, ran.Round(time.Millisecond), snapshots.Load())
+	if err != nil {
+		t.Fatalf("Wait() = %v after %v; want final within %v (observing holds the child); OutputBytes %d of %d",
+			err, ran.Round(time.Millisecond), observedDeadline, p.Info().OutputBytes, total)
+	}
+	snap := p.Snapshot()
+	if code := exitCode(t, snap.Info); code != 0 || snap.Info.OutputBytes != total {
+		t.Fatalf("flood: exit %d, OutputBytes %d; want 0, %d", code, snap.Info.OutputBytes, total)
+	}
+
+	// The rendering: head, marker, tail.
+	head, tail := int64(proc.DefaultHeadBytes), int64(proc.DefaultTailBytes)
+	wantHead, wantTail := faultFloodBytes(0, head), faultFloodBytes(total-tail, tail)
+	want := string(wantHead) + fmt.Sprintf("\n... [omitted %d bytes] ...\n", total-head-tail) + string(wantTail)
+	wantTrunc := proc.Truncation{OriginalBytes: total, RetainedBytes: head + tail, OmittedBytes: total - head - tail, Strategy: "head_tail"}
+	if snap.Output.Text != want {
+		t.Errorf("final Snapshot().Output.Text: %d bytes; want the flood's head and tail, %d bytes (first difference at %d)",
+			len(snap.Output.Text), len(want), firstByteDiff([]byte(snap.Output.Text), []byte(want)))
+	}
+	if tr := snap.Output.Truncation; tr == nil || *tr != wantTrunc {
+		t.Errorf("final Truncation = %+v; want %+v", tr, wantTrunc)
+	}
+	for i, seen := range lastSeen {
+		if seen.Output.Text != snap.Output.Text || seen.Info.OutputBytes != total {
+			t.Errorf("Snapshot caller %d: last snapshot of the final record (%d bytes of output, OutputBytes %d) differs from the final one", i, len(seen.Output.Text), seen.Info.OutputBytes)
+		}
+	}
+
+	// Every follower's account of the stream.
+	for _, r := range readers {
+		switch {
+		case r.err != nil:
+			t.Errorf("follower %v: %v after %d reads to cursor %d of %d", r, r.err, r.reads, r.next, total)
+		case !r.eof || r.next != total || r.read+r.lost != total:
+			t.Errorf("follower %v: EOF %v at cursor %d, read %d + lost %d = %d; want EOF at %d = read + lost",
+				r, r.eof, r.next, r.read, r.lost, r.read+r.lost, total)
+		}
+		if r.mismatchAt >= 0 {
+			t.Errorf("follower %v: bytes at stream offset %d are %q; the flood has %q there", r, r.mismatchAt, r.mismatch, r.wanted)
+		}
+		if r.read < head+tail {
+			t.Errorf("follower %v read %d bytes; want at least the retained head and tail, %d", r, r.read, head+tail)
+		}
+	}
+}
+
+// follow reads p's Output stream as a follower does until EOF or until
+// WaitOutput fails, keeping the account in r and checking every byte.
+func (r *observedReader) follow(ctx context.Context, p *proc.Process) {
+	r.mismatchAt = -1
+	var buf, scratch []byte
+	if r.into {
+		buf = make([]byte, r.size)
+	}
+	for {
+		var c proc.Chunk
+		if r.into {
+			c = p.ReadSinceInto(r.next, buf)
+		} else {
+			c = p.ReadSince(r.next, r.size)
+		}
+		r.reads++
+		if c.Next != r.next+c.Lost+int64(len(c.Data)) {
+			r.err = fmt.Errorf("read from %d returned Next %d, Lost %d, %d bytes: Next is not cursor + Lost + len(Data)", r.next, c.Next, c.Lost, len(c.Data))
+			return
+		}
+		at := r.next + c.Lost
+		r.read += int64(len(c.Data))
+		r.lost += c.Lost
+		r.next = c.Next
+		if r.mismatchAt < 0 {
+			scratch = faultFloodInto(scratch[:0], at, len(c.Data))
+			if i := firstByteDiff(c.Data, scratch); i >= 0 {
+				end := min(i+20, len(c.Data))
+				r.mismatchAt, r.mismatch, r.wanted = at+int64(i), bytes.Clone(c.Data[i:end]), bytes.Clone(scratch[i:end])
+			}
+		}
+		if c.EOF {
+			r.eof = true
+			return
+		}
+		if c.Next < c.End {
+			continue // more is there: read on before waiting
+		}
+		r.waits++
+		if err := p.WaitOutput(ctx, r.next); err != nil {
+			r.err = err
+			return
+		}
+	}
+}
+
+// faultFloodInto appends bytes [off, off+n) of the flood stream (see
+// faultFloodBytes) to dst, counting the line numbers up in place: the
+// followers check every byte they read, hundreds of megabytes, which fmt
+// per line would make the slowest part of the test.
+func faultFloodInto(dst []byte, off int64, n int) []byte {
+	if n == 0 {
+		return dst
+	}
+	k := off / faultFloodLine
+	line := []byte(fmt.Sprintf("%09d\n", k))
+	skip := int(off % faultFloodLine)
+	for n > 0 {
+		part := line[skip:]
+		if len(part) > n {
+			part = part[:n]
+		}
+		dst = append(dst, part...)
+		n -= len(part)
+		skip = 0
+		for i := faultFloodLine - 2; i >= 0; i-- {
+			if line[i] < '9' {
+				line[i]++
+				break
+			}
+			line[i] = '0'
+		}
+	}
+	return dst
+}
+
+// firstByteDiff returns the index of the first byte where a and b differ
+// (one being shorter counts at its end), or -1 if they are equal.
+func firstByteDiff(a, b []byte) int {
+	if bytes.Equal(a, b) {
+		return -1
+	}
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// observedSnapshotWrong checks a snapshot taken while the flood runs (or
+// just after): a status is final exactly when it has an exit code, and
+// the output, read after the status (I2), holds at least the bytes the
+// status counted. It returns what is wrong, or "".
+func observedSnapshotWrong(s proc.Snapshot) string {
+	if s.Info.Running != (s.Info.ExitCode == nil) {
+		return fmt.Sprintf("running %v with exit code %v", s.Info.Running, s.Info.ExitCode)
+	}
+	stored := int64(len(s.Output.Text))
+	if s.Output.Truncation != nil {
+		stored = s.Output.Truncation.OriginalBytes
+	}
+	if stored < s.Info.OutputBytes {
+		return fmt.Sprintf("output of %d bytes for OutputBytes %d", stored, s.Info.OutputBytes)
+	}
+	return ""
 }
