@@ -410,24 +410,36 @@ func diesWithin(fd int, d time.Duration) bool {
 
 // testHost is the test binary re-run as a host (a process with a Manager
 // of its own, which a test kills to see what dies with it): in a session
-// of its own unless cmd says otherwise, its stderr the test's, its stdin
-// held open (hosts wait on it) and its stdout read line by line.
+// of its own unless cmd says otherwise, its stdin held open (hosts wait on
+// it), its stdout read line by line, and its stderr (where hostFail says
+// why a host gave up) kept in a file, which fatalf quotes and which the
+// test's log gets (or, if the test passed, its stderr) when it ends.
 type testHost struct {
-	cmd   *exec.Cmd
-	in    io.WriteCloser
-	lines *bufio.Scanner
-	done  chan struct{}
-	err   error // Wait's, once done is closed
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	lines  *bufio.Scanner
+	errLog string // the file of the host's stderr
+	quoted bool   // fatalf quoted errLog: the cleanup need not show it
+	done   chan struct{}
+	err    error // Wait's, once done is closed
 }
 
 // startHost starts cmd (from helperCmd) as a host. When the test ends the
-// host is killed, if it still runs, and reaped.
+// host is killed, if it still runs, and reaped, and what it wrote on its
+// stderr is shown.
 func startHost(t testing.TB, cmd *exec.Cmd) *testHost {
 	t.Helper()
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	}
-	cmd.Stderr = os.Stderr
+	// A file, not a pipe: exec's Wait would wait for a pipe's copy until
+	// everything that inherited it (the host's watchdog) exits.
+	errLog, err := os.CreateTemp(t.TempDir(), "host-stderr-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer errLog.Close() // the host has its own copy once started
+	cmd.Stderr = errLog
 	out, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -443,14 +455,35 @@ func startHost(t testing.TB, cmd *exec.Cmd) *testHost {
 	if err != nil {
 		t.Fatalf("start host %q: %v", cmd.Args, err)
 	}
-	h := &testHost{cmd: cmd, in: in, lines: bufio.NewScanner(out), done: make(chan struct{})}
+	h := &testHost{cmd: cmd, in: in, lines: bufio.NewScanner(out), errLog: errLog.Name(), done: make(chan struct{})}
 	// Joined by the cleanup below, which kills the host first.
 	go func() { h.err = cmd.Wait(); close(h.done) }()
+	// Runs after the one below (cleanups run last first): the host is
+	// reaped, so what it wrote is all there.
+	t.Cleanup(func() {
+		if said := h.stderr(); said == "" || h.quoted {
+			return
+		} else if t.Failed() {
+			t.Logf("host %q ended (%v); its stderr:\n%s", cmd.Args, h.err, said)
+		} else {
+			fmt.Fprintf(os.Stderr, "%s: host %q ended (%v); its stderr:\n%s\n", t.Name(), cmd.Args, h.err, said)
+		}
+	})
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-h.done
 	})
 	return h
+}
+
+// stderr returns what the host wrote on its stderr so far, or why it
+// cannot be read.
+func (h *testHost) stderr() string {
+	said, err := os.ReadFile(h.errLog)
+	if err != nil {
+		return fmt.Sprintf("(reading the host's stderr: %v)", err)
+	}
+	return strings.TrimSpace(string(said))
 }
 
 // line returns the host's next line, and false at the end of its output.
@@ -483,8 +516,8 @@ func (h *testHost) wait(ctx context.Context, t testing.TB) error {
 	return h.err
 }
 
-// hostFail ends a host that failed: it says err on stderr, which is the
-// test's, and returns the exit code 1.
+// hostFail ends a host that failed: it says err on stderr, which the
+// test shows (testHost), and returns the exit code 1.
 func hostFail(err error) int {
 	fmt.Fprintln(os.Stderr, "host:", err)
 	return 1
@@ -497,10 +530,13 @@ func hostWait() int {
 	return 0
 }
 
-// fatalf kills the host and fails the test, saying how the host ended.
+// fatalf kills the host, if it still runs, and fails the test, saying
+// how the host ended ("signal: killed" if fatalf killed it) and what it
+// wrote on its stderr.
 func (h *testHost) fatalf(t testing.TB, format string, args ...any) {
 	t.Helper()
 	_ = h.cmd.Process.Kill()
 	<-h.done
-	t.Fatalf(format+" (the host: %v)", append(args, h.err)...)
+	h.quoted = true
+	t.Fatalf(format+" (the host: %v; its stderr: %q)", append(args, h.err, h.stderr())...)
 }

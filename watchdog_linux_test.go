@@ -208,11 +208,20 @@ func TestWatchdogSparesRecycledGroupID(t *testing.T) {
 	wantStrangerSpared(t, host, vals, "the record's group of that ID had been seen empty and released, but the watchdog was never told to forget it")
 }
 
-// hostReport reads a host's "name N" lines until "ready".
+// hostReport reads a host's "name N" lines until "ready". A host whose
+// output ends before "ready" gave up (hostFail): the test fails, with how
+// the host ended and what it said on its stderr.
 func hostReport(t *testing.T, host *testHost) map[string]int {
 	t.Helper()
 	vals := map[string]int{}
-	for _, line := range host.linesUntil("ready") {
+	for {
+		line, ok := host.line()
+		switch {
+		case !ok:
+			host.fatalf(t, "host's output ended before \"ready\", after %v", vals)
+		case line == "ready":
+			return vals
+		}
 		k, v, _ := strings.Cut(line, " ")
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -220,7 +229,6 @@ func hostReport(t *testing.T, host *testHost) map[string]int {
 		}
 		vals[k] = n
 	}
-	return vals
 }
 
 // wantStrangerSpared kills the host and fails t if its watchdog then kills
