@@ -253,7 +253,7 @@ func wantStrangerSpared(t *testing.T, host *testHost, vals map[string]int, why s
 	}
 }
 
-var _ = helper("review-recycle-host", reviewRecycleHost)
+var _ = helper("review-recycle-host", reviewRecycleHost, "review-zombie-leader")
 
 // reviewRecycleHost is the host of TestWatchdogSparesRecycledGroupID.
 func reviewRecycleHost([]string) int {
@@ -261,9 +261,13 @@ func reviewRecycleHost([]string) int {
 		return hostFail(err)
 	}
 	m := proc.NewManager(proc.Options{Containment: proc.ContainGroup})
-	// A background member that exits at once and stays a zombie (its
-	// parent execs sleep, then dies, and the orphan comes to us).
-	p, err := m.Start(proc.StartRequest{Command: `(exec sleep 0.05) & echo $!; exec sleep 0.3`})
+	// A member that has exited and stays a zombie, unreaped by its parent,
+	// the leader, which then exits; the orphan comes to us. (Timed by
+	// sleeps instead, `(exec sleep 0.05) & echo $!; exec sleep 0.3`, the
+	// member could outlive the leader on a loaded machine: the record
+	// was then final with a live member, Signal killed it, and the host
+	// gave up.)
+	p, err := m.Start(helperReq("review-zombie-leader"))
 	if err != nil {
 		return hostFail(err)
 	}
@@ -284,6 +288,31 @@ func reviewRecycleHost([]string) int {
 		return hostFail(fmt.Errorf("reap %d: %w", bg, err))
 	}
 	return hostStranger(leader)
+}
+
+var _ = helper("review-zombie-leader", reviewZombieLeader)
+
+// reviewZombieLeader leads the record's group in reviewRecycleHost: it
+// starts a member in its group (true), waits until the member has exited
+// without reaping it (WNOWAIT: it stays a zombie), prints the member's PID
+// and exits.
+func reviewZombieLeader([]string) int {
+	member := exec.Command("true")
+	if err := member.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "leader:", err)
+		return 1
+	}
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, member.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+	for errors.Is(err, unix.EINTR) {
+		err = unix.Waitid(unix.P_PID, member.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "leader: wait for member %d: %v\n", member.Process.Pid, err)
+		return 1
+	}
+	fmt.Println(member.Process.Pid)
+	return 0
 }
 
 // hostStranger, in a host, has a stranger take the ID id and lead a group
