@@ -25,8 +25,13 @@ const pollBytes = 512 << 20
 // per iteration (starting with a different one each iteration, so that
 // none always follows another), so that they see the same machine load,
 // and reports each variant's total time as a multiple of the first's
-// ("x-<name>"). Every op is a sustained load of its own (hundreds of
-// milliseconds of capture). A variant whose child is zerosArgs's also
+// ("x-<name>", the ratio of the totals over all iterations) and the
+// median over iterations of its op's time as a multiple of the first
+// variant's op in the same iteration ("med-x-<name>", medianOf: the upper
+// of the two middle ones for an even count), which one slow op, a burst
+// of another engineer's load, moves less than it moves the totals.
+// Every op is a sustained load of its own (hundreds of milliseconds of
+// capture). A variant whose child is zerosArgs's also
 // reports, per op, where the child's time went (childReport) and this
 // process's CPU time ("self-ms-<name>": pump, readers and pollers).
 func interleaved(b *testing.B, variants []variant) {
@@ -34,6 +39,10 @@ func interleaved(b *testing.B, variants []variant) {
 	spent := make([]time.Duration, len(variants))
 	self := make([]time.Duration, len(variants))
 	child := make([]schedStat, len(variants))
+	// took is this iteration's op time of each variant; ratios[k] holds
+	// variant k's against the first's, one per iteration.
+	took := make([]time.Duration, len(variants))
+	ratios := make([][]float64, len(variants))
 	stat := b.TempDir() + "/schedstat"
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
@@ -43,7 +52,8 @@ func interleaved(b *testing.B, variants []variant) {
 			cpu := readCPU(b)
 			start := time.Now()
 			variants[k].op(stat)
-			spent[k] += time.Since(start)
+			took[k] = time.Since(start)
+			spent[k] += took[k]
 			self[k] += readCPU(b).self - cpu.self
 			if s, err := readSchedStat(stat); err == nil {
 				child[k].cpu += s.cpu
@@ -51,11 +61,15 @@ func interleaved(b *testing.B, variants []variant) {
 				child[k].wall += s.wall
 			}
 		}
+		for k := range variants {
+			ratios[k] = append(ratios[k], float64(took[k])/float64(took[0]))
+		}
 	}
 	perOp := func(d time.Duration) float64 { return float64(d.Milliseconds()) / float64(b.N) }
 	for i, v := range variants {
 		if i > 0 {
 			b.ReportMetric(float64(spent[i])/float64(spent[0]), "x-"+v.name)
+			b.ReportMetric(medianOf(ratios[i]), "med-x-"+v.name)
 		}
 		b.ReportMetric(perOp(self[i]), "self-ms-"+v.name)
 		if child[i].wall > 0 {
