@@ -105,11 +105,16 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 		s.host.refused(s.rc)
 		return nil, nil
 	}
-	// The directory stays open until release: the tree's files are
-	// opened relative to it.
-	c := &cgroupTree{host: s.host, rc: s.rc, limited: s.limited, events: s.rc.events, base: s.rc.base,
+	// The child is in its cgroup: the directory's descriptor is closed
+	// at once, not held while the child runs (see recordCgroup), and the
+	// tree's files are opened relative to the Manager's cgroup.
+	s.rc.closeDir()
+	s.host.fdMu.RLock()
+	at := s.host.d.At
+	s.host.fdMu.RUnlock()
+	c := &cgroupTree{host: s.host, rc: s.rc, limited: s.limited, base: s.rc.base,
 		leader: cmd.Process, pid: cmd.Process.Pid,
-		d: cgroup2.Dir{Path: s.rc.dir, Rel: s.host.rel + "/" + s.rc.name, At: s.rc.dirFD}}
+		d: cgroup2.Dir{Path: s.rc.dir, Rel: s.host.rel + "/" + s.rc.name, At: at, Name: s.rc.name}}
 	return &tree{sys: c, kind: string(ContainCgroup), owner: owner}, nil
 }
 

@@ -31,6 +31,11 @@ type Dir struct {
 	// to it (openat), with no walk of Path. 0: none (descriptor 0 is never
 	// a cgroup's).
 	At int
+	// Name, if not "", is d's name in its parent, and At (above 0) is the
+	// parent's descriptor instead of d's: d's files are opened as
+	// Name/file relative to it. So the caller holds no descriptor of d's
+	// own while it uses d, for one more path element per open.
+	Name string
 }
 
 // file is the path of d's file name: Path is clean and name one
@@ -39,9 +44,13 @@ type Dir struct {
 func (d Dir) file(name string) string { return d.Path + "/" + name }
 
 // at returns the directory descriptor and path to open d's file name
-// with: relative to At where d holds one, else by path.
+// with: relative to At where d holds one (as Name/name where At is the
+// parent's), else by path.
 func (d Dir) at(name string) (int, string) {
-	if d.At > 0 {
+	switch {
+	case d.At > 0 && d.Name != "":
+		return d.At, d.Name + "/" + name
+	case d.At > 0:
 		return d.At, name
 	}
 	return unix.AT_FDCWD, d.file(name)
