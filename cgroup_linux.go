@@ -102,6 +102,9 @@ type cgroupHost struct {
 	// records whose usage was read since: see flushUsage.
 	flushing atomic.Bool
 	ends     atomic.Int64
+	// held counts the running trees that hold their cgroup's directory
+	// open: at most heldMax (see recordCgroup).
+	held atomic.Int32
 }
 
 // flushEvery is how many records' usage reads, while Close stops every
@@ -262,16 +265,21 @@ func removeDeadManager(dir string) {
 
 // recordCgroup is a record's cgroup. While it is a spare it holds its
 // directory open (made or reopened by the worker, off the start path):
-// clone3's target. Once the child is cloned into it, the start closes
-// that descriptor, and the record's tree opens its files relative to the
-// Manager's cgroup instead (cgroup2.Dir.Name): every descriptor the host
-// holds is copied into each child it forks and closed again at the
-// child's exec, so each one held per running record made every later
-// start slower (measured: about 90 ns of a fork's wall time per open
-// descriptor; with two per record, 1,000 concurrent starts in cgroup mode
+// clone3's target. Every descriptor the host holds is copied into each
+// child it forks and closed again at the child's exec, so each one held
+// per running record makes every later start slower (measured: about
+// 90 ns of a fork's wall time per open descriptor; with two per record,
+// its directory and cgroup.events, 1,000 concurrent starts in cgroup mode
 // took some 90 us more a start on average than in group mode, the gap to
-// the kernel's floor). At most spareMax spares are kept, so those not in
-// use hold at most spareMax descriptors.
+// the kernel's floor). So a running record's tree opens cgroup.events
+// only when it looks (usually once, at the end), and keeps the directory
+// open only while at most heldMax trees do (the common case: few records
+// run at once, and a held directory needs neither a close on the start
+// path nor a reopen by the worker to recycle it); beyond that, the start
+// closes it once the child is cloned in, and the tree opens its files
+// relative to the Manager's cgroup instead (cgroup2.Dir.Name). At most
+// spareMax spares are kept, so those not in use hold at most spareMax
+// descriptors.
 type recordCgroup struct {
 	name  string // below the Manager's cgroup: "t1", "t2", ...
 	dir   string
@@ -294,6 +302,26 @@ func (rc *recordCgroup) openDir(h cgroup2.Dir) error {
 	rc.dirFD = fd
 	return nil
 }
+
+// heldMax is how many running trees may hold their cgroup's directory
+// open (recordCgroup): a start then pays for at most that many
+// descriptors (about 3 us), about what closing the directory on the
+// start path and reopening it to recycle the cgroup costs.
+const heldMax = 32
+
+// holdDir reports whether a tree whose child was just cloned in may keep
+// its cgroup's directory open, and counts it if so; the tree's release
+// calls unholdDir.
+func (h *cgroupHost) holdDir() bool {
+	if h.held.Add(1) <= heldMax {
+		return true
+	}
+	h.held.Add(-1)
+	return false
+}
+
+// unholdDir uncounts a tree that held its directory (holdDir).
+func (h *cgroupHost) unholdDir() { h.held.Add(-1) }
 
 // closeDir closes rc's directory: its child was cloned into it, or it is
 // about to be removed.
@@ -430,8 +458,8 @@ func (h *cgroupHost) refused(rc *recordCgroup) {
 // recycled readies a done record cgroup for reuse: it must be empty with
 // nothing below it, and its accounting becomes the next record's baseline
 // (nothing adds to it while it is empty). Otherwise it is removed. Its
-// directory is opened again (the start closed it once the child was
-// cloned in), to be the spare's.
+// directory is opened again unless its tree held it (recordCgroup), to be
+// the spare's.
 func (h *cgroupHost) recycled(rc *recordCgroup) {
 	h.fdMu.RLock()
 	err := rc.openDir(h.d)
@@ -597,13 +625,14 @@ func removeCgroup(dir string) { cgroup2.Dir{Path: dir}.Remove() }
 type cgroupTree struct {
 	host *cgroupHost
 	rc   *recordCgroup
-	// d is the cgroup, its files opened relative to the Manager's cgroup
-	// (d.At, d.Name: the tree holds no descriptor of its own while its
-	// child runs, see recordCgroup). After release the cgroup may be
-	// another record's, and after the Manager's Close the descriptor is
-	// closed: d is used only under mu with released false (Close closes
-	// it only after every tree was released), or by path (WaitEmpty).
+	// d is the cgroup, its files opened relative to rc's directory
+	// (d.At) if the tree holds it (heldDir), else relative to the
+	// Manager's cgroup (d.At, d.Name; see recordCgroup). After release
+	// the cgroup may be another record's, and either descriptor may be
+	// closed (the Manager's only after every tree was released): d is
+	// used only under mu with released false, or by path (WaitEmpty).
 	d       cgroup2.Dir
+	heldDir bool          // the tree holds rc's directory open (holdDir)
 	limited bool          // limits were written into it: never reused
 	base    cgroup2.Usage // rc's baseline
 	// leader is the child, and pid its PID: signals reach it through its
@@ -820,6 +849,9 @@ func (c *cgroupTree) release() {
 		c.events = nil
 	}
 	c.mu.Unlock()
+	if c.heldDir {
+		c.host.unholdDir()
+	}
 	for _, cancel := range waiters {
 		cancel()
 	}

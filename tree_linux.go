@@ -105,16 +105,20 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 		s.host.refused(s.rc)
 		return nil, nil
 	}
-	// The child is in its cgroup: the directory's descriptor is closed
-	// at once, not held while the child runs (see recordCgroup), and the
-	// tree's files are opened relative to the Manager's cgroup.
-	s.rc.closeDir()
-	s.host.fdMu.RLock()
-	at := s.host.d.At
-	s.host.fdMu.RUnlock()
-	c := &cgroupTree{host: s.host, rc: s.rc, limited: s.limited, base: s.rc.base,
-		leader: cmd.Process, pid: cmd.Process.Pid,
-		d: cgroup2.Dir{Path: s.rc.dir, Rel: s.host.rel + "/" + s.rc.name, At: at, Name: s.rc.name}}
+	// The child is in its cgroup. The tree keeps the directory open only
+	// while few others do (holdDir); else it is closed at once, and the
+	// tree's files are opened relative to the Manager's cgroup (see
+	// recordCgroup).
+	d := cgroup2.Dir{Path: s.rc.dir, Rel: s.host.rel + "/" + s.rc.name, At: s.rc.dirFD}
+	held := s.host.holdDir()
+	if !held {
+		s.rc.closeDir()
+		s.host.fdMu.RLock()
+		d.At, d.Name = s.host.d.At, s.rc.name
+		s.host.fdMu.RUnlock()
+	}
+	c := &cgroupTree{host: s.host, rc: s.rc, d: d, heldDir: held, limited: s.limited, base: s.rc.base,
+		leader: cmd.Process, pid: cmd.Process.Pid}
 	return &tree{sys: c, kind: string(ContainCgroup), owner: owner}, nil
 }
 
