@@ -211,7 +211,7 @@ func startWatchdog(cgroupDir string) (*watchdog, error) {
 	}
 	defer r.Close()
 	cmd := exec.Command("/bin/sh", "-c", watchdogScript, watchdogName, cgroupDir)
-	cmd.Args[0] = watchdogName // what ps shows, and what the sweep spares
+	cmd.Args[0] = watchdogName          // what ps shows, and what the sweep spares
 	cmd.Stdin = r                       // the pipe
 	cmd.ExtraFiles = []*os.File{groups} // descriptor 3
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
