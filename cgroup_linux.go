@@ -455,11 +455,17 @@ func (h *cgroupHost) refused(rc *recordCgroup) {
 	h.recycled(rc)
 }
 
-// recycled readies a done record cgroup for reuse: it must be empty with
-// nothing below it, and its accounting becomes the next record's baseline
-// (nothing adds to it while it is empty). Otherwise it is removed. Its
-// directory is opened again unless its tree held it (recordCgroup), to be
-// the spare's.
+// recycled readies a done record cgroup for reuse: it must have nothing
+// below it (a member may have made cgroups there), and its accounting
+// becomes the next record's baseline (nothing adds to it while it is
+// empty). Otherwise it is removed. It is empty: a record's tree releases
+// it only once it saw it so (settle, under the tree's mutex; a tree that
+// Close releases is never reused), a refused start's child was reaped
+// before Start returned, and nothing enters an empty cgroup but a child
+// a start clones into a spare (or a process an outsider moves in by
+// writing its cgroup.procs, which a look here could not exclude either:
+// it may come after). Its directory is opened again unless its tree held
+// it (recordCgroup), to be the spare's.
 func (h *cgroupHost) recycled(rc *recordCgroup) {
 	h.fdMu.RLock()
 	err := rc.openDir(h.d)
@@ -469,7 +475,7 @@ func (h *cgroupHost) recycled(rc *recordCgroup) {
 		return
 	}
 	d := cgroup2.Dir{Path: rc.dir, At: rc.dirFD}
-	if d.Populated() || d.Descendants() != 0 {
+	if d.Descendants() != 0 {
 		h.discard(rc)
 		return
 	}

@@ -393,6 +393,10 @@ func TestDirAt(t *testing.T) {
 	if events.Populated() {
 		t.Errorf("cgroup.events opened through At and Name: populated true after the kill; want false")
 	}
+	events.Close()
+	if _, err := os.Stat(byPath.Path); err != nil || events.Populated() {
+		t.Errorf("cgroup.events after Close: populated %v (cgroup there: %v); want false", events.Populated(), err)
+	}
 	parent.RemoveChild("c")
 	if _, err := os.Stat(byPath.Path); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("after RemoveChild, %s: %v; want it gone", byPath.Path, err)
