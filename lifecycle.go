@@ -281,7 +281,7 @@ func (p *Process) connect(cmd *exec.Cmd, sp *spec, ends *ioEnds) error {
 // (the watchdog and the cgroup probe are helpers, not children): the tree
 // keeper decides how the tree is held, the backend sets the SysProcAttr
 // (setupTree) and makes the tree once the child runs (started), and
-// forkOn says on which thread cmd.Start runs.
+// fork says on which thread cmd.Start runs.
 func (m *Manager) startInTree(p *Process, cmd *exec.Cmd, sp *spec) error {
 	setup, err := m.trees.setup(cmd, sp.req.TTY, sp.sandbox != nil, sp.limits)
 	if err != nil {

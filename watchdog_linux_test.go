@@ -303,7 +303,9 @@ func hostStranger(id int) int {
 // newGroupTreeGuarded → guard). A host killed in between must not leave a
 // child that runs, leads its own session, and was never told to the
 // watchdog (design section 14: "every tree a Manager started is killed
-// within 100 ms when the host process dies"); Pdeathsig covers it.
+// within 100 ms when the host process dies"); the start's pending mark
+// covers it (a "p" mark: without it, or Pdeathsig before it, 3 runs of 3
+// left children).
 //
 // Each round runs a host that starts `sleep 600` children from four
 // goroutines without pause, and SIGKILLs it after a random number of
@@ -315,8 +317,8 @@ func TestHostDeathDuringStarts(t *testing.T) {
 }
 
 // hostDeathDuringStarts is TestHostDeathDuringStarts with the host's
-// children started with policy ("sandbox": sandboxed, in which case the
-// watchdog's pending mark covers it instead of Pdeathsig).
+// children started with policy ("sandbox": sandboxed, a "w" mark, which
+// the sweep matches only with no-new-privileges).
 func hostDeathDuringStarts(t *testing.T, policy string) {
 	ctx := testCtx(t, 120*time.Second)
 	const rounds = 10
