@@ -186,6 +186,81 @@ func TestCgroupRefusedStartLeavesNothing(t *testing.T) {
 	}
 }
 
+// TestCgroupRunningRecordsHoldFewDescriptors pins that records whose
+// child runs hold no cgroup.events, and at most heldMax of them their
+// cgroup's directory: every descriptor the host holds is copied into
+// each child it forks and closed at that child's exec, so descriptors
+// held per running record made each start slower the more records ran
+// (issue 22: 1,000 concurrent starts). The trees still read and signal
+// their cgroups, relative to the Manager's. It failed before the start
+// closed the directory and cgroup.events was opened at the first look:
+// each running record held two.
+func TestCgroupRunningRecordsHoldFewDescriptors(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := NewManager(Options{Containment: ContainCgroup})
+	defer m.Close()
+	const n = heldMax + 8
+	var procs []*Process
+	dirs := map[string]bool{}
+	for range n {
+		p, err := m.Start(StartRequest{Args: []string{"sleep", "60"}})
+		if errors.Is(err, ErrUnsupported) {
+			t.Skipf("no cgroups here (%v): this test runs where cgroup v2 is writable", err)
+		}
+		if err != nil {
+			t.Fatalf("Start(sleep) = %v", err)
+		}
+		procs = append(procs, p)
+		dirs[p.tree().sys.(*cgroupTree).d.Path] = true
+	}
+	if len(dirs) != n {
+		t.Fatalf("%d running records have %d cgroups; want one each", n, len(dirs))
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	heldDirs := 0
+	for _, fd := range fds {
+		target, err := os.Readlink("/proc/self/fd/" + fd.Name())
+		if err != nil {
+			continue // closed since the listing
+		}
+		for dir := range dirs {
+			switch {
+			case target == dir:
+				heldDirs++
+			case strings.HasPrefix(target, dir+"/"):
+				t.Errorf("descriptor %s names %s, of a running record's cgroup; want no file of it held while the child runs", fd.Name(), target)
+			}
+		}
+	}
+	if heldDirs > heldMax {
+		t.Errorf("%d running records hold %d cgroup directories open; want at most %d", n, heldDirs, heldMax)
+	}
+	// The trees still see and stop their cgroups.
+	for _, p := range procs {
+		if !p.tree().alive() {
+			t.Errorf("record %s: tree not alive while its sleep runs", p.ID())
+		}
+		if err := p.Signal(Kill); err != nil {
+			t.Errorf("Signal(Kill) of %s = %v", p.ID(), err)
+		}
+	}
+	for _, p := range procs {
+		select {
+		case <-p.Done():
+		case <-ctx.Done():
+			t.Fatalf("record %s did not end after its kill: %v", p.ID(), ctx.Err())
+		}
+		if u := p.Snapshot().Info.Usage; u == nil || u.Tree == nil {
+			t.Errorf("record %s: no tree usage after its end", p.ID())
+		}
+	}
+}
+
 // CgroupWorkerIdle waits until m's cgroup worker, if m has cgroups, is
 // idle. The worker readies a done record's cgroup for reuse off the
 // record's path, reading its files after Done closed: a test that counts

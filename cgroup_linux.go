@@ -102,6 +102,9 @@ type cgroupHost struct {
 	// records whose usage was read since: see flushUsage.
 	flushing atomic.Bool
 	ends     atomic.Int64
+	// held counts the running trees that hold their cgroup's directory
+	// open: at most heldMax (see recordCgroup).
+	held atomic.Int32
 }
 
 // flushEvery is how many records' usage reads, while Close stops every
@@ -260,18 +263,27 @@ func removeDeadManager(dir string) {
 	removeCgroup(dir)
 }
 
-// recordCgroup is a record's cgroup. It holds its directory open from
-// when it is made (by the worker, off the start path) until it is
-// removed, for as many records as reuse it: clone3's target, and the
-// descriptor its files are opened relative to. While a record uses it, it
-// also holds cgroup.events open (read to learn whether the tree is
-// empty), a file of each record's own. At most spareMax spares are kept,
-// so those not in use hold at most spareMax descriptors.
+// recordCgroup is a record's cgroup. While it is a spare it holds its
+// directory open (made or reopened by the worker, off the start path):
+// clone3's target. Every descriptor the host holds is copied into each
+// child it forks and closed again at the child's exec, so each one held
+// per running record makes every later start slower (measured: about
+// 90 ns of a fork's wall time per open descriptor; with two per record,
+// its directory and cgroup.events, 1,000 concurrent starts in cgroup mode
+// took some 90 us more a start on average than in group mode, the gap to
+// the kernel's floor). So a running record's tree opens cgroup.events
+// only when it looks (usually once, at the end), and keeps the directory
+// open only while at most heldMax trees do (the common case: few records
+// run at once, and a held directory needs neither a close on the start
+// path nor a reopen by the worker to recycle it); beyond that, the start
+// closes it once the child is cloned in, and the tree opens its files
+// relative to the Manager's cgroup instead (cgroup2.Dir.Name). At most
+// spareMax spares are kept, so those not in use hold at most spareMax
+// descriptors.
 type recordCgroup struct {
-	name   string // below the Manager's cgroup: "t1", "t2", ...
-	dir    string
-	dirFD  int             // -1 unless open
-	events *cgroup2.Events // nil unless open
+	name  string // below the Manager's cgroup: "t1", "t2", ...
+	dir   string
+	dirFD int // -1 unless open
 	// base is the accounting the cgroup held when it was last emptied
 	// (zero for a new one): a record's usage is what it adds to it.
 	base cgroup2.Usage
@@ -291,30 +303,28 @@ func (rc *recordCgroup) openDir(h cgroup2.Dir) error {
 	return nil
 }
 
-// open opens what a start needs: the directory (open already unless the
-// start made rc itself) and a cgroup.events of the record's own.
-func (rc *recordCgroup) open(h cgroup2.Dir) error {
-	if err := rc.openDir(h); err != nil {
-		return err
+// heldMax is how many running trees may hold their cgroup's directory
+// open (recordCgroup): a start then pays for at most that many
+// descriptors (about 3 us), about what closing the directory on the
+// start path and reopening it to recycle the cgroup costs.
+const heldMax = 32
+
+// holdDir reports whether a tree whose child was just cloned in may keep
+// its cgroup's directory open, and counts it if so; the tree's release
+// calls unholdDir.
+func (h *cgroupHost) holdDir() bool {
+	if h.held.Add(1) <= heldMax {
+		return true
 	}
-	events, err := cgroup2.Dir{Path: rc.dir, At: rc.dirFD}.OpenEvents()
-	if err != nil {
-		return xerrors.Errorf("open cgroup: %w", err)
-	}
-	rc.events = events
-	return nil
+	h.held.Add(-1)
+	return false
 }
 
-// closeEvents closes the cgroup.events of the record that used rc.
-func (rc *recordCgroup) closeEvents() {
-	if rc.events != nil {
-		// Not set to nil: a tree may be reading it (a read of a closed
-		// file fails safely), and the next record opens one of its own.
-		rc.events.Close()
-	}
-}
+// unholdDir uncounts a tree that held its directory (holdDir).
+func (h *cgroupHost) unholdDir() { h.held.Add(-1) }
 
-// closeDir closes rc's directory, which is about to be removed.
+// closeDir closes rc's directory: its child was cloned into it, or it is
+// about to be removed.
 func (rc *recordCgroup) closeDir() {
 	if rc.dirFD >= 0 {
 		_ = unix.Close(rc.dirFD)
@@ -324,7 +334,6 @@ func (rc *recordCgroup) closeDir() {
 
 // discard closes rc and removes its directory.
 func (h *cgroupHost) discard(rc *recordCgroup) {
-	rc.closeEvents()
 	rc.closeDir()
 	h.removeRecord(rc.name)
 }
@@ -375,9 +384,10 @@ const (
 	spareMax    = 256
 )
 
-// take returns a ready record cgroup, open: a spare if there is one, else
-// a new one. The worker refills the spares when they run out, or when a
-// record's cgroup is done (done kicks it), whichever comes first.
+// take returns a ready record cgroup, its directory open: a spare if
+// there is one, else a new one. The worker refills the spares when they
+// run out, or when a record's cgroup is done (done kicks it), whichever
+// comes first.
 func (h *cgroupHost) take() (*recordCgroup, error) {
 	h.mu.Lock()
 	var rc *recordCgroup
@@ -395,17 +405,7 @@ func (h *cgroupHost) take() (*recordCgroup, error) {
 	}
 	h.mu.Unlock()
 	if rc == nil {
-		var err error
-		if rc, err = h.create(); err != nil {
-			return nil, err
-		}
-	}
-	h.fdMu.RLock()
-	err := rc.open(h.d)
-	h.fdMu.RUnlock()
-	if err != nil {
-		h.discard(rc)
-		return nil, err
+		return h.create()
 	}
 	return rc, nil
 }
@@ -415,7 +415,6 @@ func (h *cgroupHost) take() (*recordCgroup, error) {
 // open, unless there are enough. A cgroup that was killed or limited is
 // never given back (see done).
 func (h *cgroupHost) giveBack(rc *recordCgroup) {
-	rc.closeEvents()
 	h.mu.Lock()
 	keep := !h.closed && !h.draining && len(h.spare) < spareMax
 	if keep {
@@ -431,7 +430,6 @@ func (h *cgroupHost) giveBack(rc *recordCgroup) {
 // (it was neither killed nor limited) and the host reuses cgroups, else for
 // removal. The worker decides and does the work, off the record's path.
 func (h *cgroupHost) done(rc *recordCgroup, reusable bool) {
-	rc.closeEvents()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if reusable && h.reuse && !h.draining {
@@ -450,7 +448,6 @@ func (h *cgroupHost) done(rc *recordCgroup, reusable bool) {
 // time is in the cgroup's accounting, so it is reused only from a new
 // baseline, as a record's cgroup is; read here, off no record's path.
 func (h *cgroupHost) refused(rc *recordCgroup) {
-	rc.closeEvents()
 	if !h.reuse {
 		h.discard(rc)
 		return
@@ -458,12 +455,27 @@ func (h *cgroupHost) refused(rc *recordCgroup) {
 	h.recycled(rc)
 }
 
-// recycled readies a done record cgroup for reuse: it must be empty with
-// nothing below it, and its accounting becomes the next record's baseline
-// (nothing adds to it while it is empty). Otherwise it is removed.
+// recycled readies a done record cgroup for reuse: it must have nothing
+// below it (a member may have made cgroups there), and its accounting
+// becomes the next record's baseline (nothing adds to it while it is
+// empty). Otherwise it is removed. It is empty: a record's tree releases
+// it only once it saw it so (settle, under the tree's mutex; a tree that
+// Close releases is never reused), a refused start's child was reaped
+// before Start returned, and nothing enters an empty cgroup but a child
+// a start clones into a spare (or a process an outsider moves in by
+// writing its cgroup.procs, which a look here could not exclude either:
+// it may come after). Its directory is opened again unless its tree held
+// it (recordCgroup), to be the spare's.
 func (h *cgroupHost) recycled(rc *recordCgroup) {
+	h.fdMu.RLock()
+	err := rc.openDir(h.d)
+	h.fdMu.RUnlock()
+	if err != nil {
+		h.discard(rc)
+		return
+	}
 	d := cgroup2.Dir{Path: rc.dir, At: rc.dirFD}
-	if d.Populated() || d.Descendants() != 0 {
+	if d.Descendants() != 0 {
 		h.discard(rc)
 		return
 	}
@@ -619,13 +631,16 @@ func removeCgroup(dir string) { cgroup2.Dir{Path: dir}.Remove() }
 type cgroupTree struct {
 	host *cgroupHost
 	rc   *recordCgroup
-	// d is the cgroup, with rc's directory descriptor (d.At), which
-	// after release is the next record's, or closed: d is used only under
-	// mu with released false, or by path (WaitEmpty).
+	// d is the cgroup, its files opened relative to rc's directory
+	// (d.At) if the tree holds it (heldDir), else relative to the
+	// Manager's cgroup (d.At, d.Name; see recordCgroup). After release
+	// the cgroup may be another record's, and either descriptor may be
+	// closed (the Manager's only after every tree was released): d is
+	// used only under mu with released false, or by path (WaitEmpty).
 	d       cgroup2.Dir
-	limited bool            // limits were written into it: never reused
-	events  *cgroup2.Events // rc's while this tree holds it; closed by release
-	base    cgroup2.Usage   // rc's baseline
+	heldDir bool          // the tree holds rc's directory open (holdDir)
+	limited bool          // limits were written into it: never reused
+	base    cgroup2.Usage // rc's baseline
 	// leader is the child, and pid its PID: signals reach it through its
 	// os.Process, which is excluded from the reap, so a signal never
 	// reaches a process that reused its PID, and SignalAll needs no pidfd
@@ -641,7 +656,11 @@ type cgroupTree struct {
 	// cgroup handed on for reuse is never signalled or read for this tree.
 	mu       sync.Mutex
 	released bool
-	killed   bool // cgroup.kill was written: never reused
+	// events is cgroup.events, opened at the first look (populated),
+	// usually when the record ends, and closed by release: a tree whose
+	// child runs holds no descriptor (see recordCgroup).
+	events *cgroup2.Events
+	killed bool // cgroup.kill was written: never reused
 	// waited is set by waitEmpty: the tree outlived its child (watch) or
 	// was stopped. Only a tree that ended with its child, the common case,
 	// hands its cgroup on for reuse; the others' are removed.
@@ -723,12 +742,30 @@ func (c *cgroupTree) signalOthers(sig Signal, child bool) error {
 }
 
 // populated reports whether any live process is in the cgroup, through
-// the record's open cgroup.events.
+// the tree's cgroup.events, opened at the first look and held until
+// release. The caller holds c.mu. A cgroup.events that cannot be opened
+// for any reason but the cgroup being gone (say, no descriptor left)
+// counts as populated: the tree stays registered until a later look, or
+// Close, finds it empty.
 func (c *cgroupTree) populated() bool {
-	return !c.gone.Load() && c.events.Populated()
+	if c.released || c.gone.Load() {
+		return false
+	}
+	if c.events == nil {
+		events, err := c.d.OpenEvents()
+		if err != nil {
+			return !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENODEV)
+		}
+		c.events = events
+	}
+	return c.events.Populated()
 }
 
-func (c *cgroupTree) alive() bool { return c.populated() }
+func (c *cgroupTree) alive() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.populated()
+}
 
 // usage reads the tree's accounting (cgroup2.Dir.Usage): what it added
 // to the cgroup's baseline. The peaks are never from a baseline: a
@@ -813,7 +850,14 @@ func (c *cgroupTree) release() {
 	c.gone.Store(true)
 	waiters, reusable := c.waiters, !c.killed && !c.waited && !c.limited
 	c.waiters = nil
+	if c.events != nil {
+		c.events.Close()
+		c.events = nil
+	}
 	c.mu.Unlock()
+	if c.heldDir {
+		c.host.unholdDir()
+	}
 	for _, cancel := range waiters {
 		cancel()
 	}

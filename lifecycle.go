@@ -281,7 +281,7 @@ func (p *Process) connect(cmd *exec.Cmd, sp *spec, ends *ioEnds) error {
 // (the watchdog and the cgroup probe are helpers, not children): the tree
 // keeper decides how the tree is held, the backend sets the SysProcAttr
 // (setupTree) and makes the tree once the child runs (started), and
-// forkOn says on which thread cmd.Start runs.
+// fork says on which thread cmd.Start runs.
 func (m *Manager) startInTree(p *Process, cmd *exec.Cmd, sp *spec) error {
 	setup, err := m.trees.setup(cmd, sp.req.TTY, sp.sandbox != nil, sp.limits)
 	if err != nil {
@@ -314,53 +314,20 @@ func (m *Manager) startInTree(p *Process, cmd *exec.Cmd, sp *spec) error {
 	return nil
 }
 
-// fork forks cmd on its fork site: for a sandboxed start a restricted
-// thread of its own (sandbox_*.go), else forkOn's. A sandboxed child is
-// held at its exec until that thread is gone; release (nil if nothing
-// is held) is called once started registered the child. A sandboxed
-// child never has Pdeathsig, which fires when the forking thread ends:
-// where it must die with the host until it is registered, setupTree
-// covers it another way (tree_linux.go, setup.exitKill).
+// fork forks cmd: a sandboxed start on a restricted thread of its own
+// (sandbox_*.go, design section 17), any other on the calling goroutine's
+// thread. No child has Pdeathsig, which fires when the forking thread
+// ends rather than the host (golang/go#27505): where a child must die
+// with the host until it is registered, setupTree covers it with a
+// pending mark (tree_linux.go). A sandboxed child is held at its exec
+// until its thread is gone; release (nil if nothing is held) is called
+// once started registered the child.
 func fork(setup *treeSetup, sp *spec, cmd *exec.Cmd) (release func(), err error) {
 	if sp.sandbox == nil {
-		return nil, forkOn(setup)(cmd.Start)
+		return nil, cmd.Start()
 	}
 	s := *sp.sandbox
 	return s.start(setup, cmd, cmd.Start, sp.req.TTY)
-}
-
-// A forkSite runs start (cmd.Start, which forks the child) on a thread of
-// its choosing: the child inherits that thread's state, and Pdeathsig
-// fires when that thread exits.
-type forkSite func(start func() error) error
-
-// forkOn is the fork site of setup's child.
-//
-// A sandboxed start does not come here: fork gives it a restricted thread
-// of its own (design section 17).
-func forkOn(setup *treeSetup) forkSite {
-	if setup.pdeathsig() {
-		return forkOnFreshGoroutine
-	}
-	return forkHere
-}
-
-// forkHere forks on the calling goroutine's thread.
-func forkHere(start func() error) error { return start() }
-
-// forkOnFreshGoroutine is the Pdeathsig hop: it forks on a new goroutine,
-// which runs on a thread no goroutine is locked to, whereas the caller's
-// thread may be locked and end with its goroutine (golang/go#27505),
-// killing the child with it. Not covered: a pool thread that forked a
-// child and that another goroutine later locks and returns from (so ending
-// it). A goroutine locked to one thread for the Manager's life would cover
-// that too; forking through it cost this process 110-180 us of CPU per
-// start in a trial, against 20-35 us for this hop.
-func forkOnFreshGoroutine(start func() error) error {
-	errc := make(chan error, 1) // buffered: the goroutine never blocks on it
-	// Ends when start returns.
-	go func() { errc <- start() }()
-	return <-errc
 }
 
 // begin starts the pumps, the exit goroutine and the timeout. It runs once,

@@ -16,14 +16,20 @@ func SetSandboxSteps(m *Manager, steps sandbox.Steps) { m.sandbox.steps = steps 
 // as in /proc/<pid>/stat) into the groups file of m's watchdog, as a
 // sandboxed start in group mode does before its fork: a host test plays
 // a host killed while such a start is under way.
-func MarkPendingStart(m *Manager, ticks int64) error {
+func MarkPendingStart(m *Manager, ticks int64) error { return markPendingStart(m, ticks, true) }
+
+// MarkPendingPlainStart is MarkPendingStart for a start that is not
+// sandboxed.
+func MarkPendingPlainStart(m *Manager, ticks int64) error { return markPendingStart(m, ticks, false) }
+
+func markPendingStart(m *Manager, ticks int64, sandboxed bool) error {
 	m.trees.contain.mu.Lock()
 	guard := m.trees.contain.guard
 	m.trees.contain.mu.Unlock()
 	if guard == nil {
 		return errors.New("no watchdog yet")
 	}
-	_, err := guard.mark(ticks)
+	_, err := guard.mark(ticks, sandboxed)
 	return err
 }
 

@@ -35,10 +35,6 @@ func setupTree(cmd *exec.Cmd, tty, _ bool, _ *cgroupHost, guard *watchdog, _ Lim
 	return &treeSetup{guard: guard}, nil
 }
 
-// pdeathsig: there is no Pdeathsig here; the child is forked where the
-// caller runs.
-func (s *treeSetup) pdeathsig() bool { return false }
-
 // started makes the tree of the child cmd started: its process group,
 // registered with the watchdog.
 func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {

@@ -69,9 +69,6 @@ func setupTree(cmd *exec.Cmd, _, _ bool, _ *cgroupHost, _ *watchdog, limits Limi
 	return &treeSetup{limits: limits}, nil
 }
 
-// pdeathsig: Windows has none; the child is forked where the caller runs.
-func (s *treeSetup) pdeathsig() bool { return false }
-
 // started puts the child, started suspended, into a new Job Object and
 // then lets it run. On error the child is still suspended and the caller
 // kills it.

@@ -95,7 +95,7 @@ func TestWatchdogReplacedDuringStart(t *testing.T) {
 		t.Fatalf("the watchdog was not replaced")
 	}
 	// The start goes on, as launchRegistered does it.
-	if err := forkOn(setup)(cmd.Start); err != nil {
+	if err := cmd.Start(); err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()

@@ -9,32 +9,37 @@ import (
 	"golang.org/x/xerrors"
 )
 
-// markPending covers a sandboxed start in group mode with a pending mark
-// in the watchdog's groups file (see watchdog_unix.go), from before its
-// fork until started registers its group in the same slot (or blanks it
-// if the start failed). It is called only where the child cannot have
-// Pdeathsig (pdeathsig: group mode with a watchdog), and costs one clock
-// read and one pwrite; the registration that replaces the mark writes
-// nothing more than it would have.
-func (s *treeSetup) markPending() error {
+// markPending covers a start in group mode with a pending mark in the
+// watchdog's groups file (see watchdog_unix.go), from before its fork
+// until started registers its group in the same slot (or blanks it if
+// the start failed): sandboxed says which kind (mark). It costs one clock
+// read (vDSO) and one pwrite; the registration that replaces the mark
+// writes nothing more than it would have.
+func (s *treeSetup) markPending(sandboxed bool) error {
 	ticks, err := bootTicks()
 	if err != nil {
 		return xerrors.Errorf("host-death watchdog: mark a start: %w", err)
 	}
 	// mark names the watchdog in its error itself.
-	s.pending, err = s.guard.mark(ticks)
+	s.pending, err = s.guard.mark(ticks, sandboxed)
 	return err
 }
 
-// mark writes a pending mark, "w" and ticks (the clock ticks since boot
-// of a time before a sandboxed child's fork, see watchdogScript), into a
-// slot of its own, and returns the slot: the caller hands it to guard
-// once the child's group is known, or to forget if the start failed. The
-// slot is -1 when there is no watchdog or it was closed. Only Linux
-// marks: elsewhere no child is forked on a thread that ends before it is
-// registered.
-func (d *watchdog) mark(ticks int64) (int64, error) {
-	off, err := d.write(slotOf("w"+strconv.FormatInt(ticks, 10)), -1)
+// mark writes a pending mark into a slot of its own, and returns the
+// slot: the caller hands it to guard once the child's group is known, or
+// to forget if the start failed. The mark is ticks (the clock ticks since
+// boot of a time before the child's fork, see watchdogScript) after "w"
+// for a sandboxed start, whose child has no-new-privileges, which the
+// sweep then also requires, or "p" for a plain one. The slot is -1 when
+// there is no watchdog or it was closed. Only Linux marks: elsewhere the
+// window between a child's exec and its registration is not covered (see
+// the README's "When the host dies").
+func (d *watchdog) mark(ticks int64, sandboxed bool) (int64, error) {
+	kind := "p"
+	if sandboxed {
+		kind = "w"
+	}
+	off, err := d.write(slotOf(kind+strconv.FormatInt(ticks, 10)), -1)
 	if err != nil {
 		return -1, xerrors.Errorf("host-death watchdog: mark a start: %w", err)
 	}

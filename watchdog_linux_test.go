@@ -340,7 +340,9 @@ func hostStranger(id int) int {
 // newGroupTreeGuarded → guard). A host killed in between must not leave a
 // child that runs, leads its own session, and was never told to the
 // watchdog (design section 14: "every tree a Manager started is killed
-// within 100 ms when the host process dies"); Pdeathsig covers it.
+// within 100 ms when the host process dies"); the start's pending mark
+// covers it (a "p" mark: without it, or Pdeathsig before it, 3 runs of 3
+// left children).
 //
 // Each round runs a host that starts `sleep 600` children from four
 // goroutines without pause, and SIGKILLs it after a random number of
@@ -352,8 +354,8 @@ func TestHostDeathDuringStarts(t *testing.T) {
 }
 
 // hostDeathDuringStarts is TestHostDeathDuringStarts with the host's
-// children started with policy ("sandbox": sandboxed, in which case the
-// watchdog's pending mark covers it instead of Pdeathsig).
+// children started with policy ("sandbox": sandboxed, a "w" mark, which
+// the sweep matches only with no-new-privileges).
 func hostDeathDuringStarts(t *testing.T, policy string) {
 	ctx := testCtx(t, 120*time.Second)
 	const rounds = 10
@@ -504,13 +506,69 @@ func TestWatchdogPendingMark(t *testing.T) {
 	}
 }
 
+// TestWatchdogPlainPendingMark is TestWatchdogPendingMark for a start in
+// group mode that is not sandboxed, which a pending mark covers too (no
+// Pdeathsig: it fires when the forking thread ends, and its hop to a
+// fresh goroutine cost 7% of a start of true). Its child has no
+// no-new-privileges, and the sweep for a plain mark does not ask for it:
+// with the mark only target, a plain session leader started at the mark's
+// tick, dies with the host, not old (started a tick before), member (no
+// session leader), nested (its parent outlives the host) or watchdog, a
+// session leader started after target whose argv[0] is a watchdog's (the
+// watchdog of another host that died in the same instant, which must go
+// on to kill its own host's trees: TestSandboxHostDeathDuringStarts
+// failed once, run beside TestHostDeathDuringStarts, before the sweep
+// spared it); without the mark none dies. TestHostDeathDuringStarts
+// kills hosts in the middle of such starts.
+func TestWatchdogPlainPendingMark(t *testing.T) {
+	t.Parallel()
+	needTool(t, "setsid")
+	for _, variant := range []string{"plain-marked", "plain-unmarked"} {
+		t.Run(variant, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			reaper := startHost(t, helperCmd("pending-mark-host", variant))
+			vals := hostReport(t, reaper)
+			names := []string{"target", "old", "member", "nested", "watchdog-like"}
+			fds := map[string]int{}
+			for _, name := range names {
+				if vals[name] == 0 || vals["host"] == 0 {
+					reaper.fatalf(t, "host said %v", vals)
+				}
+				fds[name] = treePidfd(t, vals[name])
+			}
+			t.Cleanup(func() {
+				for _, fd := range fds {
+					_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+				}
+			})
+			watchdogFD := treePidfd(t, vals["watchdog"])
+			if err := unix.PidfdSendSignal(treePidfd(t, vals["host"]), unix.SIGKILL, nil, 0); err != nil {
+				reaper.fatalf(t, "kill the host: %v", err)
+			}
+			treeWaitPidfd(ctx, t, watchdogFD, "the watchdog to act and exit")
+			shown, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			for _, name := range names {
+				want := variant == "plain-marked" && name == "target"
+				if got := treeExitsBy(shown, fds[name]); got != want {
+					t.Errorf("%s (PID %d): died with the host %v; want %v", name, vals[name], got, want)
+				}
+			}
+		})
+	}
+}
+
 var _ = helper("pending-mark-host", pendingMarkHost)
 
-// pendingMarkHost is the host of TestWatchdogPendingMark: args[0]
-// "marked" writes the pending mark. Run with args[0] only, it is the
-// subreaper: it runs the host as its child and waits for the end of its
-// stdin. The host prints its PID, the children's and the watchdog's, then
-// "ready", and waits to be killed.
+// pendingMarkHost is the host of TestWatchdogPendingMark and
+// TestWatchdogPlainPendingMark: args[0] "marked" writes a sandboxed
+// start's pending mark, "plain-marked" a plain start's, and with
+// "plain-marked" or "plain-unmarked" no child is sandboxed and there is
+// no "plain" child. Run with args[0] only, it is the subreaper: it runs
+// the host as its child and waits for the end of its stdin. The host
+// prints its PID, the children's and the watchdog's, then "ready", and
+// waits to be killed.
 func pendingMarkHost(args []string) int {
 	if len(args) == 1 {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
@@ -523,21 +581,27 @@ func pendingMarkHost(args []string) int {
 		}
 		return hostWait()
 	}
-	sup, err := sbSupport()
-	if err != nil {
-		return hostFail(err)
+	plainStarts := strings.HasPrefix(args[0], "plain-")
+	var sup sandbox.Support
+	if !plainStarts {
+		var err error
+		if sup, err = sbSupport(); err != nil {
+			return hostFail(err)
+		}
 	}
 	m := proc.NewManager(proc.Options{Containment: proc.ContainGroup})
 	if _, err := m.Run(context.Background(), proc.StartRequest{Args: []string{"true"}}); err != nil {
 		return hostFail(err)
 	}
+	// Found before watchdog-like, which findWatchdog would take for it.
+	watchdog := findWatchdog()
 	// start starts an unregistered child, sandboxed or not, leading a
 	// session of its own or only a process group.
 	start := func(sandboxed, leader bool, stdout *os.File, args ...string) (int, error) {
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Stdout = stdout
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: leader, Setpgid: !leader}
-		if !sandboxed {
+		if !sandboxed || plainStarts {
 			err := cmd.Start()
 			if err != nil {
 				return 0, err
@@ -559,6 +623,7 @@ func pendingMarkHost(args []string) int {
 		return int64(st.StartTime), nil
 	}
 	pids := map[string]int{}
+	var err error
 	if pids["old"], err = start(true, true, nil, "sleep", "600"); err != nil {
 		return hostFail(err)
 	}
@@ -573,8 +638,18 @@ func pendingMarkHost(args []string) int {
 	if pids["target"], err = start(true, true, nil, "sleep", "600"); err != nil {
 		return hostFail(err)
 	}
-	if pids["plain"], err = start(false, true, nil, "sleep", "600"); err != nil {
-		return hostFail(err)
+	if !plainStarts {
+		if pids["plain"], err = start(false, true, nil, "sleep", "600"); err != nil {
+			return hostFail(err)
+		}
+	} else {
+		like := exec.Command("sleep", "600")
+		like.Args[0] = "proc-watchdog"
+		like.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := like.Start(); err != nil {
+			return hostFail(err)
+		}
+		pids["watchdog-like"] = like.Process.Pid
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -590,9 +665,11 @@ func pendingMarkHost(args []string) int {
 	if pids["nested"], _ = strconv.Atoi(strings.TrimSpace(line)); pids["nested"] == 0 {
 		return hostFail(fmt.Errorf("nested said %q: %v", line, err))
 	}
-	if args[0] == "marked" {
+	if args[0] == "marked" || args[0] == "plain-marked" {
 		at, err := startTime(pids["target"])
-		if err == nil {
+		if err == nil && plainStarts {
+			err = proc.MarkPendingPlainStart(m, at)
+		} else if err == nil {
 			err = proc.MarkPendingStart(m, at)
 		}
 		if err != nil {
@@ -603,7 +680,7 @@ func pendingMarkHost(args []string) int {
 		fmt.Println(name, pid)
 	}
 	fmt.Println("host", os.Getpid())
-	fmt.Println("watchdog", findWatchdog())
+	fmt.Println("watchdog", watchdog)
 	fmt.Println("ready")
 	return hostWait()
 }

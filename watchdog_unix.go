@@ -31,16 +31,17 @@ import (
 // one pwrite writes it whole, so a host killed in the middle of one leaves
 // no torn ID.
 //
-// A pending mark ("w" and a time) covers a sandboxed start in group mode
+// A pending mark ("w" or "p" and a time) covers a start in group mode
 // from before its fork until its group is registered (Linux, the only
-// place marks are written; see watchdog_linux.go). Such a child cannot
-// have Pdeathsig (it would fire when the restricted thread that forks it
-// ends, design section 17), and the host learns its PID only after its
-// exec. The host writes the mark into a slot before the fork and
-// overwrites the same slot with the group ID once it has one, or blanks
-// it if the start failed: no write more than an unmarked start. After
-// end-of-file, a mark makes the watchdog sweep for the children of
-// unfinished starts (watchdogScript says how, and what it relies on).
+// place marks are written; see watchdog_linux.go): the host learns the
+// child's PID only after its exec. The host writes the mark into a slot
+// before the fork and overwrites the same slot with the group ID once it
+// has one, or blanks it if the start failed: one write more than an
+// unmarked start. After end-of-file, a mark makes the watchdog sweep for
+// the children of unfinished starts (watchdogScript says how, and what
+// it relies on). A "w" mark is a sandboxed start's, whose child has
+// no-new-privileges (set on the restricted thread that forks it, design
+// section 17); a "p" mark any other's.
 
 // watchdogScript reads the pipe until "q" (Close) or end-of-file (the
 // host died); "." lines (liveness checks) are ignored. $1 is the
@@ -57,17 +58,18 @@ import (
 // populated: it tries again every 50 ms, for 2 s at most (every second,
 // twice, where sleep takes whole seconds only), then leaves
 // them to the next Manager's sweep of leftovers on that parent), and, if
-// the file holds pending marks ("w<ticks>"; since: the earliest), kills
-// the children of the unfinished starts. It relies on these kernel facts, for each such
-// child C:
+// the file holds pending marks ("w<ticks>", since: the earliest;
+// "p<ticks>", plain: the earliest), kills the children of the unfinished
+// starts. It relies on these kernel facts, for each such child C:
 //   - C was forked after its mark's time was read (floored to the tick),
 //     and before the host died, which was before end.
 //   - Until its exec, C holds a copy of the host's descriptor table (Go
 //     forks without CLONE_FILES), the pipe's write end included: the
 //     watchdog reads end-of-file only once C has exec'd or died. By then
 //     C leads a session of its own (Go's child calls setsid before its
-//     exec; a session leader stays one) and has no-new-privileges (set on
-//     the restricted thread, inherited, never cleared).
+//     exec; a session leader stays one), and a sandboxed C has
+//     no-new-privileges (set on the restricted thread, inherited, never
+//     cleared).
 //   - C, a child of the host like the watchdog, is reparented to the
 //     same process (the reaper: the nearest child subreaper above the
 //     host, else PID 1). End-of-file may come before that (the host's
@@ -79,17 +81,23 @@ import (
 //     kernel has no /proc/<pid>/task/<tid>/children, every process).
 //
 // It then kills the group of every candidate with all of: PID = process
-// group ID = session ID, parent the reaper or the host, start time
-// within [since, end], NoNewPrivs 1. stat is parsed after its last ')':
-// the command name before it may hold blanks and parentheses.
+// group ID = session ID, parent the reaper or the host, and a start time
+// within [plain, end] and no watchdog (argv[0] watchdogName: another
+// Manager's, whose host died in the same instant, is a session leader
+// whose parent is the reaper too, and killing it would leave its host's
+// trees running), or within [since, end] with NoNewPrivs 1. stat is
+// parsed after its last ')': the command name before it may hold blanks
+// and parentheses.
 //
 // So no child of an unfinished start survives the host. What the sweep
-// cannot tell from one: a stranger with all of these, that is, a
-// no-new-privileges session leader whose parent is the same reaper and
-// that started in those ticks (a hardened service PID 1 started in the
-// instant the host died, or such a child of another host that died
-// then); it is killed too. The sweep runs only when a mark is left, that
-// is when the host died during a sandboxed start in group mode.
+// cannot tell from one: a stranger with all of these, that is, a session
+// leader whose parent is the same reaper and that started in those ticks
+// (for a "w" mark only one with no-new-privileges): a service the reaper
+// started in the instant the host died, a daemon whose parent exited
+// then, or a child of another host that died then; it is killed too. The
+// sweep runs only when a mark is left, that is when the host died while
+// a start in group mode was under way, and looks only at the ticks from
+// that start's mark (10 ms each) to the watchdog's end-of-file.
 const watchdogScript = `cg=$1 host=$PPID
 now() { read -r s 2>/dev/null </proc/self/stat && set -- ${s##*")"} && echo "${20}"; }
 rmcg() {
@@ -106,10 +114,11 @@ if [ -n "$cg" ]; then
 		for p in $(cat "$f" 2>/dev/null); do kill -s KILL "$p" 2>/dev/null; done
 	done
 fi
-since=
+since= plain=
 while read -r g; do
 	case $g in
 	w*) if [ -z "$since" ] || [ "${g#w}" -lt "$since" ]; then since=${g#w}; fi ;;
+	p*) if [ -z "$plain" ] || [ "${g#p}" -lt "$plain" ]; then plain=${g#p}; fi ;;
 	?*) kill -s KILL -- "-$g" 2>/dev/null ;;
 	esac
 done <&3
@@ -120,7 +129,7 @@ if [ -n "$cg" ]; then
 		sleep 0.05 2>/dev/null || { sleep 1 && i=$((i + 19)); }
 	done
 fi
-[ -n "$since" ] && [ -n "$end" ] || exit 0
+[ -n "$since$plain" ] && [ -n "$end" ] || exit 0
 reaper=
 while read -r s 2>/dev/null </proc/$$/stat; do
 	set -- ${s##*")"}
@@ -144,7 +153,14 @@ for p in $pids; do
 	set -- ${s##*")"}
 	[ "$3" = "$p" ] && [ "$4" = "$p" ] || continue
 	[ "$2" = "$reaper" ] || [ "$2" = "$host" ] || continue
-	[ "${20}" -ge "$since" ] && [ "${20}" -le "$end" ] || continue
+	[ "${20}" -le "$end" ] || continue
+	if [ -n "$plain" ] && [ "${20}" -ge "$plain" ]; then
+		c=
+		read -r c 2>/dev/null <"$d/cmdline"
+		case $c in proc-watchdog*) ;; *) kill -s KILL -- "-$p" 2>/dev/null ;; esac
+		continue
+	fi
+	[ -n "$since" ] && [ "${20}" -ge "$since" ] || continue
 	while read -r k v; do
 		[ "$k" = NoNewPrivs: ] || continue
 		[ "$v" = 1 ] && kill -s KILL -- "-$p" 2>/dev/null
@@ -152,6 +168,9 @@ for p in $pids; do
 	done 2>/dev/null <"$d/status"
 done
 `
+
+// watchdogName is the watchdog's argv[0] and $0.
+const watchdogName = "proc-watchdog"
 
 // slotSize is the size of a slot in the groups file: room for any group
 // ID, and a divisor of every page size.
@@ -191,7 +210,8 @@ func startWatchdog(cgroupDir string) (*watchdog, error) {
 		return nil, xerrors.Errorf("host-death watchdog: %w", err)
 	}
 	defer r.Close()
-	cmd := exec.Command("/bin/sh", "-c", watchdogScript, "proc-watchdog", cgroupDir)
+	cmd := exec.Command("/bin/sh", "-c", watchdogScript, watchdogName, cgroupDir)
+	cmd.Args[0] = watchdogName          // what ps shows, and what the sweep spares
 	cmd.Stdin = r                       // the pipe
 	cmd.ExtraFiles = []*os.File{groups} // descriptor 3
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,6 +30,11 @@ type Dir struct {
 	// to it (openat), with no walk of Path. 0: none (descriptor 0 is never
 	// a cgroup's).
 	At int
+	// Name, if not "", is d's name in its parent, and At (above 0) is the
+	// parent's descriptor instead of d's: d's files are opened as
+	// Name/file relative to it. So the caller holds no descriptor of d's
+	// own while it uses d, for one more path element per open.
+	Name string
 }
 
 // file is the path of d's file name: Path is clean and name one
@@ -39,9 +43,13 @@ type Dir struct {
 func (d Dir) file(name string) string { return d.Path + "/" + name }
 
 // at returns the directory descriptor and path to open d's file name
-// with: relative to At where d holds one, else by path.
+// with: relative to At where d holds one (as Name/name where At is the
+// parent's), else by path.
 func (d Dir) at(name string) (int, string) {
-	if d.At > 0 {
+	switch {
+	case d.At > 0 && d.Name != "":
+		return d.At, d.Name + "/" + name
+	case d.At > 0:
 		return d.At, name
 	}
 	return unix.AT_FDCWD, d.file(name)
@@ -121,34 +129,49 @@ func parsePopulated(data []byte) bool {
 }
 
 // Events is cgroup.events held open, so that Populated costs one pread.
-type Events struct{ f *os.File }
+// Its methods must not be called concurrently with Close (a descriptor
+// closed under a read could be another file's by then): its owner
+// serialises them.
+type Events struct{ fd int }
 
-// OpenEvents opens d's cgroup.events. The descriptor is blocking and kept
-// out of the runtime poller (os.NewFile of a blocking descriptor), where
-// os.Open would register it, and unregister it on Close: four system calls
-// a record saved. Populated only ever reads it; WaitEmpty polls a file of
-// its own.
+// OpenEvents opens d's cgroup.events: a bare, blocking descriptor, out of
+// the runtime poller (os.Open would register it, and unregister it on
+// Close: four system calls a record saved) and without an *os.File
+// (os.NewFile asks the descriptor's flags, one fcntl more, and sets a
+// finalizer). Populated only ever reads it; WaitEmpty polls a file of its
+// own.
 func (d Dir) OpenEvents() (*Events, error) {
-	path := d.file("cgroup.events")
 	dirfd, name := d.at("cgroup.events")
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, &os.PathError{Op: "open", Path: d.file("cgroup.events"), Err: err}
 	}
-	return &Events{f: os.NewFile(uintptr(fd), path)}, nil
+	return &Events{fd: fd}, nil
 }
 
 // Populated is [Dir.Populated] through the open file. After Close it
 // reports false.
 func (e *Events) Populated() bool {
+	if e.fd < 0 {
+		return false
+	}
 	var buf [128]byte
-	n, err := e.f.ReadAt(buf[:], 0)
-	return (err == nil || errors.Is(err, io.EOF)) && parsePopulated(buf[:n])
+	for {
+		n, err := unix.Pread(e.fd, buf[:], 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		return err == nil && parsePopulated(buf[:n])
+	}
 }
 
-// Close closes the file. Populated may race with it: a read of a closed
-// *os.File fails safely.
-func (e *Events) Close() { _ = e.f.Close() }
+// Close closes the file.
+func (e *Events) Close() {
+	if e.fd >= 0 {
+		_ = unix.Close(e.fd)
+		e.fd = -1
+	}
+}
 
 // Holds reports whether /proc/<pid>/cgroup names d.
 func (d Dir) Holds(pid int) bool {

@@ -329,8 +329,9 @@ func TestKillGone(t *testing.T) {
 
 // TestDirAt drives a child cgroup through a Dir that holds its directory
 // open (At): made, opened and removed relative to its parent's
-// descriptor, its files read and written relative to its own, with the
-// same answers as by path.
+// descriptor, its files read and written relative to its own, and
+// through a Dir that names it below its parent's descriptor (Name), with
+// the same answers as by path.
 func TestDirAt(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -352,25 +353,49 @@ func TestDirAt(t *testing.T) {
 	defer unix.Close(fd)
 	byPath := Dir{Path: filepath.Join(parent.Path, "c")}
 	at := Dir{Path: byPath.Path, At: fd}
+	named := Dir{Path: byPath.Path, At: pfd, Name: "c"}
+	ways := []struct {
+		name string
+		d    Dir
+	}{{"At", at}, {"At and Name", named}}
 
 	burn := startIn(t, byPath, "sh", "-c", "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done")
 	if err := burn.Wait(); err != nil {
 		t.Fatalf("burn: %v", err)
 	}
-	if u := at.CPU(); u.User+u.System <= 0 || u != byPath.CPU() || at.Usage() != byPath.Usage() {
-		t.Errorf("through At: CPU %+v, Usage %+v; by path: %+v, %+v; want the same, user+system > 0", u, at.Usage(), byPath.CPU(), byPath.Usage())
+	for _, w := range ways {
+		if u := w.d.CPU(); u.User+u.System <= 0 || u != byPath.CPU() || w.d.Usage() != byPath.Usage() {
+			t.Errorf("through %s: CPU %+v, Usage %+v; by path: %+v, %+v; want the same, user+system > 0", w.name, u, w.d.Usage(), byPath.CPU(), byPath.Usage())
+		}
 	}
 	sleeper := startIn(t, byPath, "sleep", "60")
-	if !at.Populated() || !slices.Equal(at.Procs(), []int{sleeper.Process.Pid}) || at.Descendants() != 0 {
-		t.Errorf("through At: populated %v, procs %v, descendants %d; want true, [%d], 0", at.Populated(), at.Procs(), at.Descendants(), sleeper.Process.Pid)
+	for _, w := range ways {
+		if !w.d.Populated() || !slices.Equal(w.d.Procs(), []int{sleeper.Process.Pid}) || w.d.Descendants() != 0 {
+			t.Errorf("through %s: populated %v, procs %v, descendants %d; want true, [%d], 0", w.name, w.d.Populated(), w.d.Procs(), w.d.Descendants(), sleeper.Process.Pid)
+		}
 	}
-	if err := at.Kill(); err != nil {
-		t.Fatalf("Kill through At: %v", err)
+	events, err := named.OpenEvents()
+	if err != nil {
+		t.Fatalf("OpenEvents through At and Name: %v", err)
+	}
+	defer events.Close()
+	if !events.Populated() {
+		t.Errorf("cgroup.events opened through At and Name: populated false; want true")
+	}
+	if err := named.Kill(); err != nil {
+		t.Fatalf("Kill through At and Name: %v", err)
 	}
 	at.WaitEmpty(ctx)
 	_ = sleeper.Wait()
 	if st, ok := sleeper.ProcessState.Sys().(syscall.WaitStatus); !ok || st.Signal() != syscall.SIGKILL {
-		t.Errorf("sleep ended %v; want SIGKILL (cgroup.kill written through At)", sleeper.ProcessState)
+		t.Errorf("sleep ended %v; want SIGKILL (cgroup.kill written through At and Name)", sleeper.ProcessState)
+	}
+	if events.Populated() {
+		t.Errorf("cgroup.events opened through At and Name: populated true after the kill; want false")
+	}
+	events.Close()
+	if _, err := os.Stat(byPath.Path); err != nil || events.Populated() {
+		t.Errorf("cgroup.events after Close: populated %v (cgroup there: %v); want false", events.Populated(), err)
 	}
 	parent.RemoveChild("c")
 	if _, err := os.Stat(byPath.Path); !errors.Is(err, os.ErrNotExist) {
