@@ -60,19 +60,20 @@ const lineCutSuffix = " ... [truncated]"
 // Output holds the buffer's lock only to copy the stored bytes that a
 // Write may still change into a pooled scratch buffer: the tail, and the
 // head until bytes were omitted (a finished buffer's, which never change,
-// not even that). The rendering and its allocations happen outside it, so
-// a reader never holds up a Write for longer than a copy. The last rendering is
-// kept and returned again, without a lock, a copy or an allocation, as
-// long as nothing was written since; a finished buffer's is made once and
-// kept for good (I1), so a final record's text costs its bytes twice once
-// it was rendered. Concurrent callers render a change once between them:
-// one that finds a rendering of every byte written before it began under
-// way waits for that one (microseconds, parked) instead of making its
-// own. A call that returns a rendering again yields (runtime.Gosched), so
-// that a tight poller lets the pump run; while a pump of the same Manager
-// tries its pipe between pollers' turns, it also offers its thread's CPU
-// (sched_yield on Linux), which no pump asks of a one-off caller. Callers
-// share its Truncation, which they must not modify.
+// not even that). The rendering and its allocations happen outside it,
+// so a reader never holds up a Write for longer than a copy. The last
+// rendering is kept and returned again, without a lock, a copy or an
+// allocation, as long as nothing was written since; a finished buffer's
+// is made once and kept for good (I1), so a final record's text costs
+// its bytes twice once it was rendered. Concurrent callers render a
+// change once between them: one that finds a rendering of every byte
+// written before it began under way waits for that one (microseconds,
+// parked) instead of making its own. A call that returns a rendering
+// again yields (runtime.Gosched), so that a tight poller lets the pump
+// run; while a pump of the same Manager tries its pipe between pollers'
+// turns, it also offers its thread's CPU (sched_yield on Linux), which
+// no pump asks of a one-off caller. Callers share its Truncation, which
+// they must not modify.
 func (b *HeadTailBuffer) Output() Output {
 	for {
 		if out, ok := b.output(); ok {
