@@ -171,7 +171,7 @@ func (pu *pump) run() {
 			}
 		}
 		if n > 0 {
-			pu.writeFollowed(buf[:n])
+			pu.writeRead(buf[:n])
 		}
 		if err != nil {
 			if pu.wakeLate(err) {
@@ -186,6 +186,22 @@ func (pu *pump) run() {
 			return
 		}
 	}
+}
+
+// writeRead stores what read returned (writeFollowed). A pump with a tee
+// is not counted in its Manager's signal meanwhile, though polled: it
+// tries no pipe while the tee's Write holds it, which may be for as
+// long as the tee's owner likes, and pollers of a final record need not
+// step aside for it (HeadTailBuffer.stepsAside). Only with a tee: the
+// count is a cache line every poller reads.
+func (pu *pump) writeRead(b []byte) {
+	if pu.tee == nil || pu.polledReads == 0 {
+		pu.writeFollowed(b)
+		return
+	}
+	pu.dst.countPolledPump(false)
+	defer pu.dst.countPolledPump(true)
+	pu.writeFollowed(b)
 }
 
 // read reads into buf. Before a Read that would park the pump in the

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
@@ -58,21 +57,23 @@ const lineCutSuffix = " ... [truncated]"
 // marker or by cutting lines does not change them. An empty buffer renders
 // as the zero Output.
 //
-// Output holds the buffer's lock only to copy the stored bytes into a
-// pooled scratch buffer (a finished buffer, which never changes, not even
-// that): the rendering and its allocations happen outside it, so a reader
-// never holds up a Write for longer than a copy. The last rendering is
-// kept and returned again, without a lock, a copy or an allocation, as
-// long as nothing was written since; a finished buffer's is made once and
-// kept for good (I1), so a final record's text costs its bytes twice once
-// it was rendered. Concurrent callers render a change once between them:
-// one that finds a rendering of every byte written before it began under
-// way waits for that one (microseconds, parked) instead of making its
-// own. A call that returns a rendering again yields (runtime.Gosched), so
-// that a tight poller lets the pump run; a finished buffer's caller, while
-// a pump of the same Manager tries its pipe between pollers' turns, also
-// offers its thread's CPU (sched_yield on Linux), which no pump asks of
-// a one-off caller. Callers share its Truncation, which they must not modify.
+// Output holds the buffer's lock only to copy the stored bytes that a
+// Write may still change into a pooled scratch buffer: the tail, and the
+// head until bytes were omitted (a finished buffer's, which never change,
+// not even that). The rendering and its allocations happen outside it,
+// so a reader never holds up a Write for longer than a copy. The last
+// rendering is kept and returned again, without a lock, a copy or an
+// allocation, as long as nothing was written since; a finished buffer's
+// is made once and kept for good (I1), so a final record's text costs
+// its bytes twice once it was rendered. Concurrent callers render a
+// change once between them: one that finds a rendering of every byte
+// written before it began under way waits for that one (microseconds,
+// parked) instead of making its own. A call that returns a rendering
+// again yields (runtime.Gosched), so that a tight poller lets the pump
+// run; while a pump of the same Manager tries its pipe between pollers'
+// turns, it also offers its thread's CPU (sched_yield on Linux), which
+// no pump asks of a one-off caller. Callers share its Truncation, which
+// they must not modify.
 func (b *HeadTailBuffer) Output() Output {
 	for {
 		if out, ok := b.output(); ok {
@@ -117,18 +118,7 @@ func (b *HeadTailBuffer) output() (out Output, ok bool) {
 		// that never yields leaves unvisited for a whole time slice
 		// (measured: 20 ms median per read; issue 16).
 		runtime.Gosched()
-		if r.final && b.peers != nil && b.peers.pumps.Load() > 0 {
-			// A final record's poller can never see anything new: while
-			// a pump of its Manager tries its pipe between pollers'
-			// turns (so someone polls tightly), its thread steps aside
-			// for a thread that wants the CPU (that record's child or
-			// pump), and goes on at once when none does. Only then: a
-			// yield can last a time slice of another thread on a busy
-			// machine, which a one-off caller must not wait for. Measured, four tight pollers of a final
-			// record slowed another record's 512 MiB capture 10-20%
-			// less with it (BenchmarkPolled "other", in one run), while
-			// for pollers of a running record it gave the process's CPU
-			// away and slowed its own capture.
+		if b.stepsAside() {
 			yieldThread()
 		}
 		return r.out, true
@@ -152,18 +142,25 @@ func (b *HeadTailBuffer) output() (out Output, ok bool) {
 	retained := int64(len(b.head) + b.tailLen)
 	head := b.head
 	first, second := b.tailSegmentsLocked()
-	var scratch *[]byte
+	scratch := renderScratch.Get().(*renderBufs)
 	finished := b.finished
 	if !finished {
-		// The storage changes with the next Write: copy it out. A
-		// finished buffer's slices never change again (Finish replaced
-		// them once, under the lock we hold), so they are read in place.
-		scratch = renderScratch.Get().(*[]byte)
-		buf := append((*scratch)[:0], head...)
+		// The tail changes with the next Write: copy it out. So does
+		// the head until it is full; once bytes were omitted it is
+		// (they are only ever dropped from the tail) and never changes
+		// again, so it is read in place, as a finished buffer's slices
+		// are (Finish replaced them once, under the lock we hold).
+		buf := scratch.in[:0]
+		if total == retained {
+			buf = append(buf, head...)
+		}
 		buf = append(buf, first...)
 		buf = append(buf, second...)
-		*scratch = buf
-		head, first, second = buf[:len(head)], buf[len(head):], nil
+		scratch.in = buf
+		if total == retained {
+			head, buf = buf[:len(head)], buf[len(head):]
+		}
+		first, second = buf, nil
 	}
 	// Published before it is made: the newest rendering, which callers
 	// that need no newer one wait for. rendered only moves forward (the
@@ -174,11 +171,29 @@ func (b *HeadTailBuffer) output() (out Output, ok bool) {
 	r.done.Add(1)
 	b.rendered.Store(r)
 	b.mu.Unlock()
-	b.renderPublished(r, head, first, second, retained)
-	if scratch != nil {
-		renderScratch.Put(scratch)
-	}
+	b.renderPublished(r, head, first, second, retained, scratch)
+	renderScratch.Put(scratch)
 	return r.out, true
+}
+
+// stepsAside reports whether a caller that returns a rendering again
+// also offers its thread's CPU (yieldThread): only while a pump of the
+// Manager tries its pipe between pollers' turns (pollSignal.pumps), so
+// that someone polls tightly. Then the poller's thread steps aside for a
+// thread that wants the CPU (a child filling its pipe, a pump's thread
+// reading it) and goes on at once when none does. Never otherwise: a
+// yield can last a time slice of another thread on a busy machine, which
+// a one-off caller must not wait for.
+//
+// Pollers of a final record can never see anything new; pollers of a
+// running record see something new only once the pump, which then needs
+// the CPU, has read it: both step aside. Measured (BenchmarkPolled,
+// interleaved in one run), four tight pollers of a final record slowed
+// another record's 512 MiB capture 10-20% less with it; four of the
+// running record itself, 1.67-1.72x against 1.36-1.50x without and with
+// it, in three runs.
+func (b *HeadTailBuffer) stepsAside() bool {
+	return b.peers != nil && b.peers.pumps.Load() > 0
 }
 
 // renderPublished makes r, which Output published in rendered, and
@@ -187,7 +202,7 @@ func (b *HeadTailBuffer) output() (out Output, ok bool) {
 // call returns it, not even as a finished buffer's final rendering, and
 // its waiters, released with broken set, render for themselves; the
 // panic goes on to the caller.
-func (b *HeadTailBuffer) renderPublished(r *rendering, head, first, second []byte, retained int64) {
+func (b *HeadTailBuffer) renderPublished(r *rendering, head, first, second []byte, retained int64, scratch *renderBufs) {
 	made := false
 	defer func() {
 		if !made {
@@ -199,7 +214,7 @@ func (b *HeadTailBuffer) renderPublished(r *rendering, head, first, second []byt
 		r.pending.Store(false)
 		r.done.Done()
 	}()
-	b.render(r, head, first, second, retained)
+	scratch.out = b.render(r, head, first, second, retained, scratch.out)
 	made = true
 }
 
@@ -222,20 +237,16 @@ type rendering struct {
 
 // render renders into r the stored bytes head, first and second (the
 // tail's two segments) of a stream of r.at bytes of which retained are
-// stored: one allocation, the text.
-func (b *HeadTailBuffer) render(r *rendering, head, first, second []byte, retained int64) {
+// stored, in one pass through dst (a scratch buffer it returns, grown)
+// and one allocation, the text.
+func (b *HeadTailBuffer) render(r *rendering, head, first, second []byte, retained int64, dst []byte) []byte {
 	total := r.at
 	omitted := total - retained
 
-	// Measure first so the text is a single exact allocation.
-	measure := renderState{lineMax: b.lineMax}
-	measure.render(head, first, second, omitted)
-	var sb strings.Builder
-	sb.Grow(measure.size)
-	out := renderState{lineMax: b.lineMax, out: &sb}
+	out := renderState{lineMax: b.lineMax, out: dst[:0]}
 	out.render(head, first, second, omitted)
 
-	r.out = Output{Text: sb.String(), marker: out.markerAt}
+	r.out = Output{Text: string(out.out), marker: out.markerAt}
 	if omitted > 0 || out.cuts > 0 {
 		r.trunc = Truncation{
 			OriginalBytes: total,
@@ -246,18 +257,21 @@ func (b *HeadTailBuffer) render(r *rendering, head, first, second []byte, retain
 		}
 		r.out.Truncation = &r.trunc
 	}
+	return out.out
 }
 
-// renderScratch holds the buffers Output copies a running buffer's bytes
-// into, so that a steady poller allocates only the text it returns.
-var renderScratch = sync.Pool{New: func() any { return new([]byte) }}
+// renderScratch holds the buffers Output copies a running buffer's
+// changing bytes into (in) and renders into (out), so that a steady
+// poller allocates only the text it returns.
+var renderScratch = sync.Pool{New: func() any { return new(renderBufs) }}
 
-// renderState renders a buffer's text. With out == nil it only measures:
-// size and cuts come out the same as when writing.
+// renderBufs is one scratch of renderScratch.
+type renderBufs struct{ in, out []byte }
+
+// renderState renders a buffer's text, appending it to out.
 type renderState struct {
 	lineMax int
-	out     *strings.Builder
-	size    int // bytes rendered
+	out     []byte
 	cuts    int // lines cut
 	// markerAt is where the omission marker was rendered (Output.marker).
 	markerAt [2]int
@@ -278,12 +292,11 @@ func (r *renderState) render(head, tail1, tail2 []byte, omitted int64) {
 }
 
 func (r *renderState) marker(omitted int64) {
-	var digits [20]byte
-	r.markerAt[0] = r.size
-	r.writeString("\n... [omitted ")
-	r.write(strconv.AppendInt(digits[:0], omitted, 10))
-	r.writeString(" bytes] ...\n")
-	r.markerAt[1] = r.size
+	r.markerAt[0] = len(r.out)
+	r.out = append(r.out, "\n... [omitted "...)
+	r.out = strconv.AppendInt(r.out, omitted, 10)
+	r.out = append(r.out, " bytes] ...\n"...)
+	r.markerAt[1] = len(r.out)
 }
 
 // lines renders s, cutting every line longer than lineMax. Text between
@@ -305,7 +318,7 @@ func (r *renderState) lines(s byteSpans) {
 		// at most lineMax bytes.
 		keep := s.runeStartBefore(start+max(r.lineMax-len(lineCutSuffix), 0), start)
 		s.writeTo(r, flushed, keep)
-		r.writeString(lineCutSuffix)
+		r.out = append(r.out, lineCutSuffix...)
 		r.cuts++
 		flushed = end // the newline, if any, goes out with the next run
 		start = end + 1
@@ -327,20 +340,6 @@ func (s *byteSpans) skipShortLines(start, window int) int {
 		return nl + 1
 	}
 	return start
-}
-
-func (r *renderState) write(p []byte) {
-	r.size += len(p)
-	if r.out != nil {
-		r.out.Write(p)
-	}
-}
-
-func (r *renderState) writeString(s string) {
-	r.size += len(s)
-	if r.out != nil {
-		r.out.WriteString(s)
-	}
 }
 
 // trimPartialRune drops the bytes of an incomplete UTF-8 character ending
@@ -473,7 +472,7 @@ func (s *byteSpans) writeTo(r *renderState, from, to int) {
 	for _, p := range s {
 		lo, hi := max(from-off, 0), min(to-off, len(p))
 		if lo < hi {
-			r.write(p[lo:hi])
+			r.out = append(r.out, p[lo:hi]...)
 		}
 		off += len(p)
 	}

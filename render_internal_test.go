@@ -105,3 +105,36 @@ func TestOutputWaitingIsNotPolling(t *testing.T) {
 			b.polled.Load(), peers.Load())
 	}
 }
+
+// TestPollersStepAside pins when a caller that returns a rendering again
+// also offers its thread's CPU (stepsAside): while a pump of its Manager
+// tries its pipe between pollers' turns, whether the record is running
+// (its pollers see something new only once that pump has read it) or
+// final; never while no pump does, so that a one-off caller is not made
+// to wait for another thread's time slice, nor for a buffer of no
+// Manager.
+func TestPollersStepAside(t *testing.T) {
+	t.Parallel()
+	var sig pollSignal
+	b := NewHeadTailBuffer(4, 4, 0)
+	b.sharePolls(&sig)
+	_, _ = b.Write([]byte("abcdefghij"))
+	if b.stepsAside() {
+		t.Errorf("running buffer, no pump trying: steps aside; want not")
+	}
+	sig.pumps.Add(1)
+	if !b.stepsAside() {
+		t.Errorf("running buffer, a pump trying: does not step aside; want it to")
+	}
+	b.Finish()
+	if !b.stepsAside() {
+		t.Errorf("finished buffer, a pump trying: does not step aside; want it to")
+	}
+	sig.pumps.Add(-1)
+	if b.stepsAside() {
+		t.Errorf("finished buffer, no pump trying: steps aside; want not")
+	}
+	if NewHeadTailBuffer(4, 4, 0).stepsAside() {
+		t.Errorf("buffer of no Manager: steps aside; want not")
+	}
+}
