@@ -156,8 +156,8 @@ func (pu *pump) run() {
 	defer pumpBufs.Put(bp)
 	buf := *bp
 	for {
-		size := pu.dst.readSize(len(buf))
-		n, err := pu.read(buf[:size])
+		p, size := pu.dst.readTarget(buf)
+		n, err := pu.read(p)
 		if n == size && !pu.grown && (size < len(buf) || pu.polledReads > 0) {
 			// The pipe had at least a read's worth waiting while readers
 			// share the Ps with the pump: let the child write further
@@ -171,7 +171,7 @@ func (pu *pump) run() {
 			}
 		}
 		if n > 0 {
-			pu.writeRead(buf[:n])
+			pu.writeRead(p[:n])
 		}
 		if err != nil {
 			if pu.wakeLate(err) {

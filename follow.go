@@ -159,21 +159,78 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 	}
 }
 
-// readSize returns how many bytes the pump should read at once, given a
-// read buffer of size bytes: all of them, unless the stream is followed (a
-// cursor read reached the end, or a reader waited, within the last
-// followHold writes) by no follower the follow window serves, in which
-// case no more than the tail holds. A follower woken by one such write
-// can then read all of it before the next one overwrites it, where a 64
-// KiB read into a 16 KiB tail would drop three quarters of it before any
-// reader could look.
-func (b *HeadTailBuffer) readSize(size int) int {
+// readTarget returns where the pump reads its next bytes, given its read
+// buffer buf, and how many bytes it should read at once (size, at most
+// len(buf)): all of buf, unless the stream is followed (a cursor read
+// reached the end, or a reader waited, within the last followHold writes)
+// by no follower the follow window serves, in which case no more than the
+// tail holds. A follower woken by one such write can then read all of it
+// before the next one overwrites it, where a 64 KiB read into a 16 KiB
+// tail would drop three quarters of it before any reader could look.
+//
+// While the window serves a follower and has minWindowRead bytes of
+// contiguous free storage, the returned slice p is that free storage
+// (at most size bytes), not buf: the pump reads the pipe straight into the
+// window, where the follower reads it, and keepLocked, finding the bytes
+// already in place, copies only what head and tail keep of them. Only the
+// pump writes the window's storage and no reader sees its free part, so
+// the pump fills it without the lock; a window freed or moved meanwhile
+// (by the pump's own writes) leaves the bytes in p, which keepLocked then
+// copies as any others. Otherwise p is buf[:size].
+func (b *HeadTailBuffer) readTarget(buf []byte) (p []byte, size int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.followed == 0 && !b.read && b.waitc == nil || b.flow.helpingLocked() {
-		return size
+		size = len(buf)
+	} else {
+		size = min(len(buf), b.tailMax)
 	}
-	return min(size, b.tailMax)
+	if f := b.flow; f.helpingLocked() && !b.finished {
+		if free := f.freeLocked(b.total); len(free) > 0 && len(free) >= min(minWindowRead, f.windowMax/4) {
+			return free[:min(len(free), size)], size
+		}
+	}
+	return buf[:size], size
+}
+
+// minWindowRead is the least contiguous free storage of the follow window
+// the pump reads into (readTarget), or a quarter of the window if that is
+// less (a test's); with less it reads into its own buffer, so that the
+// ring's end does not cut its reads short.
+const minWindowRead = 16 << 10
+
+// freeLocked drops the window's bytes from before every follower's cursor
+// (no follower reads them; keepLocked would at the next write) and returns
+// the contiguous free storage after the window's newest byte; total is
+// the stream's length.
+func (f *followState) freeLocked(total int64) []byte {
+	if len(f.window) == 0 {
+		return nil
+	}
+	f.dropLocked(f.windowLen - int(min(int64(f.windowLen), total-f.oldestLocked(total))))
+	switch f.windowLen {
+	case 0:
+		f.windowPos = 0 // all of it in one piece
+	case len(f.window):
+		return nil
+	}
+	w := (f.windowPos + f.windowLen) % len(f.window)
+	if w < f.windowPos {
+		return f.window[w:f.windowPos]
+	}
+	return f.window[w:]
+}
+
+// oldestLocked returns the cursor of the follower furthest behind, or
+// end when none is before it.
+func (f *followState) oldestLocked(end int64) int64 {
+	for _, l := range f.leases {
+		end = min(end, l.cursor)
+	}
+	for _, c := range f.waiting {
+		end = min(end, c)
+	}
+	return end
 }
 
 // helpingLocked reports whether a follower waits or holds a lease: the
@@ -193,24 +250,23 @@ func (f *followState) keepLocked(p []byte, total int64) {
 		f.window, f.windowPos, f.windowLen = nil, 0, 0
 		return
 	}
-	oldest := total - int64(len(p))
-	for _, l := range f.leases {
-		oldest = min(oldest, l.cursor)
-	}
-	for _, c := range f.waiting {
-		oldest = min(oldest, c)
-	}
+	before := total - int64(len(p))
 	// What the window holds from before oldest is no follower's.
-	f.dropLocked(f.windowLen - int(min(int64(f.windowLen), total-int64(len(p))-oldest)))
+	f.dropLocked(f.windowLen - int(min(int64(f.windowLen), before-f.oldestLocked(before))))
 	if need := min(f.windowLen+len(p), f.windowMax); need > len(f.window) {
 		f.resizeLocked(min(max(2*len(f.window), need), f.windowMax))
+	}
+	w := (f.windowPos + f.windowLen) % len(f.window)
+	if f.windowLen+len(p) <= len(f.window) && &p[0] == &f.window[w] {
+		// The pump read p into the window's free storage (readTarget).
+		f.windowLen += len(p)
+		return
 	}
 	if len(p) >= len(f.window) {
 		copy(f.window, p[len(p)-len(f.window):])
 		f.windowPos, f.windowLen = 0, len(f.window)
 		return
 	}
-	w := (f.windowPos + f.windowLen) % len(f.window)
 	k := copy(f.window[w:], p)
 	copy(f.window, p[k:])
 	f.windowLen += len(p)

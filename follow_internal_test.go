@@ -636,3 +636,93 @@ func TestFollowWindowReads(t *testing.T) {
 		}
 	}
 }
+
+// TestPumpReadsIntoFollowWindow pins the pump's reads into the follow
+// window (readTarget): while a follower is helped and the window has free
+// storage, the pump's next read goes straight into it, and keepLocked
+// keeps those bytes without copying them; the follower still reads
+// exactly the stream (Lost 0, every byte right, through a window that
+// wraps at odd places), and a reader without the lease, as without a
+// follower, head, Lost and tail. 200 seeds, windows of 8 to 71 bytes, the
+// pump's reads of 1 to 24 bytes, the follower's of a tail's worth to 3
+// tails. It fails if the pump never reads into the window.
+func TestPumpReadsIntoFollowWindow(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	const head, tail = 3, 5
+	intoWindow := 0
+	for seed := range 200 {
+		rnd := uint64(seed*2654435761 + 7)
+		next := func(n int) int {
+			rnd ^= rnd << 13
+			rnd ^= rnd >> 7
+			rnd ^= rnd << 17
+			return int(rnd % uint64(n))
+		}
+		b, twin := NewHeadTailBuffer(head, tail, 0), NewHeadTailBuffer(head, tail, 0)
+		var stream []byte
+		cursor := int64(0)
+		b.ReadSinceInto(0, make([]byte, 8))
+		pumpTestLocked(b, func() bool { b.flow.windowMax = 8 + next(64); return true })
+		pumpBuf := make([]byte, 24)
+		for round := 0; round < 8; round++ {
+			errc := make(chan error, 1) // one send
+			// Ends when the wake below comes.
+			go func(c int64) { errc <- b.WaitOutput(ctx, c) }(cursor)
+			spinUntil(ctx, t, "waiting", func() bool {
+				return pumpTestLocked(b, func() bool { return b.flow != nil && len(b.flow.waiting) == 1 })
+			})
+			// The pump: reads where readTarget says, and writes what room
+			// allows of them (pump.writeFollowed without its waits).
+			for range 1 + next(6) {
+				p, size := b.readTarget(pumpBuf)
+				if size != len(pumpBuf) || len(p) == 0 || len(p) > size {
+					t.Fatalf("seed %d: readTarget = %d bytes, size %d; want 1 to %d, size %d", seed, len(p), size, size, len(pumpBuf))
+				}
+				if pumpTestLocked(b, func() bool {
+					w := b.flow.window
+					return len(w) > 0 && &p[0] == &w[(b.flow.windowPos+b.flow.windowLen)%len(w)]
+				}) {
+					intoWindow++
+				}
+				n := min(1+next(24), len(p), b.room(len(p)))
+				if n == 0 {
+					break
+				}
+				for i := range p[:n] {
+					p[i] = byte(len(stream) + i)
+				}
+				stream = append(stream, p[:n]...)
+				_, _ = twin.Write(p[:n])
+				b.writeQuiet(p[:n])
+			}
+			b.wakeFollowers(time.Unix(0, 0))
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			for cursor < b.Len() {
+				c := b.ReadSinceInto(cursor, make([]byte, tail+next(2*tail)))
+				if c.Lost != 0 || c.Next-cursor != int64(len(c.Data)) {
+					t.Fatalf("seed %d: follower's read from %d = %+v; want nothing lost", seed, cursor, c)
+				}
+				for i, x := range c.Data {
+					if x != stream[cursor+int64(i)] {
+						t.Fatalf("seed %d: follower's read from %d: byte %d = %d, want %d", seed, cursor, cursor+int64(i), x, stream[cursor+int64(i)])
+					}
+				}
+				cursor = c.Next
+			}
+		}
+		out, want := b.Output(), twin.Output()
+		if out.Text != want.Text || (out.Truncation == nil) != (want.Truncation == nil) ||
+			out.Truncation != nil && *out.Truncation != *want.Truncation {
+			t.Fatalf("seed %d: Output() = %q, %+v; want %q, %+v, as without a follower", seed, out.Text, out.Truncation, want.Text, want.Truncation)
+		}
+		if c, w := b.ReadSince(0, 0), twin.ReadSince(0, 0); !bytes.Equal(c.Data, w.Data) || c.Lost != w.Lost {
+			t.Fatalf("seed %d: ReadSince(0) without the lease = %+v; want %+v, as without a follower", seed, c, w)
+		}
+	}
+	if intoWindow == 0 {
+		t.Errorf("the pump never read into the follow window; want its reads there while a follower is helped")
+	}
+}
