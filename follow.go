@@ -578,9 +578,9 @@ func (b *HeadTailBuffer) sharePolls(s *pollSignal) { b.peers = s }
 
 // writeQuiet stores b as pump.write does, but leaves waking the readers
 // waiting to the pump (HeadTailBuffer.writeQuiet): at once when others
-// than followers wait or half a window is unread, and otherwise once the
-// pump waits for room, writes to a tee, ends, or followLatency has
-// passed (armWake), whichever comes first.
+// than followers wait or there is no follow window (lazyWakeLocked), and
+// otherwise once the pump waits for room, writes to a tee, ends, or
+// followLatency has passed (armWake), whichever comes first.
 func (pu *pump) writeQuiet(b []byte) {
 	pu.log.write(b)
 	if pu.tee != nil {
