@@ -185,3 +185,31 @@ func TestWaitEnded(t *testing.T) {
 		t.Fatal("waitEnded did not return once both ended")
 	}
 }
+
+// TestDeleteAt pins retention's removal from m.order and m.finals: the
+// element at i goes and the others keep their order, wherever i is; a
+// front removal clears the slot it leaves behind, so that the array does
+// not keep a dropped record alive.
+func TestDeleteAt(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		i    int
+		want []string
+	}{
+		{0, []string{"b", "c", "d"}},
+		{1, []string{"a", "c", "d"}},
+		{3, []string{"a", "b", "c"}},
+	} {
+		if got := deleteAt([]string{"a", "b", "c", "d"}, tc.i); !slices.Equal(got, tc.want) {
+			t.Errorf("deleteAt([a b c d], %d) = %v; want %v", tc.i, got, tc.want)
+		}
+	}
+	s := []*Process{{}, {}}
+	backing := s[:cap(s)]
+	if got := deleteAt(s, 0); len(got) != 1 || got[0] != backing[1] {
+		t.Errorf("deleteAt(s, 0) = %p; want [%p]", got, backing[1])
+	}
+	if backing[0] != nil {
+		t.Errorf("deleteAt(s, 0) left the dropped record in the array's first slot")
+	}
+}

@@ -143,13 +143,13 @@ func (c cpuUse) report(b *testing.B) {
 	b.ReportMetric(float64((now.children-c.children).Microseconds())/1e3/n, "child-cpu-ms/op")
 }
 
-// steadyManager returns a manager with default options that already holds
+// steadyManager returns a manager with opts that already holds
 // DefaultMaxRetained final records, as a long-running service's does after
 // its first thousand commands: from then on every record that becomes
 // final drops the oldest one. It is closed when b ends.
-func steadyManager(b *testing.B) *proc.Manager {
+func steadyManager(b *testing.B, opts proc.Options) *proc.Manager {
 	b.Helper()
-	m := proctest.NewManager(b, proc.Options{})
+	m := proctest.NewManager(b, opts)
 	fillManager(b, m)
 	return m
 }
@@ -184,6 +184,7 @@ func fillManager(b *testing.B, m *proc.Manager) {
 // DefaultMaxRetained records.
 type freshManager struct {
 	b       *testing.B
+	opts    proc.Options // of every manager it makes
 	m       *proc.Manager
 	started int
 }
@@ -197,7 +198,7 @@ func (f *freshManager) get(n int) *proc.Manager {
 				f.b.Fatalf("Close() = %v; want nil", err)
 			}
 		}
-		f.m, f.started = proctest.NewManager(f.b, proc.Options{}), 0
+		f.m, f.started = proctest.NewManager(f.b, f.opts), 0
 		f.b.StartTimer()
 	}
 	f.started += n
@@ -448,10 +449,12 @@ func BenchmarkCaptureMemory(b *testing.B) {
 }
 
 // BenchmarkTrue measures start to final of `true` (argv form) against a
-// bare exec.Command("true").Run(). Target: proc within 10% (x-raw <= 1.10).
-// proc runs on a manager in its steady state (it already holds
-// MaxRetained records, so each new final record drops the oldest);
-// proc-fresh on managers that never dropped a record.
+// bare exec.Command("true").Run(). proc runs in group mode on a manager in
+// its steady state (it already holds MaxRetained records, so each new final
+// record drops the oldest); proc-fresh in group mode on managers that never
+// dropped a record; proc-cgroup with the default options (cgroup mode where
+// cgroups can be used) in its steady state. The README's row is read from
+// BenchmarkTruePaired, which pairs the variants within blocks.
 //
 // Two os/exec baselines bound what any capturing supervisor can reach:
 // raw-pipe reads the output on the caller's goroutine and then waits, as a
@@ -487,15 +490,21 @@ func BenchmarkTrue(b *testing.B) {
 		})
 	})
 	b.Run("proc", func(b *testing.B) {
-		m := steadyManager(b)
+		m := steadyManager(b, groupMode)
 		measured(b, "raw", func() {
 			checkFinal(b, procRun(b, m, proc.StartRequest{Args: []string{"true"}}), 0)
 		})
 	})
 	b.Run("proc-fresh", func(b *testing.B) {
-		f := &freshManager{b: b}
+		f := &freshManager{b: b, opts: groupMode}
 		measured(b, "raw", func() {
 			checkFinal(b, procRun(b, f.get(1), proc.StartRequest{Args: []string{"true"}}), 0)
+		})
+	})
+	b.Run("proc-cgroup", func(b *testing.B) {
+		m := steadyManager(b, proc.Options{})
+		measured(b, "raw", func() {
+			checkFinal(b, procRun(b, m, proc.StartRequest{Args: []string{"true"}}), 0)
 		})
 	})
 	b.Run("gocmd", func(b *testing.B) {
@@ -505,24 +514,49 @@ func BenchmarkTrue(b *testing.B) {
 	})
 }
 
-// BenchmarkTruePaired measures the ratios of BenchmarkTrue in a way that
-// a shared machine disturbs less. Run one after another for a second each,
-// the sub-benchmarks of BenchmarkTrue see different load, and their ratios
-// move by 10-20% from round to round. Here each op is one block: every
-// variant in turn makes one untimed run (so that none is timed in the state
-// the previous variant left behind) and then truePairedRuns timed ones.
-// A variant's ratio is its block time over raw's in the same block;
-// "x-raw-<variant>" is the median over the blocks, "ns-<variant>" the
-// median time of one run. ns/op is a whole block.
+// groupMode is the Options of the README's `true` row (design section
+// 10): group mode, with the host-death watchdog as by default.
+var groupMode = proc.Options{Containment: proc.ContainGroup}
+
+// BenchmarkTruePaired measures start to final of `true` (argv form, from
+// Start until Done is closed) in a way that a shared machine disturbs less
+// than BenchmarkTrue's sub-benchmarks, run one after another for a second
+// each, whose ratios move by 10-20% from round to round. Each op is one
+// block: every variant in turn makes one untimed run (so that none is
+// timed in the state the previous variant left behind) and then
+// truePairedRuns timed runs, one after another; the order of the variants
+// is reversed on every other block. A block's time is the wall time of a
+// variant's timed runs.
+//
+// Variants: raw, a bare exec.Command("true").Run(); raw-pipe and
+// raw-async, os/exec capturing the output as BenchmarkTrue describes;
+// group, proc in group mode (the README's row, design section 10: target
+// x-async-group <= 1.05); group-nowatch, group mode without the host-death
+// watchdog (KeepOnHostExit), so that "x-watchdog" (group over
+// group-nowatch) is the watchdog's share; cgroup, proc with the default
+// options (cgroup mode where cgroups can be used); gocmd, go-cmd's
+// buffered Cmd. The proc variants run on managers in their steady state
+// (steadyManager).
+//
+// Reported, each the median over the blocks of a ratio of two block times
+// of the same block: "x-raw-<variant>" over raw, "x-async-<variant>" over
+// raw-async, "x-pipe-<variant>" over raw-pipe (for proc's variants),
+// "x-watchdog"; and "ns-<variant>", the median time of one run, and
+// "cpu-ns-<variant>", this process's CPU time per run over all blocks.
+// ns/op is a whole block.
 func BenchmarkTruePaired(b *testing.B) {
 	args := []string{"true"}
 	buf := make([]byte, 64<<10)
-	steady := steadyManager(b)
-	fresh := &freshManager{b: b}
-	variants := []struct {
+	startOn := func(m *proc.Manager) func() {
+		return func() { checkFinal(b, procRun(b, m, proc.StartRequest{Args: args}), 0) }
+	}
+	nowatch := groupMode
+	nowatch.KeepOnHostExit = true
+	type trueVariant struct {
 		name string
 		run  func()
-	}{
+	}
+	variants := []trueVariant{
 		{"raw", func() {
 			if err := exec.Command(args[0]).Run(); err != nil {
 				b.Fatalf("exec.Command(true).Run() = %v; want nil", err)
@@ -538,48 +572,61 @@ func BenchmarkTruePaired(b *testing.B) {
 				b.Fatalf("rawCaptureAsync(true) = %v; want nil", err)
 			}
 		}},
-		{"proc", func() {
-			checkFinal(b, procRun(b, steady, proc.StartRequest{Args: args}), 0)
-		}},
-		{"proc-fresh", func() {
-			checkFinal(b, procRun(b, fresh.m, proc.StartRequest{Args: args}), 0)
-		}},
+		{"group", startOn(steadyManager(b, groupMode))},
+		{"group-nowatch", startOn(steadyManager(b, nowatch))},
+		{"cgroup", startOn(steadyManager(b, proc.Options{}))},
 		{"gocmd", func() { gocmdRun(b, args) }},
 	}
-	ratios := make([][]float64, len(variants))
-	perRun := make([][]float64, len(variants))
-	block := make([]time.Duration, len(variants))
-	for b.Loop() {
-		fresh.get(truePairedRuns + 1)
-		for i, v := range variants {
-			v.run()
+	wall := make([][]float64, len(variants)) // per run, one per block
+	cpu := make([]time.Duration, len(variants))
+	order := make([]int, len(variants))
+	for block := 0; b.Loop(); block++ {
+		for i := range order {
+			order[i] = i
+		}
+		if block%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, i := range order {
+			variants[i].run()
+			used := readCPU(b)
 			start := time.Now()
 			for range truePairedRuns {
-				v.run()
+				variants[i].run()
 			}
-			block[i] = time.Since(start)
-		}
-		for i := range variants {
-			ratios[i] = append(ratios[i], float64(block[i])/float64(block[0]))
-			perRun[i] = append(perRun[i], float64(block[i])/truePairedRuns)
+			d := time.Since(start)
+			cpu[i] += readCPU(b).self - used.self
+			wall[i] = append(wall[i], float64(d)/truePairedRuns)
 		}
 	}
-	med := func(v []float64) float64 {
-		v = slices.Clone(v)
-		slices.Sort(v)
-		return v[len(v)/2]
+	if b.N == 0 {
+		return
+	}
+	index := func(name string) int {
+		return slices.IndexFunc(variants, func(v trueVariant) bool { return v.name == name })
+	}
+	over := func(num, den string) float64 {
+		return medianOf(ratios(wall[index(num)], wall[index(den)]))
 	}
 	for i, v := range variants {
-		b.ReportMetric(med(perRun[i]), "ns-"+v.name)
+		b.ReportMetric(medianOf(wall[i]), "ns-"+v.name)
+		b.ReportMetric(float64(cpu[i])/float64(b.N*truePairedRuns), "cpu-ns-"+v.name)
 		if i > 0 {
-			b.ReportMetric(med(ratios[i]), "x-raw-"+v.name)
+			b.ReportMetric(over(v.name, "raw"), "x-raw-"+v.name)
 		}
 	}
+	for _, name := range []string{"group", "group-nowatch", "cgroup"} {
+		b.ReportMetric(over(name, "raw-async"), "x-async-"+name)
+		b.ReportMetric(over(name, "raw-pipe"), "x-pipe-"+name)
+	}
+	b.ReportMetric(over("group", "group-nowatch"), "x-watchdog")
 }
 
 // truePairedRuns is the number of timed runs of each variant in a block of
-// BenchmarkTruePaired.
-const truePairedRuns = 8
+// BenchmarkTruePaired: at least 100 consecutive starts, so that work done
+// off the start path (retention's drops, the cgroup worker) is inside the
+// measurement, as it is for a service that starts commands all day.
+const truePairedRuns = 100
 
 // grandchildScript leaves a silent background child holding stdout.
 const grandchildScript = "sleep 2 & echo hi"
@@ -908,7 +955,7 @@ func BenchmarkConcurrent(b *testing.B) {
 		}
 	}
 	b.Run("proc", func(b *testing.B) {
-		m := steadyManager(b)
+		m := steadyManager(b, proc.Options{})
 		b.SetBytes(total)
 		b.ReportAllocs()
 		procs := make([]*proc.Process, concurrentProcs)
