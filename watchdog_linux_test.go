@@ -527,9 +527,13 @@ func TestWatchdogPlainPendingMark(t *testing.T) {
 		t.Run(variant, func(t *testing.T) {
 			t.Parallel()
 			ctx := testCtx(t)
-			reaper := startHost(t, helperCmd("pending-mark-host", variant))
+			// elsewhere, a session leader started like target but in
+			// another cgroup, must survive: the sweep looks only in the
+			// host's cgroup.
+			elsewhere := treeCgroupParent(t)
+			reaper := startHost(t, helperCmd("pending-mark-host", variant, elsewhere))
 			vals := hostReport(t, reaper)
-			names := []string{"target", "old", "member", "nested", "watchdog-like"}
+			names := []string{"target", "old", "member", "nested", "watchdog-like", "elsewhere"}
 			fds := map[string]int{}
 			for _, name := range names {
 				if vals[name] == 0 || vals["host"] == 0 {
@@ -565,16 +569,17 @@ var _ = helper("pending-mark-host", pendingMarkHost)
 // TestWatchdogPlainPendingMark: args[0] "marked" writes a sandboxed
 // start's pending mark, "plain-marked" a plain start's, and with
 // "plain-marked" or "plain-unmarked" no child is sandboxed and there is
-// no "plain" child. Run with args[0] only, it is the subreaper: it runs
-// the host as its child and waits for the end of its stdin. The host
+// no "plain" child but an "elsewhere" one, cloned into the cgroup
+// args[1]. Run without a last argument "host", it is the subreaper: it
+// runs the host as its child and waits for the end of its stdin. The host
 // prints its PID, the children's and the watchdog's, then "ready", and
 // waits to be killed.
 func pendingMarkHost(args []string) int {
-	if len(args) == 1 {
+	if args[len(args)-1] != "host" {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 			return hostFail(err)
 		}
-		host := helperCmd("pending-mark-host", args[0], "host")
+		host := helperCmd("pending-mark-host", append(args, "host")...)
 		host.Stdin, host.Stdout, host.Stderr = os.Stdin, os.Stdout, os.Stderr
 		if err := host.Run(); err == nil {
 			return hostFail(errors.New("the host exited 0; want it killed"))
@@ -650,6 +655,18 @@ func pendingMarkHost(args []string) int {
 			return hostFail(err)
 		}
 		pids["watchdog-like"] = like.Process.Pid
+		dir, err := os.Open(args[1])
+		if err != nil {
+			return hostFail(err)
+		}
+		away := exec.Command("sleep", "600")
+		away.SysProcAttr = &syscall.SysProcAttr{Setsid: true, UseCgroupFD: true, CgroupFD: int(dir.Fd())}
+		err = away.Start()
+		_ = dir.Close()
+		if err != nil {
+			return hostFail(err)
+		}
+		pids["elsewhere"] = away.Process.Pid
 	}
 	r, w, err := os.Pipe()
 	if err != nil {

@@ -81,23 +81,31 @@ import (
 //     kernel has no /proc/<pid>/task/<tid>/children, every process).
 //
 // It then kills the group of every candidate with all of: PID = process
-// group ID = session ID, parent the reaper or the host, and a start time
-// within [plain, end] and no watchdog (argv[0] watchdogName: another
-// Manager's, whose host died in the same instant, is a session leader
-// whose parent is the reaper too, and killing it would leave its host's
-// trees running), or within [since, end] with NoNewPrivs 1. stat is
-// parsed after its last ')': the command name before it may hold blanks
-// and parentheses.
+// group ID = session ID, parent the reaper or the host, the watchdog's
+// own cgroups (/proc/<pid>/cgroup: in group mode the host's children
+// stay in the host's cgroup, which the watchdog shares; a service or a
+// container started elsewhere, or a record of a Manager in cgroup mode,
+// is in another), and a start time within [plain, end] and no watchdog
+// (argv[0] watchdogName: another Manager's, whose host died in the same
+// instant, is a session leader whose parent is the reaper too, and
+// killing it would leave its host's trees running), or within [since,
+// end] with NoNewPrivs 1. stat is parsed after its last ')': the command
+// name before it may hold blanks and parentheses.
 //
-// So no child of an unfinished start survives the host. What the sweep
-// cannot tell from one: a stranger with all of these, that is, a session
-// leader whose parent is the same reaper and that started in those ticks
-// (for a "w" mark only one with no-new-privileges): a service the reaper
-// started in the instant the host died, a daemon whose parent exited
-// then, or a child of another host that died then; it is killed too. The
-// sweep runs only when a mark is left, that is when the host died while
-// a start in group mode was under way, and looks only at the ticks from
-// that start's mark (10 ms each) to the watchdog's end-of-file.
+// So no child of an unfinished start that stays in the host's cgroup
+// survives the host. What the sweep cannot tell from one: a stranger
+// with all of these, that is, a session leader in the host's cgroup
+// whose parent is the same reaper and that started in those ticks (for a
+// "w" mark only one with no-new-privileges): a process the reaper
+// started there in the instant the host died, a daemon whose parent
+// exited then, a child of another host that died then, or one of a
+// KeepOnHostExit Manager of the same host in group mode started then; it
+// is killed too. Not found: a child of an unfinished start that left the
+// host's cgroup before the sweep, or a grandchild it left when it exited
+// (Pdeathsig missed that one too). The sweep runs only when a mark is
+// left, that is when the host died while a start in group mode was under
+// way, and looks only at the ticks from the earliest mark left (10 ms
+// each) to the watchdog's end-of-file.
 const watchdogScript = `cg=$1 host=$PPID
 now() { read -r s 2>/dev/null </proc/self/stat && set -- ${s##*")"} && echo "${20}"; }
 rmcg() {
@@ -147,6 +155,8 @@ if [ -e /proc/$$/task/$$/children ]; then
 else
 	for d in /proc/[0-9]*; do pids="$pids ${d#/proc/}"; done
 fi
+cgof() { c=; while IFS= read -r l; do c="$c$l;"; done 2>/dev/null <"$1/cgroup"; echo "$c"; }
+mycg=$(cgof /proc/$$)
 for p in $pids; do
 	d=/proc/$p
 	[ "$p" != $$ ] && read -r s 2>/dev/null <"$d/stat" || continue
@@ -154,6 +164,7 @@ for p in $pids; do
 	[ "$3" = "$p" ] && [ "$4" = "$p" ] || continue
 	[ "$2" = "$reaper" ] || [ "$2" = "$host" ] || continue
 	[ "${20}" -le "$end" ] || continue
+	[ "$(cgof "$d")" = "$mycg" ] || continue
 	if [ -n "$plain" ] && [ "${20}" -ge "$plain" ]; then
 		c=
 		read -r c 2>/dev/null <"$d/cmdline"
