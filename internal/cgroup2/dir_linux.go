@@ -150,7 +150,10 @@ func (d Dir) OpenEvents() (*Events, error) {
 }
 
 // Populated is [Dir.Populated] through the open file. After Close it
-// reports false.
+// reports false, and so it does when the read says the cgroup is gone
+// (ENODEV, ENOENT); any other failed read counts as populated, so that
+// a cgroup is never taken for empty (and reused) on a read that did not
+// say so.
 func (e *Events) Populated() bool {
 	if e.fd < 0 {
 		return false
@@ -158,10 +161,13 @@ func (e *Events) Populated() bool {
 	var buf [128]byte
 	for {
 		n, err := unix.Pread(e.fd, buf[:], 0)
-		if errors.Is(err, unix.EINTR) {
+		switch {
+		case errors.Is(err, unix.EINTR):
 			continue
+		case err != nil:
+			return !errors.Is(err, unix.ENODEV) && !errors.Is(err, unix.ENOENT)
 		}
-		return err == nil && parsePopulated(buf[:n])
+		return parsePopulated(buf[:n])
 	}
 }
 

@@ -402,3 +402,25 @@ func TestDirAt(t *testing.T) {
 		t.Errorf("after RemoveChild, %s: %v; want it gone", byPath.Path, err)
 	}
 }
+
+// TestEventsReadErrorIsPopulated pins that a cgroup.events read that fails
+// without saying the cgroup is gone counts as populated: a tree is
+// released, and its cgroup reused, only on a read that said "populated 0"
+// (or that the cgroup is gone, ENODEV). A pipe stands in for a file whose
+// pread fails (ESPIPE). It failed while every failed read counted as
+// empty.
+func TestEventsReadErrorIsPopulated(t *testing.T) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[1])
+	e := &Events{fd: p[0]}
+	if !e.Populated() {
+		t.Errorf("Populated() = false after a read that failed with ESPIPE; want true")
+	}
+	e.Close()
+	if e.Populated() {
+		t.Errorf("Populated() = true after Close; want false")
+	}
+}
