@@ -98,9 +98,11 @@ import (
 // whose parent is the same reaper and that started in those ticks (for a
 // "w" mark only one with no-new-privileges): a process the reaper
 // started there in the instant the host died, a daemon whose parent
-// exited then, a child of another host that died then, or one of a
-// KeepOnHostExit Manager of the same host in group mode started then; it
-// is killed too. Not found: a child of an unfinished start that left the
+// exited then, a child of another host that died then, or one the same
+// host started then outside this Manager (a group-mode child of a
+// KeepOnHostExit Manager, or its own os/exec child with Setsid); it is
+// killed too. A child that names itself proc-watchdog (argv[0], matched
+// as a prefix of the whole command line) is spared. Not found: a child of an unfinished start that left the
 // host's cgroup before the sweep, or a grandchild it left when it exited
 // (Pdeathsig missed that one too). The sweep runs only when a mark is
 // left, that is when the host died while a start in group mode was under
