@@ -287,6 +287,30 @@ type recordCgroup struct {
 	// base is the accounting the cgroup held when it was last emptied
 	// (zero for a new one): a record's usage is what it adds to it.
 	base cgroup2.Usage
+	// stat is cpu.stat, opened at the first read while the directory is
+	// open and closed with it (closeDir), so that the reads of a cgroup
+	// reused again and again (the record's usage, the worker's baseline)
+	// cost a pread each, not an open, a read and a close: two fewer
+	// openat and close per record. It adds a descriptor only where the
+	// directory is held: a spare, or a running tree while at most heldMax
+	// do.
+	stat *cgroup2.CPUStat
+}
+
+// cpu reads rc's cpu.stat through stat while rc's directory is open,
+// else (or if it cannot be opened) through d.
+func (rc *recordCgroup) cpu(d cgroup2.Dir) cgroup2.Usage {
+	if rc.dirFD < 0 {
+		return d.CPU()
+	}
+	if rc.stat == nil {
+		stat, err := cgroup2.Dir{Path: rc.dir, At: rc.dirFD}.OpenCPU()
+		if err != nil {
+			return d.CPU()
+		}
+		rc.stat = stat
+	}
+	return rc.stat.CPU()
 }
 
 // openDir opens rc's directory, relative to the Manager's cgroup h,
@@ -326,6 +350,10 @@ func (h *cgroupHost) unholdDir() { h.held.Add(-1) }
 // closeDir closes rc's directory: its child was cloned into it, or it is
 // about to be removed.
 func (rc *recordCgroup) closeDir() {
+	if rc.stat != nil {
+		rc.stat.Close()
+		rc.stat = nil
+	}
 	if rc.dirFD >= 0 {
 		_ = unix.Close(rc.dirFD)
 		rc.dirFD = -1
@@ -479,7 +507,7 @@ func (h *cgroupHost) recycled(rc *recordCgroup) {
 		h.discard(rc)
 		return
 	}
-	rc.base = d.CPU() // reuse: only cpu.stat accounts here
+	rc.base = rc.cpu(d) // reuse: only cpu.stat accounts here
 	h.giveBack(rc)
 }
 
@@ -782,7 +810,9 @@ func (c *cgroupTree) usage() *TreeUsage {
 	}
 	var u cgroup2.Usage
 	if c.host.reuse {
-		u = c.d.CPU() // without the memory and pids controllers, only cpu.stat
+		// Without the memory and pids controllers, only cpu.stat; through
+		// rc's held file while the tree holds rc's directory (heldDir).
+		u = c.rc.cpu(c.d)
 	} else {
 		u = c.d.Usage()
 	}
