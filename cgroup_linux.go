@@ -105,6 +105,9 @@ type cgroupHost struct {
 	// held counts the running trees that hold their cgroup's directory
 	// open: at most heldMax (see recordCgroup).
 	held atomic.Int32
+	// files counts the files record cgroups hold open: at most filesMax
+	// (recordCgroup).
+	files atomic.Int32
 }
 
 // flushEvery is how many records' usage reads, while Close stops every
@@ -279,7 +282,9 @@ func removeDeadManager(dir string) {
 // closes it once the child is cloned in, and the tree opens its files
 // relative to the Manager's cgroup instead (cgroup2.Dir.Name). At most
 // spareMax spares are kept, so those not in use hold at most spareMax
-// descriptors.
+// directory descriptors. A record cgroup whose directory is open may
+// also hold its cpu.stat and cgroup.events open across reuse (stat,
+// events), filesMax at most in all.
 type recordCgroup struct {
 	name  string // below the Manager's cgroup: "t1", "t2", ...
 	dir   string
@@ -295,6 +300,47 @@ type recordCgroup struct {
 	// directory is held: a spare, or a running tree while at most heldMax
 	// do.
 	stat *cgroup2.CPUStat
+	// files is the host's count of the files record cgroups hold open
+	// (stat and events): at most filesMax, so that spares kept after a
+	// burst do not make every fork pay for hundreds of descriptors.
+	files *atomic.Int32
+	// events is cgroup.events, held as stat is, for the tree's looks
+	// (cgroupTree.populated) while it holds the directory.
+	events *cgroup2.Events
+}
+
+// openEvents returns rc's held cgroup.events, opening it if need be; nil
+// unless rc's directory is open.
+func (rc *recordCgroup) openEvents() (*cgroup2.Events, error) {
+	if rc.dirFD < 0 {
+		return nil, nil
+	}
+	if rc.events == nil {
+		if !rc.holdFile() {
+			return nil, nil
+		}
+		events, err := cgroup2.Dir{Path: rc.dir, At: rc.dirFD}.OpenEvents()
+		if err != nil {
+			rc.files.Add(-1)
+			return nil, err
+		}
+		rc.events = events
+	}
+	return rc.events, nil
+}
+
+// filesMax is how many files (cpu.stat, cgroup.events) record cgroups
+// hold open at once (recordCgroup.stat): about two records' worth for
+// each running tree allowed its directory.
+const filesMax = 2 * heldMax
+
+// holdFile counts a file rc is about to hold, unless filesMax are held.
+func (rc *recordCgroup) holdFile() bool {
+	if rc.files.Add(1) <= filesMax {
+		return true
+	}
+	rc.files.Add(-1)
+	return false
 }
 
 // cpu reads rc's cpu.stat through stat while rc's directory is open,
@@ -304,8 +350,12 @@ func (rc *recordCgroup) cpu(d cgroup2.Dir) cgroup2.Usage {
 		return d.CPU()
 	}
 	if rc.stat == nil {
+		if !rc.holdFile() {
+			return d.CPU()
+		}
 		stat, err := cgroup2.Dir{Path: rc.dir, At: rc.dirFD}.OpenCPU()
 		if err != nil {
+			rc.files.Add(-1)
 			return d.CPU()
 		}
 		rc.stat = stat
@@ -350,9 +400,15 @@ func (h *cgroupHost) unholdDir() { h.held.Add(-1) }
 // closeDir closes rc's directory: its child was cloned into it, or it is
 // about to be removed.
 func (rc *recordCgroup) closeDir() {
+	if rc.events != nil {
+		rc.events.Close()
+		rc.events = nil
+		rc.files.Add(-1)
+	}
 	if rc.stat != nil {
 		rc.stat.Close()
 		rc.stat = nil
+		rc.files.Add(-1)
 	}
 	if rc.dirFD >= 0 {
 		_ = unix.Close(rc.dirFD)
@@ -388,7 +444,7 @@ func (h *cgroupHost) create() (*recordCgroup, error) {
 	h.next++
 	name := "t" + strconv.Itoa(h.next)
 	h.mu.Unlock()
-	rc := &recordCgroup{name: name, dir: filepath.Join(h.dir, name), dirFD: -1}
+	rc := &recordCgroup{name: name, dir: filepath.Join(h.dir, name), dirFD: -1, files: &h.files}
 	h.fdMu.RLock()
 	err := h.d.MakeChild(name)
 	if err == nil {
@@ -686,7 +742,10 @@ type cgroupTree struct {
 	released bool
 	// events is cgroup.events, opened at the first look (populated),
 	// usually when the record ends, and closed by release: a tree whose
-	// child runs holds no descriptor (see recordCgroup).
+	// child runs holds no descriptor (see recordCgroup). A tree that
+	// holds its directory (heldDir) uses rc's held file instead, where
+	// filesMax allows: release leaves that one open for the next record.
+	// Either reads the same cgroup.events, which pread regenerates.
 	events *cgroup2.Events
 	killed bool // cgroup.kill was written: never reused
 	// waited is set by waitEmpty: the tree outlived its child (watch) or
@@ -778,6 +837,15 @@ func (c *cgroupTree) signalOthers(sig Signal, child bool) error {
 func (c *cgroupTree) populated() bool {
 	if c.released || c.gone.Load() {
 		return false
+	}
+	if c.events == nil && c.heldDir {
+		// rc's, held with its directory: kept on release for the next
+		// record in it (recordCgroup).
+		events, err := c.rc.openEvents()
+		if err != nil {
+			return !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENODEV)
+		}
+		c.events = events
 	}
 	if c.events == nil {
 		events, err := c.d.OpenEvents()
@@ -880,10 +948,10 @@ func (c *cgroupTree) release() {
 	c.gone.Store(true)
 	waiters, reusable := c.waiters, !c.killed && !c.waited && !c.limited
 	c.waiters = nil
-	if c.events != nil {
-		c.events.Close()
-		c.events = nil
+	if c.events != nil && c.events != c.rc.events {
+		c.events.Close() // the tree's own, not rc's held one
 	}
+	c.events = nil
 	c.mu.Unlock()
 	if c.heldDir {
 		c.host.unholdDir()
