@@ -80,6 +80,18 @@ func TestCgroupReuse(t *testing.T) {
 	if !slices.Contains(spares(), burnDir) {
 		t.Fatalf("the burner's cgroup %s, empty with its child, is not a spare (%q)", burnDir, spares())
 	}
+	// Its cpu.stat and cgroup.events stay open for the next record in it
+	// (recordCgroup): the burner's tree held its directory, being alone.
+	func() {
+		h := host()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, rc := range h.spare {
+			if rc.dir == burnDir && (rc.stat == nil || rc.events == nil) {
+				t.Errorf("the burner's spare cgroup holds cpu.stat %v, cgroup.events %v; want both held open", rc.stat, rc.events)
+			}
+		}
+	}()
 	// The next starts take spares newest first: the worker may have made
 	// new ones after the burner's came back.
 	reused := false

@@ -105,6 +105,9 @@ type cgroupHost struct {
 	// held counts the running trees that hold their cgroup's directory
 	// open: at most heldMax (see recordCgroup).
 	held atomic.Int32
+	// files counts the files record cgroups hold open: at most filesMax
+	// (recordCgroup).
+	files atomic.Int32
 }
 
 // flushEvery is how many records' usage reads, while Close stops every
@@ -279,7 +282,9 @@ func removeDeadManager(dir string) {
 // closes it once the child is cloned in, and the tree opens its files
 // relative to the Manager's cgroup instead (cgroup2.Dir.Name). At most
 // spareMax spares are kept, so those not in use hold at most spareMax
-// descriptors.
+// directory descriptors. A record cgroup whose directory is open may
+// also hold its cpu.stat and cgroup.events open across reuse (stat,
+// events), filesMax at most in all.
 type recordCgroup struct {
 	name  string // below the Manager's cgroup: "t1", "t2", ...
 	dir   string
@@ -287,6 +292,75 @@ type recordCgroup struct {
 	// base is the accounting the cgroup held when it was last emptied
 	// (zero for a new one): a record's usage is what it adds to it.
 	base cgroup2.Usage
+	// stat is cpu.stat, opened at the first read while the directory is
+	// open and closed with it (closeDir), so that the reads of a cgroup
+	// reused again and again (the record's usage, the worker's baseline)
+	// cost a pread each, not an open, a read and a close: two fewer
+	// openat and close per record. It adds a descriptor only where the
+	// directory is held: a spare, or a running tree while at most heldMax
+	// do.
+	stat *cgroup2.CPUStat
+	// files is the host's count of the files record cgroups hold open
+	// (stat and events): at most filesMax, so that spares kept after a
+	// burst do not make every fork pay for hundreds of descriptors.
+	files *atomic.Int32
+	// events is cgroup.events, held as stat is, for the tree's looks
+	// (cgroupTree.populated) while it holds the directory.
+	events *cgroup2.Events
+}
+
+// openEvents returns rc's held cgroup.events, opening it if need be; nil
+// unless rc's directory is open.
+func (rc *recordCgroup) openEvents() (*cgroup2.Events, error) {
+	if rc.dirFD < 0 {
+		return nil, nil
+	}
+	if rc.events == nil {
+		if !rc.holdFile() {
+			return nil, nil
+		}
+		events, err := cgroup2.Dir{Path: rc.dir, At: rc.dirFD}.OpenEvents()
+		if err != nil {
+			rc.files.Add(-1)
+			return nil, err
+		}
+		rc.events = events
+	}
+	return rc.events, nil
+}
+
+// filesMax is how many files (cpu.stat, cgroup.events) record cgroups
+// hold open at once (recordCgroup.stat): about two records' worth for
+// each running tree allowed its directory.
+const filesMax = 2 * heldMax
+
+// holdFile counts a file rc is about to hold, unless filesMax are held.
+func (rc *recordCgroup) holdFile() bool {
+	if rc.files.Add(1) <= filesMax {
+		return true
+	}
+	rc.files.Add(-1)
+	return false
+}
+
+// cpu reads rc's cpu.stat through stat while rc's directory is open,
+// else (or if it cannot be opened) through d.
+func (rc *recordCgroup) cpu(d cgroup2.Dir) cgroup2.Usage {
+	if rc.dirFD < 0 {
+		return d.CPU()
+	}
+	if rc.stat == nil {
+		if !rc.holdFile() {
+			return d.CPU()
+		}
+		stat, err := cgroup2.Dir{Path: rc.dir, At: rc.dirFD}.OpenCPU()
+		if err != nil {
+			rc.files.Add(-1)
+			return d.CPU()
+		}
+		rc.stat = stat
+	}
+	return rc.stat.CPU()
 }
 
 // openDir opens rc's directory, relative to the Manager's cgroup h,
@@ -326,6 +400,16 @@ func (h *cgroupHost) unholdDir() { h.held.Add(-1) }
 // closeDir closes rc's directory: its child was cloned into it, or it is
 // about to be removed.
 func (rc *recordCgroup) closeDir() {
+	if rc.events != nil {
+		rc.events.Close()
+		rc.events = nil
+		rc.files.Add(-1)
+	}
+	if rc.stat != nil {
+		rc.stat.Close()
+		rc.stat = nil
+		rc.files.Add(-1)
+	}
 	if rc.dirFD >= 0 {
 		_ = unix.Close(rc.dirFD)
 		rc.dirFD = -1
@@ -360,7 +444,7 @@ func (h *cgroupHost) create() (*recordCgroup, error) {
 	h.next++
 	name := "t" + strconv.Itoa(h.next)
 	h.mu.Unlock()
-	rc := &recordCgroup{name: name, dir: filepath.Join(h.dir, name), dirFD: -1}
+	rc := &recordCgroup{name: name, dir: filepath.Join(h.dir, name), dirFD: -1, files: &h.files}
 	h.fdMu.RLock()
 	err := h.d.MakeChild(name)
 	if err == nil {
@@ -479,7 +563,7 @@ func (h *cgroupHost) recycled(rc *recordCgroup) {
 		h.discard(rc)
 		return
 	}
-	rc.base = d.CPU() // reuse: only cpu.stat accounts here
+	rc.base = rc.cpu(d) // reuse: only cpu.stat accounts here
 	h.giveBack(rc)
 }
 
@@ -658,7 +742,10 @@ type cgroupTree struct {
 	released bool
 	// events is cgroup.events, opened at the first look (populated),
 	// usually when the record ends, and closed by release: a tree whose
-	// child runs holds no descriptor (see recordCgroup).
+	// child runs holds no descriptor (see recordCgroup). A tree that
+	// holds its directory (heldDir) uses rc's held file instead, where
+	// filesMax allows: release leaves that one open for the next record.
+	// Either reads the same cgroup.events, which pread regenerates.
 	events *cgroup2.Events
 	killed bool // cgroup.kill was written: never reused
 	// waited is set by waitEmpty: the tree outlived its child (watch) or
@@ -751,6 +838,15 @@ func (c *cgroupTree) populated() bool {
 	if c.released || c.gone.Load() {
 		return false
 	}
+	if c.events == nil && c.heldDir {
+		// rc's, held with its directory: kept on release for the next
+		// record in it (recordCgroup).
+		events, err := c.rc.openEvents()
+		if err != nil {
+			return !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENODEV)
+		}
+		c.events = events
+	}
 	if c.events == nil {
 		events, err := c.d.OpenEvents()
 		if err != nil {
@@ -782,7 +878,9 @@ func (c *cgroupTree) usage() *TreeUsage {
 	}
 	var u cgroup2.Usage
 	if c.host.reuse {
-		u = c.d.CPU() // without the memory and pids controllers, only cpu.stat
+		// Without the memory and pids controllers, only cpu.stat; through
+		// rc's held file while the tree holds rc's directory (heldDir).
+		u = c.rc.cpu(c.d)
 	} else {
 		u = c.d.Usage()
 	}
@@ -850,10 +948,10 @@ func (c *cgroupTree) release() {
 	c.gone.Store(true)
 	waiters, reusable := c.waiters, !c.killed && !c.waited && !c.limited
 	c.waiters = nil
-	if c.events != nil {
-		c.events.Close()
-		c.events = nil
+	if c.events != nil && c.events != c.rc.events {
+		c.events.Close() // the tree's own, not rc's held one
 	}
+	c.events = nil
 	c.mu.Unlock()
 	if c.heldDir {
 		c.host.unholdDir()

@@ -424,3 +424,35 @@ func TestEventsReadErrorIsPopulated(t *testing.T) {
 		t.Errorf("Populated() = true after Close; want false")
 	}
 }
+
+// TestCPUStatRereads pins that cpu.stat held open (OpenCPU) reads what the
+// cgroup holds at every read, not what it held when opened or first read:
+// a pread at offset 0 makes the file again.
+func TestCPUStatRereads(t *testing.T) {
+	t.Parallel()
+	d := testDir(t)
+	stat, err := d.OpenCPU()
+	if err != nil {
+		t.Fatalf("OpenCPU: %v", err)
+	}
+	defer stat.Close()
+	if u := stat.CPU(); u != d.CPU() {
+		t.Errorf("held cpu.stat of a new cgroup = %+v; want %+v, as read by path", u, d.CPU())
+	}
+	var last time.Duration
+	for i := range 2 {
+		burn := startIn(t, d, "sh", "-c", "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done")
+		if err := burn.Wait(); err != nil {
+			t.Fatalf("burn: %v", err)
+		}
+		u := stat.CPU()
+		if u != d.CPU() || u.User+u.System <= last {
+			t.Errorf("held cpu.stat after burn %d = %+v; want %+v, as read by path, above the last read's %v", i, u, d.CPU(), last)
+		}
+		last = u.User + u.System
+	}
+	stat.Close()
+	if u := stat.CPU(); u != (Usage{}) {
+		t.Errorf("cpu.stat after Close = %+v; want zero", u)
+	}
+}
