@@ -3,10 +3,7 @@
 package proc
 
 import (
-	"context"
-	"os"
 	"testing"
-	"time"
 
 	"github.com/coder/quartz"
 )
@@ -34,21 +31,8 @@ func (w *blockingTee) Write(p []byte) (int, error) {
 // (HeadTailBuffer.stepsAside) for as long as the tee's owner holds it.
 func TestPolledPumpUncountedInTee(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatalf("os.Pipe() = %v", err)
-	}
-	defer r.Close()
-	defer w.Close()
-	var sig pollSignal
-	b := NewHeadTailBuffer(0, 0, 0)
-	b.sharePolls(&sig)
-	_, _ = b.Write([]byte("x"))
-	_ = b.Output()
-	_ = b.Output() // unchanged: polled, so the pump tries its pipe
-	tw := &blockingTee{entered: make(chan int32, 1), sig: &sig, release: make(chan struct{})}
+	ctx, r, w, sig, b := polledPumpSetup(t)
+	tw := &blockingTee{entered: make(chan int32, 1), sig: sig, release: make(chan struct{})}
 	var shared tees
 	done := make(chan struct{}, 1) // the pump's one send
 	pu := &pump{r: r, dst: b, tee: newTee(tw, "output tee", &shared), clock: quartz.NewReal(),

@@ -163,20 +163,7 @@ func TestPumpPipeBudget(t *testing.T) {
 // its thread because of a pump parked on a silent child.
 func TestPolledPumpCounted(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatalf("os.Pipe() = %v", err)
-	}
-	defer r.Close()
-	defer w.Close()
-	var sig pollSignal
-	b := NewHeadTailBuffer(0, 0, 0)
-	b.sharePolls(&sig)
-	_, _ = b.Write([]byte("x"))
-	_ = b.Output()
-	_ = b.Output() // unchanged: polled
+	ctx, r, w, sig, b := polledPumpSetup(t)
 	pu := &pump{r: r, dst: b, clock: quartz.NewReal(), activity: make(chan struct{}, 1), done: make(chan struct{}, 1)}
 	buf := make([]byte, 64)
 	type result struct {
@@ -313,4 +300,25 @@ func TestFollowerWokenWhilePolled(t *testing.T) {
 	if err := <-read; err != nil {
 		t.Errorf("pump read = %v; want nil", err)
 	}
+}
+
+// polledPumpSetup is the start of the polled-pump tests: a pipe (closed
+// when the test ends), a context of 10 s, and a buffer sharing sig that
+// a poller already found unchanged, so that its pump counts as polled.
+func polledPumpSetup(t *testing.T) (ctx context.Context, r, w *os.File, sig *pollSignal, b *HeadTailBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatalf("os.Pipe() = %v", err)
+	}
+	t.Cleanup(func() { _ = r.Close(); _ = w.Close() })
+	sig = new(pollSignal)
+	b = NewHeadTailBuffer(0, 0, 0)
+	b.sharePolls(sig)
+	_, _ = b.Write([]byte("x"))
+	_ = b.Output()
+	_ = b.Output() // unchanged: polled, so the pump tries its pipe
+	return ctx, r, w, sig, b
 }
