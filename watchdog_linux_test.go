@@ -469,39 +469,8 @@ func TestWatchdogPendingMark(t *testing.T) {
 	for _, variant := range []string{"marked", "unmarked"} {
 		t.Run(variant, func(t *testing.T) {
 			t.Parallel()
-			ctx := testCtx(t)
 			reaper := startHost(t, helperCmd("pending-mark-host", variant))
-			vals := hostReport(t, reaper)
-			names := []string{"target", "old", "plain", "member", "nested"}
-			fds := map[string]int{}
-			for _, name := range names {
-				if vals[name] == 0 || vals["host"] == 0 {
-					reaper.fatalf(t, "host said %v", vals)
-				}
-				fds[name] = treePidfd(t, vals[name])
-			}
-			t.Cleanup(func() {
-				for _, fd := range fds {
-					_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-				}
-			})
-			watchdogFD := treePidfd(t, vals["watchdog"])
-			killed := time.Now()
-			if err := unix.PidfdSendSignal(treePidfd(t, vals["host"]), unix.SIGKILL, nil, 0); err != nil {
-				reaper.fatalf(t, "kill the host: %v", err)
-			}
-			treeWaitPidfd(ctx, t, watchdogFD, "the watchdog to act and exit")
-			t.Logf("%s: the watchdog exited %v after the host's SIGKILL", variant, time.Since(killed))
-			// The watchdog sent its SIGKILLs before it exited; give them
-			// two seconds to show.
-			shown, cancel := context.WithTimeout(ctx, 2*time.Second)
-			defer cancel()
-			for _, name := range names {
-				want := variant == "marked" && name == "target"
-				if got := treeExitsBy(shown, fds[name]); got != want {
-					t.Errorf("%s (PID %d): died with the host %v; want %v", name, vals[name], got, want)
-				}
-			}
+			checkPendingMark(t, reaper, variant == "marked", "target", "old", "plain", "member", "nested")
 		})
 	}
 }
@@ -526,40 +495,51 @@ func TestWatchdogPlainPendingMark(t *testing.T) {
 	for _, variant := range []string{"plain-marked", "plain-unmarked"} {
 		t.Run(variant, func(t *testing.T) {
 			t.Parallel()
-			ctx := testCtx(t)
 			// elsewhere, a session leader started like target but in
 			// another cgroup, must survive: the sweep looks only in the
 			// host's cgroup.
 			elsewhere := treeCgroupParent(t)
 			reaper := startHost(t, helperCmd("pending-mark-host", variant, elsewhere))
-			vals := hostReport(t, reaper)
-			names := []string{"target", "old", "member", "nested", "watchdog-like", "elsewhere"}
-			fds := map[string]int{}
-			for _, name := range names {
-				if vals[name] == 0 || vals["host"] == 0 {
-					reaper.fatalf(t, "host said %v", vals)
-				}
-				fds[name] = treePidfd(t, vals[name])
-			}
-			t.Cleanup(func() {
-				for _, fd := range fds {
-					_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-				}
-			})
-			watchdogFD := treePidfd(t, vals["watchdog"])
-			if err := unix.PidfdSendSignal(treePidfd(t, vals["host"]), unix.SIGKILL, nil, 0); err != nil {
-				reaper.fatalf(t, "kill the host: %v", err)
-			}
-			treeWaitPidfd(ctx, t, watchdogFD, "the watchdog to act and exit")
-			shown, cancel := context.WithTimeout(ctx, 2*time.Second)
-			defer cancel()
-			for _, name := range names {
-				want := variant == "plain-marked" && name == "target"
-				if got := treeExitsBy(shown, fds[name]); got != want {
-					t.Errorf("%s (PID %d): died with the host %v; want %v", name, vals[name], got, want)
-				}
-			}
+			checkPendingMark(t, reaper, variant == "plain-marked", "target", "old", "member", "nested", "watchdog-like", "elsewhere")
 		})
+	}
+}
+
+// checkPendingMark kills the host below reaper (pendingMarkHost) once it
+// is ready and checks, for each of the children it named, that it died
+// with the host if and only if marked and it is "target".
+func checkPendingMark(t *testing.T, reaper *testHost, marked bool, names ...string) {
+	t.Helper()
+	ctx := testCtx(t)
+	vals := hostReport(t, reaper)
+	fds := map[string]int{}
+	for _, name := range names {
+		if vals[name] == 0 || vals["host"] == 0 {
+			reaper.fatalf(t, "host said %v", vals)
+		}
+		fds[name] = treePidfd(t, vals[name])
+	}
+	t.Cleanup(func() {
+		for _, fd := range fds {
+			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		}
+	})
+	watchdogFD := treePidfd(t, vals["watchdog"])
+	killed := time.Now()
+	if err := unix.PidfdSendSignal(treePidfd(t, vals["host"]), unix.SIGKILL, nil, 0); err != nil {
+		reaper.fatalf(t, "kill the host: %v", err)
+	}
+	treeWaitPidfd(ctx, t, watchdogFD, "the watchdog to act and exit")
+	t.Logf("the watchdog exited %v after the host's SIGKILL", time.Since(killed))
+	// The watchdog sent its SIGKILLs before it exited; give them two
+	// seconds to show.
+	shown, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for _, name := range names {
+		want := marked && name == "target"
+		if got := treeExitsBy(shown, fds[name]); got != want {
+			t.Errorf("%s (PID %d): died with the host %v; want %v", name, vals[name], got, want)
+		}
 	}
 }
 
