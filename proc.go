@@ -318,39 +318,26 @@ func (p *Process) ID() string { return p.info.ID }
 // Info returns the record's status. Running stays true until the record is
 // final; then ExitCode, ExitedAt and Usage are set and never change.
 func (p *Process) Info() Info {
-	var info Info
-	p.infoTo(&info)
-	return info
-}
-
-// infoTo writes p's Info to dst, which Snapshot hands it in place: the
-// Info is copied once per call, not once more on the way.
-func (p *Process) infoTo(dst *Info) {
 	// Running is derived from Done, so that it turns false exactly when
 	// Done closes (section 2). Neither kind of record takes a lock: tight
 	// pollers do not queue on p.mu, and List reads thousands of them.
 	if p.isFinal() {
-		p.finalInfo(dst)
-		return
+		var info Info
+		p.finalInfo(&info)
+		return info
 	}
-	p.runningInfoTo(dst)
+	return p.runningInfo()
 }
 
 // runningInfo is the Info of p while it runs (Running true), also when it
 // became final since it was seen running: the output counts are read
 // after that status, so they may be larger, never smaller.
 func (p *Process) runningInfo() Info {
-	var info Info
-	p.runningInfoTo(&info)
+	info := *p.info
+	info.OutputBytes = p.outputBytes()
+	info.LogError = p.log.errString()
+	info.TeeError = p.tees.errString()
 	return info
-}
-
-// runningInfoTo writes runningInfo to dst.
-func (p *Process) runningInfoTo(dst *Info) {
-	*dst = *p.info
-	dst.OutputBytes = p.outputBytes()
-	dst.LogError = p.log.errString()
-	dst.TeeError = p.tees.errString()
 }
 
 // outputBytes is Info.OutputBytes: the bytes written to both streams.
@@ -490,11 +477,9 @@ func (p *Process) Stderr() Output {
 
 // Snapshot reads Info first, then the outputs, so that a snapshot with
 // Running == false always carries the final output (I2).
-func (p *Process) Snapshot() (s Snapshot) {
-	p.infoTo(&s.Info)
-	s.Output = p.Output()
-	s.Stderr = p.Stderr()
-	return s
+func (p *Process) Snapshot() Snapshot {
+	info := p.Info()
+	return Snapshot{Info: info, Output: p.Output(), Stderr: p.Stderr()}
 }
 
 // Done returns a channel that is closed once the record is final.
