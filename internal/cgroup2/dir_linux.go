@@ -128,25 +128,60 @@ func parsePopulated(data []byte) bool {
 	return false
 }
 
-// Events is cgroup.events held open, so that Populated costs one pread.
-// Its methods must not be called concurrently with Close (a descriptor
-// closed under a read could be another file's by then): its owner
-// serialises them.
-type Events struct{ fd int }
+// heldFile is a kernel file held open and read again from offset 0 at
+// each look (a kernfs file is made again by its show at every read from
+// offset 0): one pread instead of an open, a read and a close. It is a
+// bare, blocking descriptor, out of the runtime poller (os.Open would
+// register it, and unregister it on close: four system calls a record
+// saved) and without an *os.File (os.NewFile asks the descriptor's
+// flags, one fcntl more, and sets a finalizer). Its methods must not be
+// called concurrently with Close (a descriptor closed under a read could
+// be another file's by then): its owner serialises them.
+type heldFile struct{ fd int }
 
-// OpenEvents opens d's cgroup.events: a bare, blocking descriptor, out of
-// the runtime poller (os.Open would register it, and unregister it on
-// Close: four system calls a record saved) and without an *os.File
-// (os.NewFile asks the descriptor's flags, one fcntl more, and sets a
-// finalizer). Populated only ever reads it; WaitEmpty polls a file of its
-// own.
-func (d Dir) OpenEvents() (*Events, error) {
-	dirfd, name := d.at("cgroup.events")
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+// openHeld opens d's file name as a heldFile.
+func (d Dir) openHeld(name string) (heldFile, error) {
+	dirfd, path := d.at(name)
+	fd, err := unix.Openat(dirfd, path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: d.file("cgroup.events"), Err: err}
+		return heldFile{fd: -1}, &os.PathError{Op: "open", Path: d.file(name), Err: err}
 	}
-	return &Events{fd: fd}, nil
+	return heldFile{fd: fd}, nil
+}
+
+// read reads the file from offset 0 into buf; os.ErrClosed after Close.
+func (f *heldFile) read(buf []byte) ([]byte, error) {
+	if f.fd < 0 {
+		return nil, os.ErrClosed
+	}
+	for {
+		n, err := unix.Pread(f.fd, buf, 0)
+		if !errors.Is(err, unix.EINTR) {
+			return buf[:max(n, 0)], err
+		}
+	}
+}
+
+// Close closes the file.
+func (f *heldFile) Close() {
+	if f.fd >= 0 {
+		_ = unix.Close(f.fd)
+		f.fd = -1
+	}
+}
+
+// Events is cgroup.events held open (heldFile), so that Populated costs
+// one pread. Populated only ever reads it; WaitEmpty polls a file of its
+// own.
+type Events struct{ heldFile }
+
+// OpenEvents opens d's cgroup.events.
+func (d Dir) OpenEvents() (*Events, error) {
+	f, err := d.openHeld("cgroup.events")
+	if err != nil {
+		return nil, err
+	}
+	return &Events{f}, nil
 }
 
 // Populated is [Dir.Populated] through the open file. After Close it
@@ -155,28 +190,12 @@ func (d Dir) OpenEvents() (*Events, error) {
 // a cgroup is never taken for empty (and reused) on a read that did not
 // say so.
 func (e *Events) Populated() bool {
-	if e.fd < 0 {
-		return false
-	}
 	var buf [128]byte
-	for {
-		n, err := unix.Pread(e.fd, buf[:], 0)
-		switch {
-		case errors.Is(err, unix.EINTR):
-			continue
-		case err != nil:
-			return !errors.Is(err, unix.ENODEV) && !errors.Is(err, unix.ENOENT)
-		}
-		return parsePopulated(buf[:n])
+	data, err := e.read(buf[:])
+	if err != nil {
+		return !errors.Is(err, os.ErrClosed) && !errors.Is(err, unix.ENODEV) && !errors.Is(err, unix.ENOENT)
 	}
-}
-
-// Close closes the file.
-func (e *Events) Close() {
-	if e.fd >= 0 {
-		_ = unix.Close(e.fd)
-		e.fd = -1
-	}
+	return parsePopulated(data)
 }
 
 // Holds reports whether /proc/<pid>/cgroup names d.

@@ -415,7 +415,7 @@ func TestEventsReadErrorIsPopulated(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(p[1])
-	e := &Events{fd: p[0]}
+	e := &Events{heldFile{fd: p[0]}}
 	if !e.Populated() {
 		t.Errorf("Populated() = false after a read that failed with ESPIPE; want true")
 	}

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
 )
 
@@ -106,50 +105,30 @@ func (d Dir) CPU() Usage {
 	return parseCPU(data)
 }
 
-// CPUStat is cpu.stat held open, so that a read costs one pread at
-// offset 0 (a kernfs file is made again by its show at every read from
-// offset 0, the cgroup's CPU accounting flushed first, as an open and
-// read do), not an open, a read and a close. Its methods must not be
-// called concurrently with Close (a descriptor closed under a read could
-// be another file's by then): its owner serialises them.
-type CPUStat struct{ fd int }
+// CPUStat is cpu.stat held open (heldFile), so that a read costs one
+// pread at offset 0, the cgroup's CPU accounting flushed first as an
+// open and read do.
+type CPUStat struct{ heldFile }
 
-// OpenCPU opens d's cpu.stat: a bare, blocking descriptor, as OpenEvents'.
+// OpenCPU opens d's cpu.stat.
 func (d Dir) OpenCPU() (*CPUStat, error) {
-	dirfd, name := d.at("cpu.stat")
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	f, err := d.openHeld("cpu.stat")
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: d.file("cpu.stat"), Err: err}
+		return nil, err
 	}
-	return &CPUStat{fd: fd}, nil
+	return &CPUStat{f}, nil
 }
 
 // CPU is [Dir.CPU] through the open file: zero if it cannot be read, or
 // after Close. user_usec and system_usec come first in the file, well
 // within the buffer.
 func (f *CPUStat) CPU() Usage {
-	if f.fd < 0 {
+	var buf [512]byte
+	data, err := f.read(buf[:])
+	if err != nil {
 		return Usage{}
 	}
-	var buf [512]byte
-	for {
-		n, err := unix.Pread(f.fd, buf[:], 0)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return Usage{}
-		}
-		return parseCPU(buf[:n])
-	}
-}
-
-// Close closes the file.
-func (f *CPUStat) Close() {
-	if f.fd >= 0 {
-		_ = unix.Close(f.fd)
-		f.fd = -1
-	}
+	return parseCPU(data)
 }
 
 // parseCPU takes user_usec and system_usec from cpu.stat's data.
