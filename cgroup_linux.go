@@ -838,17 +838,18 @@ func (c *cgroupTree) populated() bool {
 	if c.released || c.gone.Load() {
 		return false
 	}
-	if c.events == nil && c.heldDir {
-		// rc's, held with its directory: kept on release for the next
-		// record in it (recordCgroup).
-		events, err := c.rc.openEvents()
-		if err != nil {
-			return !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENODEV)
-		}
-		c.events = events
-	}
 	if c.events == nil {
-		events, err := c.d.OpenEvents()
+		var events *cgroup2.Events
+		var err error
+		if c.heldDir {
+			// rc's, held with its directory: kept on release for the
+			// next record in it (recordCgroup); nil where filesMax are
+			// held.
+			events, err = c.rc.openEvents()
+		}
+		if err == nil && events == nil {
+			events, err = c.d.OpenEvents()
+		}
 		if err != nil {
 			return !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENODEV)
 		}
