@@ -364,10 +364,11 @@ func TestFollowWindow(t *testing.T) {
 
 // TestPumpFollowerLazyWake pins how the pump wakes a follower (follow.go):
 // the bytes a waiting follower has not read go to the follow window while
-// it sleeps, it is woken at the latest followLatency later or when the
-// window is full, and a pump at the end of its pipe does not end (so the
-// record does not become final and drop the window) until the follower
-// has read what only the window holds. The follower loses nothing.
+// it sleeps, and it is woken at the latest followLatency later or when the
+// window is full. The follower loses nothing. The child's end comes only
+// after the follower has read everything, so that no real-time bound of
+// the pump's settle is involved (TestSettleWaitsForWindowReads pins that
+// the pump waits for a follower at the end of its pipe).
 func TestPumpFollowerLazyWake(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -381,9 +382,10 @@ func TestPumpFollowerLazyWake(t *testing.T) {
 		t.Fatalf("os.Pipe() = %v", err)
 	}
 	defer func() { _ = r.Close() }()
+	defer func() { _ = w.Close() }() // a second Close after the one below is harmless
 	done := make(chan struct{}, 1)
 	pu := &pump{r: r, dst: b, clock: quartz.NewMock(t), activity: make(chan struct{}, 1), done: done}
-	go pu.run() // ends at EOF once the follower has read the window
+	go pu.run() // ends at EOF (w.Close below)
 	// As the drain does: the buffer is finished (and its window dropped)
 	// once the pump has ended. Ends with the pump; joined below.
 	finished := make(chan struct{})
@@ -398,35 +400,104 @@ func TestPumpFollowerLazyWake(t *testing.T) {
 		t.Fatalf("ReadSinceInto(0) of an empty buffer = %+v", c)
 	}
 	pumpTestLocked(b, func() bool { b.flow.windowMax = window; return true })
+	// The follower waits before the child writes: a pump that wrote the
+	// stream before anyone waited would owe nobody its bytes.
+	errc := make(chan error, 1)
+	go func() { errc <- b.WaitOutput(ctx, 0) }() // ends at the pump's wake
+	spinUntil(ctx, t, "follower waiting", func() bool {
+		return pumpTestLocked(b, func() bool { return len(b.flow.waiting) == 1 })
+	})
 	if _, err := w.Write(stream); err != nil {
 		t.Fatalf("write to the pipe: %v", err)
 	}
-	if err := w.Close(); err != nil {
-		t.Fatalf("close the pipe: %v", err)
+	if err := <-errc; err != nil {
+		t.Fatalf("WaitOutput(ctx, 0) = %v; want nil", err)
 	}
 	var got []byte
 	var lost int64
 	for cursor := int64(0); ; {
-		if err := b.WaitOutput(ctx, cursor); err != nil {
-			t.Fatalf("WaitOutput(ctx, %d) = %v; want nil", cursor, err)
-		}
 		c := b.ReadSinceInto(cursor, buf)
 		for c.Next < c.End && c.Lost == 0 {
 			got = append(got, c.Data...)
 			c = b.ReadSinceInto(c.Next, buf)
 		}
 		got, lost, cursor = append(got, c.Data...), lost+c.Lost, c.Next
-		if cursor >= int64(len(stream)) || c.EOF {
+		if cursor >= int64(len(stream)) {
 			break
 		}
+		if err := b.WaitOutput(ctx, cursor); err != nil {
+			t.Fatalf("WaitOutput(ctx, %d) = %v; want nil", cursor, err)
+		}
+	}
+	if lost != 0 || !bytes.Equal(got, stream) {
+		t.Errorf("follower read %q, lost %d; want %q, lost 0", got, lost, stream)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("close the pipe: %v", err)
 	}
 	select {
 	case <-finished:
 	case <-ctx.Done():
 		t.Fatalf("pump did not end: %v", ctx.Err())
 	}
-	if lost != 0 || !bytes.Equal(got, stream) {
-		t.Errorf("follower read %q, lost %d; want %q, lost 0", got, lost, stream)
+	if c := b.ReadSinceInto(int64(len(stream)), buf); !c.EOF {
+		t.Errorf("ReadSinceInto(end) after the pump ended = %+v; want EOF", c)
+	}
+}
+
+// TestSettleWaitsForWindowReads pins what a pump at the end of its pipe
+// waits for (HeadTailBuffer.settle): a follower that holds a lease has not
+// read bytes only the follow window holds (Finish would drop them), so
+// the pump waits, at most followBound, on the channel a read signals; once
+// the follower has read past them, or its bound passed, it waits no more.
+func TestSettleWaitsForWindowReads(t *testing.T) {
+	t.Parallel()
+	const window = 32
+	stream := []byte("0123456789abcdefghij") // 20 bytes: head 4, window-only 4..12, tail 12..20
+	for _, tc := range []struct {
+		name string
+		// after runs between the first settle and the second; it returns
+		// the time of the second.
+		after func(t *testing.T, b *HeadTailBuffer, woken time.Time) time.Time
+	}{
+		{"follower-reads", func(t *testing.T, b *HeadTailBuffer, woken time.Time) time.Time {
+			buf := make([]byte, 8)
+			for cursor := int64(0); cursor < 12; {
+				c := b.ReadSinceInto(cursor, buf)
+				if c.Lost != 0 || !bytes.Equal(c.Data, stream[cursor:c.Next]) {
+					t.Fatalf("follower's ReadSinceInto(%d) = %+v; want %q", cursor, c, stream[cursor:c.Next])
+				}
+				cursor = c.Next
+			}
+			return woken // well within the bound
+		}},
+		{"follower-late", func(t *testing.T, b *HeadTailBuffer, woken time.Time) time.Time {
+			return woken.Add(followBound)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := NewHeadTailBuffer(4, 8, 0)
+			if c := b.ReadSinceInto(0, make([]byte, 8)); c.End != 0 {
+				t.Fatalf("ReadSinceInto(0) of an empty buffer = %+v", c)
+			}
+			pumpTestLocked(b, func() bool {
+				b.flow.windowMax = window
+				b.flow.waiting = append(b.flow.waiting, 0)
+				return true
+			})
+			_, _ = b.writeQuiet(stream)
+			woken := time.Unix(1000, 0)
+			b.wakeFollowers(woken)
+			done, wait, roomc := b.settle(woken)
+			if done || wait != followBound || roomc == nil {
+				t.Fatalf("settle with a follower that has not read the window's bytes = %v, %v, %v; want false, %v, a channel", done, wait, roomc != nil, followBound)
+			}
+			now := tc.after(t, b, woken)
+			if done, _, _ := b.settle(now); !done {
+				t.Errorf("settle after the %s = false; want true", tc.name)
+			}
+		})
 	}
 }
 
