@@ -476,7 +476,11 @@ func (p *Process) Stderr() Output {
 }
 
 // Snapshot reads Info first, then the outputs, so that a snapshot with
-// Running == false always carries the final output (I2).
+// Running == false always carries the final output (I2). It is safe to
+// call from any goroutine at any time. A caller that polls it in a tight
+// loop while nothing changes is paced (HeadTailBuffer.Output): such a
+// call may park for a fraction of a millisecond, so that pollers leave
+// the CPUs to the child they watch (design section 10).
 func (p *Process) Snapshot() Snapshot {
 	info := p.Info()
 	return Snapshot{Info: info, Output: p.Output(), Stderr: p.Stderr()}

@@ -138,3 +138,43 @@ func TestPollersStepAside(t *testing.T) {
 		t.Errorf("buffer of no Manager: steps aside; want not")
 	}
 }
+
+// TestPollPaced pins when a caller that returns a rendering again pauses
+// (rendering.pollPaced): only once the returns of that rendering come in
+// a streak of pollStreak, each within pollGap of the one before, and on
+// every tight one after; a gap resets the streak, so that a caller that
+// looks twice, or now and then, never pauses. Each rendering keeps its
+// own streak: a change, or another record, starts a new one.
+func TestPollPaced(t *testing.T) {
+	t.Parallel()
+	const step = pollGap - time.Microsecond // tight
+	r := &rendering{}
+	now := time.Second
+	for i := 1; i <= pollStreak; i++ {
+		now += step
+		if r.pollPaced(now) {
+			t.Fatalf("return %d of a tight streak paused; want the first pause at return %d", i, pollStreak+1)
+		}
+	}
+	for i := range 3 * pollStreak { // past the streak's 8-bit count too
+		now += step
+		if !r.pollPaced(now) {
+			t.Fatalf("tight return %d after a streak of %d did not pause; want it to", pollStreak+1+i, pollStreak)
+		}
+	}
+	now += pollGap // a gap: the streak starts anew
+	if r.pollPaced(now) {
+		t.Errorf("return after a gap of pollGap paused; want not")
+	}
+	for i := 1; i < pollStreak; i++ {
+		now += step
+		if r.pollPaced(now) {
+			t.Fatalf("return %d of a new streak paused; want not before %d", i, pollStreak+1)
+		}
+	}
+	// Another rendering (a change, or another record) starts its own.
+	var other rendering
+	if other.pollPaced(now + step) {
+		t.Errorf("first return of another rendering during a streak paused; want not")
+	}
+}
