@@ -73,6 +73,9 @@ type followState struct {
 	windowLen int
 	// windowMax is the window's size: followWindow, or less in a test.
 	windowMax int
+	// pieces paces tight loops of reads in pieces (readPacedLocked); it
+	// is used outside the lock, and so is safe for concurrent use.
+	pieces pacer
 }
 
 // newFollowState returns the flow control of a buffer a read just

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/xerrors"
 )
@@ -309,6 +310,12 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 // Data is allocated outside the buffer's lock, sized by a first look at
 // the buffer; bytes written between that look and the copy are left for
 // the next read (Next < End tells).
+//
+// A tight loop of reads in pieces of an unfinished buffer, each able to
+// return less than the tail holds (max) and stopping short of the end, is
+// paced: once such reads come in a streak, each parks for a fraction of a
+// millisecond before it returns, so that the reader leaves the CPUs to
+// the writer (readPacedLocked, pace.go).
 func (b *HeadTailBuffer) ReadSince(cursor int64, max int) Chunk {
 	b.mu.Lock()
 	n := b.readSizeLocked(cursor, max)
@@ -318,8 +325,10 @@ func (b *HeadTailBuffer) ReadSince(cursor int64, max int) Chunk {
 		data = make([]byte, n)
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.readIntoLocked(cursor, data, readLimit(max))
+	c, pieces := b.readPacedLocked(cursor, data, readLimit(max))
+	b.mu.Unlock()
+	pace(pieces)
+	return c
 }
 
 // readLimit is the most bytes a read with ReadSince's max can return.
@@ -334,11 +343,40 @@ func readLimit(max int) int {
 // it reads at most len(buf) bytes, and Chunk.Data is buf[:n], valid until
 // buf is reused. A follower that passes the same buffer every time reads
 // without allocating. An empty buf reads no bytes but still skips and
-// counts lost ones: Next is then cursor + Lost.
+// counts lost ones: Next is then cursor + Lost. It paces reads in pieces
+// as ReadSince does.
 func (b *HeadTailBuffer) ReadSinceInto(cursor int64, buf []byte) Chunk {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.readIntoLocked(cursor, buf, len(buf))
+	c, pieces := b.readPacedLocked(cursor, buf, len(buf))
+	b.mu.Unlock()
+	pace(pieces)
+	return c
+}
+
+// readPacedLocked is readIntoLocked for a caller's cursor read, which a
+// tight loop of reads in pieces pauses (pace.go): it also returns the
+// pacer of such reads when this one is one, a read of a running stream
+// that could return less than a tail's worth (limit) and stops short of
+// the end, and otherwise nil. A reader of a tail's worth or more is not
+// paced: a follower the pump helps reads so, and so does one that lost
+// the help and catches up to get it again.
+func (b *HeadTailBuffer) readPacedLocked(cursor int64, buf []byte, limit int) (Chunk, *pacer) {
+	c := b.readIntoLocked(cursor, buf, limit)
+	if b.finished || limit >= b.tailMax || c.Next >= c.End {
+		return c, nil
+	}
+	if b.flow == nil {
+		b.flow = newFollowState()
+	}
+	return c, &b.flow.pieces
+}
+
+// pace pauses the caller of a read in pieces that continues a tight
+// streak of them (pace.go); p is nil for any other read.
+func pace(p *pacer) {
+	if p != nil && p.paced(time.Since(paceEpoch)) {
+		time.Sleep(pacePause)
+	}
 }
 
 // readSinceLine is ReadSince that also tells whether the first byte of

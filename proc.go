@@ -560,6 +560,12 @@ func (p *Process) ReadSince(cursor int64, max int) Chunk {
 // most len(buf) bytes, with Chunk.Data aliasing buf. A follower that passes
 // the same buffer each time reads without allocating. An empty buf reads no
 // bytes but still skips the lost ones.
+//
+// A loop that reads a running stream in pieces smaller than the tail
+// (StartRequest.TailBytes), behind its end, is paced, with ReadSince's
+// max as the piece: such a read may park for a fraction of a millisecond
+// first, so that the reader leaves the CPUs to the child (design section
+// 10); it loses what the child writes meanwhile, counted in Chunk.Lost.
 func (p *Process) ReadSinceInto(cursor int64, buf []byte) Chunk {
 	return p.finalEOF(p.out.ReadSinceInto(cursor, buf))
 }

@@ -73,11 +73,11 @@ const lineCutSuffix = " ... [truncated]"
 // again yields (runtime.Gosched), so that a tight poller lets the pump
 // run; while a pump of the same Manager tries its pipe between pollers'
 // turns, it also offers its thread's CPU (sched_yield on Linux), which
-// no pump asks of a one-off caller. Tight pollers are paced: once the
-// same rendering was returned pollStreak times in a row, each within
-// pollGap (50 µs) of the one before, a call that would return it again
-// first parks for pollPause (200 µs), then returns the newest rendering
-// (pollPaced). Callers share its Truncation, which they must not modify.
+// no pump asks of a one-off caller. Tight pollers are paced (pace.go):
+// once the same rendering was returned paceStreak times in a row, each
+// within paceGap (50 µs) of the one before, a call that would return it
+// again first parks for pacePause (200 µs), then returns the newest
+// rendering. Callers share its Truncation, which they must not modify.
 func (b *HeadTailBuffer) Output() Output {
 	for {
 		if out, ok := b.output(); ok {
@@ -117,10 +117,10 @@ func (b *HeadTailBuffer) output() (out Output, ok bool) {
 		}
 		// Nothing was written since: the caller polls faster than the
 		// stream changes. A tight poller parks for a moment and looks
-		// again (pollPaced), so that its thread leaves the CPU to the
+		// again (pace.go), so that its thread leaves the CPU to the
 		// child and the pump.
-		if r.pollPaced(time.Since(pollEpoch)) {
-			time.Sleep(pollPause)
+		if r.polled.paced(time.Since(paceEpoch)) {
+			time.Sleep(pacePause)
 			return b.outputAfterPause()
 		}
 		// Otherwise yield, so that a poller lets the writer run: a pump
@@ -244,60 +244,8 @@ type rendering struct {
 	pending atomic.Bool
 	broken  bool
 	final   bool
-	// polled is when a caller last returned it again, in microseconds
-	// since pollEpoch, shifted left by 8, ORed with how many returns in
-	// a row came within pollGap of the one before (pollPaced).
-	polled atomic.Uint64
-}
-
-// Pacing tight pollers (design section 10). A goroutine that calls
-// Snapshot or Output in a loop holds a CPU for as long as it runs, and
-// on two CPUs four of them leave the child and the pump a third of the
-// machine however little each call costs: yielding (runtime.Gosched,
-// sched_yield) gives the CPU away only to a thread already waiting for
-// it. So a caller that returns the same rendering pollStreak times in a
-// row, each within pollGap of the return before it (by any caller),
-// parks for pollPause before it looks again: its thread then sleeps, and
-// the child and the pump get the CPUs. Measured (BenchmarkPolled,
-// interleaved in one run, idle), four tight pollers of the 512 MiB
-// capture's own record slowed it 0.96x and 1.06x with it against 1.31x
-// and 1.29x without; of another, final record 1.03x against 1.15x.
-//
-// Only a streak of returns of one rendering pauses: a caller that looks
-// at a record twice, or at each of many records once, never does. A pause
-// delays when a tight poller sees a change by pollPause (about a
-// millisecond at most when the runtime's timers are coarse), and the
-// poller returns the newest rendering after it. It is taken in real time
-// whatever Options.Clock is, as the pump's read deadline is: it decides
-// only when a poller looks, never what it sees.
-
-// pollEpoch is the origin of rendering.polled's times.
-var pollEpoch = time.Now()
-
-const (
-	// pollGap is the longest time between two returns of a rendering
-	// that counts as tight polling.
-	pollGap = 50 * time.Microsecond
-	// pollStreak is how many tight returns in a row of one rendering it
-	// takes before each further one pauses.
-	pollStreak = 16
-	// pollPause is how long a tight poller parks before it looks again.
-	pollPause = 200 * time.Microsecond
-)
-
-// pollPaced notes a return of r again at now (since pollEpoch) and
-// reports whether the caller should pause: the return completes a streak
-// of pollStreak or more tight ones. Callers race on the streak; a lost
-// update only moves when a pause starts by a return or two.
-func (r *rendering) pollPaced(now time.Duration) bool {
-	us := uint64(now / time.Microsecond)
-	old := r.polled.Load()
-	streak := uint64(0)
-	if last := old >> 8; old != 0 && us-last < uint64(pollGap/time.Microsecond) {
-		streak = min(old&0xff+1, 0xff)
-	}
-	r.polled.Store(us<<8 | streak)
-	return streak >= pollStreak
+	// polled paces the callers that return it again (pace.go).
+	polled pacer
 }
 
 // outputAfterPause is output for a poller that paused: the newest
