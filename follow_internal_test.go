@@ -590,6 +590,42 @@ func TestWaitOutputWokenWithoutBytes(t *testing.T) {
 	}
 }
 
+// TestSmallReaderIsNoFollower pins that a reader whose read reached the
+// end with less room than a tail's worth waits as a reader the pump does
+// not help: it gets no waiting entry, which would hold the pump while the
+// follow window fills for it, and no lease when woken. A read of a tail's
+// worth that reached the end makes the next wait a follower's.
+func TestSmallReaderIsNoFollower(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	const head, tail = 4, 8
+	for _, tc := range []struct {
+		size     int
+		follower bool
+	}{{tail - 1, false}, {tail, true}} {
+		b := NewHeadTailBuffer(head, tail, 0)
+		if c := b.ReadSinceInto(0, make([]byte, tc.size)); c.End != 0 {
+			t.Fatalf("ReadSinceInto(0) of an empty buffer = %+v", c)
+		}
+		errc := make(chan error, 1)
+		go func() { errc <- b.WaitOutput(ctx, 0) }() // ends at the write below
+		spinUntil(ctx, t, "reader waiting", func() bool {
+			return pumpTestLocked(b, func() bool { return b.waitc != nil && b.waiters == 1 })
+		})
+		if got := pumpTestLocked(b, func() bool { return len(b.flow.waiting) == 1 }); got != tc.follower {
+			t.Errorf("reader of %d (tail %d) waits as a follower: %v; want %v", tc.size, tail, got, tc.follower)
+		}
+		_, _ = b.Write([]byte("x"))
+		if err := <-errc; err != nil {
+			t.Fatalf("WaitOutput(ctx, 0) = %v; want nil", err)
+		}
+		if got := pumpTestLocked(b, func() bool { return len(b.flow.leases) == 1 }); got != tc.follower {
+			t.Errorf("reader of %d (tail %d) woken with a lease: %v; want %v", tc.size, tail, got, tc.follower)
+		}
+	}
+}
+
 // TestPumpSettlesUnderMockClock pins that a pump at the end of its pipe
 // waits for a follower that stopped reading at most followBound in real
 // time, whatever Options.Clock is: under a mock clock that nobody moves it
