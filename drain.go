@@ -195,6 +195,7 @@ func (pu *pump) run() {
 // step aside for it (HeadTailBuffer.stepsAside). Only with a tee: the
 // count is a cache line every poller reads.
 func (pu *pump) writeRead(b []byte) {
+	pu.dst.pumped()
 	if pu.tee == nil || pu.polledReads == 0 {
 		pu.writeFollowed(b)
 		return

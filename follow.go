@@ -559,6 +559,9 @@ type pollSignal struct {
 	// pumps counts the Manager's pumps that try their pipes between the
 	// pollers' turns (pump.read; render.go reads it).
 	pumps atomic.Int32
+	// pumped is when a pump of the Manager last read something, in
+	// microseconds since paceEpoch (pace.go).
+	pumped atomic.Int64
 }
 
 // polledLately reports whether Output returned an unchanged rendering of

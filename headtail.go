@@ -6,7 +6,6 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/xerrors"
 )
@@ -327,7 +326,7 @@ func (b *HeadTailBuffer) ReadSince(cursor int64, max int) Chunk {
 	b.mu.Lock()
 	c, pieces := b.readPacedLocked(cursor, data, readLimit(max))
 	b.mu.Unlock()
-	pace(pieces)
+	b.paceRead(pieces)
 	return c
 }
 
@@ -349,34 +348,26 @@ func (b *HeadTailBuffer) ReadSinceInto(cursor int64, buf []byte) Chunk {
 	b.mu.Lock()
 	c, pieces := b.readPacedLocked(cursor, buf, len(buf))
 	b.mu.Unlock()
-	pace(pieces)
+	b.paceRead(pieces)
 	return c
 }
 
 // readPacedLocked is readIntoLocked for a caller's cursor read, which a
 // tight loop of reads in pieces pauses (pace.go): it also returns the
 // pacer of such reads when this one is one, a read of a running stream
-// that could return less than a tail's worth (limit) and stops short of
-// the end, and otherwise nil. A reader of a tail's worth or more is not
+// of a Process that could return less than a tail's worth (limit) and
+// stops short of the end, and otherwise nil. A reader of a tail's worth or more is not
 // paced: a follower the pump helps reads so, and so does one that lost
 // the help and catches up to get it again.
 func (b *HeadTailBuffer) readPacedLocked(cursor int64, buf []byte, limit int) (Chunk, *pacer) {
 	c := b.readIntoLocked(cursor, buf, limit)
-	if b.finished || limit >= b.tailMax || c.Next >= c.End {
+	if b.peers == nil || b.finished || limit >= b.tailMax || c.Next >= c.End {
 		return c, nil
 	}
 	if b.flow == nil {
 		b.flow = newFollowState()
 	}
 	return c, &b.flow.pieces
-}
-
-// pace pauses the caller of a read in pieces that continues a tight
-// streak of them (pace.go); p is nil for any other read.
-func pace(p *pacer) {
-	if p != nil && p.paced(time.Since(paceEpoch)) {
-		time.Sleep(pacePause)
-	}
 }
 
 // readSinceLine is ReadSince that also tells whether the first byte of

@@ -706,7 +706,7 @@ func (m *Manager) run(ctx context.Context, req StartRequest, s *Scope) (Snapshot
 		return Snapshot{}, err
 	}
 	waitErr := p.Wait(ctx)
-	snap := p.Snapshot()
+	snap := p.snapshot(false) // once: never paced for others' polls
 	if waitErr != nil && snap.Info.Running {
 		// Two causes to match: fmt.Errorf wraps both (xerrors wraps one).
 		return snap, fmt.Errorf("run %q: %w: %w", p.info.ID, ErrRunning, ctx.Err())

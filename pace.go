@@ -15,25 +15,32 @@ import (
 //
 //   - Output (and so Snapshot) returning the same rendering again
 //     (rendering.polled);
-//   - a cursor read of a running stream that stops short of its end
-//     without a follower's lease behind it: a reader that reads in
+//   - a cursor read of a running stream that could return less than a
+//     tail's worth and stops short of its end: a reader that reads in
 //     pieces what the pump has long written, and loses it as it goes
-//     (followState.pieces).
+//     (followState.pieces). A follower the pump helps reads a tail's
+//     worth or more, and is not paced.
 //
-// Either pauses once such calls come in a streak of paceStreak, each
-// within paceGap of the one before (by any caller), and then on every
-// further one, for pacePause. A caller that looks twice, or now and then,
-// or once at each of many records, never pauses; neither does a follower
-// the pump helps, nor a reader of a finished stream. A pause delays when
-// a tight poller sees a change by pacePause (about a millisecond at most
-// when the runtime's timers are coarse). It is taken in real time
-// whatever Options.Clock is, as the pump's read deadline is: it decides
-// only when a caller looks, never what it sees.
+// Only buffers of a Process are paced, and only while a pump of its
+// Manager reads (within paceActive of its last read, pollSignal.pumped):
+// pausing helps nobody else. Such a
+// call pauses once calls of its kind come in a streak of paceStreak, each
+// within paceGap of the one before, whoever made them; the pause then
+// counts as part of the streak, so that each further tight call pauses
+// too, for pacePause (about a millisecond when the runtime's timers are
+// coarse, on an idle host). A caller that looks twice, or now and then, or
+// once at each of many records, never pauses unless tight pollers of the
+// same record make the streak: it then pauses as they do. A pause delays
+// when a tight poller sees a change; the call returns what is newest
+// after it. It is taken in real time whatever Options.Clock is, as the
+// pump's read deadline is: it decides only when a caller looks, never
+// what it sees.
 //
 // Measured (BenchmarkPolled, interleaved in one run, idle), four tight
 // pollers of the 512 MiB capture's own record slowed it 0.96x and 1.06x
 // with pacing against 1.31x and 1.29x without; of another, final record
-// 1.03x against 1.15x.
+// 1.03x against 1.15x. A reader of 10 bytes a call (BenchmarkFollowCost)
+// slowed a 64 MiB capture 1.02x against 1.10x.
 
 // paceEpoch is the origin of a pacer's times.
 var paceEpoch = time.Now()
@@ -44,7 +51,7 @@ const (
 	// paceStreak is how many calls in a row within paceGap it takes
 	// before each further one pauses.
 	paceStreak = 16
-	// pacePause is how long a paced call parks.
+	// pacePause is how long a paced call parks at least.
 	pacePause = 200 * time.Microsecond
 )
 
@@ -56,17 +63,68 @@ type pacer struct{ last atomic.Uint64 }
 
 // paced notes a call at now (since paceEpoch) and reports whether the
 // caller should pause: the call continues a streak of paceStreak or more.
-// Callers race on the streak; a lost update only moves the first pause
-// by a call or two.
+// Callers race on the streak: one may overwrite another's update, which
+// moves the first pause by a call or two.
 func (p *pacer) paced(now time.Duration) bool {
 	us := uint64(now / time.Microsecond)
 	old := p.last.Load()
 	streak := uint64(0)
-	// A time before old's (another caller's, stored meanwhile) wraps to
-	// a large gap: the streak starts anew.
-	if old != 0 && us-old>>8 < uint64(paceGap/time.Microsecond) {
-		streak = min(old&0xff+1, 0xff)
+	if old != 0 {
+		// A later time stored meanwhile by another caller is as tight
+		// as can be.
+		us = max(us, old>>8)
+		if us-old>>8 < uint64(paceGap/time.Microsecond) {
+			streak = min(old&0xff+1, 0xff)
+		}
 	}
 	p.last.Store(us<<8 | streak)
 	return streak >= paceStreak
+}
+
+// resumed notes that a caller that paused woke at now: the streak goes on
+// from then, so that the caller's next tight call pauses again.
+func (p *pacer) resumed(now time.Duration) {
+	us := uint64(now / time.Microsecond)
+	if old := p.last.Load(); us > old>>8 {
+		p.last.Store(us<<8 | old&0xff)
+	}
+}
+
+// paceDue notes a call counted by p, of b, at now (since paceEpoch), and
+// reports whether it should pause: it continues a streak (pacer.paced),
+// and a pump of b's Manager read something within paceActive before.
+// Buffers of no Process are never paced.
+func (b *HeadTailBuffer) paceDue(p *pacer, now time.Duration) bool {
+	s := b.peers
+	if s == nil {
+		return false
+	}
+	us := int64(now / time.Microsecond)
+	return p.paced(now) && us-s.pumped.Load() < int64(paceActive/time.Microsecond)
+}
+
+// paceActive is how long after a pump of a Manager last read something
+// the callers of its buffers are paced.
+const paceActive = 10 * time.Millisecond
+
+// pumped notes that b's pump read something (pump.writeRead).
+func (b *HeadTailBuffer) pumped() {
+	if s := b.peers; s != nil {
+		s.pumped.Store(int64(time.Since(paceEpoch) / time.Microsecond))
+	}
+}
+
+// pause parks a call that paceDue said should pause, for pacePause.
+func (b *HeadTailBuffer) pause(p *pacer) {
+	time.Sleep(pacePause)
+	p.resumed(time.Since(paceEpoch))
+}
+
+// paceRead pauses the caller of a read in pieces that continues a tight
+// streak of them; p is its pacer (readPacedLocked), nil for any other
+// read.
+func (b *HeadTailBuffer) paceRead(p *pacer) {
+	if p != nil && b.paceDue(p, time.Since(paceEpoch)) {
+		b.pause(p)
+	}
 }

@@ -7,55 +7,134 @@ import (
 
 // TestPacer pins when a paced call pauses (pacer.paced): only once calls
 // come in a streak of paceStreak, each within paceGap of the one before,
-// and on every tight one after; a gap resets the streak, so that a caller
-// that looks twice, or now and then, never pauses. Each pacer keeps its
-// own streak (a rendering's: a change, or another record, starts anew).
+// and then on every tight one after, a pause included (pacer.resumed: a
+// lone tight poller pauses at each call once its streak is made); a gap
+// resets the streak, so that a caller that looks twice, or now and then,
+// never pauses. A call whose time is older than the last one noted
+// (another caller's, stored meanwhile) continues the streak. Each pacer
+// keeps its own (a rendering's: a change, or another record, starts anew).
 func TestPacer(t *testing.T) {
 	t.Parallel()
 	const step = paceGap - time.Microsecond // tight
-	var r pacer
+	var p pacer
 	now := time.Second
 	for i := 1; i <= paceStreak; i++ {
 		now += step
-		if r.paced(now) {
-			t.Fatalf("return %d of a tight streak paused; want the first pause at return %d", i, paceStreak+1)
+		if p.paced(now) {
+			t.Fatalf("call %d of a tight streak paused; want the first pause at call %d", i, paceStreak+1)
 		}
 	}
-	for i := range 3 * paceStreak { // past the streak's 8-bit count too
+	// Past the streak's 8-bit count: each tight call pauses, and a
+	// pause (longer than paceGap) does not end the streak.
+	for i := range 300 {
 		now += step
-		if !r.paced(now) {
-			t.Fatalf("tight return %d after a streak of %d did not pause; want it to", paceStreak+1+i, paceStreak)
+		if !p.paced(now) {
+			t.Fatalf("tight call %d after a streak of %d did not pause; want it to", paceStreak+1+i, paceStreak)
 		}
+		now += 5 * pacePause
+		p.resumed(now)
+	}
+	if !p.paced(now - time.Millisecond) {
+		t.Errorf("call with a time older than the last noted did not pause; want it to continue the streak")
 	}
 	now += paceGap // a gap: the streak starts anew
-	if r.paced(now) {
-		t.Errorf("return after a gap of paceGap paused; want not")
+	if p.paced(now) {
+		t.Errorf("call after a gap of paceGap paused; want not")
 	}
 	for i := 1; i < paceStreak; i++ {
 		now += step
-		if r.paced(now) {
-			t.Fatalf("return %d of a new streak paused; want not before %d", i, paceStreak+1)
+		if p.paced(now) {
+			t.Fatalf("call %d of a new streak paused; want not before %d", i, paceStreak+1)
 		}
 	}
-	// Another rendering (a change, or another record) starts its own.
+	// Another pacer (a change, or another record) starts its own.
 	var other pacer
 	if other.paced(now + step) {
-		t.Errorf("first return of another rendering during a streak paused; want not")
+		t.Errorf("first call of another pacer during a streak paused; want not")
+	}
+}
+
+// TestPaceDue pins which calls pause (paceDue): those of a Process's
+// buffer that continue a streak while a pump of its Manager read
+// something within paceActive before; a buffer of no Process never.
+func TestPaceDue(t *testing.T) {
+	t.Parallel()
+	var sig pollSignal
+	b := NewHeadTailBuffer(4, 4, 0)
+	b.sharePolls(&sig)
+	lone := NewHeadTailBuffer(4, 4, 0)
+	now := time.Second
+	streak := func() *pacer { // a streak made, its last call at now
+		var p pacer
+		p.last.Store(uint64(now/time.Microsecond)<<8 | paceStreak)
+		return &p
+	}
+	sig.pumped.Store(int64(now / time.Microsecond))
+	if !b.paceDue(streak(), now+time.Microsecond) {
+		t.Errorf("streak, a pump read just now: no pause; want one")
+	}
+	if b.paceDue(streak(), now+paceActive) {
+		// The streak goes on (a later call than the last), the pump not.
+		t.Errorf("streak, the pump's last read paceActive ago: pause; want none")
+	}
+	if b.paceDue(new(pacer), now+time.Microsecond) {
+		t.Errorf("first call, a pump read just now: pause; want none")
+	}
+	if lone.paceDue(streak(), now+time.Microsecond) {
+		t.Errorf("buffer of no Process: pause; want none")
+	}
+	lone.pumped() // no Manager: nothing to note, and no panic
+}
+
+// TestOutputPaced pins that Output consults the pacer of the rendering it
+// returns again (so that a streak of tight pollers pauses), and that a
+// call that must not pause (Manager.Run's one snapshot, outputPaced
+// false) does not count in the streak; both return the rendering.
+func TestOutputPaced(t *testing.T) {
+	t.Parallel()
+	var sig pollSignal
+	b := NewHeadTailBuffer(4, 4, 0)
+	b.sharePolls(&sig)
+	_, _ = b.Write([]byte("abc"))
+	if out := b.Output(); out.Text != "abc" {
+		t.Fatalf("Output() = %q; want %q", out.Text, "abc")
+	}
+	r := b.rendered.Load()
+	// A streak of 20 noted a minute from now: every call until then
+	// continues it (pacer.paced), however slow the machine; no pump
+	// read, so that nothing pauses.
+	r.polled.last.Store(uint64((time.Since(paceEpoch)+time.Minute)/time.Microsecond)<<8 | 20)
+	if out := b.outputPaced(false); out.Text != "abc" {
+		t.Errorf("unpaced Output() = %q; want %q", out.Text, "abc")
+	}
+	if got := r.polled.last.Load() & 0xff; got != 20 {
+		t.Errorf("streak after an unpaced Output = %d; want 20 (not counted)", got)
+	}
+	if out := b.Output(); out.Text != "abc" {
+		t.Errorf("Output() = %q; want %q", out.Text, "abc")
+	}
+	if got := r.polled.last.Load() & 0xff; got != 21 {
+		t.Errorf("streak after Output = %d; want 21 (counted)", got)
 	}
 }
 
 // TestReadPaced pins which cursor reads count in a streak of reads in
-// pieces (readPacedLocked): those of a running stream that could return
-// less than a tail's worth and stop short of the end. Not a read that
-// reaches the end (a follower's), nor one of a tail's worth or more (a
-// follower the pump helps, or one catching up to be helped again), nor
-// any read of a finished stream.
+// pieces (readPacedLocked): those of a running stream of a Process that
+// could return less than a tail's worth and stop short of the end. Not a
+// read that reaches the end (a follower's), nor one of a tail's worth or
+// more (a follower the pump helps, or one catching up to be helped
+// again), nor any read of a finished stream or of a buffer of no Process.
 func TestReadPaced(t *testing.T) {
 	t.Parallel()
 	const head, tail = 4, 8
+	stream := []byte("0123456789abcdefghij") // 20 bytes: head 4, tail 12..20
+	var sig pollSignal
 	b := NewHeadTailBuffer(head, tail, 0)
-	_, _ = b.Write([]byte("0123456789abcdefghij")) // 20 bytes: head 4, tail 12..20
-	read := func(cursor int64, size int) (Chunk, bool) {
+	b.sharePolls(&sig)
+	_, _ = b.Write(stream)
+	lone := NewHeadTailBuffer(head, tail, 0)
+	_, _ = lone.Write(stream)
+	read := func(b *HeadTailBuffer, cursor int64, size int) (Chunk, bool) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		c, p := b.readPacedLocked(cursor, make([]byte, size), size)
@@ -73,12 +152,15 @@ func TestReadPaced(t *testing.T) {
 		{18, 2, false},    // reaches the end
 		{20, 2, false},    // at the end
 	} {
-		if c, paced := read(tc.cursor, tc.size); paced != tc.paced {
+		if c, paced := read(b, tc.cursor, tc.size); paced != tc.paced {
 			t.Errorf("running: read of %d from %d (%+v) paced %v; want %v", tc.size, tc.cursor, c, paced, tc.paced)
+		}
+		if c, paced := read(lone, tc.cursor, tc.size); paced {
+			t.Errorf("buffer of no Process: read of %d from %d (%+v) paced; want not", tc.size, tc.cursor, c)
 		}
 	}
 	b.Finish()
-	if c, paced := read(0, 2); paced {
+	if c, paced := read(b, 0, 2); paced {
 		t.Errorf("finished: read of 2 from 0 (%+v) paced; want not", c)
 	}
 }

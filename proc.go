@@ -477,13 +477,23 @@ func (p *Process) Stderr() Output {
 
 // Snapshot reads Info first, then the outputs, so that a snapshot with
 // Running == false always carries the final output (I2). It is safe to
-// call from any goroutine at any time. A caller that polls it in a tight
-// loop while nothing changes is paced (HeadTailBuffer.Output): such a
-// call may park for a fraction of a millisecond, so that pollers leave
-// the CPUs to the child they watch (design section 10).
-func (p *Process) Snapshot() Snapshot {
+// call from any goroutine at any time. Tight pollers are paced (see
+// HeadTailBuffer.Output): while a child of the Manager writes, a call
+// that returns an output unchanged after many such calls in a row, by
+// this caller or others, parks for a fraction of a millisecond (about a
+// millisecond on an idle host) first, so that pollers leave the CPUs to
+// the children they watch (design section 10).
+func (p *Process) Snapshot() Snapshot { return p.snapshot(true) }
+
+// snapshot is Snapshot; with paced false its calls never pause
+// (Manager.Run's one snapshot).
+func (p *Process) snapshot(paced bool) Snapshot {
 	info := p.Info()
-	return Snapshot{Info: info, Output: p.Output(), Stderr: p.Stderr()}
+	s := Snapshot{Info: info, Output: p.out.outputPaced(paced)}
+	if p.errOut != nil {
+		s.Stderr = p.errOut.outputPaced(paced)
+	}
+	return s
 }
 
 // Done returns a channel that is closed once the record is final.

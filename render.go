@@ -73,14 +73,20 @@ const lineCutSuffix = " ... [truncated]"
 // again yields (runtime.Gosched), so that a tight poller lets the pump
 // run; while a pump of the same Manager tries its pipe between pollers'
 // turns, it also offers its thread's CPU (sched_yield on Linux), which
-// no pump asks of a one-off caller. Tight pollers are paced (pace.go):
-// once the same rendering was returned paceStreak times in a row, each
-// within paceGap (50 µs) of the one before, a call that would return it
-// again first parks for pacePause (200 µs), then returns the newest
-// rendering. Callers share its Truncation, which they must not modify.
-func (b *HeadTailBuffer) Output() Output {
+// no pump asks of a one-off caller. Tight pollers of a Process's buffer
+// are paced: while a pump of its Manager reads (pace.go), a call that
+// returns the same rendering again after paceStreak (16) such returns in
+// a row, each within paceGap (50 µs) of the one before, whoever made
+// them, first parks for pacePause (200 µs; about a millisecond when the
+// runtime's timers are coarse), then returns the newest rendering.
+// Callers share its Truncation, which they must not modify.
+func (b *HeadTailBuffer) Output() Output { return b.outputPaced(true) }
+
+// outputPaced is Output; a call with paced false never pauses (pace.go):
+// Manager.Run's one snapshot, and a call right after a pause.
+func (b *HeadTailBuffer) outputPaced(paced bool) Output {
 	for {
-		if out, ok := b.output(); ok {
+		if out, ok := b.output(paced); ok {
 			return out
 		}
 		// The rendering waited for panicked (a bug of ours, recovered by
@@ -88,9 +94,9 @@ func (b *HeadTailBuffer) Output() Output {
 	}
 }
 
-// output is Output, once: ok is false when the rendering it waited for
-// was withdrawn because its render panicked.
-func (b *HeadTailBuffer) output() (out Output, ok bool) {
+// output is outputPaced, once: ok is false when the rendering it waited
+// for was withdrawn because its render panicked.
+func (b *HeadTailBuffer) output(paced bool) (out Output, ok bool) {
 	at := b.size.Load()
 	if r := b.rendered.Load(); r != nil && r.at == at {
 		if r.pending.Load() {
@@ -119,9 +125,9 @@ func (b *HeadTailBuffer) output() (out Output, ok bool) {
 		// stream changes. A tight poller parks for a moment and looks
 		// again (pace.go), so that its thread leaves the CPU to the
 		// child and the pump.
-		if r.polled.paced(time.Since(paceEpoch)) {
-			time.Sleep(pacePause)
-			return b.outputAfterPause()
+		if paced && b.paceDue(&r.polled, time.Since(paceEpoch)) {
+			b.pause(&r.polled)
+			return b.output(false)
 		}
 		// Otherwise yield, so that a poller lets the writer run: a pump
 		// whose read returned after the runtime handed its P to a poller
@@ -246,15 +252,6 @@ type rendering struct {
 	final   bool
 	// polled paces the callers that return it again (pace.go).
 	polled pacer
-}
-
-// outputAfterPause is output for a poller that paused: the newest
-// rendering, without pausing again.
-func (b *HeadTailBuffer) outputAfterPause() (Output, bool) {
-	if r := b.rendered.Load(); r != nil && r.at == b.size.Load() && !r.pending.Load() && !r.broken {
-		return r.out, true
-	}
-	return b.output()
 }
 
 // render renders into r the stored bytes head, first and second (the
