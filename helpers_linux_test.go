@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,6 +75,16 @@ var treeCgroupRoot = sync.OnceValues(func() (string, error) {
 // after the record's Done closed (proc.CgroupWorkerIdle). A test that
 // counts descriptors calls it before it counts.
 func backgroundIdle(m *proc.Manager) { proc.CgroupWorkerIdle(m) }
+
+// recordCgroupFile matches what a Manager keeps open of its record
+// cgroups between records, a cache bounded by design: a spare's
+// directory (the spares grow when a start finds none), and a cgroup
+// readied for reuse's cpu.stat and cgroup.events.
+var recordCgroupFile = regexp.MustCompile(`/t[0-9]+(/cpu\.stat|/cgroup\.events)?$`)
+
+// isRecordCgroupFile reports whether target, an open descriptor's, is
+// one a Manager keeps open of its record cgroups (noLeaksBut).
+func isRecordCgroupFile(target string) bool { return recordCgroupFile.MatchString(target) }
 
 // treeCgroupParent makes a cgroup of this test's own below the test
 // process's cgroup, to serve as a Manager's CgroupParent, or skips the test

@@ -19,6 +19,9 @@ import (
 // background.
 func backgroundIdle(*proc.Manager) {}
 
+// isRecordCgroupFile: there are no record cgroups here.
+func isRecordCgroupFile(string) bool { return false }
+
 // treeCgroupParent skips: cgroups are Linux only.
 func treeCgroupParent(t testing.TB) string {
 	t.Helper()
