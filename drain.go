@@ -163,6 +163,12 @@ func (pu *pump) run() {
 			// share the Ps with the pump: let the child write further
 			// ahead instead of waiting on a full pipe for the pump's turn
 			// (growPipe), within the Manager's budget of grown pipes.
+			// Not for reads into the follow window (p is not buf): with
+			// the pipe grown for a followed flood, the child's time
+			// blocked on the pipe became time waiting for a CPU
+			// instead, and no less in all (issue 22, BenchmarkFollowCost
+			// 64 KiB: held 3-7 ms to 0-4, run queue 4-8 ms to 9-17 per
+			// 64 MiB; x-64KiB 1.02-1.31x against 0.99-1.23x unchanged).
 			pu.grown = true
 			if pu.pipes.take() {
 				if pu.holdsPipe = growPipe(pu.r); !pu.holdsPipe {

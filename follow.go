@@ -107,7 +107,12 @@ type lease struct {
 // lease: how far the pump may run ahead of a follower it helps, and so
 // how few hand-offs a flood takes (issue 22, BenchmarkFollowCost with a
 // 64 KiB follower: 1.2-1.3x the child's time alone with 256 KiB, 1.1-1.2x
-// with 1 MiB). Its storage grows only as far as followers lag
+// with 1 MiB). Larger measured worse (x-64KiB in the same runs, load
+// 1.2-1.8, 2026-11-28: 2 MiB 1.07-1.20x, 4 MiB 1.26-1.66x, against
+// 0.99-1.19x with 1 MiB): each wake's catch-up then holds the pump longer
+// than the child's 64 KiB pipe lasts (the child blocked 9-15 ms per 64 MiB
+// with 4 MiB, 5-6 ms with 1 MiB), and with the pipe grown as well 4 MiB
+// measured 1.29-1.49x. Its storage grows only as far as followers lag
 // (keepLocked), and Finish frees it.
 const followWindow = 1 << 20
 
