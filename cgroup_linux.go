@@ -792,6 +792,13 @@ type cgroupTree struct {
 	// Either reads the same cgroup.events, which pread regenerates.
 	events *cgroup2.Events
 	killed bool // cgroup.kill was written: never reused
+	// empty is set by reaped when the tree went with its child: it has no
+	// member for good (see reaped), and populated reads nothing more.
+	empty bool
+	// read says readUsage is the tree's accounting, read by reaped once
+	// the tree was empty: usage returns it.
+	read      bool
+	readUsage cgroup2.Usage
 	// waited is set by waitEmpty: the tree outlived its child (watch) or
 	// was stopped. Only a tree that ended with its child, the common case,
 	// hands its cgroup on for reuse; the others' are removed.
@@ -879,7 +886,7 @@ func (c *cgroupTree) signalOthers(sig Signal, child bool) error {
 // counts as populated: the tree stays registered until a later look, or
 // Close, finds it empty.
 func (c *cgroupTree) populated() bool {
-	if c.released || c.gone.Load() {
+	if c.released || c.empty || c.gone.Load() {
 		return false
 	}
 	if c.events == nil {
@@ -908,10 +915,29 @@ func (c *cgroupTree) alive() bool {
 	return c.populated()
 }
 
-// usage reads the tree's accounting (cgroup2.Dir.Usage): what it added
-// to the cgroup's baseline. The peaks are never from a baseline: a
-// cgroup with them is never reused.
+// usage is the tree's accounting (cgroup2.Dir.Usage), as reaped read it
+// if the tree went with its child, else read now: what it added to the
+// cgroup's baseline. The peaks are never from a baseline: a cgroup with
+// them is never reused.
 func (c *cgroupTree) usage() *TreeUsage {
+	c.mu.Lock()
+	read, u := c.read, c.readUsage
+	c.mu.Unlock()
+	if !read {
+		u = c.readNow()
+	}
+	base := c.base
+	return &TreeUsage{
+		User:       u.User - base.User,
+		System:     u.System - base.System,
+		MemoryPeak: u.MemoryPeak,
+		PidsPeak:   u.PidsPeak,
+		OOMKills:   u.OOMKills - base.OOMKills,
+	}
+}
+
+// readNow reads the cgroup's accounting (cgroup2.Dir.Usage).
+func (c *cgroupTree) readNow() cgroup2.Usage {
 	c.host.reading()
 	c.mu.Lock()
 	if c.released {
@@ -919,7 +945,7 @@ func (c *cgroupTree) usage() *TreeUsage {
 		// Released, the cgroup may be another record's, or its descriptor
 		// another file: nothing is read.
 		c.mu.Unlock()
-		return &TreeUsage{}
+		return c.base
 	}
 	var u cgroup2.Usage
 	if c.host.reuse {
@@ -930,14 +956,7 @@ func (c *cgroupTree) usage() *TreeUsage {
 		u = c.d.Usage()
 	}
 	c.mu.Unlock()
-	base := c.base
-	return &TreeUsage{
-		User:       u.User - base.User,
-		System:     u.System - base.System,
-		MemoryPeak: u.MemoryPeak,
-		PidsPeak:   u.PidsPeak,
-		OOMKills:   u.OOMKills - base.OOMKills,
-	}
+	return u
 }
 
 // members lists cgroup.procs: every process in the cgroup, however it
@@ -955,8 +974,31 @@ func (c *cgroupTree) members() ([]int, bool) {
 // register.
 func (c *cgroupTree) rewatch(*watchdog) {}
 
-// reaped: a cgroup names this tree for as long as we hold it.
-func (c *cgroupTree) reaped() {}
+// reaped looks, once the child is reaped, whether the tree went with it
+// (the common case), as group mode's does, and if so reads its usage at
+// once where that is cpu.stat alone (the host reuses cgroups): an empty
+// cgroup gains no CPU time (nothing enters it but a child cloned into a
+// spare, or a process an outsider moves in, which a later look could not
+// exclude either), so the record's end, which would make the same two
+// reads after the drain, uses them instead. Made here, they overlap the
+// pump's reaching the end of its pipe instead of following it. A cgroup
+// names this tree for as long as we hold it.
+func (c *cgroupTree) reaped() {
+	if !c.host.reuse {
+		return
+	}
+	c.mu.Lock()
+	empty := !c.released && !c.populated()
+	c.empty = empty
+	c.mu.Unlock()
+	if !empty {
+		return
+	}
+	u := c.readNow()
+	c.mu.Lock()
+	c.read, c.readUsage = true, u
+	c.mu.Unlock()
+}
 
 // waitEmpty waits until the cgroup is empty (cgroup2.Dir.WaitEmpty), ctx
 // ends, or the cgroup is released.
