@@ -47,6 +47,8 @@ func TestCgroupReuse(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("%q did not end: %v", args, ctx.Err())
 		}
+		// Its exit goroutine readies the cgroup for reuse after Done.
+		m.waitEnded([]*Process{p})
 		return p, dir
 	}
 	host := func() *cgroupHost {
@@ -56,8 +58,9 @@ func TestCgroupReuse(t *testing.T) {
 	}
 	spares := func() []string {
 		h := host()
-		// The worker recycles a done cgroup; done was called before Done
-		// closed, so once the worker is idle the cgroup is a spare or gone.
+		// The record's exit goroutine recycles its done cgroup after Done
+		// (run waited for it), or the worker does if it ran: once the
+		// worker is idle too, the cgroup is a spare or gone.
 		h.wg.Wait()
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -273,12 +276,25 @@ func TestCgroupRunningRecordsHoldFewDescriptors(t *testing.T) {
 	}
 }
 
-// CgroupWorkerIdle waits until m's cgroup worker, if m has cgroups, is
-// idle. The worker readies a done record's cgroup for reuse off the
-// record's path, reading its files after Done closed: a test that counts
-// the process's descriptors waits for it first, so that those reads are
-// not counted as its own. Nothing may start meanwhile.
+// CgroupWorkerIdle waits until the exit goroutines of m's final records
+// have returned and m's cgroup worker, if m has cgroups, is idle. Both
+// ready a done record's cgroup for reuse off the record's path, reading
+// its files after Done closed (the exit goroutine after publishing the
+// end, settleOwn; the worker otherwise): a test that counts the process's
+// descriptors waits for them first, so that those reads are not counted
+// as its own. Nothing may start meanwhile.
 func CgroupWorkerIdle(m *Manager) {
+	var final []*Process
+	m.mu.Lock()
+	for _, p := range m.order {
+		select {
+		case <-p.Done():
+			final = append(final, p)
+		default:
+		}
+	}
+	m.mu.Unlock()
+	m.waitEnded(final)
 	m.trees.contain.mu.Lock()
 	h := m.trees.contain.host
 	m.trees.contain.mu.Unlock()

@@ -288,7 +288,8 @@ func removeDeadManager(dir string) {
 type recordCgroup struct {
 	name  string // below the Manager's cgroup: "t1", "t2", ...
 	dir   string
-	dirFD int // -1 unless open
+	rel   string // dir as /proc/<pid>/cgroup names it (cgroup2.Dir.Rel)
+	dirFD int    // -1 unless open
 	// base is the accounting the cgroup held when it was last emptied
 	// (zero for a new one): a record's usage is what it adds to it.
 	base cgroup2.Usage
@@ -444,7 +445,7 @@ func (h *cgroupHost) create() (*recordCgroup, error) {
 	h.next++
 	name := "t" + strconv.Itoa(h.next)
 	h.mu.Unlock()
-	rc := &recordCgroup{name: name, dir: filepath.Join(h.dir, name), dirFD: -1, files: &h.files}
+	rc := &recordCgroup{name: name, dir: h.dir + "/" + name, rel: h.rel + "/" + name, dirFD: -1, files: &h.files}
 	h.fdMu.RLock()
 	err := h.d.MakeChild(name)
 	if err == nil {
@@ -470,8 +471,9 @@ const (
 
 // take returns a ready record cgroup, its directory open: a spare if
 // there is one, else a new one. The worker refills the spares when they
-// run out, or when a record's cgroup is done (done kicks it), whichever
-// comes first.
+// run out, or when a record's cgroup is done (done kicks it; a record
+// that ended with its child has its exit goroutine do the worker's work
+// instead, doneLater), whichever comes first.
 func (h *cgroupHost) take() (*recordCgroup, error) {
 	h.mu.Lock()
 	var rc *recordCgroup
@@ -483,8 +485,8 @@ func (h *cgroupHost) take() (*recordCgroup, error) {
 		h.want = min(2*h.want, spareBurst)
 	}
 	if len(h.spare) == 0 {
-		// Otherwise the worker refills when this record's cgroup is done:
-		// one wake-up per start, not two.
+		// Otherwise the spares are refilled when this record's cgroup is
+		// done, by its exit goroutine or the worker: no wake-up here.
 		h.kickLocked()
 	}
 	h.mu.Unlock()
@@ -516,13 +518,55 @@ func (h *cgroupHost) giveBack(rc *recordCgroup) {
 func (h *cgroupHost) done(rc *recordCgroup, reusable bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if reusable && h.reuse && !h.draining {
-		h.recycle = append(h.recycle, rc)
-	} else {
-		rc.closeDir()
-		h.remove = append(h.remove, rc.name)
+	h.queueLocked(rc, reusable)
+	h.kickLocked()
+}
+
+// doneLater is done for the exit goroutine of rc's record (settleOwn):
+// a cgroup queued for reuse wakes no worker; the caller runs the queue
+// itself (later, runQueue) once the record's end is published. Waking
+// the worker at every record's end cost a goroutine and a thread's
+// wake-up per start of `true`, where the exit goroutine is about to end
+// anyway. A cgroup queued for removal (rare: killed, limited, outlived
+// by a member, or Close began) still kicks the worker; later is then
+// nil.
+func (h *cgroupHost) doneLater(rc *recordCgroup, reusable bool) (later func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.queueLocked(rc, reusable) && !h.closed {
+		return h.runQueue
 	}
 	h.kickLocked()
+	return nil
+}
+
+// queueLocked queues rc for reuse (reports true) or removal (see done).
+// The caller holds h.mu.
+func (h *cgroupHost) queueLocked(rc *recordCgroup, reusable bool) bool {
+	if reusable && h.reuse && !h.draining {
+		h.recycle = append(h.recycle, rc)
+		return true
+	}
+	rc.closeDir()
+	h.remove = append(h.remove, rc.name)
+	return false
+}
+
+// runQueue does the worker's work on the caller's goroutine (doneLater's
+// later), unless the worker runs, which then does it: what doneLater
+// queued is never left undone, since the worker takes the queue under
+// h.mu before it stops. Close waits for it as for the worker (h.wg; a
+// record's exit goroutine also ends before Close removes the cgroups).
+func (h *cgroupHost) runQueue() {
+	h.mu.Lock()
+	if h.working || h.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.working = true
+	h.wg.Add(1)
+	h.mu.Unlock()
+	h.work()
 }
 
 // refused takes back the cgroup of a start that failed (nothing runs in
@@ -559,7 +603,7 @@ func (h *cgroupHost) recycled(rc *recordCgroup) {
 		return
 	}
 	d := cgroup2.Dir{Path: rc.dir, At: rc.dirFD}
-	if d.Descendants() != 0 {
+	if d.Children() != 0 { // one fstat of the held directory
 		h.discard(rc)
 		return
 	}
@@ -748,6 +792,13 @@ type cgroupTree struct {
 	// Either reads the same cgroup.events, which pread regenerates.
 	events *cgroup2.Events
 	killed bool // cgroup.kill was written: never reused
+	// empty is set by reaped when the tree went with its child: it has no
+	// member for good (see reaped), and populated reads nothing more.
+	empty bool
+	// read says readUsage is the tree's accounting, read by reaped once
+	// the tree was empty: usage returns it.
+	read      bool
+	readUsage cgroup2.Usage
 	// waited is set by waitEmpty: the tree outlived its child (watch) or
 	// was stopped. Only a tree that ended with its child, the common case,
 	// hands its cgroup on for reuse; the others' are removed.
@@ -835,7 +886,7 @@ func (c *cgroupTree) signalOthers(sig Signal, child bool) error {
 // counts as populated: the tree stays registered until a later look, or
 // Close, finds it empty.
 func (c *cgroupTree) populated() bool {
-	if c.released || c.gone.Load() {
+	if c.released || c.empty || c.gone.Load() {
 		return false
 	}
 	if c.events == nil {
@@ -864,10 +915,29 @@ func (c *cgroupTree) alive() bool {
 	return c.populated()
 }
 
-// usage reads the tree's accounting (cgroup2.Dir.Usage): what it added
-// to the cgroup's baseline. The peaks are never from a baseline: a
-// cgroup with them is never reused.
+// usage is the tree's accounting (cgroup2.Dir.Usage), as reaped read it
+// if the tree went with its child, else read now: what it added to the
+// cgroup's baseline. The peaks are never from a baseline: a cgroup with
+// them is never reused.
 func (c *cgroupTree) usage() *TreeUsage {
+	c.mu.Lock()
+	read, u := c.read, c.readUsage
+	c.mu.Unlock()
+	if !read {
+		u = c.readNow()
+	}
+	base := c.base
+	return &TreeUsage{
+		User:       u.User - base.User,
+		System:     u.System - base.System,
+		MemoryPeak: u.MemoryPeak,
+		PidsPeak:   u.PidsPeak,
+		OOMKills:   u.OOMKills - base.OOMKills,
+	}
+}
+
+// readNow reads the cgroup's accounting (cgroup2.Dir.Usage).
+func (c *cgroupTree) readNow() cgroup2.Usage {
 	c.host.reading()
 	c.mu.Lock()
 	if c.released {
@@ -875,7 +945,7 @@ func (c *cgroupTree) usage() *TreeUsage {
 		// Released, the cgroup may be another record's, or its descriptor
 		// another file: nothing is read.
 		c.mu.Unlock()
-		return &TreeUsage{}
+		return c.base
 	}
 	var u cgroup2.Usage
 	if c.host.reuse {
@@ -886,14 +956,7 @@ func (c *cgroupTree) usage() *TreeUsage {
 		u = c.d.Usage()
 	}
 	c.mu.Unlock()
-	base := c.base
-	return &TreeUsage{
-		User:       u.User - base.User,
-		System:     u.System - base.System,
-		MemoryPeak: u.MemoryPeak,
-		PidsPeak:   u.PidsPeak,
-		OOMKills:   u.OOMKills - base.OOMKills,
-	}
+	return u
 }
 
 // members lists cgroup.procs: every process in the cgroup, however it
@@ -911,8 +974,31 @@ func (c *cgroupTree) members() ([]int, bool) {
 // register.
 func (c *cgroupTree) rewatch(*watchdog) {}
 
-// reaped: a cgroup names this tree for as long as we hold it.
-func (c *cgroupTree) reaped() {}
+// reaped looks, once the child is reaped, whether the tree went with it
+// (the common case), as group mode's does, and if so reads its usage at
+// once where that is cpu.stat alone (the host reuses cgroups): an empty
+// cgroup gains no CPU time (nothing enters it but a child cloned into a
+// spare, or a process an outsider moves in, which a later look could not
+// exclude either), so the record's end, which would make the same two
+// reads after the drain, uses them instead. Made here, they overlap the
+// pump's reaching the end of its pipe instead of following it. A cgroup
+// names this tree for as long as we hold it.
+func (c *cgroupTree) reaped() {
+	if !c.host.reuse {
+		return
+	}
+	c.mu.Lock()
+	empty := !c.released && !c.populated()
+	c.empty = empty
+	c.mu.Unlock()
+	if !empty {
+		return
+	}
+	u := c.readNow()
+	c.mu.Lock()
+	c.read, c.readUsage = true, u
+	c.mu.Unlock()
+}
 
 // waitEmpty waits until the cgroup is empty (cgroup2.Dir.WaitEmpty), ctx
 // ends, or the cgroup is released.
@@ -943,6 +1029,23 @@ func (c *cgroupTree) waitEmpty(ctx context.Context) {
 // release hands the cgroup to the worker for removal. The tree is empty:
 // it leaves the registry only then, or after Close killed it.
 func (c *cgroupTree) release() {
+	rc, reusable := c.releaseTree()
+	c.host.done(rc, reusable)
+}
+
+var _ laterReleaser = (*cgroupTree)(nil)
+
+// releaseLater is release by the record's exit goroutine (settleOwn): a
+// cgroup to reuse is readied by later, which the caller runs once the
+// record's end is published, instead of by a worker woken for it.
+func (c *cgroupTree) releaseLater() (later func()) {
+	rc, reusable := c.releaseTree()
+	return c.host.doneLater(rc, reusable)
+}
+
+// releaseTree marks the tree released, ends its waiters, and returns its
+// cgroup and whether it may be reused: release's part before the hand-off.
+func (c *cgroupTree) releaseTree() (*recordCgroup, bool) {
 	c.mu.Lock()
 	c.released = true
 	c.leader = nil
@@ -960,7 +1063,7 @@ func (c *cgroupTree) release() {
 	for _, cancel := range waiters {
 		cancel()
 	}
-	c.host.done(c.rc, reusable)
+	return c.rc, reusable
 }
 
 // selfPIDNamespace is the inode number of this process's PID namespace:

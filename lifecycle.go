@@ -425,14 +425,18 @@ func (p *Process) finish(exitedAt time.Time, timedOut bool) {
 	t.final.Store(true)
 	// The common case: the tree died with the child. It leaves the
 	// registry now, so that nothing of it (a cgroup's open files) outlives
-	// Done; the worker removes its cgroup. The record then forgets it.
-	p.m.trees.settle([]*tree{t})
+	// Done; its cgroup is removed, or readied for reuse by later, on this
+	// goroutine after Done (settleOwn). The record then forgets it.
+	later := p.m.trees.settleOwn(t)
 	p.forgetTree()
 	// The Manager counts the record as final before anyone can see Done
 	// close: a Start right after Wait finds the slot free.
 	after := p.m.recordFinal(p, now)
 	p.finalStep(now) // closes p.done with the final event
 	after()
+	if later != nil {
+		later()
+	}
 }
 
 // onTimeout runs on the timeout timer and decides, exactly, whether the

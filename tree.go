@@ -163,6 +163,39 @@ func (k *treeKeeper) register(t *tree) {
 // settle takes the trees among ts whose record is final and that have no
 // live member out of the registry, and releases them.
 func (k *treeKeeper) settle(ts []*tree) {
+	for _, t := range k.takeSettled(ts) {
+		t.sys.release()
+	}
+}
+
+// laterReleaser is a treeSys whose release hands off work that need not
+// come before the record's end is published (a cgroup's readying for
+// reuse), and can leave it to its caller instead of waking a goroutine.
+type laterReleaser interface {
+	// releaseLater is release, but returns the work release would hand
+	// off, for the caller to run (nil if none).
+	releaseLater() (later func())
+}
+
+// settleOwn is settle of one tree by its record's exit goroutine (finish),
+// which publishes the record's end next and then has nothing left to do:
+// it returns what the release handed off (laterReleaser), for the caller
+// to run after that end, on its own goroutine. later is nil if there is
+// nothing, or the tree was not released (it outlived its child).
+func (k *treeKeeper) settleOwn(t *tree) (later func()) {
+	for _, t := range k.takeSettled([]*tree{t}) {
+		if r, ok := t.sys.(laterReleaser); ok {
+			return r.releaseLater()
+		}
+		t.sys.release()
+	}
+	return nil
+}
+
+// takeSettled takes the trees among ts whose record is final and that
+// have no live member out of the registry, and returns them: the caller
+// releases them.
+func (k *treeKeeper) takeSettled(ts []*tree) []*tree {
 	var done []*tree
 	for _, t := range ts {
 		if t.final.Load() && !t.alive() {
@@ -170,7 +203,7 @@ func (k *treeKeeper) settle(ts []*tree) {
 		}
 	}
 	if len(done) == 0 {
-		return
+		return nil
 	}
 	k.mu.Lock()
 	released := done[:0]
@@ -182,9 +215,7 @@ func (k *treeKeeper) settle(ts []*tree) {
 		}
 	}
 	k.mu.Unlock()
-	for _, t := range released {
-		t.sys.release()
-	}
+	return released
 }
 
 // registered returns the registered trees, of one owner if owner is

@@ -103,7 +103,7 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 	// while few others do (holdDir); else it is closed at once, and the
 	// tree's files are opened relative to the Manager's cgroup (see
 	// recordCgroup).
-	d := cgroup2.Dir{Path: s.rc.dir, Rel: s.host.rel + "/" + s.rc.name, At: s.rc.dirFD}
+	d := cgroup2.Dir{Path: s.rc.dir, Rel: s.rc.rel, At: s.rc.dirFD}
 	held := s.host.holdDir()
 	if !held {
 		s.rc.closeDir()

@@ -5,15 +5,20 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/procvisor/proc"
 )
 
 // The kernel's floor under BenchmarkThousandContain: the same 1,000
@@ -161,4 +166,186 @@ func readAll(path string, buf []byte) (int, error) {
 		n += m
 	}
 	return n, nil
+}
+
+// BenchmarkTrueFloor is the kernel's floor under BenchmarkTrueContain's
+// x-group-cgroup, in the same run as the library's ratio: start to final
+// of `true` in blocks of truePairedContainRuns, os/exec alone against the
+// library, each in group and in cgroup form. Variants:
+//
+//   - "async-group": os/exec in the asynchronous shape a library needs
+//     (rawCaptureAsync: the pipe read by a goroutine that then reaps, the
+//     caller waiting on a channel), the child leading a session of its
+//     own (Setsid), as in group mode;
+//   - "async-cgroup": the same, the child cloned into one cgroup made
+//     beforehand and reused for every start (as the library reuses a
+//     record's cgroup), with what a reused cgroup must cost at the least:
+//     before the caller is woken, the cgroup's cpu.stat (the final
+//     record's tree usage) and cgroup.events (the tree is empty) read
+//     through descriptors held open; after it, the next start's baseline
+//     (cpu.stat again) and the check that nothing was made below it (a
+//     stat of the held directory);
+//   - "group", "cgroup": the library (steadyManager) in those modes.
+//
+// Each op is one block: every variant makes one untimed run and then
+// truePairedContainRuns timed ones, the order reversed on every other
+// block. Reported, medians over the blocks of ratios of block times in
+// the same block: "x-floor" (async-cgroup over async-group: what the
+// kernel charges for a cgroup per record), "x-group-cgroup" (the library's
+// cgroup over its group mode, BenchmarkTrueContain's row) and
+// "x-above-floor" (x-group-cgroup over x-floor in each block: what the
+// library adds to the kernel's part); "ns-<variant>", the median time of
+// one run.
+func BenchmarkTrueFloor(b *testing.B) {
+	own, err := cgroupDirOf(os.Getpid())
+	if err != nil {
+		b.Skipf("no cgroup v2 here: %v", err)
+	}
+	parent := filepath.Join(own, fmt.Sprintf("bench-true-floor-%d", os.Getpid()))
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		b.Skipf("cannot make a cgroup in %s: %v", own, err)
+	}
+	b.Cleanup(func() { _ = unix.Rmdir(parent) })
+	dir := filepath.Join(parent, "t1")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = unix.Rmdir(dir) })
+	var cg floorCgroup
+	if cg.dir, err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Close(cg.dir)
+	for _, f := range []struct {
+		fd   *int
+		name string
+	}{{&cg.stat, "cpu.stat"}, {&cg.events, "cgroup.events"}} {
+		if *f.fd, err = unix.Openat(cg.dir, f.name, unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+			b.Fatal(err)
+		}
+		defer unix.Close(*f.fd)
+	}
+	args := []string{"true"}
+	buf := make([]byte, 64<<10)
+	startOn := func(m *proc.Manager) func() {
+		return func() { checkFinal(b, procRun(b, m, proc.StartRequest{Args: args}), 0) }
+	}
+	type variant struct {
+		name string
+		run  func()
+	}
+	variants := []variant{
+		{"async-group", func() {
+			if err := <-floorAsync(args, buf, nil); err != nil {
+				b.Fatalf("async true: %v", err)
+			}
+		}},
+		{"async-cgroup", func() {
+			if err := <-floorAsync(args, buf, &cg); err != nil {
+				b.Fatalf("async true in a cgroup: %v", err)
+			}
+			if err := cg.ready(); err != nil {
+				b.Fatal(err)
+			}
+		}},
+		{"group", startOn(steadyManager(b, proc.Options{Containment: proc.ContainGroup}))},
+		{"cgroup", startOn(steadyManager(b, proc.Options{Containment: proc.ContainCgroup}))},
+	}
+	wall := map[string][]float64{}
+	order := slices.Clone(variants)
+	b.ReportAllocs()
+	for block := 0; b.Loop(); block++ {
+		copy(order, variants)
+		if block%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, v := range order {
+			v.run()
+			start := time.Now()
+			for range truePairedContainRuns {
+				v.run()
+			}
+			wall[v.name] = append(wall[v.name], float64(time.Since(start))/truePairedContainRuns)
+		}
+	}
+	if b.N == 0 {
+		return
+	}
+	floor := ratios(wall["async-cgroup"], wall["async-group"])
+	lib := ratios(wall["cgroup"], wall["group"])
+	for _, v := range variants {
+		b.ReportMetric(medianOf(wall[v.name]), "ns-"+v.name)
+	}
+	b.ReportMetric(medianOf(floor), "x-floor")
+	b.ReportMetric(medianOf(lib), "x-group-cgroup")
+	b.ReportMetric(medianOf(ratios(lib, floor)), "x-above-floor")
+}
+
+// floorCgroup is BenchmarkTrueFloor's reused cgroup: its directory,
+// cpu.stat and cgroup.events, held open.
+type floorCgroup struct{ dir, stat, events int }
+
+// end reads what a final record in cg reads before its end is published:
+// its tree's usage (cpu.stat) and that the tree is empty (cgroup.events).
+func (cg *floorCgroup) end() error {
+	var buf [512]byte
+	if _, err := unix.Pread(cg.stat, buf[:], 0); err != nil {
+		return fmt.Errorf("read cpu.stat: %w", err)
+	}
+	n, err := unix.Pread(cg.events, buf[:], 0)
+	if err != nil {
+		return fmt.Errorf("read cgroup.events: %w", err)
+	}
+	if !strings.Contains(string(buf[:n]), "populated 0") {
+		return fmt.Errorf("cgroup.events after the reap: %q; want populated 0", buf[:n])
+	}
+	return nil
+}
+
+// ready does what readies cg for the next start, off the record's path:
+// nothing below it (its directory's link count) and the next baseline
+// (cpu.stat).
+func (cg *floorCgroup) ready() error {
+	var st unix.Stat_t
+	if err := unix.Fstat(cg.dir, &st); err != nil || st.Nlink != 2 {
+		return fmt.Errorf("the reused cgroup: stat %v, %d links; want 2", err, st.Nlink)
+	}
+	var buf [512]byte
+	if _, err := unix.Pread(cg.stat, buf[:], 0); err != nil {
+		return fmt.Errorf("read cpu.stat: %w", err)
+	}
+	return nil
+}
+
+// floorAsync starts args with os/exec leading a session of its own (in
+// cg if not nil), its output read with buf by a goroutine that then reaps
+// it (and reads cg's end, cg.end) and sends the result.
+func floorAsync(args []string, buf []byte, cg *floorCgroup) <-chan error {
+	done := make(chan error, 1) // one send, by the goroutine below
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if cg != nil {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cg.dir
+	}
+	out, err := cmd.StdoutPipe()
+	if err == nil {
+		cmd.Stderr = cmd.Stdout
+		err = cmd.Start()
+	}
+	if err != nil {
+		done <- err
+		return done
+	}
+	// Ends at the child's end: its pipe's EOF, then the reap.
+	go func() {
+		_, err := io.CopyBuffer(struct{ io.Writer }{io.Discard}, struct{ io.Reader }{out}, buf)
+		if werr := cmd.Wait(); err == nil {
+			err = werr
+		}
+		if err == nil && cg != nil {
+			err = cg.end()
+		}
+		done <- err
+	}()
+	return done
 }

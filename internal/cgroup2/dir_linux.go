@@ -522,17 +522,29 @@ func (d Dir) SubtreeControl() []string {
 	return strings.Fields(string(data))
 }
 
-// Descendants is the number of live cgroups below d (nr_descendants of
-// cgroup.stat); -1 where it cannot be read.
-func (d Dir) Descendants() int64 {
-	var buf [256]byte
-	data, err := d.readShow("cgroup.stat", buf[:0])
-	if err != nil {
+// Children is the number of live cgroups directly below d (a removed
+// one, even while the kernel still tears it down, is not counted); -1
+// where it cannot be told. d has cgroups below it at any depth exactly
+// when it has a child, so Children() == 0 is nr_descendants 0 in
+// cgroup.stat. It is one stat of d's directory (fstat where d holds it)
+// instead of an open, a read and a close of cgroup.stat, each a kernfs
+// file that the open allocates and the close frees: kernfs keeps a
+// directory's link count at 2 plus its subdirectories
+// (kernfs_refresh_inode, at every stat), and a cgroup's only
+// subdirectories are its children.
+func (d Dir) Children() int64 {
+	var st unix.Stat_t
+	var err error
+	switch {
+	case d.At > 0 && d.Name == "":
+		err = unix.Fstat(d.At, &st)
+	case d.At > 0:
+		err = unix.Fstatat(d.At, d.Name, &st, 0)
+	default:
+		err = unix.Stat(d.Path, &st)
+	}
+	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Nlink < 2 {
 		return -1
 	}
-	n, ok := keyedValue(data, "nr_descendants")
-	if !ok {
-		return -1
-	}
-	return n
+	return int64(st.Nlink) - 2
 }

@@ -370,8 +370,8 @@ func TestDirAt(t *testing.T) {
 	}
 	sleeper := startIn(t, byPath, "sleep", "60")
 	for _, w := range ways {
-		if !w.d.Populated() || !slices.Equal(w.d.Procs(), []int{sleeper.Process.Pid}) || w.d.Descendants() != 0 {
-			t.Errorf("through %s: populated %v, procs %v, descendants %d; want true, [%d], 0", w.name, w.d.Populated(), w.d.Procs(), w.d.Descendants(), sleeper.Process.Pid)
+		if !w.d.Populated() || !slices.Equal(w.d.Procs(), []int{sleeper.Process.Pid}) || w.d.Children() != 0 {
+			t.Errorf("through %s: populated %v, procs %v, children %d; want true, [%d], 0", w.name, w.d.Populated(), w.d.Procs(), w.d.Children(), sleeper.Process.Pid)
 		}
 	}
 	events, err := named.OpenEvents()
@@ -400,6 +400,71 @@ func TestDirAt(t *testing.T) {
 	parent.RemoveChild("c")
 	if _, err := os.Stat(byPath.Path); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("after RemoveChild, %s: %v; want it gone", byPath.Path, err)
+	}
+}
+
+// TestChildren pins Children (the link count of a cgroup's directory)
+// against nr_descendants of its cgroup.stat, by path, through At and
+// through At and Name: 0 for a new cgroup and for one with a member, 1
+// with a child, still 1 with a grandchild below it (nr_descendants 2),
+// and 0 again once both are removed. A cgroup's files are no children.
+func TestChildren(t *testing.T) {
+	t.Parallel()
+	parent := testDir(t)
+	pfd, err := unix.Open(parent.Path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pfd)
+	parent.At = pfd
+	if err := parent.MakeChild("c"); err != nil {
+		t.Fatalf("MakeChild: %v", err)
+	}
+	defer parent.RemoveChild("c")
+	fd, err := parent.OpenChild("c")
+	if err != nil {
+		t.Fatalf("OpenChild: %v", err)
+	}
+	defer unix.Close(fd)
+	byPath := Dir{Path: filepath.Join(parent.Path, "c")}
+	ways := []struct {
+		name string
+		d    Dir
+	}{{"path", byPath}, {"At", Dir{Path: byPath.Path, At: fd}}, {"At and Name", Dir{Path: byPath.Path, At: pfd, Name: "c"}}}
+	check := func(when string, children, descendants int64) {
+		t.Helper()
+		data, err := os.ReadFile(byPath.file("cgroup.stat"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, ok := keyedValue(data, "nr_descendants"); !ok || n != descendants {
+			t.Fatalf("%s: nr_descendants %d (%v); want %d", when, n, ok, descendants)
+		}
+		for _, w := range ways {
+			if got := w.d.Children(); got != children {
+				t.Errorf("%s: Children() through %s = %d; want %d (nr_descendants %d)", when, w.name, got, children, descendants)
+			}
+		}
+	}
+	check("new", 0, 0)
+	sleeper := startIn(t, byPath, "sleep", "60")
+	check("with a member", 0, 0)
+	_ = sleeper.Process.Kill()
+	_ = sleeper.Wait()
+	child := Dir{Path: filepath.Join(byPath.Path, "a")}
+	if err := os.Mkdir(child.Path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Remove()
+	check("with a child", 1, 1)
+	if err := os.Mkdir(filepath.Join(child.Path, "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	check("with a child and a grandchild", 1, 2)
+	child.Remove()
+	check("after both were removed", 0, 0)
+	if got := (Dir{Path: filepath.Join(byPath.Path, "cgroup.procs")}).Children(); got != -1 {
+		t.Errorf("Children() of a file = %d; want -1", got)
 	}
 }
 
