@@ -44,13 +44,14 @@ const followBound = 5 * time.Millisecond
 
 // followState is a buffer's flow control for followers (design section
 // 10), which only the pump obeys (Write never waits). caughtUp is the Next
-// of the last cursor read that reached the end and could return a tail's
-// worth or more: a WaitOutput at that cursor is a follower's. A reader of
-// smaller pieces is never helped: the first read of its wake would end
-// its lease anyway (followReadLocked), and its wait would have held the
-// pump while the follow window filled for it (BenchmarkFollowCost, 10 B
-// and 4 KiB readers at once: 1.03x the child alone against 1.14x in the
-// same run). waiting holds the cursors of followers blocked
+// of the last cursor read that reached the end and could return at least
+// followMinRead bytes, or the tail's size if that is less; -1 before the
+// first. A WaitOutput at that cursor is a follower's. A reader of smaller
+// pieces is never helped: with the default tail the first read of its
+// wake would end its lease anyway (followReadLocked), and its wait held
+// the pump while the follow window filled for it (BenchmarkFollowCost,
+// 10 B and 4 KiB readers at once: 1.03x the child alone against 1.14x in
+// the same run). waiting holds the cursors of followers blocked
 // in WaitOutput; the wake that ends their wait turns them into leases
 // (room counts them as leases already: the writes before it must not
 // drop their bytes either). A lease is held from that wake until the
@@ -167,10 +168,17 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 			break
 		}
 	}
-	if c.Next >= c.End && limit >= b.tailMax {
+	if c.Next >= c.End && limit >= min(b.tailMax, followMinRead) {
 		b.flow.caughtUp = c.Next
 	}
 }
+
+// followMinRead is the least a read that reaches the end must be able to
+// return for its reader's next wait to be a follower's, unless the tail
+// holds less (design section 10): a reader of smaller pieces is never
+// helped. It is the default tail, so that with a larger tail a follower
+// of 64 KiB is helped as before.
+const followMinRead = DefaultTailBytes
 
 // readTarget returns where the pump reads its next bytes, given its read
 // buffer buf, and how many bytes it should read at once (size, at most

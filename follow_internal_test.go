@@ -591,37 +591,49 @@ func TestWaitOutputWokenWithoutBytes(t *testing.T) {
 }
 
 // TestSmallReaderIsNoFollower pins that a reader whose read reached the
-// end with less room than a tail's worth waits as a reader the pump does
-// not help: it gets no waiting entry, which would hold the pump while the
-// follow window fills for it, and no lease when woken. A read of a tail's
-// worth that reached the end makes the next wait a follower's.
+// end with room for less than followMinRead bytes, or less than the tail
+// holds if that is smaller, waits as a reader the pump does not help: it
+// gets no waiting entry, which would hold the pump while the follow
+// window fills for it, and no lease when woken. A read of at least that
+// much that reached the end makes the next wait a follower's, also when
+// the tail is larger (a 64 KiB follower of a 1 MiB tail is helped). A
+// wait at a negative cursor is never a follower's.
 func TestSmallReaderIsNoFollower(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	const head, tail = 4, 8
+	const head = 4
 	for _, tc := range []struct {
-		size     int
-		follower bool
-	}{{tail - 1, false}, {tail, true}} {
-		b := NewHeadTailBuffer(head, tail, 0)
+		tail, size int
+		cursor     int64 // the wait's
+		follower   bool
+	}{
+		{8, 7, 0, false},
+		{8, 8, 0, true},
+		{8, 7, -1, false}, // caughtUp is -1 before any follower's read
+		{4 * followMinRead, followMinRead - 1, 0, false},
+		{4 * followMinRead, followMinRead, 0, true},
+	} {
+		b := NewHeadTailBuffer(head, tc.tail, 0)
 		if c := b.ReadSinceInto(0, make([]byte, tc.size)); c.End != 0 {
 			t.Fatalf("ReadSinceInto(0) of an empty buffer = %+v", c)
 		}
 		errc := make(chan error, 1)
-		go func() { errc <- b.WaitOutput(ctx, 0) }() // ends at the write below
-		spinUntil(ctx, t, "reader waiting", func() bool {
-			return pumpTestLocked(b, func() bool { return b.waitc != nil && b.waiters == 1 })
-		})
-		if got := pumpTestLocked(b, func() bool { return len(b.flow.waiting) == 1 }); got != tc.follower {
-			t.Errorf("reader of %d (tail %d) waits as a follower: %v; want %v", tc.size, tail, got, tc.follower)
+		go func() { errc <- b.WaitOutput(ctx, tc.cursor) }() // ends at the write below
+		if tc.cursor >= 0 {
+			spinUntil(ctx, t, "reader waiting", func() bool {
+				return pumpTestLocked(b, func() bool { return b.waitc != nil && b.waiters == 1 })
+			})
+			if got := pumpTestLocked(b, func() bool { return len(b.flow.waiting) == 1 }); got != tc.follower {
+				t.Errorf("tail %d, reader of %d, waiting at %d: a follower %v; want %v", tc.tail, tc.size, tc.cursor, got, tc.follower)
+			}
 		}
 		_, _ = b.Write([]byte("x"))
 		if err := <-errc; err != nil {
-			t.Fatalf("WaitOutput(ctx, 0) = %v; want nil", err)
+			t.Fatalf("WaitOutput(ctx, %d) = %v; want nil", tc.cursor, err)
 		}
 		if got := pumpTestLocked(b, func() bool { return len(b.flow.leases) == 1 }); got != tc.follower {
-			t.Errorf("reader of %d (tail %d) woken with a lease: %v; want %v", tc.size, tail, got, tc.follower)
+			t.Errorf("tail %d, reader of %d, waiting at %d: woken with a lease %v; want %v", tc.tail, tc.size, tc.cursor, got, tc.follower)
 		}
 	}
 }

@@ -224,8 +224,10 @@ func (b *HeadTailBuffer) Finished() bool {
 // already holds, and otherwise an error wrapping ctx.Err() when ctx ends
 // first. It starts no goroutine.
 //
-// A WaitOutput at the cursor a read just reached the end with (a
-// follower's loop) also holds back the pump of a Process: from the wake
+// A WaitOutput at the cursor a read just reached the end with, a read
+// that could return at least followMinRead bytes or the tail's size if
+// that is less (a follower's loop), also holds back the pump of a
+// Process: from the wake
 // that ends it until it waits again, the pump does not overwrite bytes
 // the follower has not read, while it keeps up (follow.go, design section
 // 10). Write itself never waits, and wakes every waiter at once; the
@@ -238,7 +240,7 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 	// both), so neither wakes the pump.
 	f := b.flow
 	leased := f != nil && f.indexLease(cursor) >= 0
-	follower := leased || (f != nil && cursor == f.caughtUp)
+	follower := leased || (f != nil && cursor >= 0 && cursor == f.caughtUp)
 	for {
 		b.read = true
 		if b.total > cursor || b.finished {
@@ -316,6 +318,12 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 // millisecond before it returns, so that the reader leaves the CPUs to
 // the writer (readPacedLocked, pace.go).
 func (b *HeadTailBuffer) ReadSince(cursor int64, max int) Chunk {
+	return b.readSince(cursor, max, true)
+}
+
+// readSince is ReadSince; a read with paced false never pauses (a read
+// again after a pause).
+func (b *HeadTailBuffer) readSince(cursor int64, max int, paced bool) Chunk {
 	b.mu.Lock()
 	n := b.readSizeLocked(cursor, max)
 	b.mu.Unlock()
@@ -326,7 +334,9 @@ func (b *HeadTailBuffer) ReadSince(cursor int64, max int) Chunk {
 	b.mu.Lock()
 	c, pieces := b.readPacedLocked(cursor, data, readLimit(max))
 	b.mu.Unlock()
-	b.paceRead(pieces)
+	if paced && b.paceRead(pieces) {
+		return b.readSince(cursor, max, false)
+	}
 	return c
 }
 
@@ -348,20 +358,26 @@ func (b *HeadTailBuffer) ReadSinceInto(cursor int64, buf []byte) Chunk {
 	b.mu.Lock()
 	c, pieces := b.readPacedLocked(cursor, buf, len(buf))
 	b.mu.Unlock()
-	b.paceRead(pieces)
+	if b.paceRead(pieces) {
+		// Read again: what is newest after the pause.
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.readIntoLocked(cursor, buf, len(buf))
+	}
 	return c
 }
 
 // readPacedLocked is readIntoLocked for a caller's cursor read, which a
 // tight loop of reads in pieces pauses (pace.go): it also returns the
 // pacer of such reads when this one is one, a read of a running stream
-// of a Process that could return less than a tail's worth (limit) and
+// of a Process that could return less than a tail's worth (limit), but
+// something (a read into an empty buffer only skips lost bytes), and
 // stops short of the end, and otherwise nil. A reader of a tail's worth or more is not
 // paced: a follower the pump helps reads so, and so does one that lost
 // the help and catches up to get it again.
 func (b *HeadTailBuffer) readPacedLocked(cursor int64, buf []byte, limit int) (Chunk, *pacer) {
 	c := b.readIntoLocked(cursor, buf, limit)
-	if b.peers == nil || b.finished || limit >= b.tailMax || c.Next >= c.End {
+	if b.peers == nil || b.finished || limit == 0 || limit >= b.tailMax || c.Next >= c.End {
 		return c, nil
 	}
 	if b.flow == nil {

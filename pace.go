@@ -92,25 +92,32 @@ func (p *pacer) resumed(now time.Duration) {
 
 // paceDue notes a call counted by p, of b, at now (since paceEpoch), and
 // reports whether it should pause: it continues a streak (pacer.paced),
-// and a pump of b's Manager read something within paceActive before.
-// Buffers of no Process are never paced.
+// and a pump of b's Manager read something within paceActive before (as
+// pumped notes it: a millisecond late at most). Buffers of no Process
+// are never paced.
 func (b *HeadTailBuffer) paceDue(p *pacer, now time.Duration) bool {
 	s := b.peers
 	if s == nil {
 		return false
 	}
-	us := int64(now / time.Microsecond)
-	return p.paced(now) && us-s.pumped.Load() < int64(paceActive/time.Microsecond)
+	last := s.pumped.Load()
+	return p.paced(now) && last != 0 && int64(now/time.Microsecond)-last < int64(paceActive/time.Microsecond)
 }
 
 // paceActive is how long after a pump of a Manager last read something
 // the callers of its buffers are paced.
 const paceActive = 10 * time.Millisecond
 
-// pumped notes that b's pump read something (pump.writeRead).
+// pumped notes that b's pump read something (pump.writeRead). It stores
+// the time only when it moved by a millisecond or more, so that pumps
+// seldom write the cache line every poller reads; 0 stands for never, so
+// it stores at least 1.
 func (b *HeadTailBuffer) pumped() {
 	if s := b.peers; s != nil {
-		s.pumped.Store(int64(time.Since(paceEpoch) / time.Microsecond))
+		us := max(int64(time.Since(paceEpoch)/time.Microsecond), 1)
+		if us-s.pumped.Load() >= int64(time.Millisecond/time.Microsecond) {
+			s.pumped.Store(us)
+		}
 	}
 }
 
@@ -120,11 +127,14 @@ func (b *HeadTailBuffer) pause(p *pacer) {
 	p.resumed(time.Since(paceEpoch))
 }
 
-// paceRead pauses the caller of a read in pieces that continues a tight
-// streak of them; p is its pacer (readPacedLocked), nil for any other
-// read.
-func (b *HeadTailBuffer) paceRead(p *pacer) {
+// paceRead reports whether the caller of a read in pieces, which
+// continues a tight streak of them, paused: it then reads again, so as to
+// return what is newest after the pause. p is its pacer
+// (readPacedLocked), nil for any other read.
+func (b *HeadTailBuffer) paceRead(p *pacer) bool {
 	if p != nil && b.paceDue(p, time.Since(paceEpoch)) {
 		b.pause(p)
+		return true
 	}
+	return false
 }

@@ -56,7 +56,8 @@ func TestPacer(t *testing.T) {
 
 // TestPaceDue pins which calls pause (paceDue): those of a Process's
 // buffer that continue a streak while a pump of its Manager read
-// something within paceActive before; a buffer of no Process never.
+// something within paceActive before; not before any pump read, and
+// never for a buffer of no Process.
 func TestPaceDue(t *testing.T) {
 	t.Parallel()
 	var sig pollSignal
@@ -68,6 +69,9 @@ func TestPaceDue(t *testing.T) {
 		var p pacer
 		p.last.Store(uint64(now/time.Microsecond)<<8 | paceStreak)
 		return &p
+	}
+	if b.paceDue(streak(), now+time.Microsecond) {
+		t.Errorf("streak, no pump ever read: pause; want none")
 	}
 	sig.pumped.Store(int64(now / time.Microsecond))
 	if !b.paceDue(streak(), now+time.Microsecond) {
@@ -104,8 +108,8 @@ func TestOutputPaced(t *testing.T) {
 	// continues it (pacer.paced), however slow the machine; no pump
 	// read, so that nothing pauses.
 	r.polled.last.Store(uint64((time.Since(paceEpoch)+time.Minute)/time.Microsecond)<<8 | 20)
-	if out := b.outputPaced(false); out.Text != "abc" {
-		t.Errorf("unpaced Output() = %q; want %q", out.Text, "abc")
+	if out, paused := b.outputPaced(false); out.Text != "abc" || paused {
+		t.Errorf("unpaced Output() = %q, paused %v; want %q, no pause", out.Text, paused, "abc")
 	}
 	if got := r.polled.last.Load() & 0xff; got != 20 {
 		t.Errorf("streak after an unpaced Output = %d; want 20 (not counted)", got)

@@ -489,9 +489,11 @@ func (p *Process) Snapshot() Snapshot { return p.snapshot(true) }
 // (Manager.Run's one snapshot).
 func (p *Process) snapshot(paced bool) Snapshot {
 	info := p.Info()
-	s := Snapshot{Info: info, Output: p.out.outputPaced(paced)}
+	out, paused := p.out.outputPaced(paced)
+	s := Snapshot{Info: info, Output: out}
 	if p.errOut != nil {
-		s.Stderr = p.errOut.outputPaced(paced)
+		// One pause per snapshot at most.
+		s.Stderr, _ = p.errOut.outputPaced(paced && !paused)
 	}
 	return s
 }
@@ -594,8 +596,9 @@ func (p *Process) finalEOF(c Chunk) Chunk {
 // starts no goroutine.
 //
 // A follower, a loop that reads with ReadSince or ReadSinceInto until
-// Next reaches End and then waits at Next, is helped to keep up (design
-// section 10): while it waits, the output pump keeps up to 1 MiB of new
+// Next reaches End and then waits at Next, its reads able to return at
+// least 16 KiB or the tail's size if that is less, is helped to keep up
+// (design section 10): while it waits, the output pump keeps up to 1 MiB of new
 // output for it beyond what the buffer retains, and from the wake until
 // it waits again, the pump does not overwrite bytes it has not read, and
 // the child waits on its full pipe meanwhile, but only while it keeps

@@ -80,14 +80,18 @@ const lineCutSuffix = " ... [truncated]"
 // them, first parks for pacePause (200 µs; about a millisecond when the
 // runtime's timers are coarse), then returns the newest rendering.
 // Callers share its Truncation, which they must not modify.
-func (b *HeadTailBuffer) Output() Output { return b.outputPaced(true) }
+func (b *HeadTailBuffer) Output() Output {
+	out, _ := b.outputPaced(true)
+	return out
+}
 
-// outputPaced is Output; a call with paced false never pauses (pace.go):
-// Manager.Run's one snapshot, and a call right after a pause.
-func (b *HeadTailBuffer) outputPaced(paced bool) Output {
+// outputPaced is Output, and reports whether it paused; a call with paced
+// false never pauses (pace.go): Manager.Run's one snapshot, a snapshot's
+// stderr after its output paused, and a call right after a pause.
+func (b *HeadTailBuffer) outputPaced(paced bool) (Output, bool) {
 	for {
-		if out, ok := b.output(paced); ok {
-			return out
+		if out, ok, paused := b.output(paced); ok {
+			return out, paused
 		}
 		// The rendering waited for panicked (a bug of ours, recovered by
 		// its caller) and was withdrawn: render again.
@@ -96,7 +100,7 @@ func (b *HeadTailBuffer) outputPaced(paced bool) Output {
 
 // output is outputPaced, once: ok is false when the rendering it waited
 // for was withdrawn because its render panicked.
-func (b *HeadTailBuffer) output(paced bool) (out Output, ok bool) {
+func (b *HeadTailBuffer) output(paced bool) (out Output, ok, paused bool) {
 	at := b.size.Load()
 	if r := b.rendered.Load(); r != nil && r.at == at {
 		if r.pending.Load() {
@@ -104,10 +108,10 @@ func (b *HeadTailBuffer) output(paced bool) (out Output, ok bool) {
 			// poll of an unchanged rendering: the stream changed and
 			// this caller shares the rendering of the change.
 			r.done.Wait()
-			return r.out, !r.broken
+			return r.out, !r.broken, false
 		}
 		if r.broken {
-			return Output{}, false // withdrawn since it was loaded
+			return Output{}, false, false // withdrawn since it was loaded
 		}
 		// polled tells the pump that someone polls faster than the
 		// stream changes (pump.read); it is only written when it
@@ -127,7 +131,8 @@ func (b *HeadTailBuffer) output(paced bool) (out Output, ok bool) {
 		// child and the pump.
 		if paced && b.paceDue(&r.polled, time.Since(paceEpoch)) {
 			b.pause(&r.polled)
-			return b.output(false)
+			out, ok, _ := b.output(false)
+			return out, ok, true
 		}
 		// Otherwise yield, so that a poller lets the writer run: a pump
 		// whose read returned after the runtime handed its P to a poller
@@ -138,12 +143,12 @@ func (b *HeadTailBuffer) output(paced bool) (out Output, ok bool) {
 		if b.stepsAside() {
 			yieldThread()
 		}
-		return r.out, true
+		return r.out, true, false
 	}
 	b.mu.Lock()
 	if b.total == 0 {
 		b.mu.Unlock()
-		return Output{}, true
+		return Output{}, true, false
 	}
 	// Any rendering of at least the at bytes written before this call
 	// will do (a snapshot carries more output than its status, never
@@ -153,7 +158,7 @@ func (b *HeadTailBuffer) output(paced bool) (out Output, ok bool) {
 	if r := b.rendered.Load(); r != nil && r.at >= at {
 		b.mu.Unlock()
 		r.done.Wait()
-		return r.out, !r.broken
+		return r.out, !r.broken, false
 	}
 	total := b.total
 	retained := int64(len(b.head) + b.tailLen)
@@ -190,7 +195,7 @@ func (b *HeadTailBuffer) output(paced bool) (out Output, ok bool) {
 	b.mu.Unlock()
 	b.renderPublished(r, head, first, second, retained, scratch)
 	renderScratch.Put(scratch)
-	return r.out, true
+	return r.out, true, false
 }
 
 // stepsAside reports whether a caller that returns a rendering again
