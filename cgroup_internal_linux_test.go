@@ -357,3 +357,44 @@ wait; wait; echo child-done`
 		t.Error("after the tree ended, the walks still reach it; want false and ErrNotRunning")
 	}
 }
+
+// TestCgroupRemovedSpareNotReused pins that a record cgroup removed from
+// outside is not handed to start after start: its held directory still
+// stats as a cgroup without children, but its cpu.stat cannot be read, so
+// readying it for reuse discards it (recycled) instead of giving it back
+// to the spares, where the newest spare is taken first and each start
+// into it failed and gave it back again (found in review: 20 of 20
+// starts failed). The one start that takes it before anyone looks fails:
+// the outsider broke the cgroup it was cloned into.
+func TestCgroupRemovedSpareNotReused(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m := NewManager(Options{Containment: ContainCgroup})
+	defer m.Close()
+	if _, err := m.Run(ctx, StartRequest{Args: []string{"true"}}); errors.Is(err, ErrUnsupported) {
+		t.Skipf("no cgroups here (%v): this test runs where cgroup v2 is writable", err)
+	} else if err != nil {
+		t.Fatalf("Run(true) = %v", err)
+	}
+	CgroupWorkerIdle(m)
+	m.trees.contain.mu.Lock()
+	h := m.trees.contain.host
+	m.trees.contain.mu.Unlock()
+	h.mu.Lock()
+	victim := h.spare[len(h.spare)-1].dir // the next start's
+	h.mu.Unlock()
+	if err := os.Remove(victim); err != nil {
+		t.Fatalf("remove the newest spare cgroup from outside: %v", err)
+	}
+	fails := 0
+	for range 20 {
+		if _, err := m.Run(ctx, StartRequest{Args: []string{"true"}}); err != nil {
+			fails++
+		}
+		CgroupWorkerIdle(m)
+	}
+	if fails > 1 {
+		t.Errorf("%d of 20 starts failed after one spare cgroup was removed from outside; want the one that took it at most", fails)
+	}
+}

@@ -345,23 +345,24 @@ func (rc *recordCgroup) holdFile() bool {
 }
 
 // cpu reads rc's cpu.stat through stat while rc's directory is open,
-// else (or if it cannot be opened) through d.
-func (rc *recordCgroup) cpu(d cgroup2.Dir) cgroup2.Usage {
+// else (or if it cannot be opened) through d; err says it could not be
+// read (the cgroup was removed from outside, say).
+func (rc *recordCgroup) cpu(d cgroup2.Dir) (cgroup2.Usage, error) {
 	if rc.dirFD < 0 {
-		return d.CPU()
+		return d.ReadCPU()
 	}
 	if rc.stat == nil {
 		if !rc.holdFile() {
-			return d.CPU()
+			return d.ReadCPU()
 		}
 		stat, err := cgroup2.Dir{Path: rc.dir, At: rc.dirFD}.OpenCPU()
 		if err != nil {
 			rc.files.Add(-1)
-			return d.CPU()
+			return d.ReadCPU()
 		}
 		rc.stat = stat
 	}
-	return rc.stat.CPU()
+	return rc.stat.ReadCPU()
 }
 
 // openDir opens rc's directory, relative to the Manager's cgroup h,
@@ -552,10 +553,10 @@ func (h *cgroupHost) queueLocked(rc *recordCgroup, reusable bool) bool {
 	return false
 }
 
-// runQueue does the worker's work on the caller's goroutine (doneLater's
-// later), unless the worker runs, which then does it: what doneLater
-// queued is never left undone, since the worker takes the queue under
-// h.mu before it stops. Close waits for it as for the worker (h.wg; a
+// runQueue does the worker's work but making spares on the caller's
+// goroutine (doneLater's later), unless the worker runs, which then does
+// it: what doneLater queued is never left undone, since the worker takes
+// the queue under h.mu before it stops. Close waits for it as for the worker (h.wg; a
 // record's exit goroutine also ends before Close removes the cgroups).
 func (h *cgroupHost) runQueue() {
 	h.mu.Lock()
@@ -566,7 +567,7 @@ func (h *cgroupHost) runQueue() {
 	h.working = true
 	h.wg.Add(1)
 	h.mu.Unlock()
-	h.work()
+	h.work(false)
 }
 
 // refused takes back the cgroup of a start that failed (nothing runs in
@@ -607,7 +608,17 @@ func (h *cgroupHost) recycled(rc *recordCgroup) {
 		h.discard(rc)
 		return
 	}
-	rc.base = rc.cpu(d) // reuse: only cpu.stat accounts here
+	// Reuse: only cpu.stat accounts here. A cgroup whose cpu.stat cannot
+	// be read is not reused: removed from outside, its held directory
+	// still stats as one without children, and a start into it would
+	// fail; with no baseline, its next record would report its
+	// predecessors' usage as its own.
+	base, err := rc.cpu(d)
+	if err != nil {
+		h.discard(rc)
+		return
+	}
+	rc.base = base
 	h.giveBack(rc)
 }
 
@@ -620,10 +631,14 @@ func (h *cgroupHost) kickLocked() {
 	h.wg.Add(1)
 	// Stops when there is nothing left to do: no removal queued and the
 	// spares made. close waits for it.
-	go h.work()
+	go h.work(true)
 }
 
-func (h *cgroupHost) work() {
+// work readies and removes the queued cgroups, then, with makeSpares,
+// makes spares up to want. Without (a record's exit goroutine, runQueue,
+// which Scope.Close waits for) it leaves the spares to the worker, which
+// it starts if some are missing.
+func (h *cgroupHost) work(makeSpares bool) {
 	defer h.wg.Done()
 	for {
 		h.mu.Lock()
@@ -638,7 +653,7 @@ func (h *cgroupHost) work() {
 			h.recycle = h.recycle[1:]
 			h.mu.Unlock()
 			h.recycled(rc)
-		case len(h.spare) < h.want && !h.closed && !h.draining:
+		case makeSpares && len(h.spare) < h.want && !h.closed && !h.draining:
 			h.mu.Unlock()
 			rc, err := h.create()
 			if err != nil {
@@ -650,6 +665,9 @@ func (h *cgroupHost) work() {
 			h.giveBack(rc)
 		default:
 			h.working = false
+			if !makeSpares && len(h.spare) < h.want && !h.closed && !h.draining {
+				h.kickLocked()
+			}
 			h.mu.Unlock()
 			return
 		}
@@ -951,7 +969,7 @@ func (c *cgroupTree) readNow() cgroup2.Usage {
 	if c.host.reuse {
 		// Without the memory and pids controllers, only cpu.stat; through
 		// rc's held file while the tree holds rc's directory (heldDir).
-		u = c.rc.cpu(c.d)
+		u, _ = c.rc.cpu(c.d)
 	} else {
 		u = c.d.Usage()
 	}

@@ -95,14 +95,22 @@ func (d Dir) Usage() Usage {
 }
 
 // CPU reads cpu.stat alone: the part of Usage a cgroup without the memory
-// and pids controllers has, in one read instead of four.
+// and pids controllers has, in one read instead of four; zero if it
+// cannot be read.
 func (d Dir) CPU() Usage {
+	u, _ := d.ReadCPU()
+	return u
+}
+
+// ReadCPU is CPU that says why it could not read (a removed cgroup's
+// cpu.stat is gone: ENOENT).
+func (d Dir) ReadCPU() (Usage, error) {
 	var buf [512]byte
 	data, err := d.readShow("cpu.stat", buf[:0])
 	if err != nil {
-		return Usage{}
+		return Usage{}, err
 	}
-	return parseCPU(data)
+	return parseCPU(data), nil
 }
 
 // CPUStat is cpu.stat held open (heldFile), so that a read costs one
@@ -123,12 +131,19 @@ func (d Dir) OpenCPU() (*CPUStat, error) {
 // after Close. user_usec and system_usec come first in the file, well
 // within the buffer.
 func (f *CPUStat) CPU() Usage {
+	u, _ := f.ReadCPU()
+	return u
+}
+
+// ReadCPU is CPU that says why it could not read (a removed cgroup's held
+// cpu.stat reads ENODEV).
+func (f *CPUStat) ReadCPU() (Usage, error) {
 	var buf [512]byte
 	data, err := f.read(buf[:])
 	if err != nil {
-		return Usage{}
+		return Usage{}, err
 	}
-	return parseCPU(data)
+	return parseCPU(data), nil
 }
 
 // parseCPU takes user_usec and system_usec from cpu.stat's data.
