@@ -55,6 +55,23 @@ func testDir(t *testing.T) Dir {
 	return d
 }
 
+// heldParent is testDir held open (its At, closed when the test ends)
+// with a child cgroup "c" made in it, which the test removes; pfd is At.
+func heldParent(t *testing.T) (parent Dir, pfd int) {
+	t.Helper()
+	parent = testDir(t)
+	pfd, err := unix.Open(parent.Path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Close(pfd) })
+	parent.At = pfd
+	if err := parent.MakeChild("c"); err != nil {
+		t.Fatalf("MakeChild: %v", err)
+	}
+	return parent, pfd
+}
+
 // startIn starts argv cloned into d.
 func startIn(t *testing.T, d Dir, argv ...string) *exec.Cmd {
 	t.Helper()
@@ -336,16 +353,7 @@ func TestDirAt(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	parent := testDir(t)
-	pfd, err := unix.Open(parent.Path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(pfd)
-	parent.At = pfd
-	if err := parent.MakeChild("c"); err != nil {
-		t.Fatalf("MakeChild: %v", err)
-	}
+	parent, pfd := heldParent(t)
 	fd, err := parent.OpenChild("c")
 	if err != nil {
 		t.Fatalf("OpenChild: %v", err)
@@ -410,16 +418,7 @@ func TestDirAt(t *testing.T) {
 // and 0 again once both are removed. A cgroup's files are no children.
 func TestChildren(t *testing.T) {
 	t.Parallel()
-	parent := testDir(t)
-	pfd, err := unix.Open(parent.Path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(pfd)
-	parent.At = pfd
-	if err := parent.MakeChild("c"); err != nil {
-		t.Fatalf("MakeChild: %v", err)
-	}
+	parent, pfd := heldParent(t)
 	defer parent.RemoveChild("c")
 	fd, err := parent.OpenChild("c")
 	if err != nil {
