@@ -179,6 +179,47 @@ func TestTreeUsage(t *testing.T) {
 	})
 }
 
+// TestTreeUsageOutlivedChild pins Usage.Tree in cgroup mode when a member
+// outlives the child: the cgroup is still populated at the child's reap,
+// so the usage is read only once it empties (cgroupTree.reaped reads it
+// at the reap only when it finds the cgroup empty), and counts the CPU
+// the grandchild spent after the child's end. The grandchild holds the
+// child's stdout and reports its own CPU time (times) last. (Found in
+// review: reading at every reap passed every other test.)
+func TestTreeUsageOutlivedChild(t *testing.T) {
+	t.Parallel()
+	const late = `( i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; times ) & exit 0`
+	ctx, m := testManager(t, treeOptions(t, treeModes[1]))
+	// The drain waits for the grandchild's end of the pipe (its silence
+	// while it spins is shorter than DrainQuiet).
+	snap, err := m.Run(ctx, proc.StartRequest{Command: late, DrainQuiet: 20 * time.Second, DrainTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	// "0m0.000000s 0m0.000000s\n0m0.190000s 0m0.000000s": the shell's own
+	// times, then its children's; the grandchild's are its own (first).
+	fields := strings.Fields(snap.Output.Text)
+	if len(fields) < 2 {
+		t.Fatalf("grandchild's times %q; want two durations first", snap.Output.Text)
+	}
+	var spent time.Duration
+	for _, f := range fields[:2] {
+		d, err := time.ParseDuration(f)
+		if err != nil {
+			t.Fatalf("grandchild's times %q: %v", snap.Output.Text, err)
+		}
+		spent += d
+	}
+	u := snap.Info.Usage.Tree
+	if u == nil {
+		t.Fatalf("cgroup mode: Usage.Tree is nil")
+	}
+	// The kernel's tick (10 ms) rounds each figure.
+	if tree := u.User + u.System; spent < 20*time.Millisecond || tree < spent-20*time.Millisecond {
+		t.Errorf("tree CPU %v; want at least the grandchild's %v, spent after the child's end", tree, spent)
+	}
+}
+
 // TestLeftovers pins what a Manager does with cgroups it finds in its
 // parent: it removes a dead host's Manager cgroup (the host's PID with
 // another start time), killing what is still inside first; it leaves alone
