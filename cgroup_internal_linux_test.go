@@ -282,7 +282,10 @@ func TestCgroupRunningRecordsHoldFewDescriptors(t *testing.T) {
 // its files after Done closed (the exit goroutine after publishing the
 // end, settleOwn; the worker otherwise): a test that counts the process's
 // descriptors waits for them first, so that those reads are not counted
-// as its own. Nothing may start meanwhile.
+// as its own. Nothing may start meanwhile, and no final record may have
+// been dropped from m's list (by retention or Remove) just before: its
+// exit goroutine, which this does not find, may still be readying its
+// cgroup.
 func CgroupWorkerIdle(m *Manager) {
 	var final []*Process
 	m.mu.Lock()
