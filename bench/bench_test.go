@@ -262,8 +262,18 @@ func rawCapture(args []string, buf []byte) (int64, error) {
 // goroutine reads its stdout and stderr (one pipe) through buf until EOF,
 // reaps it, sends the error on the returned channel and ends.
 func rawCaptureAsync(args []string, buf []byte) <-chan error {
+	return rawCaptureAsyncWith(args, buf, nil, nil)
+}
+
+// rawCaptureAsyncWith is rawCaptureAsync with setup, if not nil, called
+// on the command before its start, and end, if not nil, called by the
+// goroutine after a reap without error (its error is sent instead).
+func rawCaptureAsyncWith(args []string, buf []byte, setup func(*exec.Cmd), end func() error) <-chan error {
 	done := make(chan error, 1) // one send, by the goroutine below
 	cmd, out, err := rawStart(args, func(cmd *exec.Cmd) (io.ReadCloser, error) {
+		if setup != nil {
+			setup(cmd)
+		}
 		out, err := cmd.StdoutPipe()
 		cmd.Stderr = cmd.Stdout
 		return out, err
@@ -272,10 +282,14 @@ func rawCaptureAsync(args []string, buf []byte) <-chan error {
 		done <- err
 		return done
 	}
+	// Ends at the child's end: its pipe's EOF, then the reap.
 	go func() {
 		_, err := io.CopyBuffer(struct{ io.Writer }{io.Discard}, struct{ io.Reader }{out}, buf)
 		if werr := cmd.Wait(); err == nil {
 			err = werr
+		}
+		if err == nil && end != nil {
+			err = end()
 		}
 		done <- err
 	}()

@@ -5,7 +5,6 @@ package bench
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -321,31 +320,15 @@ func (cg *floorCgroup) ready() error {
 // cg if not nil), its output read with buf by a goroutine that then reaps
 // it (and reads cg's end, cg.end) and sends the result.
 func floorAsync(args []string, buf []byte, cg *floorCgroup) <-chan error {
-	done := make(chan error, 1) // one send, by the goroutine below
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	setup := func(cmd *exec.Cmd) {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if cg != nil {
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cg.dir
+		}
+	}
+	var end func() error
 	if cg != nil {
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cg.dir
+		end = cg.end
 	}
-	out, err := cmd.StdoutPipe()
-	if err == nil {
-		cmd.Stderr = cmd.Stdout
-		err = cmd.Start()
-	}
-	if err != nil {
-		done <- err
-		return done
-	}
-	// Ends at the child's end: its pipe's EOF, then the reap.
-	go func() {
-		_, err := io.CopyBuffer(struct{ io.Writer }{io.Discard}, struct{ io.Reader }{out}, buf)
-		if werr := cmd.Wait(); err == nil {
-			err = werr
-		}
-		if err == nil && cg != nil {
-			err = cg.end()
-		}
-		done <- err
-	}()
-	return done
+	return rawCaptureAsyncWith(args, buf, setup, end)
 }
