@@ -491,7 +491,9 @@ func TestEventsReadErrorIsPopulated(t *testing.T) {
 
 // TestCPUStatRereads pins that cpu.stat held open (OpenCPU) reads what the
 // cgroup holds at every read, not what it held when opened or first read:
-// a pread at offset 0 makes the file again.
+// a pread at offset 0 makes the file again. A read after Close, or of a
+// removed cgroup, held or by path, is an error, never a zero Usage taken
+// for a reading (a reused cgroup's baseline).
 func TestCPUStatRereads(t *testing.T) {
 	t.Parallel()
 	d := testDir(t)
@@ -500,7 +502,15 @@ func TestCPUStatRereads(t *testing.T) {
 		t.Fatalf("OpenCPU: %v", err)
 	}
 	defer stat.Close()
-	if u := stat.CPU(); u != d.CPU() {
+	read := func(what string) Usage {
+		t.Helper()
+		u, err := stat.ReadCPU()
+		if err != nil {
+			t.Fatalf("held cpu.stat %s: %v", what, err)
+		}
+		return u
+	}
+	if u := read("of a new cgroup"); u != d.CPU() {
 		t.Errorf("held cpu.stat of a new cgroup = %+v; want %+v, as read by path", u, d.CPU())
 	}
 	var last time.Duration
@@ -509,14 +519,30 @@ func TestCPUStatRereads(t *testing.T) {
 		if err := burn.Wait(); err != nil {
 			t.Fatalf("burn: %v", err)
 		}
-		u := stat.CPU()
+		u := read("after a burn")
 		if u != d.CPU() || u.User+u.System <= last {
 			t.Errorf("held cpu.stat after burn %d = %+v; want %+v, as read by path, above the last read's %v", i, u, d.CPU(), last)
 		}
 		last = u.User + u.System
 	}
 	stat.Close()
-	if u := stat.CPU(); u != (Usage{}) {
-		t.Errorf("cpu.stat after Close = %+v; want zero", u)
+	if u, err := stat.ReadCPU(); err == nil {
+		t.Errorf("cpu.stat after Close = %+v, nil; want an error", u)
+	}
+
+	parent, _ := heldParent(t)
+	defer parent.RemoveChild("c") // removed below already, unless a check failed first
+	child := Dir{Path: parent.Path + "/c"}
+	held, err := child.OpenCPU()
+	if err != nil {
+		t.Fatalf("OpenCPU of a child cgroup: %v", err)
+	}
+	defer held.Close()
+	parent.RemoveChild("c")
+	if u, err := held.ReadCPU(); err == nil {
+		t.Errorf("held cpu.stat of a removed cgroup = %+v, nil; want an error", u)
+	}
+	if u, err := child.ReadCPU(); err == nil {
+		t.Errorf("cpu.stat of a removed cgroup by path = %+v, nil; want an error", u)
 	}
 }

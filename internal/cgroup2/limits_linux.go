@@ -127,16 +127,10 @@ func (d Dir) OpenCPU() (*CPUStat, error) {
 	return &CPUStat{f}, nil
 }
 
-// CPU is [Dir.CPU] through the open file: zero if it cannot be read, or
-// after Close. user_usec and system_usec come first in the file, well
-// within the buffer.
-func (f *CPUStat) CPU() Usage {
-	u, _ := f.ReadCPU()
-	return u
-}
-
-// ReadCPU is CPU that says why it could not read (a removed cgroup's held
-// cpu.stat reads ENODEV).
+// ReadCPU is [Dir.ReadCPU] through the open file: an error if it cannot
+// be read (a removed cgroup's held cpu.stat reads ENODEV), or after
+// Close. user_usec and system_usec come first in the file, well within
+// the buffer.
 func (f *CPUStat) ReadCPU() (Usage, error) {
 	var buf [512]byte
 	data, err := f.read(buf[:])
