@@ -556,8 +556,9 @@ func (h *cgroupHost) queueLocked(rc *recordCgroup, reusable bool) bool {
 // runQueue does the worker's work but making spares on the caller's
 // goroutine (doneLater's later), unless the worker runs, which then does
 // it: what doneLater queued is never left undone, since the worker takes
-// the queue under h.mu before it stops. Close waits for it as for the worker (h.wg; a
-// record's exit goroutine also ends before Close removes the cgroups).
+// the queue under h.mu before it stops. Close waits for it as for the
+// worker (h.wg; a record's exit goroutine also ends before Close removes
+// the cgroups).
 func (h *cgroupHost) runQueue() {
 	h.mu.Lock()
 	if h.working || h.closed {

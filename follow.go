@@ -51,8 +51,8 @@ const followBound = 5 * time.Millisecond
 // wake would end its lease anyway (followReadLocked), and its wait held
 // the pump while the follow window filled for it (BenchmarkFollowCost,
 // 10 B and 4 KiB readers at once: 1.03x the child alone against 1.14x in
-// the same run). waiting holds the cursors of followers blocked
-// in WaitOutput; the wake that ends their wait turns them into leases
+// the same run). waiting holds the cursors of followers blocked in
+// WaitOutput; the wake that ends their wait turns them into leases
 // (room counts them as leases already: the writes before it must not
 // drop their bytes either). A lease is held from that wake until the
 // follower waits again: each cursor read from a lease's cursor that

@@ -227,8 +227,8 @@ func (b *HeadTailBuffer) Finished() bool {
 // A WaitOutput at the cursor a read just reached the end with, a read
 // that could return at least followMinRead bytes or the tail's size if
 // that is less (a follower's loop), also holds back the pump of a
-// Process: from the wake
-// that ends it until it waits again, the pump does not overwrite bytes
+// Process: from the wake that ends it until it waits again, the pump
+// does not overwrite bytes
 // the follower has not read, while it keeps up (follow.go, design section
 // 10). Write itself never waits, and wakes every waiter at once; the
 // pump of a Process, which writes otherwise, may leave such a follower
@@ -369,12 +369,12 @@ func (b *HeadTailBuffer) ReadSinceInto(cursor int64, buf []byte) Chunk {
 
 // readPacedLocked is readIntoLocked for a caller's cursor read, which a
 // tight loop of reads in pieces pauses (pace.go): it also returns the
-// pacer of such reads when this one is one, a read of a running stream
-// of a Process that could return less than a tail's worth (limit), but
-// something (a read into an empty buffer only skips lost bytes), and
-// stops short of the end, and otherwise nil. A reader of a tail's worth or more is not
-// paced: a follower the pump helps reads so, and so does one that lost
-// the help and catches up to get it again.
+// pacer of such reads when this one is one, and otherwise nil. A read in
+// pieces is one of a running stream of a Process that could return less
+// than a tail's worth (limit) but something (a read into an empty buffer
+// only skips lost bytes), and stops short of the end. A reader of a
+// tail's worth or more is not paced: a follower the pump helps reads so,
+// and so does one that lost the help and catches up to get it again.
 func (b *HeadTailBuffer) readPacedLocked(cursor int64, buf []byte, limit int) (Chunk, *pacer) {
 	c := b.readIntoLocked(cursor, buf, limit)
 	if b.peers == nil || b.finished || limit == 0 || limit >= b.tailMax || c.Next >= c.End {

@@ -23,9 +23,9 @@ import (
 //
 // Only buffers of a Process are paced, and only while a pump of its
 // Manager reads (within paceActive of its last read, pollSignal.pumped):
-// pausing helps nobody else. Such a
-// call pauses once calls of its kind come in a streak of paceStreak, each
-// within paceGap of the one before, whoever made them; the pause then
+// pausing helps nobody else. Such a call pauses once calls of its kind
+// come in a streak of paceStreak, each within paceGap of the one before,
+// whoever made them; the pause then
 // counts as part of the streak, so that each further tight call pauses
 // too, for pacePause (about a millisecond when the runtime's timers are
 // coarse, on an idle host). A caller that looks twice, or now and then, or
