@@ -88,6 +88,23 @@ func TestPaceDue(t *testing.T) {
 		t.Errorf("buffer of no Process: pause; want none")
 	}
 	lone.pumped() // no Manager: nothing to note, and no panic
+
+	// A pump's read is noted only when a millisecond passed since the
+	// last noted one, so that pumps seldom write the line pollers read.
+	// (Noted a second from now: within the millisecond however slow the
+	// machine.)
+	recent := int64((time.Since(paceEpoch) + time.Second) / time.Microsecond)
+	sig.pumped.Store(recent)
+	b.pumped()
+	if got := sig.pumped.Load(); got != recent {
+		t.Errorf("a read within a millisecond of the last noted: pumped %d; want %d kept", got, recent)
+	}
+	old := int64((time.Since(paceEpoch) - 2*time.Millisecond) / time.Microsecond)
+	sig.pumped.Store(old)
+	b.pumped()
+	if got := sig.pumped.Load(); got <= old {
+		t.Errorf("a read 2 ms or more after the last noted: pumped %d; want it moved past %d", got, old)
+	}
 }
 
 // TestOutputPaced pins that Output consults the pacer of the rendering it
