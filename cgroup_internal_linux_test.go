@@ -361,6 +361,49 @@ wait; wait; echo child-done`
 	}
 }
 
+// TestTreeUsageOfRemovedCgroup: a record whose reused cgroup was removed
+// from outside before its end (its child moved itself out and removed
+// it) reports no tree usage, nil as where the OS cannot tell, and never
+// zero minus the cgroup's baseline, which was negative times.
+func TestTreeUsageOfRemovedCgroup(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m := NewManager(Options{Containment: ContainCgroup})
+	defer m.Close()
+	if _, err := m.Run(ctx, StartRequest{Args: []string{"sh", "-c", "i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done"}}); errors.Is(err, ErrUnsupported) {
+		t.Skipf("no cgroups here (%v): this test runs where cgroup v2 is writable", err)
+	} else if err != nil {
+		t.Fatalf("Run(a loop) = %v", err)
+	}
+	CgroupWorkerIdle(m)
+	m.trees.contain.mu.Lock()
+	h := m.trees.contain.host
+	m.trees.contain.mu.Unlock()
+	h.mu.Lock()
+	next := h.spare[len(h.spare)-1] // the next start's
+	h.mu.Unlock()
+	if !h.reuse || next.base.User+next.base.System <= 0 {
+		t.Fatalf("the next start's cgroup %s has baseline %+v (reuse %v); want the loop's cgroup readied for reuse, its CPU time its baseline", next.dir, next.base, h.reuse)
+	}
+	// The shell moves itself into the Manager's cgroup, leaving its own
+	// empty, and removes it.
+	script := `cg=$(sed -n 's/^0:://p' /proc/self/cgroup) && echo "$cg" && echo $$ > "$1/cgroup.procs" && rmdir "$2"`
+	snap, err := m.Run(ctx, StartRequest{Args: []string{"sh", "-c", script, "sh", filepath.Dir(next.dir), next.dir}})
+	if err != nil {
+		t.Fatalf("Run(move out and remove the cgroup) = %v", err)
+	}
+	if got := strings.TrimSpace(snap.Output.Text); snap.Info.ExitCode == nil || *snap.Info.ExitCode != 0 || got != next.rel {
+		t.Fatalf("the script exited %v in cgroup %q, output %q; want 0 in the reused %q", snap.Info.ExitCode, got, snap.Output.Text, next.rel)
+	}
+	if snap.Info.Usage == nil {
+		t.Fatalf("final record's Usage = nil; want the child's usage")
+	}
+	if tree := snap.Info.Usage.Tree; tree != nil {
+		t.Errorf("Usage.Tree of a record whose cgroup was removed from outside = %+v; want nil: its cpu.stat could not be read", *tree)
+	}
+}
+
 // TestCgroupRemovedSpareNotReused pins that a record cgroup removed from
 // outside is not handed to start after start: its held directory still
 // stats as a cgroup without children, but its cpu.stat cannot be read, so

@@ -815,8 +815,10 @@ type cgroupTree struct {
 	// member for good (see reaped), and populated reads nothing more.
 	empty bool
 	// read says readUsage is the tree's accounting, read by reaped once
-	// the tree was empty: usage returns it.
+	// the tree was empty, and readOK that its cpu.stat could be read:
+	// usage returns it.
 	read      bool
+	readOK    bool
 	readUsage cgroup2.Usage
 	// waited is set by waitEmpty: the tree outlived its child (watch) or
 	// was stopped. Only a tree that ended with its child, the common case,
@@ -937,13 +939,19 @@ func (c *cgroupTree) alive() bool {
 // usage is the tree's accounting (cgroup2.Dir.Usage), as reaped read it
 // if the tree went with its child, else read now: what it added to the
 // cgroup's baseline. The peaks are never from a baseline: a cgroup with
-// them is never reused.
+// them is never reused. It is nil if cpu.stat could not be read (the
+// cgroup was removed from outside): the OS cannot tell, as for a job
+// whose accounting cannot be queried, and a zero read would subtract the
+// baseline into negative times.
 func (c *cgroupTree) usage() *TreeUsage {
 	c.mu.Lock()
-	read, u := c.read, c.readUsage
+	read, u, ok := c.read, c.readUsage, c.readOK
 	c.mu.Unlock()
 	if !read {
-		u = c.readNow()
+		u, ok = c.readNow()
+	}
+	if !ok {
+		return nil
 	}
 	base := c.base
 	return &TreeUsage{
@@ -955,27 +963,27 @@ func (c *cgroupTree) usage() *TreeUsage {
 	}
 }
 
-// readNow reads the cgroup's accounting (cgroup2.Dir.Usage).
-func (c *cgroupTree) readNow() cgroup2.Usage {
+// readNow reads the cgroup's accounting (cgroup2.Dir.Usage); ok is false
+// if its cpu.stat could not be read, or the tree was released.
+func (c *cgroupTree) readNow() (u cgroup2.Usage, ok bool) {
 	c.host.reading()
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.released {
 		// Never so: the record reads its usage before its tree settles.
 		// Released, the cgroup may be another record's, or its descriptor
 		// another file: nothing is read.
-		c.mu.Unlock()
-		return c.base
+		return cgroup2.Usage{}, false
 	}
-	var u cgroup2.Usage
+	var err error
 	if c.host.reuse {
 		// Without the memory and pids controllers, only cpu.stat; through
 		// rc's held file while the tree holds rc's directory (heldDir).
-		u, _ = c.rc.cpu(c.d)
+		u, err = c.rc.cpu(c.d)
 	} else {
-		u = c.d.Usage()
+		u, err = c.d.ReadUsage()
 	}
-	c.mu.Unlock()
-	return u
+	return u, err == nil
 }
 
 // members lists cgroup.procs: every process in the cgroup, however it
@@ -1013,9 +1021,9 @@ func (c *cgroupTree) reaped() {
 	if !empty {
 		return
 	}
-	u := c.readNow()
+	u, ok := c.readNow()
 	c.mu.Lock()
-	c.read, c.readUsage = true, u
+	c.read, c.readUsage, c.readOK = true, u, ok
 	c.mu.Unlock()
 }
 

@@ -223,7 +223,8 @@ type Usage struct {
 	System time.Duration `json:"system"`
 	MaxRSS int64         `json:"max_rss"`
 	// Tree is the whole tree's usage, with cgroup and job containment;
-	// nil in group mode.
+	// nil in group mode, and where the OS could not report it (a record
+	// cgroup removed from outside before the record's end).
 	Tree *TreeUsage `json:"tree,omitempty"`
 }
 

@@ -81,9 +81,20 @@ type Usage struct {
 
 // Usage reads d's accounting: cpu.stat (always there, as CPU reads
 // it), and memory.peak, pids.peak and memory.events where their
-// controllers are enabled.
+// controllers are enabled. Zero where a file cannot be read.
 func (d Dir) Usage() Usage {
-	u := d.CPU()
+	u, _ := d.ReadUsage()
+	return u
+}
+
+// ReadUsage is Usage that says why cpu.stat could not be read (a removed
+// cgroup's: ENOENT). The other files are missing without their
+// controllers, so they read as zero.
+func (d Dir) ReadUsage() (Usage, error) {
+	u, err := d.ReadCPU()
+	if err != nil {
+		return Usage{}, err
+	}
 	u.MemoryPeak = d.readInt("memory.peak")
 	u.PidsPeak = int(d.readInt("pids.peak"))
 	var buf [256]byte
@@ -91,7 +102,7 @@ func (d Dir) Usage() Usage {
 		oom, _ := keyedValue(data, "oom_kill")
 		u.OOMKills = int(oom)
 	}
-	return u
+	return u, nil
 }
 
 // CPU reads cpu.stat alone: the part of Usage a cgroup without the memory
