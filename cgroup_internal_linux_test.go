@@ -404,14 +404,13 @@ func TestTreeUsageOfRemovedCgroup(t *testing.T) {
 	}
 }
 
-// TestCgroupRemovedSpareNotReused pins that a record cgroup removed from
-// outside is not handed to start after start: its held directory still
-// stats as a cgroup without children, but its cpu.stat cannot be read, so
-// readying it for reuse discards it (recycled) instead of giving it back
-// to the spares, where the newest spare is taken first and each start
-// into it failed and gave it back again (found in review: 20 of 20
-// starts failed). The one start that takes it before anyone looks fails:
-// the outsider broke the cgroup it was cloned into.
+// TestCgroupRemovedSpareNotReused pins that record cgroups removed from
+// outside cost no start: the start that takes one fails to clone into it,
+// finds it gone (treeSetup.cgroupGone) and is made again into another
+// (launch, up to cgroupTries cgroups), and a removed cgroup is never
+// handed to a start again: its held directory still stats as a cgroup
+// without children, but its cpu.stat cannot be read, so readying it for
+// reuse discards it (recycled) instead of giving it back.
 func TestCgroupRemovedSpareNotReused(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -428,19 +427,29 @@ func TestCgroupRemovedSpareNotReused(t *testing.T) {
 	h := m.trees.contain.host
 	m.trees.contain.mu.Unlock()
 	h.mu.Lock()
-	victim := h.spare[len(h.spare)-1].dir // the next start's
-	h.mu.Unlock()
-	if err := os.Remove(victim); err != nil {
-		t.Fatalf("remove the newest spare cgroup from outside: %v", err)
+	var victims []string // the next starts', newest first
+	for i := len(h.spare) - 1; i >= 0 && len(victims) < cgroupTries-1; i-- {
+		victims = append(victims, h.spare[i].dir)
 	}
-	fails := 0
-	for range 20 {
-		if _, err := m.Run(ctx, StartRequest{Args: []string{"true"}}); err != nil {
-			fails++
+	h.mu.Unlock()
+	if len(victims) < cgroupTries-1 {
+		t.Fatalf("%d spare cgroups after a start; want %d to remove", len(victims), cgroupTries-1)
+	}
+	for _, dir := range victims {
+		if err := os.Remove(dir); err != nil {
+			t.Fatalf("remove a spare cgroup from outside: %v", err)
+		}
+	}
+	for i := range 20 {
+		snap, err := m.Run(ctx, StartRequest{Args: []string{"sh", "-c", "sed -n 's/^0:://p' /proc/self/cgroup"}})
+		if err != nil {
+			t.Fatalf("start %d after %d spare cgroups were removed from outside: %v; want it made into another", i, len(victims), err)
+		}
+		for _, dir := range victims {
+			if rel := strings.TrimSpace(snap.Output.Text); strings.HasSuffix(dir, rel) {
+				t.Errorf("start %d ran in %s, removed from outside", i, rel)
+			}
 		}
 		CgroupWorkerIdle(m)
-	}
-	if fails > 1 {
-		t.Errorf("%d of 20 starts failed after one spare cgroup was removed from outside; want the one that took it at most", fails)
 	}
 }

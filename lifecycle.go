@@ -2,6 +2,7 @@ package proc
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -98,7 +99,10 @@ func (m *Manager) launchRegistered(spec *spec, seq uint64, registered chan struc
 
 // launch starts the child described by sp, along os/exec's seams: make
 // the command, connect its I/O, start it inside its tree, hand it over. On
-// error nothing is left: no descriptor, no goroutine, no process.
+// error nothing is left: no descriptor, no goroutine, no process. A start
+// whose cgroup was removed from outside (cgroupGoneError) is made again,
+// command and I/O too (an exec.Cmd starts once), into another cgroup, up
+// to cgroupTries times.
 func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 	cmd, err := m.command(sp)
 	if err != nil {
@@ -118,6 +122,24 @@ func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
 			}
 		}()
 	}
+	for try := 1; ; try++ {
+		p, err := m.launchCmd(cmd, sp, seq, log)
+		var gone *cgroupGoneError
+		if err == nil || try == cgroupTries || !errors.As(err, &gone) {
+			return p, err
+		}
+		if cmd, err = m.command(sp); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// cgroupTries is how many cgroups a start tries that an outsider removed
+// (launch): each failed try discarded its cgroup, and spares run out.
+const cgroupTries = 3
+
+// launchCmd is one try of launch with cmd.
+func (m *Manager) launchCmd(cmd *exec.Cmd, sp *spec, seq uint64, log *logFile) (_ *Process, err error) {
 	p := m.newProcess(sp, seq, log)
 	p.watch = sp.watch.of(p)
 	var ends ioEnds
@@ -292,11 +314,14 @@ func (m *Manager) startInTree(p *Process, cmd *exec.Cmd, sp *spec) error {
 	}
 	p.info.StartedAt = m.clock.Now("process", "start")
 	release, startErr := fork(setup, sp, cmd)
+	gone := startErr != nil && setup.cgroupGone(startErr)
 	t, err := setup.started(cmd, sp.req.Owner)
 	if release != nil {
 		release()
 	}
 	switch {
+	case gone:
+		return xerrors.Errorf("start %s: %w", quotePath(sp.name), &cgroupGoneError{startErr})
 	case startErr != nil:
 		return xerrors.Errorf("start %s: %w", quotePath(sp.name), startErr)
 	case err != nil:
@@ -313,6 +338,16 @@ func (m *Manager) startInTree(p *Process, cmd *exec.Cmd, sp *spec) error {
 	p.info.Limits = sp.limits
 	return nil
 }
+
+// cgroupGoneError is a start that failed because its cgroup was removed
+// from outside (treeSetup.cgroupGone); launch tries again.
+type cgroupGoneError struct{ err error }
+
+func (e *cgroupGoneError) Error() string {
+	return "its cgroup was removed from outside: " + e.err.Error()
+}
+
+func (e *cgroupGoneError) Unwrap() error { return e.err }
 
 // fork forks cmd: a sandboxed start on a restricted thread of its own
 // (sandbox_*.go, design section 17), any other on the calling goroutine's

@@ -29,6 +29,9 @@ func (*cgroupHost) path() string { return "" }
 // treeSetup: every child leads a new session.
 type treeSetup struct{ guard *watchdog }
 
+// cgroupGone: there are no cgroups here.
+func (*treeSetup) cgroupGone(error) bool { return false }
+
 // setupTree makes the child lead a new session; host is always nil here.
 func setupTree(cmd *exec.Cmd, tty, _ bool, _ *cgroupHost, guard *watchdog, _ Limits) (*treeSetup, error) {
 	setupSession(cmd, tty)

@@ -59,6 +59,9 @@ const limitsWithoutCgroup = true
 // "Access is denied" for a process that has already exited).
 type treeSetup struct{ limits Limits }
 
+// cgroupGone: there are no cgroups here.
+func (*treeSetup) cgroupGone(error) bool { return false }
+
 // setupTree sets the creation flags of treeSetup; the job is made, and
 // limits set on it, by started.
 func setupTree(cmd *exec.Cmd, _, _ bool, _ *cgroupHost, _ *watchdog, limits Limits) (*treeSetup, error) {
