@@ -575,6 +575,9 @@ type pollSignal struct {
 	// pumped is when a pump of the Manager last read something, in
 	// microseconds since paceEpoch (pace.go).
 	pumped atomic.Int64
+	// nap, if not nil, is a paced call's pause instead of sleeping for
+	// pacePause (pause): set by tests before the buffers are shared.
+	nap func()
 }
 
 // polledLately reports whether Output returned an unchanged rendering of

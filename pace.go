@@ -123,7 +123,11 @@ func (b *HeadTailBuffer) pumped() {
 
 // pause parks a call that paceDue said should pause, for pacePause.
 func (b *HeadTailBuffer) pause(p *pacer) {
-	time.Sleep(pacePause)
+	if nap := b.peers.nap; nap != nil {
+		nap()
+	} else {
+		time.Sleep(pacePause)
+	}
 	p.resumed(time.Since(paceEpoch))
 }
 

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -183,5 +184,95 @@ func TestReadPaced(t *testing.T) {
 	b.Finish()
 	if c, paced := read(b, 0, 2); paced {
 		t.Errorf("finished: read of 2 from 0 (%+v) paced; want not", c)
+	}
+}
+
+// tightStreak makes p's streak one that every call continues, pausing
+// (pacer.paced): 20 calls noted a minute from now, however slow the
+// machine.
+func tightStreak(p *pacer) {
+	p.last.Store(uint64((time.Since(paceEpoch)+time.Minute)/time.Microsecond)<<8 | 20)
+}
+
+// pacedSignal returns a Manager's signal whose pump read something a
+// minute from now, so that its buffers' tight calls pause (paceDue), and
+// whose pauses run nap instead of sleeping.
+func pacedSignal(nap func()) *pollSignal {
+	sig := &pollSignal{nap: nap}
+	sig.pumped.Store(int64((time.Since(paceEpoch) + time.Minute) / time.Microsecond))
+	return sig
+}
+
+// TestPausedCallsLookAgain pins that a paced call returns what is newest
+// after its pause: Output renders again, and ReadSince and ReadSinceInto
+// read again, so that bytes written during the pause are in what they
+// return.
+func TestPausedCallsLookAgain(t *testing.T) {
+	t.Parallel()
+	var b *HeadTailBuffer
+	naps := 0
+	sig := pacedSignal(func() {
+		naps++
+		_, _ = b.Write([]byte("+"))
+	})
+	b = NewHeadTailBuffer(4, 8, 0)
+	b.sharePolls(sig)
+	_, _ = b.Write([]byte("0123456789abcdefghij")) // 20 bytes
+	b.Output()
+	tightStreak(&b.rendered.Load().polled)
+	if out := b.Output(); naps != 1 || !strings.HasSuffix(out.Text, "+") {
+		t.Errorf("paced Output() = %q after %d pauses; want one pause and the byte it wrote", out.Text, naps)
+	}
+
+	for _, read := range []struct {
+		name string
+		read func() Chunk
+	}{
+		{"ReadSince", func() Chunk { return b.ReadSince(0, 2) }},
+		{"ReadSinceInto", func() Chunk { return b.ReadSinceInto(0, make([]byte, 2)) }},
+	} {
+		naps = 0
+		end := b.Len()
+		b.mu.Lock()
+		if b.flow == nil {
+			b.flow = newFollowState()
+		}
+		tightStreak(&b.flow.pieces)
+		b.mu.Unlock()
+		// A read of 2 from 0 is in pieces: the head's first 2 bytes,
+		// short of the end.
+		if c := read.read(); naps != 1 || c.End != end+1 || string(c.Data) != "01" {
+			t.Errorf("paced %s(0, 2) = %+v after %d pauses; want one pause, %q and End %d (the byte written during it)", read.name, c, naps, "01", end+1)
+		}
+	}
+}
+
+// TestSnapshotPausesOnce pins that a snapshot of a record with separate
+// stderr pauses once at most (Process.snapshot): its output's pause
+// leaves its stderr unpaced and uncounted, and Manager.Run's snapshot
+// (paced false) never pauses.
+func TestSnapshotPausesOnce(t *testing.T) {
+	t.Parallel()
+	naps := 0
+	sig := pacedSignal(func() { naps++ })
+	out, errOut := NewHeadTailBuffer(64, 64, 0), NewHeadTailBuffer(64, 64, 0)
+	out.sharePolls(sig)
+	errOut.sharePolls(sig)
+	_, _ = out.Write([]byte("out"))
+	_, _ = errOut.Write([]byte("err"))
+	p := &Process{info: &Info{ID: "paced"}, out: out, errOut: errOut, done: make(chan struct{})}
+	p.snapshot(false)
+	outPolled, errPolled := &out.rendered.Load().polled, &errOut.rendered.Load().polled
+	tightStreak(outPolled)
+	tightStreak(errPolled)
+	if s := p.snapshot(false); naps != 0 || s.Output.Text != "out" || s.Stderr.Text != "err" {
+		t.Errorf("unpaced snapshot: %q, %q after %d pauses; want %q, %q and none", s.Output.Text, s.Stderr.Text, naps, "out", "err")
+	}
+	errStreak := errPolled.last.Load() & 0xff
+	if s := p.snapshot(true); naps != 1 || s.Output.Text != "out" || s.Stderr.Text != "err" {
+		t.Errorf("paced snapshot: %q, %q after %d pauses; want %q, %q and one pause", s.Output.Text, s.Stderr.Text, naps, "out", "err")
+	}
+	if got := errPolled.last.Load() & 0xff; got != errStreak {
+		t.Errorf("stderr's streak after a snapshot whose output paused = %d; want %d (not counted)", got, errStreak)
 	}
 }
