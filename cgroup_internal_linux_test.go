@@ -306,6 +306,38 @@ func CgroupWorkerIdle(m *Manager) {
 	}
 }
 
+// TestRunQueueKicksWorker pins that a record's exit goroutine, which
+// readies queued cgroups but makes no spares (runQueue, work(false)),
+// starts the worker when spares are missing, so that they are made.
+func TestRunQueueKicksWorker(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := NewManager(Options{Containment: ContainCgroup})
+	defer m.Close()
+	if _, err := m.Run(ctx, StartRequest{Args: []string{"true"}}); errors.Is(err, ErrUnsupported) {
+		t.Skipf("no cgroups here (%v): this test runs where cgroup v2 is writable", err)
+	} else if err != nil {
+		t.Fatalf("Run(true) = %v", err)
+	}
+	CgroupWorkerIdle(m)
+	m.trees.contain.mu.Lock()
+	h := m.trees.contain.host
+	m.trees.contain.mu.Unlock()
+	h.mu.Lock()
+	want := len(h.spare) + 4
+	h.want = want
+	h.mu.Unlock()
+	h.runQueue()
+	h.wg.Wait()
+	h.mu.Lock()
+	got := len(h.spare)
+	h.mu.Unlock()
+	if got < want {
+		t.Errorf("%d spare cgroups once the queue ran and the worker is idle; want %d: the worker was not started", got, want)
+	}
+}
+
 // TestCgroupSignalWalks pins the two walks of signalEach over a cgroup
 // tree: the first signals the child alone; the second the members it
 // started, but never the child again (a second TERM means "now" to many
