@@ -121,16 +121,14 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 // its cgroup was removed from outside: a spare an outsider removed after
 // it was made (rmdir needs it empty, and so it is until a start). The
 // clone into a removed cgroup fails with ENOENT, as an exec of a missing
-// program does, so the cgroup is looked up; only a failed start pays.
+// program does, so the cgroup is looked up by path; only a failed start
+// pays.
 func (s *treeSetup) cgroupGone(err error) bool {
 	if s.host == nil || !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENODEV) {
 		return false
 	}
 	var st unix.Stat_t
-	s.host.fdMu.RLock()
-	serr := unix.Fstatat(s.host.d.At, s.rc.name, &st, unix.AT_SYMLINK_NOFOLLOW)
-	s.host.fdMu.RUnlock()
-	return errors.Is(serr, unix.ENOENT)
+	return errors.Is(unix.Lstat(s.rc.dir, &st), unix.ENOENT)
 }
 
 // anonFile returns a read-write file with no name: a memfd, which needs no
