@@ -54,7 +54,9 @@ type Options struct {
 	// CommandContext builds the *exec.Cmd, for callers that wrap commands
 	// (sandboxes, nice, ...). nil: exec.CommandContext. The manager then
 	// sets the command's Dir, Env, standard streams and the process-group
-	// fields of SysProcAttr; anything else the hook set is kept.
+	// fields of SysProcAttr; anything else the hook set is kept. It may be
+	// called more than once for one start: a start whose cgroup was
+	// removed from outside is made again, command included, into another.
 	CommandContext func(ctx context.Context, name string, args ...string) *exec.Cmd
 	// OwnerEnv, if set, names an environment variable that carries the
 	// request's Owner to the child.
