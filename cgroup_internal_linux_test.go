@@ -306,6 +306,22 @@ func CgroupWorkerIdle(m *Manager) {
 	}
 }
 
+// ranCgroupHost runs args on m, a cgroup-mode Manager, waits until its
+// cgroup worker is idle (CgroupWorkerIdle) and returns its cgroup host;
+// the test skips where cgroups cannot be used.
+func ranCgroupHost(ctx context.Context, t *testing.T, m *Manager, args ...string) *cgroupHost {
+	t.Helper()
+	if _, err := m.Run(ctx, StartRequest{Args: args}); errors.Is(err, ErrUnsupported) {
+		t.Skipf("no cgroups here (%v): this test runs where cgroup v2 is writable", err)
+	} else if err != nil {
+		t.Fatalf("Run(%q) = %v", args, err)
+	}
+	CgroupWorkerIdle(m)
+	m.trees.contain.mu.Lock()
+	defer m.trees.contain.mu.Unlock()
+	return m.trees.contain.host
+}
+
 // TestRunQueueKicksWorker pins that a record's exit goroutine, which
 // readies queued cgroups but makes no spares (runQueue, work(false)),
 // starts the worker when spares are missing, so that they are made.
@@ -315,15 +331,7 @@ func TestRunQueueKicksWorker(t *testing.T) {
 	defer cancel()
 	m := NewManager(Options{Containment: ContainCgroup})
 	defer m.Close()
-	if _, err := m.Run(ctx, StartRequest{Args: []string{"true"}}); errors.Is(err, ErrUnsupported) {
-		t.Skipf("no cgroups here (%v): this test runs where cgroup v2 is writable", err)
-	} else if err != nil {
-		t.Fatalf("Run(true) = %v", err)
-	}
-	CgroupWorkerIdle(m)
-	m.trees.contain.mu.Lock()
-	h := m.trees.contain.host
-	m.trees.contain.mu.Unlock()
+	h := ranCgroupHost(ctx, t, m, "true")
 	h.mu.Lock()
 	want := len(h.spare) + 4
 	h.want = want
@@ -403,15 +411,7 @@ func TestTreeUsageOfRemovedCgroup(t *testing.T) {
 	defer cancel()
 	m := NewManager(Options{Containment: ContainCgroup})
 	defer m.Close()
-	if _, err := m.Run(ctx, StartRequest{Args: []string{"sh", "-c", "i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done"}}); errors.Is(err, ErrUnsupported) {
-		t.Skipf("no cgroups here (%v): this test runs where cgroup v2 is writable", err)
-	} else if err != nil {
-		t.Fatalf("Run(a loop) = %v", err)
-	}
-	CgroupWorkerIdle(m)
-	m.trees.contain.mu.Lock()
-	h := m.trees.contain.host
-	m.trees.contain.mu.Unlock()
+	h := ranCgroupHost(ctx, t, m, "sh", "-c", "i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done")
 	h.mu.Lock()
 	next := h.spare[len(h.spare)-1] // the next start's
 	h.mu.Unlock()
@@ -449,15 +449,7 @@ func TestCgroupRemovedSpareNotReused(t *testing.T) {
 	defer cancel()
 	m := NewManager(Options{Containment: ContainCgroup})
 	defer m.Close()
-	if _, err := m.Run(ctx, StartRequest{Args: []string{"true"}}); errors.Is(err, ErrUnsupported) {
-		t.Skipf("no cgroups here (%v): this test runs where cgroup v2 is writable", err)
-	} else if err != nil {
-		t.Fatalf("Run(true) = %v", err)
-	}
-	CgroupWorkerIdle(m)
-	m.trees.contain.mu.Lock()
-	h := m.trees.contain.host
-	m.trees.contain.mu.Unlock()
+	h := ranCgroupHost(ctx, t, m, "true")
 	h.mu.Lock()
 	var victims []string // the next starts', newest first
 	for i := len(h.spare) - 1; i >= 0 && len(victims) < cgroupTries-1; i-- {
