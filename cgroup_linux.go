@@ -815,10 +815,8 @@ type cgroupTree struct {
 	// member for good (see reaped), and populated reads nothing more.
 	empty bool
 	// read says readUsage is the tree's accounting, read by reaped once
-	// the tree was empty, and readOK that its cpu.stat could be read:
-	// usage returns it.
+	// the tree was empty: usage returns it.
 	read      bool
-	readOK    bool
 	readUsage cgroup2.Usage
 	// waited is set by waitEmpty: the tree outlived its child (watch) or
 	// was stopped. Only a tree that ended with its child, the common case,
@@ -940,18 +938,18 @@ func (c *cgroupTree) alive() bool {
 // if the tree went with its child, else read now: what it added to the
 // cgroup's baseline. The peaks are never from a baseline: a cgroup with
 // them is never reused. It is nil if cpu.stat could not be read (the
-// cgroup was removed from outside): the OS cannot tell, as for a job
-// whose accounting cannot be queried, and a zero read would subtract the
-// baseline into negative times.
+// cgroup was removed from outside, or a descriptor could not be opened),
+// as for a job whose accounting cannot be queried: a zero read would
+// subtract the baseline into negative times.
 func (c *cgroupTree) usage() *TreeUsage {
 	c.mu.Lock()
-	read, u, ok := c.read, c.readUsage, c.readOK
+	read, u := c.read, c.readUsage
 	c.mu.Unlock()
 	if !read {
-		u, ok = c.readNow()
-	}
-	if !ok {
-		return nil
+		var ok bool
+		if u, ok = c.readNow(); !ok {
+			return nil
+		}
 	}
 	base := c.base
 	return &TreeUsage{
@@ -1022,8 +1020,11 @@ func (c *cgroupTree) reaped() {
 		return
 	}
 	u, ok := c.readNow()
+	if !ok {
+		return // usage reads again, at the record's end
+	}
 	c.mu.Lock()
-	c.read, c.readUsage, c.readOK = true, u, ok
+	c.read, c.readUsage = true, u
 	c.mu.Unlock()
 }
 

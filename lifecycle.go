@@ -103,30 +103,36 @@ func (m *Manager) launchRegistered(spec *spec, seq uint64, registered chan struc
 // whose cgroup was removed from outside (cgroupGoneError) is made again,
 // command and I/O too (an exec.Cmd starts once), into another cgroup, up
 // to cgroupTries times.
-func (m *Manager) launch(sp *spec, seq uint64) (_ *Process, err error) {
+func (m *Manager) launch(sp *spec, seq uint64) (*Process, error) {
 	cmd, err := m.command(sp)
 	if err != nil {
 		return nil, err
 	}
 	// The log is opened only now, with the ID reserved and the program
 	// found, so that a start refused for those reasons never creates (or
-	// removes) a file another start is using.
+	// removes) a file another start is using. It is discarded unless a
+	// try starts, also when a CommandContext hook panics in a later try.
 	var log *logFile
+	started := false
+	defer func() {
+		if log != nil && !started {
+			log.discard()
+		}
+	}()
 	if sp.req.LogPath != "" {
 		if log, err = openLog(sp.req.LogPath); err != nil {
 			return nil, err
 		}
-		defer func() {
-			if err != nil {
-				log.discard()
-			}
-		}()
 	}
 	for try := 1; ; try++ {
 		p, err := m.launchCmd(cmd, sp, seq, log)
 		var gone *cgroupGoneError
-		if err == nil || try == cgroupTries || !errors.As(err, &gone) {
-			return p, err
+		if err == nil {
+			started = true
+			return p, nil
+		}
+		if try == cgroupTries || !errors.As(err, &gone) {
+			return nil, err
 		}
 		if cmd, err = m.command(sp); err != nil {
 			return nil, err
@@ -340,14 +346,15 @@ func (m *Manager) startInTree(p *Process, cmd *exec.Cmd, sp *spec) error {
 }
 
 // cgroupGoneError is a start that failed because its cgroup was removed
-// from outside (treeSetup.cgroupGone); launch tries again.
+// from outside (treeSetup.cgroupGone); launch tries again. It does not
+// unwrap to the failure it names: the kernel's ENOENT would read as a
+// missing program (fs.ErrNotExist), a missing limit file as a missing
+// controller.
 type cgroupGoneError struct{ err error }
 
 func (e *cgroupGoneError) Error() string {
-	return "its cgroup was removed from outside: " + e.err.Error()
+	return "its cgroup was removed from outside (" + e.err.Error() + ")"
 }
-
-func (e *cgroupGoneError) Unwrap() error { return e.err }
 
 // fork forks cmd: a sandboxed start on a restricted thread of its own
 // (sandbox_*.go, design section 17), any other on the calling goroutine's

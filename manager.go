@@ -56,7 +56,9 @@ type Options struct {
 	// sets the command's Dir, Env, standard streams and the process-group
 	// fields of SysProcAttr; anything else the hook set is kept. It may be
 	// called more than once for one start: a start whose cgroup was
-	// removed from outside is made again, command included, into another.
+	// removed from outside is made again, command included, into another
+	// (three tries at most). Every command but the last is dropped
+	// unstarted, so the hook must not hold a resource per call.
 	CommandContext func(ctx context.Context, name string, args ...string) *exec.Cmd
 	// OwnerEnv, if set, names an environment variable that carries the
 	// request's Owner to the child.

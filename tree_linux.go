@@ -72,7 +72,13 @@ func setupTree(cmd *exec.Cmd, tty, sandboxed bool, host *cgroupHost, guard *watc
 	if !limits.IsZero() {
 		if err := host.limit(rc.dir, limits); err != nil {
 			// Never given back: a later record must not inherit limits.
+			// A spare removed from outside has no limit files either,
+			// which is no missing controller: launch tries another.
+			gone := removed(rc.dir)
 			host.discard(rc)
+			if gone {
+				return nil, xerrors.Errorf("start: %w", &cgroupGoneError{err})
+			}
 			return nil, err
 		}
 	}
@@ -127,8 +133,13 @@ func (s *treeSetup) cgroupGone(err error) bool {
 	if s.host == nil || !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENODEV) {
 		return false
 	}
+	return removed(s.rc.dir)
+}
+
+// removed reports whether the directory dir is gone.
+func removed(dir string) bool {
 	var st unix.Stat_t
-	return errors.Is(unix.Lstat(s.rc.dir, &st), unix.ENOENT)
+	return errors.Is(unix.Lstat(dir, &st), unix.ENOENT)
 }
 
 // anonFile returns a read-write file with no name: a memfd, which needs no

@@ -107,7 +107,7 @@ func TestDir(t *testing.T) {
 	if err := burn.Wait(); err != nil {
 		t.Fatalf("burn: %v", err)
 	}
-	if u := d.Usage(); u.User+u.System <= 0 || d.CPU() != (Usage{User: u.User, System: u.System}) {
+	if u := usageOf(t, d); u.User+u.System <= 0 || d.CPU() != (Usage{User: u.User, System: u.System}) {
 		t.Errorf("Usage = %+v, CPU = %+v after a child burned CPU in the cgroup; want user+system > 0, the same in both", u, d.CPU())
 	}
 
@@ -372,8 +372,8 @@ func TestDirAt(t *testing.T) {
 		t.Fatalf("burn: %v", err)
 	}
 	for _, w := range ways {
-		if u := w.d.CPU(); u.User+u.System <= 0 || u != byPath.CPU() || w.d.Usage() != byPath.Usage() {
-			t.Errorf("through %s: CPU %+v, Usage %+v; by path: %+v, %+v; want the same, user+system > 0", w.name, u, w.d.Usage(), byPath.CPU(), byPath.Usage())
+		if u := w.d.CPU(); u.User+u.System <= 0 || u != byPath.CPU() || usageOf(t, w.d) != usageOf(t, byPath) {
+			t.Errorf("through %s: CPU %+v, Usage %+v; by path: %+v, %+v; want the same, user+system > 0", w.name, u, usageOf(t, w.d), byPath.CPU(), usageOf(t, byPath))
 		}
 	}
 	sleeper := startIn(t, byPath, "sleep", "60")
@@ -545,4 +545,17 @@ func TestCPUStatRereads(t *testing.T) {
 	if u, err := child.ReadCPU(); err == nil {
 		t.Errorf("cpu.stat of a removed cgroup by path = %+v, nil; want an error", u)
 	}
+	if u, err := child.ReadUsage(); err == nil {
+		t.Errorf("ReadUsage of a removed cgroup = %+v, nil; want an error", u)
+	}
+}
+
+// usageOf is d.ReadUsage, which must succeed.
+func usageOf(t *testing.T, d Dir) Usage {
+	t.Helper()
+	u, err := d.ReadUsage()
+	if err != nil {
+		t.Fatalf("ReadUsage of %s: %v", d.Path, err)
+	}
+	return u
 }

@@ -79,17 +79,10 @@ type Usage struct {
 	OOMKills     int           // memory.events oom_kill
 }
 
-// Usage reads d's accounting: cpu.stat (always there, as CPU reads
-// it), and memory.peak, pids.peak and memory.events where their
-// controllers are enabled. Zero where a file cannot be read.
-func (d Dir) Usage() Usage {
-	u, _ := d.ReadUsage()
-	return u
-}
-
-// ReadUsage is Usage that says why cpu.stat could not be read (a removed
-// cgroup's: ENOENT). The other files are missing without their
-// controllers, so they read as zero.
+// ReadUsage reads d's accounting: cpu.stat (always there, as ReadCPU
+// reads it), and memory.peak, pids.peak and memory.events where their
+// controllers are enabled (missing without them: zero). The error says
+// why cpu.stat could not be read (a removed cgroup's: ENOENT).
 func (d Dir) ReadUsage() (Usage, error) {
 	u, err := d.ReadCPU()
 	if err != nil {
