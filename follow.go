@@ -58,11 +58,13 @@ const followBound = 5 * time.Millisecond
 // follower waits again: each cursor read from a lease's cursor that
 // reaches the end, or that could return a tail's worth or more, moves it
 // to the read's Next; one that could return less (the follower reads the
-// wake's bytes in pieces) ends it. The pump does not drop a byte at or
-// after a lease's cursor (room) until the lease moves or ends, the pump
-// is stopped, or followBound has passed since the lease's follower was
-// woken without it reading up to where the stream ended then (hold):
-// the lease is then dropped. A follower without a lease is helped
+// wake's bytes in pieces) ends it; a read of another reader that
+// returned the bytes from a lease's cursor on moves that lease as well
+// (one that reads everything from the start each time), but never ends
+// it. The pump does not drop a byte at or after a lease's cursor (room)
+// until the lease moves or ends, the pump is stopped, or followBound has
+// passed since the lease's follower was woken without it reading up to
+// where the stream ended then (hold): the lease is then dropped. A follower without a lease is helped
 // again only once a read of it reaches the end. roomc gets a token
 // whenever a lease moves or goes. A buffer's mu guards it.
 type followState struct {
@@ -139,38 +141,55 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 		}
 		b.flow = newFollowState()
 	}
-	for i := range b.flow.leases {
-		// A follower reads: its lease moves on with it. A read from before
-		// the lease that reached past it (a reader that reads everything
-		// from the start each time) has seen the leased bytes as well.
+	if i := b.flow.leaseReadLocked(cursor, c); i >= 0 {
 		l := &b.flow.leases[i]
-		if l.cursor == cursor || cursor < l.cursor && l.cursor < c.Next {
-			switch {
-			case c.Next >= c.End:
-				// Caught up: the bound starts anew at the next wake.
-				l.cursor, l.woken = c.Next, time.Time{}
-			case limit >= b.tailMax:
-				// A read of a tail's worth or more: the wake's bytes
-				// come in a few such reads (the follow window holds more
-				// than one), within the bound of the same wake; once it
-				// has read them, the bytes written since start a new one.
-				l.cursor = c.Next
-				if !l.woken.IsZero() && c.Next >= l.target {
-					l.woken = time.Time{}
-				}
-			default:
-				// It reads the wake's bytes in pieces: helping it would
-				// run the child at its pace. It is helped again once a
-				// read of it reaches the end.
-				b.flow.leases = append(b.flow.leases[:i], b.flow.leases[i+1:]...)
+		switch {
+		case c.Next >= c.End:
+			// Caught up: the bound starts anew at the next wake.
+			l.cursor, l.woken = c.Next, time.Time{}
+		case limit >= b.tailMax:
+			// A read of a tail's worth or more: the wake's bytes come
+			// in a few such reads (the follow window holds more than
+			// one), within the bound of the same wake; once it has
+			// read them, the bytes written since start a new one.
+			l.cursor = c.Next
+			if !l.woken.IsZero() && c.Next >= l.target {
+				l.woken = time.Time{}
 			}
-			b.signalRoomLocked()
-			break
+		case l.cursor != cursor:
+			// Another reader's read in pieces: the lease stays.
+		default:
+			// It reads the wake's bytes in pieces: helping it would
+			// run the child at its pace. It is helped again once a
+			// read of it reaches the end.
+			b.flow.leases = append(b.flow.leases[:i], b.flow.leases[i+1:]...)
 		}
+		b.signalRoomLocked()
 	}
 	if c.Next >= c.End && limit >= min(b.tailMax, followMinRead) {
 		b.flow.caughtUp = c.Next
 	}
+}
+
+// leaseReadLocked returns the index of the lease a cursor read from
+// cursor that returned c reads for, or -1: the lease at cursor (the
+// follower's own read), or else one the read passed over while returning
+// its bytes (a reader that reads everything from the start each time has
+// seen the leased bytes as well; one that skipped them, Lost, has not).
+// A follower's own lease comes first: followers at one cursor hold a lease
+// each, and a read of one of them must not move another's, which then
+// holds the pump until its bound passes (issue 22).
+func (f *followState) leaseReadLocked(cursor int64, c Chunk) int {
+	if i := f.indexLease(cursor); i >= 0 {
+		return i
+	}
+	from := c.Next - int64(len(c.Data))
+	for i, l := range f.leases {
+		if cursor < l.cursor && from <= l.cursor && l.cursor < c.Next {
+			return i
+		}
+	}
+	return -1
 }
 
 // followMinRead is the least a read that reaches the end must be able to
