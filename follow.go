@@ -31,6 +31,22 @@ import (
 // its pipe, or followLatency after the first byte it left unannounced
 // (a read deadline: pump.armWake), whichever comes first; and a follower
 // may take a wake's bytes in several reads of at least a tail's worth.
+//
+// Changes to the turns that measured no better (BenchmarkFollowCost's
+// 64 KiB follower, each against this code in the same process, ops
+// alternating, 2026-11-28, load 0.2-2.7): signalling room only once the
+// follower caught up rather than at each read (x-64KiB 1.04-1.22x against
+// 1.06-1.20x); a follower yielding (Gosched) after a read that freed room
+// for a waiting pump (1.51-1.58x against 1.32-1.50x, and a pair of
+// followers lost 35-39%); waking followers when the pump found its pipe
+// empty (FIONREAD) with 512 or 768 KiB held for them (1.19-1.29x and
+// 1.16-1.20x against 1.17-1.19x); growing the pipe at the first wait for
+// room (1.24-1.27x against 1.14-1.18x: the child's CPU rose 25 to 31 ms
+// per 64 MiB, its run-queue wait 7.5 to 14 ms). What is left is a pump
+// waiting for room about 50 us a wake (3.3 ms per 64 MiB) and the child
+// blocked on its full pipe meanwhile (5-6 ms), while the total CPU
+// stays within about 2% of the capture alone (perf): the cost is mostly
+// the hand-off's latency on two shared virtual CPUs, not work.
 
 // followBound is how long a follower has, from the write that woke it,
 // to reach the end of the stream (a cursor read whose Next is End) before
@@ -115,8 +131,10 @@ type lease struct {
 // 0.99-1.19x with 1 MiB): each wake's catch-up then holds the pump longer
 // than the child's 64 KiB pipe lasts (the child blocked 9-15 ms per 64 MiB
 // with 4 MiB, 5-6 ms with 1 MiB), and with the pipe grown as well 4 MiB
-// measured 1.29-1.49x. Its storage grows only as far as followers lag
-// (keepLocked), and Finish frees it.
+// measured 1.29-1.49x. Smaller measured no better either: 512 KiB
+// 1.11-1.30x against 1.06-1.20x (same process, ops alternating). Its
+// storage grows only as far as followers lag (keepLocked), and Finish
+// frees it.
 const followWindow = 1 << 20
 
 // followLatency is the longest the pump leaves a waiting follower
