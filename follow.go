@@ -31,6 +31,22 @@ import (
 // its pipe, or followLatency after the first byte it left unannounced
 // (a read deadline: pump.armWake), whichever comes first; and a follower
 // may take a wake's bytes in several reads of at least a tail's worth.
+//
+// Changes to the turns that measured no better (BenchmarkFollowCost's
+// 64 KiB follower, each against this code in the same process, ops
+// alternating, 2026-11-28, load 0.2-2.7): signalling room only once the
+// follower caught up rather than at each read (x-64KiB 1.04-1.22x against
+// 1.06-1.20x); a follower yielding (Gosched) after a read that freed room
+// for a waiting pump (1.51-1.58x against 1.32-1.50x, and a pair of
+// followers lost 35-39%); waking followers when the pump found its pipe
+// empty (FIONREAD) with 512 or 768 KiB held for them (1.19-1.29x and
+// 1.16-1.20x against 1.17-1.19x); growing the pipe at the first wait for
+// room (1.24-1.27x against 1.14-1.18x: the child's CPU rose 25 to 31 ms
+// per 64 MiB, its run-queue wait 7.5 to 14 ms). What is left is a pump
+// waiting for room about 50 us a wake (3.3 ms per 64 MiB) and the child
+// blocked on its full pipe meanwhile (5-6 ms), while the total CPU
+// stays within about 2% of the capture alone (perf): the cost is mostly
+// the hand-off's latency on two shared virtual CPUs, not work.
 
 // followBound is how long a follower has, from the write that woke it,
 // to reach the end of the stream (a cursor read whose Next is End) before
@@ -58,11 +74,13 @@ const followBound = 5 * time.Millisecond
 // follower waits again: each cursor read from a lease's cursor that
 // reaches the end, or that could return a tail's worth or more, moves it
 // to the read's Next; one that could return less (the follower reads the
-// wake's bytes in pieces) ends it. The pump does not drop a byte at or
-// after a lease's cursor (room) until the lease moves or ends, the pump
-// is stopped, or followBound has passed since the lease's follower was
-// woken without it reading up to where the stream ended then (hold):
-// the lease is then dropped. A follower without a lease is helped
+// wake's bytes in pieces) ends it; a read of another reader that
+// returned the bytes from a lease's cursor on moves that lease as well
+// (one that reads everything from the start each time), but never ends
+// it. The pump does not drop a byte at or after a lease's cursor (room)
+// until the lease moves or ends, the pump is stopped, or followBound has
+// passed since the lease's follower was woken without it reading up to
+// where the stream ended then (hold): the lease is then dropped. A follower without a lease is helped
 // again only once a read of it reaches the end. roomc gets a token
 // whenever a lease moves or goes. A buffer's mu guards it.
 type followState struct {
@@ -113,8 +131,10 @@ type lease struct {
 // 0.99-1.19x with 1 MiB): each wake's catch-up then holds the pump longer
 // than the child's 64 KiB pipe lasts (the child blocked 9-15 ms per 64 MiB
 // with 4 MiB, 5-6 ms with 1 MiB), and with the pipe grown as well 4 MiB
-// measured 1.29-1.49x. Its storage grows only as far as followers lag
-// (keepLocked), and Finish frees it.
+// measured 1.29-1.49x. Smaller measured no better either: 512 KiB
+// 1.11-1.30x against 1.06-1.20x (same process, ops alternating). Its
+// storage grows only as far as followers lag (keepLocked), and Finish
+// frees it.
 const followWindow = 1 << 20
 
 // followLatency is the longest the pump leaves a waiting follower
@@ -139,38 +159,55 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 		}
 		b.flow = newFollowState()
 	}
-	for i := range b.flow.leases {
-		// A follower reads: its lease moves on with it. A read from before
-		// the lease that reached past it (a reader that reads everything
-		// from the start each time) has seen the leased bytes as well.
+	if i := b.flow.leaseReadLocked(cursor, c); i >= 0 {
 		l := &b.flow.leases[i]
-		if l.cursor == cursor || cursor < l.cursor && l.cursor < c.Next {
-			switch {
-			case c.Next >= c.End:
-				// Caught up: the bound starts anew at the next wake.
-				l.cursor, l.woken = c.Next, time.Time{}
-			case limit >= b.tailMax:
-				// A read of a tail's worth or more: the wake's bytes
-				// come in a few such reads (the follow window holds more
-				// than one), within the bound of the same wake; once it
-				// has read them, the bytes written since start a new one.
-				l.cursor = c.Next
-				if !l.woken.IsZero() && c.Next >= l.target {
-					l.woken = time.Time{}
-				}
-			default:
-				// It reads the wake's bytes in pieces: helping it would
-				// run the child at its pace. It is helped again once a
-				// read of it reaches the end.
-				b.flow.leases = append(b.flow.leases[:i], b.flow.leases[i+1:]...)
+		switch {
+		case c.Next >= c.End:
+			// Caught up: the bound starts anew at the next wake.
+			l.cursor, l.woken = c.Next, time.Time{}
+		case limit >= b.tailMax:
+			// A read of a tail's worth or more: the wake's bytes come
+			// in a few such reads (the follow window holds more than
+			// one), within the bound of the same wake; once it has
+			// read them, the bytes written since start a new one.
+			l.cursor = c.Next
+			if !l.woken.IsZero() && c.Next >= l.target {
+				l.woken = time.Time{}
 			}
-			b.signalRoomLocked()
-			break
+		case l.cursor != cursor:
+			// Another reader's read in pieces: the lease stays.
+		default:
+			// It reads the wake's bytes in pieces: helping it would
+			// run the child at its pace. It is helped again once a
+			// read of it reaches the end.
+			b.flow.leases = append(b.flow.leases[:i], b.flow.leases[i+1:]...)
 		}
+		b.signalRoomLocked()
 	}
 	if c.Next >= c.End && limit >= min(b.tailMax, followMinRead) {
 		b.flow.caughtUp = c.Next
 	}
+}
+
+// leaseReadLocked returns the index of the lease a cursor read from
+// cursor that returned c reads for, or -1: the lease at cursor (the
+// follower's own read), or else one the read passed over while returning
+// its bytes (a reader that reads everything from the start each time has
+// seen the leased bytes as well; one that skipped them, Lost, has not).
+// A follower's own lease comes first: followers at one cursor hold a lease
+// each, and a read of one of them must not move another's, which then
+// holds the pump until its bound passes (issue 22).
+func (f *followState) leaseReadLocked(cursor int64, c Chunk) int {
+	if i := f.indexLease(cursor); i >= 0 {
+		return i
+	}
+	from := c.Next - int64(len(c.Data))
+	for i, l := range f.leases {
+		if cursor < l.cursor && from <= l.cursor && l.cursor < c.Next {
+			return i
+		}
+	}
+	return -1
 }
 
 // followMinRead is the least a read that reaches the end must be able to

@@ -202,6 +202,92 @@ func TestLeaseMovesWithReadFromStart(t *testing.T) {
 	}
 }
 
+// TestFollowersAtOneCursor pins that followers woken at one cursor keep
+// a lease each as they read: a read from the cursor moves the lease there,
+// not one a faster follower already moved past it (issue 22: the slower
+// follower's lease was left behind and held the pump until its bound
+// passed, and the follower then lost output).
+func TestFollowersAtOneCursor(t *testing.T) {
+	t.Parallel()
+	b := NewHeadTailBuffer(4, 8, 0)
+	_, _ = b.Write([]byte("0123"))
+	if c := b.ReadSince(0, 0); c.Next != 4 {
+		t.Fatalf("ReadSince(0) = %+v; want to the end, 4", c)
+	}
+	// Two followers wait at the end; the write that wakes them leases 4
+	// twice.
+	b.mu.Lock()
+	b.flow.waiting = append(b.flow.waiting, 4, 4)
+	b.mu.Unlock()
+	_, _ = b.Write([]byte("456789abcdefghij"))
+	if c := b.ReadSinceInto(4, make([]byte, 8)); c.Next != 12 || string(c.Data) != "456789ab" {
+		t.Fatalf("first follower's ReadSinceInto(4, 8 bytes) = %+v; want 456789ab up to 12", c)
+	}
+	if c := b.ReadSinceInto(4, make([]byte, 16)); c.Next != 20 || c.Lost != 0 {
+		t.Fatalf("second follower's ReadSinceInto(4, 16 bytes) = %+v; want all 16 up to 20", c)
+	}
+	// The first follower has 8 bytes left to read, from 12.
+	if n := b.room(followWindow); n != followWindow-8 {
+		t.Errorf("room(%d) with the first follower at 12 of 20 = %d; want %d", followWindow, n, followWindow-8)
+	}
+	if c := b.ReadSinceInto(12, make([]byte, 8)); c.Next != 20 || string(c.Data) != "cdefghij" {
+		t.Fatalf("first follower's ReadSinceInto(12, 8 bytes) = %+v; want cdefghij up to 20", c)
+	}
+	if n := b.room(followWindow); n != followWindow {
+		t.Errorf("room(%d) with both followers at the end = %d; want all", followWindow, n)
+	}
+}
+
+// TestLeaseOutlivesOthersReads pins that a read of another reader neither
+// ends nor moves a follower's lease when it skips the leased bytes (Lost)
+// to the tail, whatever it reads after them, nor when it reads some of
+// them in pieces from before the lease's cursor (issue 22: the lease was
+// ended or moved, and the follower lost output until its reads reached the
+// end again).
+func TestLeaseOutlivesOthersReads(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		reader int64 // the other reader's cursor
+		size   int   // and its buffer's
+		lease  int   // the follower's read before it, from 4
+	}{
+		// From 5 (in the omitted middle), past the lease at 8, to the
+		// tail's start, 16.
+		{"skipping in pieces", 5, 2, 4},
+		{"skipping to the end", 5, 4, 4},
+		// Skips 15 (not in the tail), reads 16 and 17 from the lease at 16.
+		{"in pieces", 15, 2, 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := NewHeadTailBuffer(4, 4, 0)
+			_, _ = b.Write([]byte("0123"))
+			if c := b.ReadSince(0, 0); c.Next != 4 {
+				t.Fatalf("ReadSince(0) = %+v; want to the end, 4", c)
+			}
+			b.mu.Lock()
+			b.flow.waiting = append(b.flow.waiting, 4)
+			b.mu.Unlock()
+			_, _ = b.Write([]byte("456789abcdefghij")) // the tail holds 16 to 20
+			leased := 4 + int64(tc.lease)
+			if c := b.ReadSinceInto(4, make([]byte, tc.lease)); c.Next != leased {
+				t.Fatalf("follower's ReadSinceInto(4, %d bytes) = %+v; want up to %d", tc.lease, c, leased)
+			}
+			want := followWindow - int(20-leased)
+			if n := b.room(followWindow); n != want {
+				t.Fatalf("room(%d) with the follower at %d of 20 = %d; want %d", followWindow, leased, n, want)
+			}
+			if c := b.ReadSinceInto(tc.reader, make([]byte, tc.size)); c.Next <= leased {
+				t.Fatalf("other reader's ReadSinceInto(%d, %d bytes) = %+v; want it past %d", tc.reader, tc.size, c, leased)
+			}
+			if n := b.room(followWindow); n != want {
+				t.Errorf("room(%d) after another reader's read = %d; want %d (the follower's lease at %d)", followWindow, n, want, leased)
+			}
+		})
+	}
+}
+
 // TestHeadTailBufferPolled pins the signal the pump tries its pipe on:
 // Output returning an unchanged rendering sets it, takePolled reports and
 // clears it, and an Output that renders anew does not set it.
