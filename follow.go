@@ -63,26 +63,26 @@ const followBound = 5 * time.Millisecond
 // of the last cursor read that reached the end and could return at least
 // followMinRead bytes, or the tail's size if that is less; -1 before the
 // first. A WaitOutput at that cursor is a follower's. A reader of smaller
-// pieces is never helped: with the default tail the first read of its
-// wake would end its lease anyway (followReadLocked), and its wait held
-// the pump while the follow window filled for it (BenchmarkFollowCost,
-// 10 B and 4 KiB readers at once: 1.03x the child alone against 1.14x in
-// the same run). waiting holds the cursors of followers blocked in
-// WaitOutput; the wake that ends their wait turns them into leases
-// (room counts them as leases already: the writes before it must not
-// drop their bytes either). A lease is held from that wake until the
-// follower waits again: each cursor read from a lease's cursor that
-// reaches the end, or that could return a tail's worth or more, moves it
-// to the read's Next; one that could return less (the follower reads the
-// wake's bytes in pieces) ends it; a read of another reader that
-// returned the bytes from a lease's cursor on moves that lease as well
-// (one that reads everything from the start each time), but never ends
-// it. The pump does not drop a byte at or after a lease's cursor (room)
-// until the lease moves or ends, the pump is stopped, or followBound has
-// passed since the lease's follower was woken without it reading up to
-// where the stream ended then (hold): the lease is then dropped. A follower without a lease is helped
-// again only once a read of it reaches the end. roomc gets a token
-// whenever a lease moves or goes. A buffer's mu guards it.
+// pieces is never helped: with the default tail the first read of its wake
+// would end its lease anyway (followReadLocked), and its wait held the
+// pump while the follow window filled for it (BenchmarkFollowCost, 10 B
+// and 4 KiB readers at once: 1.03x the child alone against 1.14x in the
+// same run). waiting holds the cursors of followers blocked in WaitOutput;
+// the wake that ends their wait turns them into leases (room counts them
+// as leases already: the writes before it must not drop their bytes
+// either). A lease is held from that wake until the follower waits again:
+// each cursor read from a lease's cursor that reaches the end, or that
+// could return a tail's worth or more, moves it to the read's Next; one
+// that could return less (the follower reads the wake's bytes in pieces)
+// ends it; a read of another reader that returned the bytes from a lease's
+// cursor on moves that lease as well (one that reads everything from the
+// start each time), but never ends it. The pump does not drop a byte at or
+// after a lease's cursor (room) until the lease moves or ends, the pump is
+// stopped, or followBound has passed since the lease's follower was woken
+// without it reading up to where the stream ended then (hold): the lease
+// is then dropped. A follower without a lease is helped again only once a
+// read of it reaches the end. roomc gets a token whenever a lease moves or
+// goes. A buffer's mu guards it.
 type followState struct {
 	caughtUp int64
 	waiting  []int64
