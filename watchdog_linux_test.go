@@ -475,6 +475,32 @@ func TestWatchdogPendingMark(t *testing.T) {
 	}
 }
 
+// TestWatchdogPendingMarkReaperReaps is TestWatchdogPendingMark's marked
+// variant, with 15 more children like target (target2...), below a
+// reaper that reaps a thousand zombies it adopted while the watchdog
+// sweeps. The kernel lists a task's children in
+// /proc/<pid>/task/<tid>/children by position, looked up afresh for each
+// entry the sweep's shell reads (a byte at a time): each child reaped
+// before the position read so far shifts the rest, and the read skips an
+// entry for each. A reaper busy reaping is what a loaded test run has:
+// PID 1 reaps the trees other tests kill, and
+// TestSandboxHostDeathDuringStarts, run beside a loop that leaves short
+// orphans to PID 1, left a child in 2 of 200 rounds (every time one the
+// sweep's read had skipped; a read with cat right after listed it). Until
+// the sweep checked that everything it listed still exists, this test
+// failed 5 runs of 5 (some of the targets outlived the host).
+func TestWatchdogPendingMarkReaperReaps(t *testing.T) {
+	t.Parallel()
+	needSandbox(t)
+	needTool(t, "setsid")
+	reaper := startHost(t, helperCmd("pending-mark-host", "marked", "reaping"))
+	names := []string{"target", "old", "plain", "member", "nested"}
+	for i := 2; i <= 16; i++ {
+		names = append(names, fmt.Sprint("target", i))
+	}
+	checkPendingMark(t, reaper, true, names...)
+}
+
 // TestWatchdogPlainPendingMark is TestWatchdogPendingMark for a start in
 // group mode that is not sandboxed, which a pending mark covers too (no
 // Pdeathsig: it fires when the forking thread ends, and its hop to a
@@ -536,22 +562,25 @@ func checkPendingMark(t *testing.T, reaper *testHost, marked bool, names ...stri
 	shown, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	for _, name := range names {
-		want := marked && name == "target"
+		want := marked && strings.HasPrefix(name, "target")
 		if got := treeExitsBy(shown, fds[name]); got != want {
 			t.Errorf("%s (PID %d): died with the host %v; want %v", name, vals[name], got, want)
 		}
 	}
 }
 
-var _ = helper("pending-mark-host", pendingMarkHost)
+var _ = helper("pending-mark-host", pendingMarkHost, "zombies-host")
 
 // pendingMarkHost is the host of TestWatchdogPendingMark and
 // TestWatchdogPlainPendingMark: args[0] "marked" writes a sandboxed
 // start's pending mark, "plain-marked" a plain start's, and with
 // "plain-marked" or "plain-unmarked" no child is sandboxed and there is
 // no "plain" child but an "elsewhere" one, cloned into the cgroup
-// args[1]. Run without a last argument "host", it is the subreaper: it
-// runs the host as its child and waits for the end of its stdin. The host
+// args[1]. With "marked", args[1] "reaping" adds target2 to target16
+// (TestWatchdogPendingMarkReaperReaps) and has the subreaper adopt a
+// thousand zombies before the host and reap them once it died. Run
+// without a last argument "host", it is the subreaper: it runs the host
+// as its child and waits for the end of its stdin. The host
 // prints its PID, the children's and the watchdog's, then "ready", and
 // waits to be killed.
 func pendingMarkHost(args []string) int {
@@ -559,10 +588,27 @@ func pendingMarkHost(args []string) int {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 			return hostFail(err)
 		}
+		var zombies []int
+		if len(args) > 1 && args[1] == "reaping" {
+			var err error
+			if zombies, err = adoptZombies(1000); err != nil {
+				return hostFail(err)
+			}
+		}
 		host := helperCmd("pending-mark-host", append(args, "host")...)
 		host.Stdin, host.Stdout, host.Stderr = os.Stdin, os.Stdout, os.Stderr
 		if err := host.Run(); err == nil {
 			return hostFail(errors.New("the host exited 0; want it killed"))
+		}
+		// The host's orphans (its watchdog, the targets) are now at the
+		// end of this process's first thread's children list, after the
+		// zombies; the watchdog reads that list while they are reaped,
+		// one for each read of this process's stat (the pace of a busy
+		// reaper, which spreads the reaping over the sweep's read: reaped
+		// at once, they are all gone before it).
+		for _, pid := range zombies {
+			_, _ = unix.Wait4(pid, nil, 0, nil)
+			_, _ = os.ReadFile("/proc/self/stat")
 		}
 		return hostWait()
 	}
@@ -623,6 +669,14 @@ func pendingMarkHost(args []string) int {
 	if pids["target"], err = start(true, true, nil, "sleep", "600"); err != nil {
 		return hostFail(err)
 	}
+	if len(args) > 1 && args[1] == "reaping" {
+		// More children like target: the sweep must find every one.
+		for i := 2; i <= 16; i++ {
+			if pids[fmt.Sprint("target", i)], err = start(true, true, nil, "sleep", "600"); err != nil {
+				return hostFail(err)
+			}
+		}
+	}
 	if !plainStarts {
 		if pids["plain"], err = start(false, true, nil, "sleep", "600"); err != nil {
 			return hostFail(err)
@@ -680,6 +734,61 @@ func pendingMarkHost(args []string) int {
 	fmt.Println("watchdog", watchdog)
 	fmt.Println("ready")
 	return hostWait()
+}
+
+// adoptZombies has a child (zombiesHost) leave n zombies and exit, and
+// returns their PIDs: this process, a subreaper, adopts them as it will
+// adopt the host's orphans, into its first thread's children list, which
+// is the list the watchdog reads (a child this process forks itself is on
+// the list of the thread that forked it).
+func adoptZombies(n int) ([]int, error) {
+	cmd := helperCmd("zombies-host", strconv.Itoa(n))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("zombies-host: %w", err)
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(out)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("zombies-host said %q", f)
+		}
+		pids = append(pids, pid)
+	}
+	if len(pids) != n {
+		return nil, fmt.Errorf("zombies-host left %d zombies; want %d", len(pids), n)
+	}
+	return pids, nil
+}
+
+var _ = helper("zombies-host", zombiesHost)
+
+// zombiesHost starts args[0] children that exit at once, prints their
+// PIDs once every one of them has exited (unreaped, a zombie), and exits,
+// leaving them to its reaper.
+func zombiesHost(args []string) int {
+	n, _ := strconv.Atoi(args[0])
+	path, err := exec.LookPath("true")
+	if err != nil {
+		return hostFail(err)
+	}
+	for range n {
+		pid, err := syscall.ForkExec(path, []string{"true"}, &syscall.ProcAttr{})
+		if err != nil {
+			return hostFail(err)
+		}
+		var info unix.Siginfo
+		err = unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		for errors.Is(err, unix.EINTR) {
+			err = unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		}
+		if err != nil {
+			return hostFail(fmt.Errorf("wait for %d: %w", pid, err))
+		}
+		fmt.Println(pid)
+	}
+	return 0
 }
 
 // bootTicks is the time since boot in the clock ticks of
