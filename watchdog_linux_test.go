@@ -485,10 +485,12 @@ func TestWatchdogPendingMark(t *testing.T) {
 // entry for each. A reaper busy reaping is what a loaded test run has:
 // PID 1 reaps the trees other tests kill, and
 // TestSandboxHostDeathDuringStarts, run beside a loop that leaves short
-// orphans to PID 1, left a child in 2 of 200 rounds (every time one the
-// sweep's read had skipped; a read with cat right after listed it). Until
-// the sweep checked that everything it listed still exists, this test
-// failed 5 runs of 5 (some of the targets outlived the host).
+// orphans to PID 1, left a child in 6 of 500 rounds (each one the
+// sweep's read had skipped; a read with cat right after listed it). The
+// reaper here reaps while the watchdog's read is past the middle of the
+// zombies (reapDuringSweep): until the sweep checked that everything it
+// listed still exists, this test failed 14 runs of 14, about half of the
+// targets outliving the host.
 func TestWatchdogPendingMarkReaperReaps(t *testing.T) {
 	t.Parallel()
 	needSandbox(t)
@@ -597,19 +599,52 @@ func pendingMarkHost(args []string) int {
 		}
 		host := helperCmd("pending-mark-host", append(args, "host")...)
 		host.Stdin, host.Stdout, host.Stderr = os.Stdin, os.Stdout, os.Stderr
-		if err := host.Run(); err == nil {
+		reaped := make(chan struct{})
+		if zombies == nil {
+			close(reaped)
+		} else {
+			// The host's lines pass through, and its watchdog's PID to
+			// reapDuringSweep.
+			out, w, err := os.Pipe()
+			if err != nil {
+				return hostFail(err)
+			}
+			host.Stdout = w
+			defer out.Close()
+			watchdog := make(chan int, 1)
+			// Stopped at the end of the host's output (its death).
+			go func() {
+				lines := bufio.NewScanner(out)
+				for lines.Scan() {
+					fmt.Println(lines.Text())
+					if v, ok := strings.CutPrefix(lines.Text(), "watchdog "); ok {
+						pid, _ := strconv.Atoi(v)
+						watchdog <- pid
+					}
+				}
+				close(watchdog)
+			}()
+			// Stopped once the zombies are reaped.
+			go func() {
+				reapDuringSweep(<-watchdog, zombies)
+				close(reaped)
+			}()
+			err = host.Start()
+			_ = w.Close()
+			if err != nil {
+				return hostFail(err)
+			}
+		}
+		var err error
+		if zombies == nil {
+			err = host.Run()
+		} else {
+			err = host.Wait()
+		}
+		if err == nil {
 			return hostFail(errors.New("the host exited 0; want it killed"))
 		}
-		// The host's orphans (its watchdog, the targets) are now at the
-		// end of this process's first thread's children list, after the
-		// zombies; the watchdog reads that list while they are reaped,
-		// one for each read of this process's stat (the pace of a busy
-		// reaper, which spreads the reaping over the sweep's read: reaped
-		// at once, they are all gone before it).
-		for _, pid := range zombies {
-			_, _ = unix.Wait4(pid, nil, 0, nil)
-			_, _ = os.ReadFile("/proc/self/stat")
-		}
+		<-reaped
 		return hostWait()
 	}
 	plainStarts := strings.HasPrefix(args[0], "plain-")
@@ -734,6 +769,50 @@ func pendingMarkHost(args []string) int {
 	fmt.Println("watchdog", watchdog)
 	fmt.Println("ready")
 	return hostWait()
+}
+
+// reapDuringSweep reaps zombies (this process's adopted children, the
+// first ones in its first thread's children list) while the watchdog
+// (PID watchdog), which becomes this process's child with the host's
+// other orphans when the host dies, reads that list, past the middle of
+// the zombies and so before the orphans, which are put at the list's end.
+// Reaped faster than the watchdog reads, they shift the entries after its
+// position by more than are left to read: a read that looks each entry up
+// by its index then ends without the orphans. It returns once the
+// zombies are reaped.
+func reapDuringSweep(watchdog int, zombies []int) {
+	list := fmt.Sprintf("/proc/%d/task/%d/children", os.Getpid(), os.Getpid())
+	// middle is the offset in the list's text of the middle zombie.
+	middle := 0
+	for _, pid := range zombies[:len(zombies)/2] {
+		middle += len(strconv.Itoa(pid)) + 1
+	}
+	// Polled from the host's report (just before the test kills it) until
+	// the watchdog's stdin, which the sweep's read redirects from the
+	// list, is the list read past middle, or the watchdog is gone.
+	for watchdog != 0 {
+		fd0, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/0", watchdog))
+		if fd0 == list {
+			var pos int
+			info := readFileString(fmt.Sprintf("/proc/%d/fdinfo/0", watchdog))
+			if _, err := fmt.Sscanf(info, "pos: %d", &pos); err == nil && pos >= middle {
+				break
+			}
+		}
+		if st, ok := procfs.ReadStat(watchdog); !ok || st.State == 'Z' {
+			break
+		}
+	}
+	for _, pid := range zombies {
+		_, _ = unix.Wait4(pid, nil, 0, nil)
+	}
+}
+
+// readFileString is the content of the file name, "" if it cannot be
+// read.
+func readFileString(name string) string {
+	b, _ := os.ReadFile(name)
+	return string(b)
 }
 
 // adoptZombies has a child (zombiesHost) leave n zombies and exit, and
