@@ -475,6 +475,34 @@ func TestWatchdogPendingMark(t *testing.T) {
 	}
 }
 
+// TestWatchdogPendingMarkReaperReaps is TestWatchdogPendingMark's marked
+// variant, with 15 more children like target (target2...), below a
+// reaper that reaps a thousand zombies it adopted while the watchdog
+// sweeps. The kernel lists a task's children in
+// /proc/<pid>/task/<tid>/children by position, looked up afresh for each
+// entry the sweep's shell reads (a byte at a time): each child reaped
+// before the position read so far shifts the rest, and the read skips an
+// entry for each. A reaper busy reaping is what a loaded test run has:
+// PID 1 reaps the trees other tests kill, and
+// TestSandboxHostDeathDuringStarts, run beside a loop that leaves short
+// orphans to PID 1, left a child in 6 of 500 rounds (each one the
+// sweep's read had skipped; a read with cat right after listed it). The
+// reaper here reaps while the watchdog's read is past the middle of the
+// zombies (reapDuringSweep): until the sweep checked that everything it
+// listed still exists, this test failed 14 runs of 14, about half of the
+// targets outliving the host.
+func TestWatchdogPendingMarkReaperReaps(t *testing.T) {
+	t.Parallel()
+	needSandbox(t)
+	needTool(t, "setsid")
+	reaper := startHost(t, helperCmd("pending-mark-host", "marked", "reaping"))
+	names := []string{"target", "old", "plain", "member", "nested"}
+	for i := 2; i <= 16; i++ {
+		names = append(names, fmt.Sprint("target", i))
+	}
+	checkPendingMark(t, reaper, true, names...)
+}
+
 // TestWatchdogPlainPendingMark is TestWatchdogPendingMark for a start in
 // group mode that is not sandboxed, which a pending mark covers too (no
 // Pdeathsig: it fires when the forking thread ends, and its hop to a
@@ -536,22 +564,25 @@ func checkPendingMark(t *testing.T, reaper *testHost, marked bool, names ...stri
 	shown, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	for _, name := range names {
-		want := marked && name == "target"
+		want := marked && strings.HasPrefix(name, "target")
 		if got := treeExitsBy(shown, fds[name]); got != want {
 			t.Errorf("%s (PID %d): died with the host %v; want %v", name, vals[name], got, want)
 		}
 	}
 }
 
-var _ = helper("pending-mark-host", pendingMarkHost)
+var _ = helper("pending-mark-host", pendingMarkHost, "zombies-host")
 
 // pendingMarkHost is the host of TestWatchdogPendingMark and
 // TestWatchdogPlainPendingMark: args[0] "marked" writes a sandboxed
 // start's pending mark, "plain-marked" a plain start's, and with
 // "plain-marked" or "plain-unmarked" no child is sandboxed and there is
 // no "plain" child but an "elsewhere" one, cloned into the cgroup
-// args[1]. Run without a last argument "host", it is the subreaper: it
-// runs the host as its child and waits for the end of its stdin. The host
+// args[1]. With "marked", args[1] "reaping" adds target2 to target16
+// (TestWatchdogPendingMarkReaperReaps) and has the subreaper adopt a
+// thousand zombies before the host and reap them once it died. Run
+// without a last argument "host", it is the subreaper: it runs the host
+// as its child and waits for the end of its stdin. The host
 // prints its PID, the children's and the watchdog's, then "ready", and
 // waits to be killed.
 func pendingMarkHost(args []string) int {
@@ -559,11 +590,61 @@ func pendingMarkHost(args []string) int {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 			return hostFail(err)
 		}
+		var zombies []int
+		if len(args) > 1 && args[1] == "reaping" {
+			var err error
+			if zombies, err = adoptZombies(1000); err != nil {
+				return hostFail(err)
+			}
+		}
 		host := helperCmd("pending-mark-host", append(args, "host")...)
 		host.Stdin, host.Stdout, host.Stderr = os.Stdin, os.Stdout, os.Stderr
-		if err := host.Run(); err == nil {
+		reaped := make(chan struct{})
+		if zombies == nil {
+			close(reaped)
+		} else {
+			// The host's lines pass through, and its watchdog's PID to
+			// reapDuringSweep.
+			out, w, err := os.Pipe()
+			if err != nil {
+				return hostFail(err)
+			}
+			host.Stdout = w
+			defer out.Close()
+			watchdog := make(chan int, 1)
+			// Stopped at the end of the host's output (its death).
+			go func() {
+				lines := bufio.NewScanner(out)
+				for lines.Scan() {
+					fmt.Println(lines.Text())
+					if v, ok := strings.CutPrefix(lines.Text(), "watchdog "); ok {
+						pid, _ := strconv.Atoi(v)
+						watchdog <- pid
+					}
+				}
+				close(watchdog)
+			}()
+			// Stopped once the zombies are reaped.
+			go func() {
+				reapDuringSweep(<-watchdog, zombies)
+				close(reaped)
+			}()
+			err = host.Start()
+			_ = w.Close()
+			if err != nil {
+				return hostFail(err)
+			}
+		}
+		var err error
+		if zombies == nil {
+			err = host.Run()
+		} else {
+			err = host.Wait()
+		}
+		if err == nil {
 			return hostFail(errors.New("the host exited 0; want it killed"))
 		}
+		<-reaped
 		return hostWait()
 	}
 	plainStarts := strings.HasPrefix(args[0], "plain-")
@@ -623,6 +704,14 @@ func pendingMarkHost(args []string) int {
 	if pids["target"], err = start(true, true, nil, "sleep", "600"); err != nil {
 		return hostFail(err)
 	}
+	if len(args) > 1 && args[1] == "reaping" {
+		// More children like target: the sweep must find every one.
+		for i := 2; i <= 16; i++ {
+			if pids[fmt.Sprint("target", i)], err = start(true, true, nil, "sleep", "600"); err != nil {
+				return hostFail(err)
+			}
+		}
+	}
 	if !plainStarts {
 		if pids["plain"], err = start(false, true, nil, "sleep", "600"); err != nil {
 			return hostFail(err)
@@ -680,6 +769,105 @@ func pendingMarkHost(args []string) int {
 	fmt.Println("watchdog", watchdog)
 	fmt.Println("ready")
 	return hostWait()
+}
+
+// reapDuringSweep reaps zombies (this process's adopted children, the
+// first ones in its first thread's children list) while the watchdog
+// (PID watchdog), which becomes this process's child with the host's
+// other orphans when the host dies, reads that list, past the middle of
+// the zombies and so before the orphans, which are put at the list's end.
+// Reaped faster than the watchdog reads, they shift the entries after its
+// position by more than are left to read: a read that looks each entry up
+// by its index then ends without the orphans. It returns once the
+// zombies are reaped.
+func reapDuringSweep(watchdog int, zombies []int) {
+	list := fmt.Sprintf("/proc/%d/task/%d/children", os.Getpid(), os.Getpid())
+	// middle is the offset in the list's text of the middle zombie.
+	middle := 0
+	for _, pid := range zombies[:len(zombies)/2] {
+		middle += len(strconv.Itoa(pid)) + 1
+	}
+	// Polled from the host's report (just before the test kills it) until
+	// the watchdog's stdin, which the sweep's read redirects from the
+	// list, is the list read past middle, or the watchdog is gone.
+	for watchdog != 0 {
+		fd0, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/0", watchdog))
+		if fd0 == list {
+			var pos int
+			info := readFileString(fmt.Sprintf("/proc/%d/fdinfo/0", watchdog))
+			if _, err := fmt.Sscanf(info, "pos: %d", &pos); err == nil && pos >= middle {
+				break
+			}
+		}
+		if st, ok := procfs.ReadStat(watchdog); !ok || st.State == 'Z' {
+			break
+		}
+	}
+	for _, pid := range zombies {
+		_, _ = unix.Wait4(pid, nil, 0, nil)
+	}
+}
+
+// readFileString is the content of the file name, "" if it cannot be
+// read.
+func readFileString(name string) string {
+	b, _ := os.ReadFile(name)
+	return string(b)
+}
+
+// adoptZombies has a child (zombiesHost) leave n zombies and exit, and
+// returns their PIDs: this process, a subreaper, adopts them as it will
+// adopt the host's orphans, into its first thread's children list, which
+// is the list the watchdog reads (a child this process forks itself is on
+// the list of the thread that forked it).
+func adoptZombies(n int) ([]int, error) {
+	cmd := helperCmd("zombies-host", strconv.Itoa(n))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("zombies-host: %w", err)
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(out)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("zombies-host said %q", f)
+		}
+		pids = append(pids, pid)
+	}
+	if len(pids) != n {
+		return nil, fmt.Errorf("zombies-host left %d zombies; want %d", len(pids), n)
+	}
+	return pids, nil
+}
+
+var _ = helper("zombies-host", zombiesHost)
+
+// zombiesHost starts args[0] children that exit at once, prints their
+// PIDs once every one of them has exited (unreaped, a zombie), and exits,
+// leaving them to its reaper.
+func zombiesHost(args []string) int {
+	n, _ := strconv.Atoi(args[0])
+	path, err := exec.LookPath("true")
+	if err != nil {
+		return hostFail(err)
+	}
+	for range n {
+		pid, err := syscall.ForkExec(path, []string{"true"}, &syscall.ProcAttr{})
+		if err != nil {
+			return hostFail(err)
+		}
+		var info unix.Siginfo
+		err = unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		for errors.Is(err, unix.EINTR) {
+			err = unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		}
+		if err != nil {
+			return hostFail(fmt.Errorf("wait for %d: %w", pid, err))
+		}
+		fmt.Println(pid)
+	}
+	return 0
 }
 
 // bootTicks is the time since boot in the clock ticks of

@@ -79,6 +79,19 @@ import (
 //     left for C to move to, so C is among the children of the host's
 //     threads or, later, of the reaper's (read in that order; where the
 //     kernel has no /proc/<pid>/task/<tid>/children, every process).
+//   - The kernel lists a task's children in that file by position, and
+//     looks each one up afresh by its index (sh reads a byte at a time):
+//     a child removed (reaped) before the position read so far shifts
+//     the rest, and the read skips one entry for each, wherever it is (a
+//     reaper busy reaping the trees it was handed, PID 1 in a loaded
+//     test run, made the sweep miss children of unfinished starts).
+//     Lists only grow at their end, so a read is complete (every process
+//     that was a child throughout it is listed) if nothing it listed was
+//     removed: each listed process must still exist once all the lists
+//     are read, or they are read again; after three tries the sweep reads
+//     every process's stat instead (/proc lists processes by PID, which
+//     nothing shifts). A child moved from a host thread to the reaper
+//     while read is in the reaper's list, read after.
 //
 // It then kills the group of every candidate with all of: PID = process
 // group ID = session ID, parent the reaper or the host, the watchdog's
@@ -147,14 +160,20 @@ while read -r s 2>/dev/null </proc/$$/stat; do
 	[ "$(now)" -gt $((end + 100)) ] && exit 0
 done
 [ -n "$reaper" ] || exit 0
-pids=
+pids= all=1 i=0
 if [ -e /proc/$$/task/$$/children ]; then
-	for f in /proc/$host/task/*/children /proc/$reaper/task/*/children; do
-		l=
-		read -r l 2>/dev/null <"$f"
-		pids="$pids $l"
+	while [ -n "$all" ] && [ $i -lt 3 ]; do
+		pids= all= i=$((i + 1))
+		for f in /proc/$host/task/*/children /proc/$reaper/task/*/children; do
+			l=
+			read -r l 2>/dev/null <"$f"
+			pids="$pids $l"
+		done
+		for p in $pids; do [ -e "/proc/$p" ] || { all=1; break; }; done
 	done
-else
+fi
+if [ -n "$all" ]; then
+	pids=
 	for d in /proc/[0-9]*; do pids="$pids ${d#/proc/}"; done
 fi
 cgof() { c=; while IFS= read -r l; do c="$c$l;"; done 2>/dev/null <"$1/cgroup"; echo "$c"; }
