@@ -74,9 +74,9 @@ const followBound = 5 * time.Millisecond
 // each cursor read from a lease's cursor that reaches the end, or that
 // could return a tail's worth or more, moves it to the read's Next; one
 // that could return less (the follower reads the wake's bytes in pieces)
-// ends it; a read of another reader that returned the bytes from a lease's
-// cursor on moves that lease as well (one that reads everything from the
-// start each time), but never ends it. The pump does not drop a byte at or
+// ends it; a read from the start that lost nothing and returned the
+// bytes from a lease's cursor on moves that lease as well (a follower
+// that reads everything from the start each time), but never ends it. The pump does not drop a byte at or
 // after a lease's cursor (room) until the lease moves or ends, the pump is
 // stopped, or followBound has passed since the lease's follower was woken
 // without it reading up to where the stream ended then (hold): the lease
@@ -175,7 +175,9 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 				l.woken = time.Time{}
 			}
 		case l.cursor != cursor:
-			// Another reader's read in pieces: the lease stays.
+			// Another reader's read in pieces: the lease stays, and the
+			// pump has no more room (no wake for nothing).
+			return
 		default:
 			// It reads the wake's bytes in pieces: helping it would
 			// run the child at its pace. It is helped again once a
@@ -191,19 +193,24 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 
 // leaseReadLocked returns the index of the lease a cursor read from
 // cursor that returned c reads for, or -1: the lease at cursor (the
-// follower's own read), or else one the read passed over while returning
-// its bytes (a reader that reads everything from the start each time has
-// seen the leased bytes as well; one that skipped them, Lost, has not).
-// A follower's own lease comes first: followers at one cursor hold a lease
-// each, and a read of one of them must not move another's, which then
-// holds the pump until its bound passes (issue 22).
+// follower's own read), or else, for a read from the start that lost
+// nothing (a follower that reads everything from the start each time),
+// one the read passed over. Any other reader's read leaves a lease alone,
+// even one that returned the lease's bytes: the follower has not read
+// them (a reader that skipped to a lease's cursor, Lost, moved it, and
+// the follower lost the window's worth). A follower's own lease comes
+// first: followers at one cursor hold a lease each, and a read of one of
+// them must not move another's, which then holds the pump until its bound
+// passes (issue 22).
 func (f *followState) leaseReadLocked(cursor int64, c Chunk) int {
 	if i := f.indexLease(cursor); i >= 0 {
 		return i
 	}
-	from := c.Next - int64(len(c.Data))
+	if cursor != 0 || c.Lost != 0 {
+		return -1
+	}
 	for i, l := range f.leases {
-		if cursor < l.cursor && from <= l.cursor && l.cursor < c.Next {
+		if l.cursor < c.Next {
 			return i
 		}
 	}

@@ -241,9 +241,10 @@ func TestFollowersAtOneCursor(t *testing.T) {
 // TestLeaseOutlivesOthersReads pins that a read of another reader neither
 // ends nor moves a follower's lease when it skips the leased bytes (Lost)
 // to the tail, whatever it reads after them, nor when it reads some of
-// them in pieces from before the lease's cursor (issue 22: the lease was
-// ended or moved, and the follower lost output until its reads reached the
-// end again).
+// them in pieces from before the lease's cursor, nor when it skips to the
+// lease's cursor and reads on (issue 22: the lease was ended or moved,
+// and the follower lost output until its reads reached the end again),
+// and that such a read sends a pump waiting for room no token.
 func TestLeaseOutlivesOthersReads(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -258,6 +259,10 @@ func TestLeaseOutlivesOthersReads(t *testing.T) {
 		{"skipping to the end", 5, 4, 4},
 		// Skips 15 (not in the tail), reads 16 and 17 from the lease at 16.
 		{"in pieces", 15, 2, 12},
+		// Skips 15, reads from the lease at 16 to the end: it has the
+		// bytes, the follower has not (found in review: the lease moved
+		// to 20, and the follower lost the window's worth).
+		{"skipping to the lease, to the end", 15, 64, 12},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -278,11 +283,18 @@ func TestLeaseOutlivesOthersReads(t *testing.T) {
 			if n := b.room(followWindow); n != want {
 				t.Fatalf("room(%d) with the follower at %d of 20 = %d; want %d", followWindow, leased, n, want)
 			}
+			b.mu.Lock()
+			roomc := make(chan struct{}, 1)
+			b.flow.roomc = roomc
+			b.mu.Unlock()
 			if c := b.ReadSinceInto(tc.reader, make([]byte, tc.size)); c.Next <= leased {
 				t.Fatalf("other reader's ReadSinceInto(%d, %d bytes) = %+v; want it past %d", tc.reader, tc.size, c, leased)
 			}
 			if n := b.room(followWindow); n != want {
 				t.Errorf("room(%d) after another reader's read = %d; want %d (the follower's lease at %d)", followWindow, n, want, leased)
+			}
+			if len(roomc) != 0 {
+				t.Errorf("another reader's read that left the lease alone signalled room: a pump waiting for it woke for nothing")
 			}
 		})
 	}
