@@ -76,7 +76,10 @@ const followBound = 5 * time.Millisecond
 // that could return less (the follower reads the wake's bytes in pieces)
 // ends it; a read from the start that lost nothing and returned the
 // bytes from a lease's cursor on moves that lease as well (a follower
-// that reads everything from the start each time), but never ends it. The pump does not drop a byte at or
+// that reads everything from the start each time), but never ends it; a
+// read of a reader that is never a follower (fewer than followMinRead
+// bytes, or the tail's size if less) never moves nor ends a lease a
+// larger read moved last (lease.big). The pump does not drop a byte at or
 // after a lease's cursor (room) until the lease moves or ends, the pump is
 // stopped, or followBound has passed since the lease's follower was woken
 // without it reading up to where the stream ended then (hold): the lease
@@ -85,7 +88,7 @@ const followBound = 5 * time.Millisecond
 // goes. A buffer's mu guards it.
 type followState struct {
 	caughtUp int64
-	waiting  []int64
+	waiting  []lease // cursor and big only
 	leases   []lease
 	roomc    chan struct{}
 	// window is the follow window, a ring holding the newest windowLen
@@ -119,6 +122,12 @@ type lease struct {
 	cursor int64
 	woken  time.Time
 	target int64
+	// big says a read that could return followMinRead bytes or more (or
+	// the tail's size, if less) moved the lease last: its follower reads
+	// so. A read of fewer (a reader that is never a follower) at its
+	// cursor leaves it alone, whoever made it (leaseReadLocked). Kept
+	// through the follower's waits (WaitOutput, wakeLocked).
+	big bool
 }
 
 // followWindow is how many of the newest bytes a buffer keeps at most
@@ -159,13 +168,15 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 		}
 		b.flow = newFollowState()
 	}
-	if i := b.flow.leaseReadLocked(cursor, c); i >= 0 {
+	small := limit < min(b.tailMax, followMinRead)
+	if i := b.flow.leaseReadLocked(cursor, c, small); i >= 0 {
 		l := &b.flow.leases[i]
 		switch {
 		case c.Next >= c.End:
 			// Caught up: the bound starts anew at the next wake.
-			l.cursor, l.woken = c.Next, time.Time{}
+			l.cursor, l.woken, l.big = c.Next, time.Time{}, !small
 		case limit >= b.tailMax:
+			l.big = true
 			// A read of a tail's worth or more: the wake's bytes come
 			// in a few such reads (the follow window holds more than
 			// one), within the bound of the same wake; once it has
@@ -186,13 +197,13 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 		}
 		b.signalRoomLocked()
 	}
-	if c.Next >= c.End && limit >= min(b.tailMax, followMinRead) {
+	if c.Next >= c.End && !small {
 		b.flow.caughtUp = c.Next
 	}
 }
 
 // leaseReadLocked returns the index of the lease a cursor read from
-// cursor that returned c reads for, or -1: the lease at cursor (the
+// cursor that returned c reads for, or -1: a lease at cursor (the
 // follower's own read), or else, for a read from the start that lost
 // nothing (a follower that reads everything from the start each time),
 // one the read passed over. Any other reader's read leaves a lease alone,
@@ -201,16 +212,26 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 // the follower lost the window's worth). A follower's own lease comes
 // first: followers at one cursor hold a lease each, and a read of one of
 // them must not move another's, which then holds the pump until its bound
-// passes (issue 22).
-func (f *followState) leaseReadLocked(cursor int64, c Chunk) int {
-	if i := f.indexLease(cursor); i >= 0 {
-		return i
+// passes (issue 22). Leases carry no owner, so a small read (of a reader
+// that is never a follower, small) never takes a big lease (lease.big): a
+// 4 KiB reader at the cursor of a 64 KiB follower ended its lease, and
+// the follower lost half of a 50 MB/s stream. A big read takes a big
+// lease at cursor first, leaving the small reader's.
+func (f *followState) leaseReadLocked(cursor int64, c Chunk, small bool) int {
+	at := -1
+	for i, l := range f.leases {
+		if l.cursor != cursor || small && l.big {
+			continue
+		}
+		if at < 0 || l.big {
+			at = i
+		}
 	}
-	if cursor != 0 || c.Lost != 0 {
-		return -1
+	if at >= 0 || cursor != 0 || c.Lost != 0 {
+		return at
 	}
 	for i, l := range f.leases {
-		if l.cursor < c.Next {
+		if l.cursor < c.Next && !(small && l.big) {
 			return i
 		}
 	}
@@ -292,8 +313,8 @@ func (f *followState) oldestLocked(end int64) int64 {
 	for _, l := range f.leases {
 		end = min(end, l.cursor)
 	}
-	for _, c := range f.waiting {
-		end = min(end, c)
+	for _, w := range f.waiting {
+		end = min(end, w.cursor)
 	}
 	return end
 }
@@ -425,8 +446,8 @@ func (b *HeadTailBuffer) roomLocked(n int) int {
 		limit(l.cursor)
 	}
 	// A waiting follower counts too: this write wakes it, with a lease.
-	for _, c := range f.waiting {
-		limit(c)
+	for _, w := range f.waiting {
+		limit(w.cursor)
 	}
 	return int(max(k, 0))
 }
@@ -587,8 +608,8 @@ func (b *HeadTailBuffer) takeWaitingLocked(cursor int64) {
 	if b.flow == nil {
 		return
 	}
-	for i, c := range b.flow.waiting {
-		if c == cursor {
+	for i, w := range b.flow.waiting {
+		if w.cursor == cursor {
 			b.flow.waiting = append(b.flow.waiting[:i], b.flow.waiting[i+1:]...)
 			return
 		}

@@ -187,7 +187,7 @@ func TestLeaseMovesWithReadFromStart(t *testing.T) {
 	}
 	// The follower waits at the end; the write that wakes it leases 4.
 	b.mu.Lock()
-	b.flow.waiting = append(b.flow.waiting, 4)
+	b.flow.waiting = append(b.flow.waiting, lease{cursor: 4})
 	b.mu.Unlock()
 	_, _ = b.Write([]byte("456789ab")) // all the tail holds of it
 	if n := b.room(followWindow); n != followWindow-8 {
@@ -217,7 +217,7 @@ func TestFollowersAtOneCursor(t *testing.T) {
 	// Two followers wait at the end; the write that wakes them leases 4
 	// twice.
 	b.mu.Lock()
-	b.flow.waiting = append(b.flow.waiting, 4, 4)
+	b.flow.waiting = append(b.flow.waiting, lease{cursor: 4}, lease{cursor: 4})
 	b.mu.Unlock()
 	_, _ = b.Write([]byte("456789abcdefghij"))
 	if c := b.ReadSinceInto(4, make([]byte, 8)); c.Next != 12 || string(c.Data) != "456789ab" {
@@ -272,7 +272,7 @@ func TestLeaseOutlivesOthersReads(t *testing.T) {
 				t.Fatalf("ReadSince(0) = %+v; want to the end, 4", c)
 			}
 			b.mu.Lock()
-			b.flow.waiting = append(b.flow.waiting, 4)
+			b.flow.waiting = append(b.flow.waiting, lease{cursor: 4})
 			b.mu.Unlock()
 			_, _ = b.Write([]byte("456789abcdefghij")) // the tail holds 16 to 20
 			leased := 4 + int64(tc.lease)
@@ -297,6 +297,50 @@ func TestLeaseOutlivesOthersReads(t *testing.T) {
 				t.Errorf("another reader's read that left the lease alone signalled room: a pump waiting for it woke for nothing")
 			}
 		})
+	}
+}
+
+// TestSmallReadLeavesFollowerLease pins that a reader that is never a
+// follower (its reads could return fewer than followMinRead bytes, or
+// the tail's size if less) neither ends nor moves the lease of a
+// follower that reads more, at the same cursor: leases carry no owner,
+// and found in review, a 4 KiB reader beside a 64 KiB follower of a
+// 50 MB/s stream ended its lease at every wake, and the follower lost
+// half the stream. The follower's own read still moves it.
+func TestSmallReadLeavesFollowerLease(t *testing.T) {
+	t.Parallel()
+	const tail = 8
+	b := NewHeadTailBuffer(4, tail, 0)
+	_, _ = b.Write([]byte("0123"))
+	if c := b.ReadSince(0, 0); c.Next != 4 {
+		t.Fatalf("ReadSince(0) = %+v; want to the end, 4", c)
+	}
+	b.mu.Lock()
+	b.flow.waiting = append(b.flow.waiting, lease{cursor: 4})
+	b.mu.Unlock()
+	_, _ = b.Write([]byte("456789abcd")) // wakes the follower: a lease at 4; End 14
+	if c := b.ReadSinceInto(4, make([]byte, tail)); c.Next != 12 {
+		t.Fatalf("follower's ReadSinceInto(4, a tail's worth) = %+v; want up to 12", c)
+	}
+	want := followWindow - (14 - 12)
+	if n := b.room(followWindow); n != want {
+		t.Fatalf("room with the follower's lease at 12 of 14 = %d; want %d", n, want)
+	}
+	b.mu.Lock()
+	roomc := make(chan struct{}, 1)
+	b.flow.roomc = roomc
+	b.mu.Unlock()
+	for _, size := range []int{1, tail - 1} { // in pieces; then to the end
+		c := b.ReadSinceInto(12, make([]byte, size))
+		if n := b.room(followWindow); n != want || len(roomc) != 0 {
+			t.Errorf("after a small reader's ReadSinceInto(12, %d bytes) = %+v: room %d, %d room tokens; want %d, none (the follower's lease at 12)", size, c, n, len(roomc), want)
+		}
+	}
+	if c := b.ReadSinceInto(12, make([]byte, tail)); c.Next != 14 {
+		t.Fatalf("follower's ReadSinceInto(12, a tail's worth) = %+v; want to the end, 14", c)
+	}
+	if n := b.room(followWindow); n != followWindow || len(roomc) != 1 {
+		t.Errorf("after the follower read to the end: room %d, %d room tokens; want %d (its lease at the end), one", n, len(roomc), followWindow)
 	}
 }
 
@@ -400,7 +444,7 @@ func TestFollowWindow(t *testing.T) {
 		}
 		pumpTestLocked(b, func() bool {
 			b.flow.windowMax = window
-			b.flow.waiting = append(b.flow.waiting, 4) // WaitOutput(ctx, 4)
+			b.flow.waiting = append(b.flow.waiting, lease{cursor: 4}) // WaitOutput(ctx, 4)
 			return true
 		})
 		if waiting, _ := b.writeQuiet(stream[4:]); waiting {
@@ -581,7 +625,7 @@ func TestSettleWaitsForWindowReads(t *testing.T) {
 			}
 			pumpTestLocked(b, func() bool {
 				b.flow.windowMax = window
-				b.flow.waiting = append(b.flow.waiting, 0)
+				b.flow.waiting = append(b.flow.waiting, lease{cursor: 0})
 				return true
 			})
 			_, _ = b.writeQuiet(stream)
@@ -619,7 +663,7 @@ func TestFollowWindowStorage(t *testing.T) {
 	}
 	pumpTestLocked(b, func() bool {
 		b.flow.windowMax = window
-		b.flow.waiting = append(b.flow.waiting, 4)
+		b.flow.waiting = append(b.flow.waiting, lease{cursor: 4})
 		return true
 	})
 	for i := range 8 {
@@ -632,7 +676,7 @@ func TestFollowWindowStorage(t *testing.T) {
 		// It waits again at the end.
 		pumpTestLocked(b, func() bool {
 			b.flow.leases = b.flow.leases[:0]
-			b.flow.waiting = append(b.flow.waiting, b.total)
+			b.flow.waiting = append(b.flow.waiting, lease{cursor: b.total})
 			return true
 		})
 	}

@@ -258,12 +258,14 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 		}
 		waitc := b.waitc
 		if follower {
+			w := lease{cursor: cursor}
 			if leased {
 				i := f.indexLease(cursor)
+				w.big = f.leases[i].big
 				f.leases = append(f.leases[:i], f.leases[i+1:]...)
 				leased = false
 			}
-			f.waiting = append(f.waiting, cursor)
+			f.waiting = append(f.waiting, w)
 		}
 		b.waiters++
 		b.mu.Unlock()
@@ -605,8 +607,8 @@ func (b *HeadTailBuffer) wakeLocked() {
 	}
 	// The followers woken hold leases until they read (followState).
 	if f := b.flow; f != nil {
-		for _, c := range f.waiting {
-			f.leases = append(f.leases, lease{cursor: c})
+		for _, w := range f.waiting {
+			f.leases = append(f.leases, lease{cursor: w.cursor, big: w.big})
 		}
 		f.waiting = f.waiting[:0]
 	}
