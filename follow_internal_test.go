@@ -202,6 +202,24 @@ func TestLeaseMovesWithReadFromStart(t *testing.T) {
 	}
 }
 
+// waitingAt4 returns a buffer of head 4 and tail bytes holding "0123",
+// read to its end (a follower's read: no limit), with n followers waiting
+// at 4: the next write wakes them, leasing 4 n times.
+func waitingAt4(t *testing.T, tail, n int) *HeadTailBuffer {
+	t.Helper()
+	b := NewHeadTailBuffer(4, tail, 0)
+	_, _ = b.Write([]byte("0123"))
+	if c := b.ReadSince(0, 0); c.Next != 4 {
+		t.Fatalf("ReadSince(0) = %+v; want to the end, 4", c)
+	}
+	b.mu.Lock()
+	for range n {
+		b.flow.waiting = append(b.flow.waiting, lease{cursor: 4})
+	}
+	b.mu.Unlock()
+	return b
+}
+
 // TestFollowersAtOneCursor pins that followers woken at one cursor keep
 // a lease each as they read: a read from the cursor moves the lease there,
 // not one a faster follower already moved past it (issue 22: the slower
@@ -209,16 +227,9 @@ func TestLeaseMovesWithReadFromStart(t *testing.T) {
 // passed, and the follower then lost output).
 func TestFollowersAtOneCursor(t *testing.T) {
 	t.Parallel()
-	b := NewHeadTailBuffer(4, 8, 0)
-	_, _ = b.Write([]byte("0123"))
-	if c := b.ReadSince(0, 0); c.Next != 4 {
-		t.Fatalf("ReadSince(0) = %+v; want to the end, 4", c)
-	}
 	// Two followers wait at the end; the write that wakes them leases 4
 	// twice.
-	b.mu.Lock()
-	b.flow.waiting = append(b.flow.waiting, lease{cursor: 4}, lease{cursor: 4})
-	b.mu.Unlock()
+	b := waitingAt4(t, 8, 2)
 	_, _ = b.Write([]byte("456789abcdefghij"))
 	if c := b.ReadSinceInto(4, make([]byte, 8)); c.Next != 12 || string(c.Data) != "456789ab" {
 		t.Fatalf("first follower's ReadSinceInto(4, 8 bytes) = %+v; want 456789ab up to 12", c)
@@ -266,14 +277,7 @@ func TestLeaseOutlivesOthersReads(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := NewHeadTailBuffer(4, 4, 0)
-			_, _ = b.Write([]byte("0123"))
-			if c := b.ReadSince(0, 0); c.Next != 4 {
-				t.Fatalf("ReadSince(0) = %+v; want to the end, 4", c)
-			}
-			b.mu.Lock()
-			b.flow.waiting = append(b.flow.waiting, lease{cursor: 4})
-			b.mu.Unlock()
+			b := waitingAt4(t, 4, 1)
 			_, _ = b.Write([]byte("456789abcdefghij")) // the tail holds 16 to 20
 			leased := 4 + int64(tc.lease)
 			if c := b.ReadSinceInto(4, make([]byte, tc.lease)); c.Next != leased {
@@ -310,14 +314,7 @@ func TestLeaseOutlivesOthersReads(t *testing.T) {
 func TestSmallReadLeavesFollowerLease(t *testing.T) {
 	t.Parallel()
 	const tail = 8
-	b := NewHeadTailBuffer(4, tail, 0)
-	_, _ = b.Write([]byte("0123"))
-	if c := b.ReadSince(0, 0); c.Next != 4 {
-		t.Fatalf("ReadSince(0) = %+v; want to the end, 4", c)
-	}
-	b.mu.Lock()
-	b.flow.waiting = append(b.flow.waiting, lease{cursor: 4})
-	b.mu.Unlock()
+	b := waitingAt4(t, tail, 1)
 	_, _ = b.Write([]byte("456789abcd")) // wakes the follower: a lease at 4; End 14
 	if c := b.ReadSinceInto(4, make([]byte, tail)); c.Next != 12 {
 		t.Fatalf("follower's ReadSinceInto(4, a tail's worth) = %+v; want up to 12", c)
