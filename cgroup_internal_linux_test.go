@@ -346,6 +346,44 @@ func TestRunQueueKicksWorker(t *testing.T) {
 	}
 }
 
+// TestCgroupTriesRunOut: a start whose every try took a spare removed
+// from outside fails after cgroupTries, saying so, and its error does not
+// read as a missing program (the clone's ENOENT is not unwrapped).
+func TestCgroupTriesRunOut(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := NewManager(Options{Containment: ContainCgroup})
+	defer m.Close()
+	h := ranCgroupHost(ctx, t, m, "true")
+	h.mu.Lock()
+	h.want = len(h.spare) + cgroupTries
+	h.mu.Unlock()
+	h.runQueue() // starts the worker, which makes the spares wanted
+	h.wg.Wait()
+	h.mu.Lock()
+	var victims []string // the next starts', newest first
+	for i := len(h.spare) - 1; i >= 0 && len(victims) < cgroupTries; i-- {
+		victims = append(victims, h.spare[i].dir)
+	}
+	h.mu.Unlock()
+	if len(victims) < cgroupTries {
+		t.Fatalf("%d spare cgroups; want %d to remove", len(victims), cgroupTries)
+	}
+	for _, dir := range victims {
+		if err := os.Remove(dir); err != nil {
+			t.Fatalf("remove a spare cgroup from outside: %v", err)
+		}
+	}
+	_, err := m.Start(StartRequest{Args: []string{"true"}})
+	if err == nil || !strings.Contains(err.Error(), "removed from outside") || errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Start after its %d cgroups were removed from outside = %v; want an error saying so, not os.ErrNotExist", cgroupTries, err)
+	}
+	if _, err := m.Run(ctx, StartRequest{Args: []string{"true"}}); err != nil {
+		t.Errorf("Run(true) after the removed cgroups were discarded = %v; want nil", err)
+	}
+}
+
 // TestRetryHookPanicDiscardsLog: a start made again because its spare
 // cgroup was removed from outside calls Options.CommandContext again; a
 // hook that panics then leaves no log file the start created, as a hook
