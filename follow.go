@@ -3,6 +3,7 @@ package proc
 import (
 	"errors"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -67,30 +68,49 @@ const followBound = 5 * time.Millisecond
 // would end its lease anyway (followReadLocked), and its wait held the
 // pump while the follow window filled for it (BenchmarkFollowCost, 10 B
 // and 4 KiB readers at once: 1.03x the child alone against 1.14x in the
-// same run). waiting holds the cursors of followers blocked in WaitOutput;
-// the wake that ends their wait turns them into leases (room counts them
-// as leases already: the writes before it must not drop their bytes
-// either). A lease is held from that wake until the follower waits again:
-// each cursor read from a lease's cursor that reaches the end, or that
-// could return a tail's worth or more, moves it to the read's Next; one
-// that could return less (the follower reads the wake's bytes in pieces)
-// ends it; a read from the start that lost nothing and returned the
-// bytes from a lease's cursor on moves that lease as well (a follower
-// that reads everything from the start each time), but never ends it; a
-// read of a reader that is never a follower (fewer than followMinRead
-// bytes, or the tail's size if less) never moves nor ends a lease a
-// larger read moved last (lease.big). The pump does not drop a byte at or
-// after a lease's cursor (room) until the lease moves or ends, the pump is
-// stopped, or followBound has passed since the lease's follower was woken
-// without it reading up to where the stream ended then (hold): the lease
-// is then dropped. A follower without a lease is helped again only once a
-// read of it reaches the end. roomc gets a token whenever a lease moves or
-// goes. A buffer's mu guards it.
+// same run). waiting holds the followers blocked in WaitOutput; the wake
+// that ends their wait turns them into leases (room counts them as leases
+// already: the writes before it must not drop their bytes either). A
+// lease is held from that wake until the follower waits again: each
+// cursor read from a lease's cursor that reaches the end, or that could
+// return a tail's worth or more, moves it to the read's Next; one that
+// could return less (the follower reads the wake's bytes in pieces) ends
+// it; a read from the start that lost nothing and returned the bytes from
+// a lease's cursor on moves that lease as well (a follower that reads
+// everything from the start each time), but never ends it. The pump does
+// not drop a byte at or after a lease's cursor (room) until the lease
+// moves or ends, the pump is stopped, or followBound has passed since the
+// lease's follower was woken without it reading up to where the stream
+// ended then (hold): the lease is then dropped. A follower without a lease
+// is helped again only once a read of it reaches the end. roomc gets a
+// token whenever a lease moves or goes. A buffer's mu guards it.
+//
+// Leases carry no owner: the API's reads and waits name a cursor, not a
+// reader. What tells readers at one cursor apart is how much their reads
+// could return (readClass, lease.class): a read takes the lease at its
+// cursor of the largest class no larger than its own, and never one a
+// read of a larger class moved, so that a 4 KiB reader at a 64 KiB
+// follower's cursor neither ends nor moves its lease (issue 22: the
+// follower lost half of a 50 MB/s stream), nor does a 16 KiB reader in
+// pieces beside a 64 KiB follower of a 64 KiB tail. caught carries the
+// class of a follower's read to its wait: it holds the classes of the
+// reads that reached the end at caughtUp without a lease to move (a
+// follower's first read, or one that lost the help), and each wait there
+// turns one of them into its entry, whichever reader waits first; a wait
+// there with none left gets an entry of class readSmall, which any read
+// at its cursor takes. So the leases at a cursor, once its readers
+// waited, have the classes of their reads, and each read takes its own
+// class's. The price: a follower that goes on in reads of a smaller class
+// than before leaves its lease behind, which holds the pump until its
+// bound passes (hold), and reads without help meanwhile.
 type followState struct {
 	caughtUp int64
-	waiting  []lease // cursor and big only
-	leases   []lease
-	roomc    chan struct{}
+	// caught are the classes of reads that reached the end at caughtUp
+	// with no lease, not yet taken by a wait there (at most caughtMax).
+	caught  []readClass
+	waiting []lease // cursor and class only
+	leases  []lease
+	roomc   chan struct{}
 	// window is the follow window, a ring holding the newest windowLen
 	// bytes of the stream from window[windowPos]; it is filled by writes
 	// while a follower waits or holds a lease, and freed by the first
@@ -122,13 +142,48 @@ type lease struct {
 	cursor int64
 	woken  time.Time
 	target int64
-	// big says a read that could return followMinRead bytes or more (or
-	// the tail's size, if less) moved the lease last: its follower reads
-	// so. A read of fewer (a reader that is never a follower) at its
-	// cursor leaves it alone, whoever made it (leaseReadLocked). Kept
-	// through the follower's waits (WaitOutput, wakeLocked).
-	big bool
+	// class is that of the read that moved the lease last, or of the
+	// read whose entry in caught its wait took; readSmall for one a wait
+	// made without such an entry. Only a read of that class or a larger
+	// one takes it (leaseAt). Kept through the follower's waits
+	// (WaitOutput, wakeLocked).
+	class readClass
 }
+
+// readClass is how much a cursor read could return, as far as the
+// leases of followers at one cursor tell their readers apart
+// (followState).
+type readClass int8
+
+const (
+	// readSmall: fewer than followMinRead bytes, or the tail's size if
+	// less; its reader is never a follower.
+	readSmall readClass = iota
+	// readPieces: less than the tail holds, at least readSmall's bound
+	// (a tail larger than followMinRead); its reader reads a wake's
+	// bytes in pieces.
+	readPieces
+	// readTail: a tail's worth or more.
+	readTail
+)
+
+// readClassLocked returns the class of a read that could return limit
+// bytes at most.
+func (b *HeadTailBuffer) readClassLocked(limit int) readClass {
+	switch {
+	case limit >= b.tailMax:
+		return readTail
+	case limit >= followMinRead:
+		return readPieces
+	}
+	return readSmall
+}
+
+// caughtMax is how many classes followState.caught holds at most: more
+// followers than that at one cursor wait there as readSmall until their
+// next reads. It bounds what readers that reach the end without ever
+// waiting (a poller reading from the start) leave there.
+const caughtMax = 8
 
 // followWindow is how many of the newest bytes a buffer keeps at most
 // for its followers, beyond head and tail, while one waits or holds a
@@ -168,20 +223,21 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 		}
 		b.flow = newFollowState()
 	}
-	small := limit < min(b.tailMax, followMinRead)
-	if i := b.flow.leaseReadLocked(cursor, c, small); i >= 0 {
-		l := &b.flow.leases[i]
+	f := b.flow
+	class := b.readClassLocked(limit)
+	i := f.leaseReadLocked(cursor, c, class)
+	if i >= 0 {
+		l := &f.leases[i]
 		switch {
 		case c.Next >= c.End:
 			// Caught up: the bound starts anew at the next wake.
-			l.cursor, l.woken, l.big = c.Next, time.Time{}, !small
-		case limit >= b.tailMax:
-			l.big = true
+			l.cursor, l.woken, l.class = c.Next, time.Time{}, class
+		case class == readTail:
 			// A read of a tail's worth or more: the wake's bytes come
 			// in a few such reads (the follow window holds more than
 			// one), within the bound of the same wake; once it has
 			// read them, the bytes written since start a new one.
-			l.cursor = c.Next
+			l.cursor, l.class = c.Next, class
 			if !l.woken.IsZero() && c.Next >= l.target {
 				l.woken = time.Time{}
 			}
@@ -193,49 +249,57 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 			// It reads the wake's bytes in pieces: helping it would
 			// run the child at its pace. It is helped again once a
 			// read of it reaches the end.
-			b.flow.leases = append(b.flow.leases[:i], b.flow.leases[i+1:]...)
+			f.leases = append(f.leases[:i], f.leases[i+1:]...)
 		}
 		b.signalRoomLocked()
 	}
-	if c.Next >= c.End && !small {
-		b.flow.caughtUp = c.Next
+	if c.Next < c.End || class == readSmall {
+		return
+	}
+	if c.Next != f.caughtUp {
+		f.caughtUp, f.caught = c.Next, f.caught[:0]
+	}
+	// A follower reached the end without a lease: its wait takes this.
+	// A read again from the end adds its class once at most.
+	if i < 0 && len(f.caught) < caughtMax && (c.Next != cursor || !slices.Contains(f.caught, class)) {
+		f.caught = append(f.caught, class)
 	}
 }
 
 // leaseReadLocked returns the index of the lease a cursor read from
-// cursor that returned c reads for, or -1: a lease at cursor (the
-// follower's own read), or else, for a read from the start that lost
-// nothing (a follower that reads everything from the start each time),
-// one the read passed over. Any other reader's read leaves a lease alone,
-// even one that returned the lease's bytes: the follower has not read
-// them (a reader that skipped to a lease's cursor, Lost, moved it, and
-// the follower lost the window's worth). A follower's own lease comes
-// first: followers at one cursor hold a lease each, and a read of one of
-// them must not move another's, which then holds the pump until its bound
-// passes (issue 22). Leases carry no owner, so a small read (of a reader
-// that is never a follower, small) never takes a big lease (lease.big): a
-// 4 KiB reader at the cursor of a 64 KiB follower ended its lease, and
-// the follower lost half of a 50 MB/s stream. A big read takes a big
-// lease at cursor first, leaving the small reader's.
-func (f *followState) leaseReadLocked(cursor int64, c Chunk, small bool) int {
-	at := -1
-	for i, l := range f.leases {
-		if l.cursor != cursor || small && l.big {
-			continue
-		}
-		if at < 0 || l.big {
-			at = i
-		}
-	}
-	if at >= 0 || cursor != 0 || c.Lost != 0 {
+// cursor that returned c, of a reader of class (followState), reads for,
+// or -1: a lease at cursor (the follower's own read, leaseAt), or else,
+// for a read from the start that lost nothing (a follower that reads
+// everything from the start each time), one the read passed over. Any
+// other reader's read leaves a lease alone, even one that returned the
+// lease's bytes: the follower has not read them (a reader that skipped to
+// a lease's cursor, Lost, moved it, and the follower lost the window's
+// worth). A follower's own lease comes first: followers at one cursor
+// hold a lease each, and a read of one of them must not move another's,
+// which then holds the pump until its bound passes (issue 22).
+func (f *followState) leaseReadLocked(cursor int64, c Chunk, class readClass) int {
+	if at := leaseAt(f.leases, cursor, class); at >= 0 || cursor != 0 || c.Lost != 0 {
 		return at
 	}
 	for i, l := range f.leases {
-		if l.cursor < c.Next && !(small && l.big) {
+		if l.cursor < c.Next && l.class <= class {
 			return i
 		}
 	}
 	return -1
+}
+
+// leaseAt returns the index of the entry at cursor in ls that a reader of
+// class takes: one of the largest class no larger than class (its own,
+// when its class is among them), or -1.
+func leaseAt(ls []lease, cursor int64, class readClass) int {
+	at := -1
+	for i, l := range ls {
+		if l.cursor == cursor && l.class <= class && (at < 0 || l.class > ls[at].class) {
+			at = i
+		}
+	}
+	return at
 }
 
 // followMinRead is the least a read that reaches the end must be able to
@@ -582,48 +646,71 @@ func (b *HeadTailBuffer) dropLeases() {
 
 // unfollow ends the lease of a follower that read up to next and stops
 // following (Process.WaitFor once it matched), so that the pump does not
-// wait for it.
+// wait for it. Its reads have no limit (readTail).
 func (b *HeadTailBuffer) unfollow(next int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.takeLeaseLocked(next)
+	b.takeLeaseLocked(next, readTail)
 }
 
-// takeLeaseLocked removes one lease at cursor and reports whether there
+// takeLeaseLocked removes the lease at cursor of a follower whose entry
+// had class (leaseAt), or else any at cursor, and reports whether there
 // was one.
-func (b *HeadTailBuffer) takeLeaseLocked(cursor int64) bool {
+func (b *HeadTailBuffer) takeLeaseLocked(cursor int64, class readClass) bool {
 	if b.flow == nil {
 		return false
 	}
-	if i := b.flow.indexLease(cursor); i >= 0 {
-		b.flow.leases = append(b.flow.leases[:i], b.flow.leases[i+1:]...)
+	if i := entryAt(b.flow.leases, cursor, class); i >= 0 {
+		b.flow.leases = slices.Delete(b.flow.leases, i, i+1)
 		b.signalRoomLocked()
 		return true
 	}
 	return false
 }
 
-// takeWaitingLocked removes one waiting follower at cursor.
-func (b *HeadTailBuffer) takeWaitingLocked(cursor int64) {
+// takeWaitingLocked removes the waiting entry at cursor of a follower
+// whose entry had class, or else any at cursor.
+func (b *HeadTailBuffer) takeWaitingLocked(cursor int64, class readClass) {
 	if b.flow == nil {
 		return
 	}
-	for i, w := range b.flow.waiting {
-		if w.cursor == cursor {
-			b.flow.waiting = append(b.flow.waiting[:i], b.flow.waiting[i+1:]...)
-			return
-		}
+	if i := entryAt(b.flow.waiting, cursor, class); i >= 0 {
+		b.flow.waiting = slices.Delete(b.flow.waiting, i, i+1)
 	}
+}
+
+// entryAt returns the index of the entry at cursor in ls that a follower
+// whose entry had class gives up: leaseAt's, or else the first at cursor
+// (the follower's own was taken by a wait of another at its cursor, and
+// entries there are the same but for their classes), or -1.
+func entryAt(ls []lease, cursor int64, class readClass) int {
+	if i := leaseAt(ls, cursor, class); i >= 0 {
+		return i
+	}
+	return slices.IndexFunc(ls, func(l lease) bool { return l.cursor == cursor })
 }
 
 // indexLease returns the index of a lease at cursor, or -1.
 func (f *followState) indexLease(cursor int64) int {
-	for i, l := range f.leases {
-		if l.cursor == cursor {
-			return i
+	return slices.IndexFunc(f.leases, func(l lease) bool { return l.cursor == cursor })
+}
+
+// takeCaughtLocked returns the class a wait at cursor takes from caught
+// (followState), and whether there was one: the largest (entries at one
+// cursor differ only in their classes, so whichever reader waits first).
+func (f *followState) takeCaughtLocked(cursor int64) (readClass, bool) {
+	if cursor != f.caughtUp || len(f.caught) == 0 {
+		return readSmall, false
+	}
+	i := 0
+	for j, c := range f.caught {
+		if c > f.caught[i] {
+			i = j
 		}
 	}
-	return -1
+	class := f.caught[i]
+	f.caught = slices.Delete(f.caught, i, i+1)
+	return class, true
 }
 
 // pollSignal is what the buffers of one Manager share: set by Output

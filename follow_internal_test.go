@@ -116,11 +116,18 @@ func TestPumpFollowerFlowControl(t *testing.T) {
 					t.Errorf("gone follower: ReadSinceInto(4) = %+v; want bytes lost", c)
 				}
 			case "small-reads":
-				// A read from the lease that does not reach the end ends
-				// the help at once, with the clock standing still.
+				// A read in pieces smaller than the follower's reads
+				// (another reader's, or the follower's own in smaller
+				// pieces: leases carry no owner) leaves its lease; the
+				// pump writes no more until followBound, then all.
 				if c := b.ReadSinceInto(0, make([]byte, 6)); c.Next != 6 || c.Next >= c.End {
 					t.Fatalf("ReadSinceInto(0) = %+v; want 6 bytes, not the end", c)
 				}
+				mClock.Advance(followBound - time.Nanosecond).MustWait(ctx)
+				if got := b.Len(); got != 12 {
+					t.Errorf("after a smaller read in pieces, before followBound: pump wrote %d bytes; want 12", got)
+				}
+				mClock.Advance(time.Nanosecond).MustWait(ctx)
 				spinUntil(ctx, t, "pump writing all", func() bool { return b.Len() == int64(len(stream)) })
 				if c := b.ReadSinceInto(6, buf); c.Lost == 0 {
 					t.Errorf("follower reading in pieces: ReadSinceInto(6) = %+v; want bytes lost", c)
@@ -338,6 +345,176 @@ func TestSmallReadLeavesFollowerLease(t *testing.T) {
 	}
 	if n := b.room(followWindow); n != followWindow || len(roomc) != 1 {
 		t.Errorf("after the follower read to the end: room %d, %d room tokens; want %d (its lease at the end), one", n, len(roomc), followWindow)
+	}
+}
+
+// TestWaitTakesFollowerClass pins that the class of a follower's read
+// reaches its lease through its wait even when the follower held no lease
+// at that read (its first, or one after it lost the help): found in
+// review, a 4 KiB reader that waited at the same cursor first got the
+// follower's help as a lease any read took, and its first read ended it
+// (the 64 KiB follower lost 1.5-7 MB of 197 MB at 50 MB/s). Whichever of
+// them waits first, the small reader's read leaves the lease and the
+// follower's moves it; two such followers at one cursor get a lease each,
+// bytes already there or not.
+func TestWaitTakesFollowerClass(t *testing.T) {
+	t.Parallel()
+	const tail = 8
+	// held reports the cursor the pump may not drop bytes from, as the
+	// room it has: only a lease at 4 leaves it less than followWindow.
+	heldAt4 := func(b *HeadTailBuffer) bool { return b.room(followWindow) < followWindow }
+	for _, tc := range []struct {
+		name        string
+		smallFirst  bool // the small reader waits before the follower
+		twoFollower bool // a second follower instead of the small reader
+		bytesThere  bool // the write comes before the waits
+	}{
+		{"small reader waits first, bytes there", true, false, true},
+		{"small reader waits first", true, false, false},
+		{"follower waits first", false, false, false},
+		{"two followers, bytes there", true, true, true},
+		{"two followers", true, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			b := NewHeadTailBuffer(4, tail, 0)
+			_, _ = b.Write([]byte("0123"))
+			if c := b.ReadSinceInto(0, make([]byte, 64)); c.Next != 4 {
+				t.Fatalf("follower's ReadSinceInto(0, 64 bytes) = %+v; want to the end, 4", c)
+			}
+			other := 2 // the small reader's buffer
+			if tc.twoFollower {
+				other = 64
+			}
+			for cursor := int64(0); cursor < 4; {
+				cursor = b.ReadSinceInto(cursor, make([]byte, other)).Next
+			}
+			errc := make(chan error, 2)
+			wait := func(n int) {
+				go func() { errc <- b.WaitOutput(ctx, 4) }() // returns at the write
+				if !tc.bytesThere {
+					spinUntil(ctx, t, "waiting", func() bool {
+						return pumpTestLocked(b, func() bool { return int(b.waiters) == n })
+					})
+				} else if err := <-errc; err != nil {
+					t.Fatalf("WaitOutput(ctx, 4) with bytes there = %v; want nil", err)
+				}
+			}
+			if tc.bytesThere {
+				_, _ = b.Write([]byte("4567"))
+			}
+			wait(1)
+			wait(2)
+			if !tc.bytesThere {
+				_, _ = b.Write([]byte("4567"))
+				for range 2 {
+					if err := <-errc; err != nil {
+						t.Fatalf("WaitOutput(ctx, 4) = %v; want nil", err)
+					}
+				}
+			}
+			if c := b.ReadSinceInto(4, make([]byte, other)); c.Next <= 4 {
+				t.Fatalf("other reader's ReadSinceInto(4, %d bytes) = %+v; want bytes", other, c)
+			}
+			if !heldAt4(b) {
+				t.Errorf("after the other reader's read from 4: no lease at 4; want the follower's left")
+			}
+			if c := b.ReadSinceInto(4, make([]byte, 64)); c.Next != 8 {
+				t.Fatalf("follower's ReadSinceInto(4, 64 bytes) = %+v; want to the end, 8", c)
+			}
+			if heldAt4(b) {
+				t.Errorf("after the follower read to the end: a lease at 4 still holds the pump")
+			}
+		})
+	}
+}
+
+// TestLeaseClasses pins how reads of different sizes at one cursor tell
+// their leases apart (readClass): with a tail larger than followMinRead,
+// a reader of followMinRead bytes in pieces neither ends nor moves the
+// lease of a follower of a tail's worth (found in review: it ended it);
+// a follower that gives up its wait takes its own entry, not another's
+// at its cursor; and reads from the end again, or from the start to the
+// same end, leave the follower classes to take one and caughtMax at most.
+func TestLeaseClasses(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+
+	const tail = 4 * followMinRead
+	b := waitingAt4(t, tail, 1)
+	_, _ = b.Write([]byte("456789abcd")) // the follower's lease at 4; End 14
+	if c := b.ReadSinceInto(4, make([]byte, tail)); c.Next != 14 {
+		t.Fatalf("follower's ReadSinceInto(4, a tail's worth) = %+v; want to the end, 14", c)
+	}
+	_, _ = b.Write(make([]byte, 2*followMinRead))
+	want := b.room(followWindow)
+	if want == followWindow {
+		t.Fatalf("room(%d) with the follower's lease at 14 of %d = all; want less", followWindow, b.Len())
+	}
+	if c := b.ReadSinceInto(14, make([]byte, followMinRead)); c.Next != 14+followMinRead {
+		t.Fatalf("reader's ReadSinceInto(14, followMinRead) = %+v; want %d bytes", c, followMinRead)
+	}
+	if n := b.room(followWindow); n != want {
+		t.Errorf("room after a followMinRead reader's read in pieces from the follower's cursor = %d; want %d (its lease left)", n, want)
+	}
+
+	// A small reader and a follower wait at the end; the small reader
+	// gives up: the follower keeps its class.
+	end := b.Len()
+	if c := b.ReadSinceInto(14, make([]byte, tail)); c.Next != end {
+		t.Fatalf("follower's ReadSinceInto(14, a tail's worth) = %+v; want to the end, %d", c, end)
+	}
+	errc := make(chan error, 2)
+	smallCtx, giveUp := context.WithCancel(ctx)
+	defer giveUp()
+	for i, wctx := range []context.Context{ctx, smallCtx} {
+		go func() { errc <- b.WaitOutput(wctx, end) }() // the follower's ends at the write, the other's at giveUp
+		spinUntil(ctx, t, "waiting", func() bool {
+			return pumpTestLocked(b, func() bool { return len(b.flow.waiting) == i+1 })
+		})
+	}
+	giveUp()
+	if err := <-errc; err == nil {
+		t.Fatalf("the small reader's WaitOutput after its context ended = nil; want an error")
+	}
+	if !pumpTestLocked(b, func() bool { return len(b.flow.waiting) == 1 && b.flow.waiting[0].class == readTail }) {
+		t.Errorf("after the small reader gave up its wait: waiting %+v; want the follower's, readTail", b.flow.waiting)
+	}
+	_, _ = b.Write([]byte("x"))
+	if err := <-errc; err != nil {
+		t.Fatalf("follower's WaitOutput = %v; want nil", err)
+	}
+
+	// Reads to the end with no lease: from the end again, one class at
+	// most; from the start to the same end, one each, caughtMax at most.
+	c := NewHeadTailBuffer(4, 8, 0)
+	_, _ = c.Write([]byte("0123"))
+	caught := func() int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.flow.caught)
+	}
+	for range 3 {
+		c.ReadSinceInto(4, make([]byte, 8))
+	}
+	if n := caught(); n != 1 {
+		t.Errorf("three reads from the end: %d classes caught; want one", n)
+	}
+	c.ReadSinceInto(0, make([]byte, 8))
+	for range 3 {
+		c.ReadSinceInto(4, make([]byte, 8))
+	}
+	if n := caught(); n != 2 {
+		t.Errorf("then a read from the start and three from the end: %d classes caught; want two", n)
+	}
+	for range 2 * caughtMax {
+		c.ReadSinceInto(0, make([]byte, 8))
+	}
+	if n := caught(); n != caughtMax {
+		t.Errorf("then %d reads from the start: %d caught; want caughtMax, %d", 2*caughtMax, n, caughtMax)
 	}
 }
 

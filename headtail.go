@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -235,18 +236,23 @@ func (b *HeadTailBuffer) Finished() bool {
 // asleep for up to a millisecond while it keeps the bytes for it.
 func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 	b.mu.Lock()
-	// A follower read to the end here, or holds a lease here. Turning its
-	// lease into a waiting entry and back changes no room (room counts
-	// both), so neither wakes the pump.
+	// A follower read to the end here (caught, caughtUp), or holds a
+	// lease here. Turning its lease into a waiting entry and back changes
+	// no room (room counts both), so neither wakes the pump. mine is the
+	// class of the entry this wait made or took (followState).
 	f := b.flow
-	leased := f != nil && f.indexLease(cursor) >= 0
-	follower := leased || (f != nil && cursor >= 0 && cursor == f.caughtUp)
+	mine, caught := readSmall, false
+	if f != nil && cursor >= 0 {
+		mine, caught = f.takeCaughtLocked(cursor)
+	}
+	leased := !caught && f != nil && f.indexLease(cursor) >= 0
+	follower := caught || leased || (f != nil && cursor >= 0 && cursor == f.caughtUp)
 	for {
 		b.read = true
 		if b.total > cursor || b.finished {
 			if follower && !leased && !b.finished {
 				// It reads next: hold the bytes from cursor on.
-				f.leases = append(f.leases, lease{cursor: cursor})
+				f.leases = append(f.leases, lease{cursor: cursor, class: mine})
 			}
 			b.mu.Unlock()
 			return nil
@@ -258,13 +264,14 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 		}
 		waitc := b.waitc
 		if follower {
-			w := lease{cursor: cursor}
+			w := lease{cursor: cursor, class: mine}
 			if leased {
 				i := f.indexLease(cursor)
-				w.big = f.leases[i].big
-				f.leases = append(f.leases[:i], f.leases[i+1:]...)
+				w.class = f.leases[i].class
+				f.leases = slices.Delete(f.leases, i, i+1)
 				leased = false
 			}
+			mine = w.class
 			f.waiting = append(f.waiting, w)
 		}
 		b.waiters++
@@ -288,9 +295,9 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 			if follower {
 				// A wake at the same moment made it a lease: give it up.
 				if tryRecv(waitc) {
-					b.takeLeaseLocked(cursor)
+					b.takeLeaseLocked(cursor, mine)
 				} else {
-					b.takeWaitingLocked(cursor)
+					b.takeWaitingLocked(cursor, mine)
 				}
 			}
 			b.mu.Unlock()
@@ -608,7 +615,7 @@ func (b *HeadTailBuffer) wakeLocked() {
 	// The followers woken hold leases until they read (followState).
 	if f := b.flow; f != nil {
 		for _, w := range f.waiting {
-			f.leases = append(f.leases, lease{cursor: w.cursor, big: w.big})
+			f.leases = append(f.leases, lease{cursor: w.cursor, class: w.class})
 		}
 		f.waiting = f.waiting[:0]
 	}
