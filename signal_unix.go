@@ -66,26 +66,8 @@ func exitStatus(state *os.ProcessState) (code int, sigName string, usage *Usage)
 // plain blocking descriptor. os.Pipe registers both ends, and a child end
 // registered with the poller was measured to add ~100µs to cmd.Start.
 func newPipe(parentReads bool) (parent, child *os.File, err error) {
-	var p [2]int
-	// As os.Pipe does where there is no pipe2: hold ForkLock so that no
-	// child is started between pipe and close-on-exec.
-	syscall.ForkLock.RLock()
-	err = syscall.Pipe(p[:])
-	if err == nil {
-		syscall.CloseOnExec(p[0])
-		syscall.CloseOnExec(p[1])
-	}
-	syscall.ForkLock.RUnlock()
+	pi, ci, err := rawPipe(parentReads)
 	if err != nil {
-		return nil, nil, xerrors.Errorf("pipe: %w", err)
-	}
-	pi, ci := p[0], p[1]
-	if !parentReads {
-		pi, ci = p[1], p[0]
-	}
-	if err := syscall.SetNonblock(pi, true); err != nil {
-		_ = syscall.Close(pi)
-		_ = syscall.Close(ci)
 		return nil, nil, xerrors.Errorf("pipe: %w", err)
 	}
 	// os.NewFile registers a non-blocking descriptor with the poller.
