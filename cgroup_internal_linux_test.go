@@ -490,8 +490,18 @@ func TestTreeUsageOfRemovedCgroup(t *testing.T) {
 	m := NewManager(Options{Containment: ContainCgroup})
 	defer m.Close()
 	h := ranCgroupHost(ctx, t, m, "sh", "-c", "i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done")
+	// The loop's cgroup, readied for reuse, becomes the next start's. The
+	// worker made new spares while the loop ran and may have given the
+	// last back after it (found in a -race run): put it last.
 	h.mu.Lock()
-	next := h.spare[len(h.spare)-1] // the next start's
+	var next *recordCgroup
+	for i, rc := range h.spare {
+		if rc.base.User+rc.base.System > 0 {
+			next = rc
+			h.spare = append(append(h.spare[:i:i], h.spare[i+1:]...), rc)
+			break
+		}
+	}
 	h.mu.Unlock()
 	if !h.reuse {
 		// The memory or pids controller is enabled for the record
@@ -500,8 +510,8 @@ func TestTreeUsageOfRemovedCgroup(t *testing.T) {
 		// internal processes). It runs on these CI machines.
 		t.Skip("record cgroups are not reused here (memory or pids controller enabled): this test runs where they are, as on the CI machines")
 	}
-	if next.base.User+next.base.System <= 0 {
-		t.Fatalf("the next start's cgroup %s has baseline %+v; want the loop's cgroup readied for reuse, its CPU time its baseline", next.dir, next.base)
+	if next == nil {
+		t.Fatalf("no spare cgroup has a baseline of CPU time; want the loop's cgroup readied for reuse, its CPU time its baseline")
 	}
 	// The shell moves itself into the Manager's cgroup, leaving its own
 	// empty, and removes it.
