@@ -92,22 +92,29 @@ const followBound = 5 * time.Millisecond
 // read of a larger class moved, so that a 4 KiB reader at a 64 KiB
 // follower's cursor neither ends nor moves its lease (issue 22: the
 // follower lost half of a 50 MB/s stream), nor does a 16 KiB reader in
-// pieces beside a 64 KiB follower of a 64 KiB tail. caught carries the
-// class of a follower's read to its wait: it holds the classes of the
-// reads that reached the end at caughtUp without a lease to move (a
-// follower's first read, or one that lost the help), and each wait there
-// turns one of them into its entry, whichever reader waits first; a wait
-// there with none left gets an entry of class readSmall, which any read
-// at its cursor takes. So the leases at a cursor, once its readers
-// waited, have the classes of their reads, and each read takes its own
-// class's. The price: a follower that goes on in reads of a smaller class
-// than before leaves its lease behind, which holds the pump until its
-// bound passes (hold), and reads without help meanwhile.
+// pieces beside a 64 KiB follower of a 64 KiB tail. And each wait makes
+// one entry, of the class of the waiter's reads as far as the buffer can
+// tell (claimLocked): a lease a read moved to its cursor that no wait
+// claimed yet (the waiter's own, most likely: lease.waited), else a class
+// that a read that reached the end there without a lease left in caught
+// (a follower's first read, one that lost the help, or a small reader's),
+// the smallest first, else, at caughtUp, readSmall. So the leases at a
+// cursor, once its readers waited, have the classes of their reads,
+// whoever waits first, and each read takes its own class's; a reader that
+// never waits (a poller) leaves counts in caught that no wait needs,
+// rather than a lease that holds the pump (found in review: a 64 KiB
+// poller beside a follower slowed a flood 4x while a wait took its class
+// besides its own lease). The price: a follower that goes on in reads of
+// a smaller class than before leaves its lease behind, which holds the
+// pump until its bound passes (hold), and reads without help meanwhile;
+// and a poller at a follower's cursor may still take its lease with a
+// poll (as before classes).
 type followState struct {
 	caughtUp int64
-	// caught are the classes of reads that reached the end at caughtUp
-	// with no lease, not yet taken by a wait there (at most caughtMax).
-	caught  []readClass
+	// caught counts, per class, the reads that reached the end at
+	// caughtUp with no lease, not yet taken by a wait there (at most
+	// caughtMax each).
+	caught  [readTail + 1]int8
 	waiting []lease // cursor and class only
 	leases  []lease
 	roomc   chan struct{}
@@ -148,6 +155,9 @@ type lease struct {
 	// one takes it (leaseAt). Kept through the follower's waits
 	// (WaitOutput, wakeLocked).
 	class readClass
+	// waited says a wait claimed the lease since a read last moved it
+	// (WaitOutput): a wait at its cursor then makes an entry of its own.
+	waited bool
 }
 
 // readClass is how much a cursor read could return, as far as the
@@ -179,10 +189,10 @@ func (b *HeadTailBuffer) readClassLocked(limit int) readClass {
 	return readSmall
 }
 
-// caughtMax is how many classes followState.caught holds at most: more
-// followers than that at one cursor wait there as readSmall until their
-// next reads. It bounds what readers that reach the end without ever
-// waiting (a poller reading from the start) leave there.
+// caughtMax is how many reads of one class followState.caught counts at
+// most: more followers than that at one cursor wait there as readSmall
+// until their next reads. It bounds what readers that reach the end
+// without ever waiting (a poller reading from the start) leave there.
 const caughtMax = 8
 
 // followWindow is how many of the newest bytes a buffer keeps at most
@@ -231,13 +241,13 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 		switch {
 		case c.Next >= c.End:
 			// Caught up: the bound starts anew at the next wake.
-			l.cursor, l.woken, l.class = c.Next, time.Time{}, class
+			l.cursor, l.woken, l.class, l.waited = c.Next, time.Time{}, class, false
 		case class == readTail:
 			// A read of a tail's worth or more: the wake's bytes come
 			// in a few such reads (the follow window holds more than
 			// one), within the bound of the same wake; once it has
 			// read them, the bytes written since start a new one.
-			l.cursor, l.class = c.Next, class
+			l.cursor, l.class, l.waited = c.Next, class, false
 			if !l.woken.IsZero() && c.Next >= l.target {
 				l.woken = time.Time{}
 			}
@@ -253,16 +263,17 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 		}
 		b.signalRoomLocked()
 	}
-	if c.Next < c.End || class == readSmall {
+	if c.Next < c.End || class == readSmall && c.Next != f.caughtUp {
 		return
 	}
 	if c.Next != f.caughtUp {
-		f.caughtUp, f.caught = c.Next, f.caught[:0]
+		f.caughtUp, f.caught = c.Next, [readTail + 1]int8{}
 	}
-	// A follower reached the end without a lease: its wait takes this.
-	// A read again from the end adds its class once at most.
-	if i < 0 && len(f.caught) < caughtMax && (c.Next != cursor || !slices.Contains(f.caught, class)) {
-		f.caught = append(f.caught, class)
+	// A reader reached the end without a lease: its wait takes this
+	// (a small reader's too, so that it does not take a follower's). A
+	// read again from the end adds its class once at most.
+	if n := &f.caught[class]; i < 0 && *n < caughtMax && (c.Next != cursor || *n == 0) {
+		*n++
 	}
 }
 
@@ -646,11 +657,14 @@ func (b *HeadTailBuffer) dropLeases() {
 
 // unfollow ends the lease of a follower that read up to next and stops
 // following (Process.WaitFor once it matched), so that the pump does not
-// wait for it. Its reads have no limit (readTail).
+// wait for it: its lease, or the class its last read left (its reads
+// have no limit: readTail), which a later wait there would take.
 func (b *HeadTailBuffer) unfollow(next int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.takeLeaseLocked(next, readTail)
+	if !b.takeLeaseLocked(next, readTail) && b.flow != nil && next == b.flow.caughtUp && b.flow.caught[readTail] > 0 {
+		b.flow.caught[readTail]--
+	}
 }
 
 // takeLeaseLocked removes the lease at cursor of a follower whose entry
@@ -695,22 +709,39 @@ func (f *followState) indexLease(cursor int64) int {
 	return slices.IndexFunc(f.leases, func(l lease) bool { return l.cursor == cursor })
 }
 
-// takeCaughtLocked returns the class a wait at cursor takes from caught
-// (followState), and whether there was one: the largest (entries at one
-// cursor differ only in their classes, so whichever reader waits first).
-func (f *followState) takeCaughtLocked(cursor int64) (readClass, bool) {
-	if cursor != f.caughtUp || len(f.caught) == 0 {
-		return readSmall, false
-	}
-	i := 0
-	for j, c := range f.caught {
-		if c > f.caught[i] {
-			i = j
+// claimLocked returns the entry a wait at cursor makes (followState):
+// the index of a lease a read moved there that no wait claimed yet, now
+// claimed, or -1; the class of the entry; and whether the wait is a
+// follower's at all.
+func (f *followState) claimLocked(cursor int64) (own int, class readClass, follower bool) {
+	own = -1
+	for i, l := range f.leases {
+		if l.cursor == cursor && !l.waited && (own < 0 || l.class > f.leases[own].class) {
+			own = i
 		}
 	}
-	class := f.caught[i]
-	f.caught = slices.Delete(f.caught, i, i+1)
-	return class, true
+	if own >= 0 {
+		f.leases[own].waited = true
+		return own, f.leases[own].class, true
+	}
+	if cursor != f.caughtUp {
+		return -1, readSmall, false
+	}
+	for c := range f.caught {
+		if f.caught[c] > 0 {
+			f.caught[c]--
+			return -1, readClass(c), true
+		}
+	}
+	return -1, readSmall, true
+}
+
+// unclaimLocked gives the class of a wait at cursor that ended without
+// bytes (its context) back to caught, for the waiter's next wait there.
+func (f *followState) unclaimLocked(cursor int64, class readClass) {
+	if cursor == f.caughtUp && f.caught[class] < caughtMax {
+		f.caught[class]++
+	}
 }
 
 // pollSignal is what the buffers of one Manager share: set by Output

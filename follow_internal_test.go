@@ -495,7 +495,7 @@ func TestLeaseClasses(t *testing.T) {
 	caught := func() int {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return len(c.flow.caught)
+		return int(c.flow.caught[readTail])
 	}
 	for range 3 {
 		c.ReadSinceInto(4, make([]byte, 8))
@@ -515,6 +515,199 @@ func TestLeaseClasses(t *testing.T) {
 	}
 	if n := caught(); n != caughtMax {
 		t.Errorf("then %d reads from the start: %d caught; want caughtMax, %d", 2*caughtMax, n, caughtMax)
+	}
+}
+
+// TestOneEntryPerWait pins that a wait makes one entry whatever other
+// readers left at its cursor: a follower holding a lease there claims it
+// rather than a class a poller (64-byte reads that reach the end, never a
+// wait) left, and a small reader's wait takes its own class rather than
+// one left by WaitFor's last read (unfollow takes that back). Found in
+// review: a wait took the poller's class besides its own lease, and the
+// lease left behind held the pump for followBound at every wake (a flood
+// ran 4x slower beside a 64 KiB poller). Also: a follower that reads first
+// takes its own class's lease where a small reader's comes first.
+func TestOneEntryPerWait(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	leasesAt := func(b *HeadTailBuffer, cursor int64) (n int) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, l := range b.flow.leases {
+			if l.cursor == cursor {
+				n++
+			}
+		}
+		return n
+	}
+
+	// A follower and a poller; the follower waits with bytes there, or
+	// before them.
+	for _, bytesThere := range []bool{true, false} {
+		b := NewHeadTailBuffer(4, 8, 0)
+		_, _ = b.Write([]byte("0123"))
+		f := b.ReadSinceInto(0, make([]byte, 64)).Next
+		p := b.ReadSinceInto(0, make([]byte, 64)).Next
+		for round, w := range []string{"4567", "89ab", "cdef", "ghij"} {
+			errc := make(chan error, 1)
+			if bytesThere {
+				_, _ = b.Write([]byte(w))
+			}
+			go func() { errc <- b.WaitOutput(ctx, f) }() // returns at once, or at the write below
+			if !bytesThere {
+				spinUntil(ctx, t, "waiting", func() bool { return pumpTestLocked(b, func() bool { return b.waiters == 1 }) })
+				_, _ = b.Write([]byte(w))
+			}
+			if err := <-errc; err != nil {
+				t.Fatalf("WaitOutput(ctx, %d) = %v; want nil", f, err)
+			}
+			from := f
+			f = b.ReadSinceInto(f, make([]byte, 64)).Next
+			if n := leasesAt(b, from); n != 0 {
+				t.Errorf("bytes there %v, round %d: the follower read from %d to the end; %d leases left at %d; want none", bytesThere, round, from, n, from)
+			}
+			p = b.ReadSinceInto(p, make([]byte, 64)).Next // the poll
+		}
+	}
+
+	// A small reader waits where WaitFor's last read reached the end and
+	// matched, beside a follower; both read: no lease is left.
+	for _, bytesThere := range []bool{true, false} {
+		b := NewHeadTailBuffer(4, 8, 0)
+		_, _ = b.Write([]byte("0123"))
+		b.ReadSinceInto(0, make([]byte, 64)) // the follower, to 4
+		for s := int64(0); s < 4; {
+			s = b.ReadSinceInto(s, make([]byte, 2)).Next // the small reader
+		}
+		b.mu.Lock()
+		c := b.readSinceLocked(0, 0) // WaitFor's read, which matches
+		b.mu.Unlock()
+		b.unfollow(c.Next)
+		if bytesThere {
+			_, _ = b.Write([]byte("4567"))
+		}
+		errc := make(chan error, 2)
+		for i := range 2 { // the follower, then the small reader
+			go func() { errc <- b.WaitOutput(ctx, 4) }() // returns at once, or at the write below
+			if bytesThere {
+				if err := <-errc; err != nil {
+					t.Fatalf("WaitOutput(ctx, 4) = %v; want nil", err)
+				}
+				continue
+			}
+			spinUntil(ctx, t, "waiting", func() bool { return pumpTestLocked(b, func() bool { return int(b.waiters) == i+1 }) })
+		}
+		if !bytesThere {
+			_, _ = b.Write([]byte("4567"))
+			for range 2 {
+				if err := <-errc; err != nil {
+					t.Fatalf("WaitOutput(ctx, 4) = %v; want nil", err)
+				}
+			}
+		}
+		b.ReadSinceInto(4, make([]byte, 2))  // the small reader
+		b.ReadSinceInto(4, make([]byte, 64)) // the follower, to the end
+		if n := leasesAt(b, 4); n != 0 {
+			t.Errorf("bytes there %v: both read from 4; %d leases left there; want none", bytesThere, n)
+		}
+	}
+
+	// A follower, a poller and a small reader reach the end at 4; the
+	// small reader waits first, and takes its own class, not the
+	// follower's nor the poller's: once both read, no lease is left.
+	// Then a small reader alone waits where WaitFor matched: its read
+	// leaves no lease either.
+	for _, withFollower := range []bool{true, false} {
+		b := NewHeadTailBuffer(4, 8, 0)
+		_, _ = b.Write([]byte("0123"))
+		small := func() {
+			for s := int64(0); s < 4; {
+				s = b.ReadSinceInto(s, make([]byte, 2)).Next
+			}
+		}
+		if withFollower {
+			b.ReadSinceInto(0, make([]byte, 64)) // the follower
+			b.ReadSinceInto(0, make([]byte, 64)) // the poller
+			small()
+		} else {
+			small()
+			b.mu.Lock()
+			c := b.readSinceLocked(0, 0) // WaitFor's read, which matches
+			b.mu.Unlock()
+			b.unfollow(c.Next)
+		}
+		_, _ = b.Write([]byte("4567"))
+		for range 2 {
+			if err := b.WaitOutput(ctx, 4); err != nil { // the small reader, then the follower
+				t.Fatalf("WaitOutput(ctx, 4) = %v; want nil", err)
+			}
+			if !withFollower {
+				break
+			}
+		}
+		b.ReadSinceInto(4, make([]byte, 2))
+		if withFollower {
+			b.ReadSinceInto(4, make([]byte, 64))
+		}
+		if n := leasesAt(b, 4); n != 0 {
+			t.Errorf("with a follower %v: the small reader read from 4 (and the follower): %d leases left there; want none", withFollower, n)
+		}
+	}
+
+	// Entries of both classes at 4, the small one first: the follower's
+	// read takes its class's, then the small reader's the other. And
+	// a follower's entry alone: a small reader's read leaves its lease.
+	b := NewHeadTailBuffer(4, 8, 0)
+	_, _ = b.Write([]byte("0123"))
+	b.ReadSinceInto(0, make([]byte, 64))
+	b.mu.Lock()
+	b.flow.caught = [readTail + 1]int8{}
+	b.flow.waiting = append(b.flow.waiting, lease{cursor: 4, class: readSmall}, lease{cursor: 4, class: readTail})
+	b.mu.Unlock()
+	_, _ = b.Write([]byte("4567")) // the wake keeps their classes
+	b.ReadSinceInto(4, make([]byte, 64))
+	b.ReadSinceInto(4, make([]byte, 2))
+	if n := leasesAt(b, 4); n != 0 {
+		t.Errorf("the follower, then the small reader read from 4; %d leases left there; want none", n)
+	}
+	b.mu.Lock()
+	b.flow.leases = b.flow.leases[:0] // the follower's, moved to 8: it waits there
+	b.flow.waiting = append(b.flow.waiting, lease{cursor: 8, class: readTail})
+	b.mu.Unlock()
+	_, _ = b.Write([]byte("89ab")) // the wake keeps its class
+	b.ReadSinceInto(8, make([]byte, 2))
+	if n := leasesAt(b, 8); n != 1 {
+		t.Errorf("a small reader read where a follower was woken: %d leases left there; want the follower's", n)
+	}
+}
+
+// TestGivenUpWaitKeepsClass pins that a follower whose wait ends by its
+// context (a wait with a timeout, in a loop) waits as its class again:
+// the class it took goes back for its next wait, so that a small reader's
+// read at its cursor does not end its lease.
+func TestGivenUpWaitKeepsClass(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	b := NewHeadTailBuffer(4, 8, 0)
+	_, _ = b.Write([]byte("0123"))
+	b.ReadSinceInto(0, make([]byte, 64)) // the follower, to 4, no lease
+	waitCtx, giveUp := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- b.WaitOutput(waitCtx, 4) }() // ends at giveUp
+	spinUntil(ctx, t, "waiting", func() bool { return pumpTestLocked(b, func() bool { return b.waiters == 1 }) })
+	giveUp()
+	if err := <-errc; err == nil {
+		t.Fatalf("WaitOutput after its context ended = nil; want an error")
+	}
+	_, _ = b.Write([]byte("4567"))
+	if err := b.WaitOutput(ctx, 4); err != nil { // bytes there
+		t.Fatalf("WaitOutput(ctx, 4) = %v; want nil", err)
+	}
+	b.ReadSinceInto(4, make([]byte, 2)) // a small reader at the cursor
+	if n := b.room(followWindow); n == followWindow {
+		t.Errorf("after a small reader's read at the follower's cursor: room %d, all; want the follower's lease at 4 left", n)
 	}
 }
 

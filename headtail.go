@@ -236,23 +236,22 @@ func (b *HeadTailBuffer) Finished() bool {
 // asleep for up to a millisecond while it keeps the bytes for it.
 func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 	b.mu.Lock()
-	// A follower read to the end here (caught, caughtUp), or holds a
-	// lease here. Turning its lease into a waiting entry and back changes
-	// no room (room counts both), so neither wakes the pump. mine is the
-	// class of the entry this wait made or took (followState).
+	// A follower read to the end here, or holds a lease here: the wait
+	// makes one entry (claimLocked). Turning its lease into a waiting
+	// entry and back changes no room (room counts both), so neither wakes
+	// the pump. mine is the class of the entry.
 	f := b.flow
-	mine, caught := readSmall, false
+	own, mine, follower := -1, readSmall, false
 	if f != nil && cursor >= 0 {
-		mine, caught = f.takeCaughtLocked(cursor)
+		own, mine, follower = f.claimLocked(cursor)
 	}
-	leased := !caught && f != nil && f.indexLease(cursor) >= 0
-	follower := caught || leased || (f != nil && cursor >= 0 && cursor == f.caughtUp)
+	leased := own >= 0
 	for {
 		b.read = true
 		if b.total > cursor || b.finished {
 			if follower && !leased && !b.finished {
 				// It reads next: hold the bytes from cursor on.
-				f.leases = append(f.leases, lease{cursor: cursor, class: mine})
+				f.leases = append(f.leases, lease{cursor: cursor, class: mine, waited: true})
 			}
 			b.mu.Unlock()
 			return nil
@@ -264,15 +263,18 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 		}
 		waitc := b.waitc
 		if follower {
-			w := lease{cursor: cursor, class: mine}
 			if leased {
-				i := f.indexLease(cursor)
-				w.class = f.leases[i].class
-				f.leases = slices.Delete(f.leases, i, i+1)
-				leased = false
+				// The lease claimed above, or the one the wake made.
+				i := own
+				if i < 0 {
+					i = entryAt(f.leases, cursor, mine)
+				}
+				if i >= 0 {
+					f.leases = slices.Delete(f.leases, i, i+1)
+				}
+				own, leased = -1, false
 			}
-			mine = w.class
-			f.waiting = append(f.waiting, w)
+			f.waiting = append(f.waiting, lease{cursor: cursor, class: mine})
 		}
 		b.waiters++
 		b.mu.Unlock()
@@ -299,6 +301,7 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 				} else {
 					b.takeWaitingLocked(cursor, mine)
 				}
+				f.unclaimLocked(cursor, mine)
 			}
 			b.mu.Unlock()
 			return xerrors.Errorf("wait output: %w", ctx.Err())
@@ -615,7 +618,7 @@ func (b *HeadTailBuffer) wakeLocked() {
 	// The followers woken hold leases until they read (followState).
 	if f := b.flow; f != nil {
 		for _, w := range f.waiting {
-			f.leases = append(f.leases, lease{cursor: w.cursor, class: w.class})
+			f.leases = append(f.leases, lease{cursor: w.cursor, class: w.class, waited: true})
 		}
 		f.waiting = f.waiting[:0]
 	}
