@@ -32,8 +32,11 @@ import (
 //   - read: a wake per pump read, room signalled per piece;
 //   - half: a wake when the ring is half full or a read came back short
 //     (the pipe had less than asked), room per piece;
+//   - half-only: a wake when the ring is half full, room per piece;
 //   - full: a wake only when the ring is full (the pump then waits for
 //     room) or at EOF, room per piece;
+//   - full-half: as full, but room signalled only once the follower
+//     emptied half the ring;
 //   - full-caught: as full, but room signalled only once the follower
 //     caught up (it emptied the ring);
 //   - lat1ms: the library's turns: a wake when the ring is full or 1 ms
@@ -72,14 +75,20 @@ func BenchmarkFollowHandoffFloor(b *testing.B) {
 	}
 	perRead := func(int64, bool) bool { return true }
 	half := func(filled int64, short bool) bool { return short || filled >= followWindowBytes/2 }
+	halfOnly := func(filled int64, _ bool) bool { return filled >= followWindowBytes/2 }
 	never := func(int64, bool) bool { return false }
+	perPiece := func(int64) bool { return true }
+	halfFree := func(filled int64) bool { return filled <= followWindowBytes/2 }
+	caught := func(filled int64) bool { return filled == 0 }
 	hs := []handoff{
 		{name: "alone"},
-		{name: "read", wake: perRead, roomPerPiece: true},
-		{name: "half", wake: half, roomPerPiece: true},
-		{name: "full", wake: never, roomPerPiece: true},
-		{name: "full-caught", wake: never},
-		{name: "lat1ms", wake: never, latency: time.Millisecond, roomPerPiece: true},
+		{name: "read", wake: perRead, room: perPiece},
+		{name: "half", wake: half, room: perPiece},
+		{name: "half-only", wake: halfOnly, room: perPiece},
+		{name: "full", wake: never, room: perPiece},
+		{name: "full-half", wake: never, room: halfFree},
+		{name: "full-caught", wake: never, room: caught},
+		{name: "lat1ms", wake: never, latency: time.Millisecond, room: perPiece},
 		{name: "pipe", pipe: true},
 	}
 	var vs []variant
@@ -108,9 +117,11 @@ type handoff struct {
 	// first byte the pump read without waking it (a read deadline on the
 	// pipe, as the library's pump.armWake).
 	latency time.Duration
-	// roomPerPiece signals room to a waiting pump after each piece the
-	// follower copies; otherwise only once it emptied the ring.
-	roomPerPiece bool
+	// room says whether the follower signals room to a waiting pump after
+	// a piece, given the bytes the ring then holds. The pump waits only
+	// with the ring full, and then writes nothing until signalled, so
+	// room must say yes at filled == 0 at the latest.
+	room func(filled int64) bool
 	// pipe hands each read over through an io.Pipe instead of the ring.
 	pipe bool
 }
@@ -218,7 +229,7 @@ func handoffRingRun(r *os.File, h handoff, ring, dst []byte) (handoffStats, erro
 	followed := make(chan handoffStats, 1) // one send, by the follower below
 	if h.wake != nil {
 		// Ends once it has read everything up to EOF (q.eof).
-		go func() { followed <- q.follow(dst, h.roomPerPiece) }()
+		go func() { followed <- q.follow(dst, h.room) }()
 	}
 	wake := func() {
 		select {
@@ -288,24 +299,15 @@ func handoffRingRun(r *os.File, h handoff, ring, dst []byte) (handoffStats, erro
 
 // follow copies q's bytes out through dst in pieces of up to len(dst), as
 // soon as it finds them, until q.eof and nothing left; it waits on q.data
-// when it finds none. It signals q.room after each piece if perPiece, else
-// once it emptied the ring.
-func (q *handoffRing) follow(dst []byte, perPiece bool) handoffStats {
+// when it finds none. It signals q.room after each piece that leaves the
+// ring holding filled bytes if room(filled).
+func (q *handoffRing) follow(dst []byte, room func(filled int64) bool) handoffStats {
 	var st handoffStats
-	room := func() {
-		select {
-		case q.room <- struct{}{}:
-		default:
-		}
-	}
 	size := int64(len(q.buf))
 	for {
 		eof := q.eof.Load() // before w: with eof set, w is final
 		r, w := q.r.Load(), q.w.Load()
 		if r == w {
-			if !perPiece {
-				room()
-			}
 			if eof {
 				return st
 			}
@@ -313,12 +315,21 @@ func (q *handoffRing) follow(dst []byte, perPiece bool) handoffStats {
 			<-q.data
 			continue
 		}
+		if w-r > size {
+			// The pump wrote over bytes not read yet: skip them, as a
+			// reader of the library counts them in Chunk.Lost. The caller
+			// sees followed fall short.
+			q.r.Store(w - size)
+			continue
+		}
 		at := r % size
 		k := copy(dst, q.buf[at:min(at+(w-r), size)])
-		q.r.Add(int64(k))
 		st.followed += int64(k)
-		if perPiece {
-			room()
+		if room(w - q.r.Add(int64(k))) {
+			select {
+			case q.room <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
