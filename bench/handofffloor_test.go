@@ -42,6 +42,9 @@ import (
 //   - lat1ms: the library's turns: a wake when the ring is full or 1 ms
 //     (follow.go followLatency, as a read deadline) after the first byte
 //     left unannounced, room per piece;
+//   - lat1ms-half: as lat1ms, and a wake when the ring is half full;
+//   - lat1ms-half-half: as lat1ms-half, room signalled only once the
+//     follower emptied half the ring;
 //   - pipe: io.Pipe, each pump read handed over synchronously (the pump
 //     waits until the follower has copied it);
 //   - proc-alone and proc-64KiB: the library's capture alone and followed
@@ -50,11 +53,12 @@ import (
 //
 // x-<name> is the op's time, start to reaped, against alone's (interleaved);
 // x-proc-64KiB over x-proc-alone is BenchmarkFollowCost's x-64KiB.
-// wakes-<name> counts, per op, the follower's waits for bytes, and
-// roomwaits-<name> the pump's waits for room: the hand-offs.
+// wakes-<name> counts, per op, the follower's waits for bytes,
+// roomwaits-<name> the pump's waits for room (the hand-offs), and
+// latwakes-<name> the wakes a latency's read deadline made.
 func BenchmarkFollowHandoffFloor(b *testing.B) {
 	fc := newFollowCost(b)
-	wakes, roomWaits := map[string]int64{}, map[string]int64{}
+	wakes, roomWaits, latWakes := map[string]int64{}, map[string]int64{}, map[string]int64{}
 	raw := func(h handoff) variant {
 		ring := make([]byte, followWindowBytes)
 		dst := make([]byte, 64<<10)
@@ -70,6 +74,7 @@ func BenchmarkFollowHandoffFloor(b *testing.B) {
 			if h.wake != nil {
 				wakes[h.name] += st.wakes
 				roomWaits[h.name] += st.roomWaits
+				latWakes[h.name] += st.latWakes
 			}
 		}}
 	}
@@ -89,6 +94,8 @@ func BenchmarkFollowHandoffFloor(b *testing.B) {
 		{name: "full-half", wake: never, room: halfFree},
 		{name: "full-caught", wake: never, room: caught},
 		{name: "lat1ms", wake: never, latency: time.Millisecond, room: perPiece},
+		{name: "lat1ms-half", wake: halfOnly, latency: time.Millisecond, room: perPiece},
+		{name: "lat1ms-half-half", wake: halfOnly, latency: time.Millisecond, room: halfFree},
 		{name: "pipe", pipe: true},
 	}
 	var vs []variant
@@ -100,6 +107,9 @@ func BenchmarkFollowHandoffFloor(b *testing.B) {
 	for _, name := range slices.Sorted(maps.Keys(wakes)) {
 		b.ReportMetric(float64(wakes[name])/float64(b.N), "wakes-"+name)
 		b.ReportMetric(float64(roomWaits[name])/float64(b.N), "roomwaits-"+name)
+		if latWakes[name] > 0 {
+			b.ReportMetric(float64(latWakes[name])/float64(b.N), "latwakes-"+name)
+		}
 	}
 	fc.reportLost("proc-64KiB")
 }
@@ -131,6 +141,7 @@ type handoff struct {
 type handoffStats struct {
 	pumped, followed int64
 	wakes, roomWaits int64
+	latWakes         int64
 }
 
 // handoffRing is the 1 MiB ring between handoffRun's pump and follower:
@@ -268,6 +279,7 @@ func handoffRingRun(r *os.File, h handoff, ring, dst []byte) (handoffStats, erro
 			}
 		}
 		if h.latency > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+			st.latWakes++
 			wake()
 			unannounced, armed = false, false
 			err = r.SetReadDeadline(time.Time{})
