@@ -39,12 +39,17 @@ import (
 //     emptied half the ring;
 //   - full-caught: as full, but room signalled only once the follower
 //     caught up (it emptied the ring);
-//   - lat1ms: the library's turns: a wake when the ring is full or 1 ms
-//     (follow.go followLatency, as a read deadline) after the first byte
-//     left unannounced, room per piece;
+//   - lat1ms: the library's wakes: when the ring is full, or 1 ms
+//     (follow.go followLatency, as a read deadline: pump.armWake) after
+//     the first byte read while the follower waits, room per piece;
 //   - lat1ms-half: as lat1ms, and a wake when the ring is half full;
 //   - lat1ms-half-half: as lat1ms-half, room signalled only once the
 //     follower emptied half the ring;
+//   - full-bound5ms: as full, with a 5 ms timer (follow.go followBound)
+//     reset before each wait for room and stopped after it, as
+//     pump.waitRoom does (it only costs here: the wait goes on);
+//   - lat1ms-bound5ms: lat1ms and full-bound5ms together, the library's
+//     turns and timers;
 //   - pipe: io.Pipe, each pump read handed over synchronously (the pump
 //     waits until the follower has copied it);
 //   - proc-alone and proc-64KiB: the library's capture alone and followed
@@ -54,11 +59,12 @@ import (
 // x-<name> is the op's time, start to reaped, against alone's (interleaved);
 // x-proc-64KiB over x-proc-alone is BenchmarkFollowCost's x-64KiB.
 // wakes-<name> counts, per op, the follower's waits for bytes,
-// roomwaits-<name> the pump's waits for room (the hand-offs), and
-// latwakes-<name> the wakes a latency's read deadline made.
+// roomwaits-<name> the pump's waits for room (the hand-offs), and, with
+// a latency, arms-<name> the read deadlines set and latwakes-<name> the
+// wakes they made.
 func BenchmarkFollowHandoffFloor(b *testing.B) {
 	fc := newFollowCost(b)
-	wakes, roomWaits, latWakes := map[string]int64{}, map[string]int64{}, map[string]int64{}
+	sums := map[string]*handoffStats{}
 	raw := func(h handoff) variant {
 		ring := make([]byte, followWindowBytes)
 		dst := make([]byte, 64<<10)
@@ -72,9 +78,15 @@ func BenchmarkFollowHandoffFloor(b *testing.B) {
 				b.Fatalf("%s: pumped %d bytes, follower got %d; want %d each", h.name, st.pumped, st.followed, followCostBytes)
 			}
 			if h.wake != nil {
-				wakes[h.name] += st.wakes
-				roomWaits[h.name] += st.roomWaits
-				latWakes[h.name] += st.latWakes
+				sum := sums[h.name]
+				if sum == nil {
+					sum = &handoffStats{}
+					sums[h.name] = sum
+				}
+				sum.wakes += st.wakes
+				sum.roomWaits += st.roomWaits
+				sum.arms += st.arms
+				sum.latWakes += st.latWakes
 			}
 		}}
 	}
@@ -96,6 +108,8 @@ func BenchmarkFollowHandoffFloor(b *testing.B) {
 		{name: "lat1ms", wake: never, latency: time.Millisecond, room: perPiece},
 		{name: "lat1ms-half", wake: halfOnly, latency: time.Millisecond, room: perPiece},
 		{name: "lat1ms-half-half", wake: halfOnly, latency: time.Millisecond, room: halfFree},
+		{name: "full-bound5ms", wake: never, bound: 5 * time.Millisecond, room: perPiece},
+		{name: "lat1ms-bound5ms", wake: never, latency: time.Millisecond, bound: 5 * time.Millisecond, room: perPiece},
 		{name: "pipe", pipe: true},
 	}
 	var vs []variant
@@ -104,11 +118,14 @@ func BenchmarkFollowHandoffFloor(b *testing.B) {
 	}
 	vs = append(vs, fc.variant("proc-alone"), fc.variant("proc-64KiB", 64<<10))
 	interleaved(b, vs)
-	for _, name := range slices.Sorted(maps.Keys(wakes)) {
-		b.ReportMetric(float64(wakes[name])/float64(b.N), "wakes-"+name)
-		b.ReportMetric(float64(roomWaits[name])/float64(b.N), "roomwaits-"+name)
-		if latWakes[name] > 0 {
-			b.ReportMetric(float64(latWakes[name])/float64(b.N), "latwakes-"+name)
+	perOp := func(n int64) float64 { return float64(n) / float64(b.N) }
+	for _, name := range slices.Sorted(maps.Keys(sums)) {
+		sum := sums[name]
+		b.ReportMetric(perOp(sum.wakes), "wakes-"+name)
+		b.ReportMetric(perOp(sum.roomWaits), "roomwaits-"+name)
+		if sum.arms > 0 {
+			b.ReportMetric(perOp(sum.arms), "arms-"+name)
+			b.ReportMetric(perOp(sum.latWakes), "latwakes-"+name)
 		}
 	}
 	fc.reportLost("proc-64KiB")
@@ -124,9 +141,14 @@ type handoff struct {
 	// also wakes it before it waits for room, and at EOF.
 	wake func(filled int64, short bool) bool
 	// latency, if not zero, also wakes the follower this long after the
-	// first byte the pump read without waking it (a read deadline on the
-	// pipe, as the library's pump.armWake).
+	// first byte the pump read while the follower waited (a read deadline
+	// on the pipe, set then and cleared at the wake, as the library's
+	// pump.armWake and pump.wakeNow).
 	latency time.Duration
+	// bound, if not zero, is a timer's duration, reset before each wait
+	// for room and stopped after it (pump.waitRoom's followBound); here
+	// the wait goes on when it fires.
+	bound time.Duration
 	// room says whether the follower signals room to a waiting pump after
 	// a piece, given the bytes the ring then holds. The pump waits only
 	// with the ring full, and then writes nothing until signalled, so
@@ -141,7 +163,7 @@ type handoff struct {
 type handoffStats struct {
 	pumped, followed int64
 	wakes, roomWaits int64
-	latWakes         int64
+	arms, latWakes   int64
 }
 
 // handoffRing is the 1 MiB ring between handoffRun's pump and follower:
@@ -152,8 +174,10 @@ type handoffRing struct {
 	buf  []byte
 	w, r atomic.Int64
 	eof  atomic.Bool
-	data chan struct{}
-	room chan struct{}
+	// waiting is set while the follower waits on data.
+	waiting atomic.Bool
+	data    chan struct{}
+	room    chan struct{}
 }
 
 // handoffRun runs the child of args (zerosArgs) to its end, its stdout an
@@ -248,6 +272,11 @@ func handoffRingRun(r *os.File, h handoff, ring, dst []byte) (handoffStats, erro
 		default:
 		}
 	}
+	var bound *time.Timer
+	if h.bound > 0 {
+		bound = time.NewTimer(h.bound)
+		bound.Stop()
+	}
 	size := int64(len(ring))
 	unannounced, armed := false, false
 	var err error
@@ -258,7 +287,17 @@ func handoffRingRun(r *os.File, h handoff, ring, dst []byte) (handoffStats, erro
 			wake()
 			unannounced = false
 			st.roomWaits++
-			<-q.room
+			if bound == nil {
+				<-q.room
+				continue
+			}
+			bound.Reset(h.bound)
+			select {
+			case <-q.room:
+			case <-bound.C:
+				<-q.room
+			}
+			bound.Stop()
 			continue
 		}
 		at := w % size
@@ -274,7 +313,7 @@ func handoffRingRun(r *os.File, h handoff, ring, dst []byte) (handoffStats, erro
 			case h.wake(w-q.r.Load(), int64(n) < ask):
 				wake()
 				unannounced = false
-			default:
+			case q.waiting.Load():
 				unannounced = true
 			}
 		}
@@ -288,6 +327,7 @@ func handoffRingRun(r *os.File, h handoff, ring, dst []byte) (handoffStats, erro
 		}
 		if h.latency > 0 && unannounced && !armed {
 			armed = true
+			st.arms++
 			err = r.SetReadDeadline(time.Now().Add(h.latency))
 		} else if h.latency > 0 && !unannounced && armed {
 			armed = false
@@ -324,7 +364,9 @@ func (q *handoffRing) follow(dst []byte, room func(filled int64) bool) handoffSt
 				return st
 			}
 			st.wakes++
+			q.waiting.Store(true)
 			<-q.data
+			q.waiting.Store(false)
 			continue
 		}
 		if w-r > size {
