@@ -67,6 +67,7 @@ import (
 // x-64KiB 1.18 (1.13-1.65) against its own alone, which is itself 1.18x
 // alone here. Per 64 MiB the library's follower added 6.8 ms (median),
 // its turns without the library (lat1ms-bound5ms) 6.2 ms, half-only 4.9.
+//
 // wakes-<name> counts, per op, the follower's waits for bytes,
 // roomwaits-<name> the pump's waits for room (the hand-offs), and, with
 // a latency, arms-<name> the read deadlines set and latwakes-<name> the
