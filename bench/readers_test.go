@@ -250,52 +250,82 @@ const followCostBytes = 64 << 20
 // read 64 KiB or more a call (the 10 B follower's alone): a full-speed
 // child outruns the smaller ones.
 func BenchmarkFollowCost(b *testing.B) {
-	m := proctest.NewManager(b, proc.Options{})
+	fc := newFollowCost(b)
+	interleaved(b, []variant{fc.variant("alone"), fc.variant("10B", 10), fc.variant("64KiB", 64<<10),
+		fc.variant("pair", 64<<10, 256<<10), fc.variant("mixed", 10, 4<<10, 64<<10, 256<<10)})
+	fc.reportLost("10B", "64KiB", "pair", "mixed")
+}
+
+// followCost makes BenchmarkFollowCost's workloads: a zerosArgs child of
+// followCostBytes captured by the library, alone or followed from the
+// start by followAll loops, adding up what the followers lost.
+type followCost struct {
+	b   *testing.B
+	m   *proc.Manager
+	ctx context.Context
+	// lost and streams add up, per variant, the bytes the followers
+	// counted in reportLost never saw and how many streams they followed.
+	lost    map[string]int64
+	streams map[string]int64
+}
+
+// newFollowCost returns a followCost with a Manager of its own; its
+// followers give up 5 minutes after it is made.
+func newFollowCost(b *testing.B) *followCost {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	lost := map[string]int64{}
-	streams := map[string]int64{} // followed streams counted in lost
-	follow := func(name string, sizes ...int) variant {
-		bufs := make([][]byte, len(sizes))
-		for i, size := range sizes {
-			bufs[i] = make([]byte, size)
-		}
-		return variant{name, func(stat string) {
-			var req proc.StartRequest
-			req.Args, req.Env = zerosArgs(followCostBytes, stat)
-			p, err := m.Start(req)
-			if err != nil {
-				b.Fatalf("Start(%q) = %v; want nil", req.Args, err)
-			}
-			results := make([]followResult, len(bufs))
-			errs := make(chan error, len(bufs))
-			for i, buf := range bufs {
-				// Ends at EOF, or when ctx does; joined below.
-				go func() {
-					var err error
-					results[i], err = followAll(ctx, p, buf)
-					errs <- err
-				}()
-			}
-			for range bufs {
-				if err := <-errs; err != nil {
-					b.Fatalf("follow: %v", err)
-				}
-			}
-			for i, r := range results {
-				if len(bufs[i]) >= 64<<10 || len(bufs) == 1 {
-					lost[name] += r.lost
-					streams[name]++
-				}
-			}
-			<-p.Done()
-			checkFinal(b, p, followCostBytes)
-		}}
+	b.Cleanup(cancel)
+	return &followCost{b: b, m: proctest.NewManager(b, proc.Options{}), ctx: ctx,
+		lost: map[string]int64{}, streams: map[string]int64{}}
+}
+
+// variant captures the child, followed by one followAll loop per size, each
+// reading up to that many bytes a call (none: the capture alone). What a
+// follower of 64 KiB or more a call lost (a lone follower's, whatever its
+// size) is counted for reportLost.
+func (fc *followCost) variant(name string, sizes ...int) variant {
+	b := fc.b
+	bufs := make([][]byte, len(sizes))
+	for i, size := range sizes {
+		bufs[i] = make([]byte, size)
 	}
-	interleaved(b, []variant{follow("alone"), follow("10B", 10), follow("64KiB", 64<<10),
-		follow("pair", 64<<10, 256<<10), follow("mixed", 10, 4<<10, 64<<10, 256<<10)})
-	for _, name := range []string{"10B", "64KiB", "pair", "mixed"} {
-		b.ReportMetric(100*float64(lost[name])/followCostBytes/float64(streams[name]), "lost-%-"+name)
+	return variant{name, func(stat string) {
+		var req proc.StartRequest
+		req.Args, req.Env = zerosArgs(followCostBytes, stat)
+		p, err := fc.m.Start(req)
+		if err != nil {
+			b.Fatalf("Start(%q) = %v; want nil", req.Args, err)
+		}
+		results := make([]followResult, len(bufs))
+		errs := make(chan error, len(bufs))
+		for i, buf := range bufs {
+			// Ends at EOF, or when ctx does; joined below.
+			go func() {
+				var err error
+				results[i], err = followAll(fc.ctx, p, buf)
+				errs <- err
+			}()
+		}
+		for range bufs {
+			if err := <-errs; err != nil {
+				b.Fatalf("follow: %v", err)
+			}
+		}
+		for i, r := range results {
+			if len(bufs[i]) >= 64<<10 || len(bufs) == 1 {
+				fc.lost[name] += r.lost
+				fc.streams[name]++
+			}
+		}
+		<-p.Done()
+		checkFinal(b, p, followCostBytes)
+	}}
+}
+
+// reportLost reports lost-%-<name> for each variant named: the share of
+// the stream its counted followers never saw, on average over them.
+func (fc *followCost) reportLost(names ...string) {
+	for _, name := range names {
+		fc.b.ReportMetric(100*float64(fc.lost[name])/followCostBytes/float64(fc.streams[name]), "lost-%-"+name)
 	}
 }
 
