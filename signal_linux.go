@@ -100,10 +100,10 @@ func leaderExited(pid int) bool {
 	}
 }
 
-// exitsSoon reports whether the child pid has exited, or exits within
 // rawPipe returns a pipe, both ends close-on-exec, the parent's end
-// non-blocking and the child's blocking (newPipe): three calls, where
-// pipe, close-on-exec twice and non-blocking once make six (issue 22).
+// non-blocking and the child's blocking (newPipe): two calls, where pipe,
+// close-on-exec twice and non-blocking once (F_GETFL, F_SETFL) made five
+// (issue 22).
 func rawPipe(parentReads bool) (parent, child int, err error) {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
@@ -123,6 +123,7 @@ func rawPipe(parentReads bool) (parent, child int, err error) {
 	return parent, child, nil
 }
 
+// exitsSoon reports whether the child pid has exited, or exits within
 // exitSoonWait: a program often closes its stdin on its way out (atexit
 // handlers), and the kernel closes a dying process's descriptors before
 // its exit can be reaped, so a write in that moment meets EPIPE. A child
