@@ -322,6 +322,38 @@ func ranCgroupHost(ctx context.Context, t *testing.T, m *Manager, args ...string
 	return m.trees.contain.host
 }
 
+// removeNextSpares removes the spare cgroups the next n starts on h take
+// (newest first) from outside, as another program could, having the
+// worker make them first if there are fewer, and returns their paths.
+func removeNextSpares(t *testing.T, h *cgroupHost, n int) []string {
+	t.Helper()
+	h.mu.Lock()
+	short := len(h.spare) < n
+	if short {
+		h.want = n
+	}
+	h.mu.Unlock()
+	if short {
+		h.runQueue() // starts the worker, which makes the spares wanted
+		h.wg.Wait()
+	}
+	h.mu.Lock()
+	var dirs []string
+	for i := len(h.spare) - 1; i >= 0 && len(dirs) < n; i-- {
+		dirs = append(dirs, h.spare[i].dir)
+	}
+	h.mu.Unlock()
+	if len(dirs) < n {
+		t.Fatalf("%d spare cgroups; want %d to remove", len(dirs), n)
+	}
+	for _, dir := range dirs {
+		if err := os.Remove(dir); err != nil {
+			t.Fatalf("remove a spare cgroup from outside: %v", err)
+		}
+	}
+	return dirs
+}
+
 // TestRunQueueKicksWorker pins that a record's exit goroutine, which
 // readies queued cgroups but makes no spares (runQueue, work(false)),
 // starts the worker when spares are missing, so that they are made.
@@ -356,25 +388,7 @@ func TestCgroupTriesRunOut(t *testing.T) {
 	m := NewManager(Options{Containment: ContainCgroup})
 	defer m.Close()
 	h := ranCgroupHost(ctx, t, m, "true")
-	h.mu.Lock()
-	h.want = len(h.spare) + cgroupTries
-	h.mu.Unlock()
-	h.runQueue() // starts the worker, which makes the spares wanted
-	h.wg.Wait()
-	h.mu.Lock()
-	var victims []string // the next starts', newest first
-	for i := len(h.spare) - 1; i >= 0 && len(victims) < cgroupTries; i-- {
-		victims = append(victims, h.spare[i].dir)
-	}
-	h.mu.Unlock()
-	if len(victims) < cgroupTries {
-		t.Fatalf("%d spare cgroups; want %d to remove", len(victims), cgroupTries)
-	}
-	for _, dir := range victims {
-		if err := os.Remove(dir); err != nil {
-			t.Fatalf("remove a spare cgroup from outside: %v", err)
-		}
-	}
+	removeNextSpares(t, h, cgroupTries)
 	_, err := m.Start(StartRequest{Args: []string{"true"}})
 	if err == nil || !strings.Contains(err.Error(), "removed from outside") || errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("Start after its %d cgroups were removed from outside = %v; want an error saying so, not os.ErrNotExist", cgroupTries, err)
@@ -401,12 +415,7 @@ func TestRetryHookPanicDiscardsLog(t *testing.T) {
 	}})
 	defer m.Close()
 	h := ranCgroupHost(ctx, t, m, "true") // call 1
-	h.mu.Lock()
-	next := h.spare[len(h.spare)-1].dir // the next start's
-	h.mu.Unlock()
-	if err := os.Remove(next); err != nil {
-		t.Fatalf("remove the next start's spare cgroup from outside: %v", err)
-	}
+	removeNextSpares(t, h, 1)
 	log := filepath.Join(t.TempDir(), "out.log")
 	func() {
 		defer func() {
@@ -545,20 +554,7 @@ func TestCgroupRemovedSpareNotReused(t *testing.T) {
 	m := NewManager(Options{Containment: ContainCgroup})
 	defer m.Close()
 	h := ranCgroupHost(ctx, t, m, "true")
-	h.mu.Lock()
-	var victims []string // the next starts', newest first
-	for i := len(h.spare) - 1; i >= 0 && len(victims) < cgroupTries-1; i-- {
-		victims = append(victims, h.spare[i].dir)
-	}
-	h.mu.Unlock()
-	if len(victims) < cgroupTries-1 {
-		t.Fatalf("%d spare cgroups after a start; want %d to remove", len(victims), cgroupTries-1)
-	}
-	for _, dir := range victims {
-		if err := os.Remove(dir); err != nil {
-			t.Fatalf("remove a spare cgroup from outside: %v", err)
-		}
-	}
+	victims := removeNextSpares(t, h, cgroupTries-1)
 	for i := range 20 {
 		snap, err := m.Run(ctx, StartRequest{Args: []string{"sh", "-c", "sed -n 's/^0:://p' /proc/self/cgroup"}})
 		if err != nil {
