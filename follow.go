@@ -161,7 +161,26 @@ type lease struct {
 	// waited says a wait claimed the lease since a read last moved it
 	// (WaitOutput): a wait at its cursor then makes an entry of its own.
 	waited bool
+	// split says the lease, or the one it was copied from, was split
+	// between two readers (splitLocked) and no wait claimed it since: the
+	// next wake drops it once a read moved it (wakeLeasesLocked).
+	split bool
+	// spareSince is when a wake or hold first found the lease spare
+	// (dropStaleSparesLocked), zero before.
+	spareSince time.Time
 }
+
+// spare reports whether l is the copy a split left for the reader that
+// did not read first, not moved since (splitLocked): it holds the pump
+// for spareHold at most.
+func (l lease) spare() bool { return l.split && l.waited }
+
+// spareHold is the longest a spare lease (splitLocked) holds the pump,
+// from the first wake or hold after the split (spareSince): a woken
+// follower reads within it, and a poller slower than that does not pace
+// the pump (a spare that held it for followBound, the poller's until its
+// next poll, ran a 64 MiB flood beside a 2 ms poller 4x slower).
+const spareHold = followLatency
 
 // readClass is how much a cursor read could return, as far as the
 // leases of followers at one cursor tell their readers apart
@@ -240,6 +259,7 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 	class := b.readClassLocked(limit)
 	i := f.leaseReadLocked(cursor, c, class)
 	if i >= 0 {
+		f.splitLocked(i, cursor)
 		l := &f.leases[i]
 		switch {
 		case c.Next >= c.End:
@@ -278,6 +298,60 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 	if n := &f.caught[class]; i < 0 && *n < caughtMax && (c.Next != cursor || *n == 0) {
 		*n++
 	}
+}
+
+// splitLocked leaves a copy of the lease at index i, which a read from
+// cursor is about to take, at cursor for another reader, when the read may
+// not be its follower's: a wait claimed the lease and its follower has
+// not read since (lease.waited), and a read of the lease's class that
+// never waited reached the end at cursor too (caught counts it). Leases
+// carry no owner, so the read may be that reader's, a poller's, and the
+// follower, which reads next, would find no lease at its cursor and lose
+// what the pump overwrote (found in review: 13-41 MB of a 400 MB flood
+// beside a 64 KiB poller every 200 us). The copy has the lease's bound
+// (woken, target), but until a read moves it, it is spare: it holds the
+// pump for spareHold at most, so that a poller slower than the follower
+// does not pace the pump (the copy is the poller's if the follower read
+// first). Both are marked split until a wait claims one (claimLocked);
+// the next wake drops those a read moved since and no wait claimed
+// (wakeLeasesLocked), so that a reader that never waits holds the pump
+// within one wake at most.
+func (f *followState) splitLocked(i int, cursor int64) {
+	l := f.leases[i]
+	if !l.waited || l.cursor != cursor || cursor != f.caughtUp || f.caught[l.class] == 0 {
+		return
+	}
+	f.caught[l.class]--
+	l.split = true
+	f.leases[i].split = true
+	f.leases = append(f.leases, l)
+}
+
+// wakeLeasesLocked turns the followers waiting into leases at a wake
+// (wakeLocked), and drops the leases a split left that a read moved and
+// no wait claimed since (splitLocked), giving their classes back to
+// caught: a follower between its read and its wait then claims its class
+// there as if it had read without a lease. It reports whether it dropped
+// any: the pump has more room.
+func (f *followState) wakeLeasesLocked() bool {
+	kept := f.leases[:0]
+	for _, l := range f.leases {
+		if !l.split || l.waited {
+			kept = append(kept, l)
+			continue
+		}
+		if l.cursor == f.caughtUp && f.caught[l.class] < caughtMax {
+			f.caught[l.class]++
+		}
+	}
+	dropped := len(kept) < len(f.leases)
+	clear(f.leases[len(kept):])
+	f.leases = kept
+	for _, w := range f.waiting {
+		f.leases = append(f.leases, lease{cursor: w.cursor, class: w.class, waited: true})
+	}
+	f.waiting = f.waiting[:0]
+	return dropped
 }
 
 // leaseReadLocked returns the index of the lease a cursor read from
@@ -539,6 +613,21 @@ func (b *HeadTailBuffer) wakeFollowers(now time.Time) {
 	b.wakeLocked()
 	if b.flow != nil {
 		b.flow.stampLocked(now, b.total)
+		b.flow.dropStaleSparesLocked(now)
+	}
+}
+
+// dropStaleSparesLocked stamps the spare leases (splitLocked) not
+// stamped yet with now, and drops those that have held the pump for
+// spareHold.
+func (f *followState) dropStaleSparesLocked(now time.Time) {
+	f.leases = slices.DeleteFunc(f.leases, func(l lease) bool {
+		return l.spare() && !l.spareSince.IsZero() && now.Sub(l.spareSince) >= spareHold
+	})
+	for i := range f.leases {
+		if l := &f.leases[i]; l.spare() && l.spareSince.IsZero() {
+			l.spareSince = now
+		}
 	}
 }
 
@@ -610,6 +699,7 @@ func (b *HeadTailBuffer) settle(now time.Time) (bool, time.Duration, <-chan stru
 func (b *HeadTailBuffer) dropStaleLocked(now time.Time) {
 	f := b.flow
 	f.stampLocked(now, b.total)
+	f.dropStaleSparesLocked(now)
 	kept := f.leases[:0]
 	for _, l := range f.leases {
 		if now.Sub(l.woken) < followBound {
@@ -626,6 +716,9 @@ func (f *followState) waitLocked(now time.Time) (time.Duration, <-chan struct{})
 	wait := followBound
 	for _, l := range f.leases {
 		wait = min(wait, followBound-now.Sub(l.woken))
+		if l.spare() {
+			wait = min(wait, spareHold-now.Sub(l.spareSince))
+		}
 	}
 	if f.roomc == nil {
 		f.roomc = make(chan struct{}, 1)
@@ -724,7 +817,7 @@ func (f *followState) claimLocked(cursor int64) (own int, class readClass, follo
 		}
 	}
 	if own >= 0 {
-		f.leases[own].waited = true
+		f.leases[own].waited, f.leases[own].split = true, false
 		return own, f.leases[own].class, true
 	}
 	if cursor != f.caughtUp {

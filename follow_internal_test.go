@@ -519,7 +519,8 @@ func TestLeaseClasses(t *testing.T) {
 }
 
 // TestOneEntryPerWait pins that a wait makes one entry whatever other
-// readers left at its cursor: a follower holding a lease there claims it
+// readers left at its cursor (no lease that holds the pump is left behind
+// once they read): a follower holding a lease there claims it
 // rather than a class a poller (64-byte reads that reach the end, never a
 // wait) left, and a small reader's wait takes its own class rather than
 // one left by WaitFor's last read (unfollow takes that back). Found in
@@ -531,11 +532,13 @@ func TestOneEntryPerWait(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
+	// A spare lease (splitLocked: the copy a follower's read leaves for
+	// the poller) does not hold the pump.
 	leasesAt := func(b *HeadTailBuffer, cursor int64) (n int) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		for _, l := range b.flow.leases {
-			if l.cursor == cursor {
+			if l.cursor == cursor && !l.spare() {
 				n++
 			}
 		}
@@ -1352,5 +1355,119 @@ func TestPumpReadsIntoFollowWindow(t *testing.T) {
 	}
 	if intoWindow == 0 {
 		t.Errorf("the pump never read into the follow window; want its reads there while a follower is helped")
+	}
+}
+
+// TestPollerLeavesFollowerLease pins the split of a woken follower's lease
+// (splitLocked): a poller (64-byte reads that reach the end, never a
+// wait) at a follower's cursor that polls between the follower's wake and
+// its read no longer takes the follower's lease with it (found in review:
+// the follower lost 13-41 MB of a 400 MB flood beside a poller every
+// 200 us). The follower's read is served from the follow window; the
+// poller's copy is dropped at the next wake, so that the poller holds
+// the pump for one wake at most; and when the follower reads first, the
+// copy left for the poller (a spare) holds the pump for spareHold at
+// most.
+func TestPollerLeavesFollowerLease(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	b := NewHeadTailBuffer(4, 8, 0)
+	_, _ = b.Write([]byte("0123"))
+	b.ReadSinceInto(0, make([]byte, 64)) // the follower, to 4
+	b.ReadSinceInto(0, make([]byte, 64)) // the poller, to 4
+	wait := func(cursor int64) chan error {
+		errc := make(chan error, 1)
+		go func() { errc <- b.WaitOutput(ctx, cursor) }()
+		spinUntil(ctx, t, "waiting", func() bool { return pumpTestLocked(b, func() bool { return b.waiters == 1 }) })
+		return errc
+	}
+	leases := func() (held, spare int) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, l := range b.flow.leases {
+			if l.spare() {
+				spare++
+			} else {
+				held++
+			}
+		}
+		return held, spare
+	}
+
+	// The poller polls first.
+	errc := wait(4)
+	_, _ = b.Write([]byte("456789abcdefghij")) // 8 bytes past the tail: only the window holds them
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if c := b.ReadSinceInto(4, make([]byte, 64)); c.Next != 20 { // the poll
+		t.Fatalf("the poll from 4: %+v; want Next 20", c)
+	}
+	if c := b.ReadSinceInto(4, make([]byte, 64)); c.Lost != 0 || string(c.Data) != "456789abcdefghij" {
+		t.Fatalf("the follower's read from 4 after the poll: %+v; want the 16 bytes, none lost", c)
+	}
+	// Both reached 20 with a lease each; the follower's wait claims one,
+	// and the wake drops the other.
+	errc = wait(20)
+	if held, _ := leases(); held != 1 {
+		t.Fatalf("the follower waits at 20: %d leases hold the pump; want the poller's, until the wake", held)
+	}
+	_, _ = b.Write([]byte("klmn"))
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if held, spare := leases(); held != 1 || spare != 0 {
+		t.Fatalf("after the wake: %d leases hold the pump, %d spare; want the follower's alone", held, spare)
+	}
+
+	// The follower reads first (the poller's class, given back at the
+	// wake, splits its lease), then the poller, from its copy; then again
+	// at 24, where the copy left for the poller keeps the window's bytes,
+	// and does not hold the pump.
+	for _, who := range []string{"follower", "poller"} {
+		if c := b.ReadSinceInto(20, make([]byte, 64)); c.Lost != 0 || string(c.Data) != "klmn" {
+			t.Fatalf("the %s's read from 20: %+v; want klmn", who, c)
+		}
+	}
+	errc = wait(24)
+	_, _ = b.Write([]byte("opqrstuvwxyzABCD"))
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if c := b.ReadSinceInto(24, make([]byte, 64)); c.Lost != 0 || c.Next != 40 {
+		t.Fatalf("the follower's read from 24: %+v; want Next 40, none lost", c)
+	}
+	if held, spare := leases(); held != 1 || spare != 1 {
+		t.Fatalf("the follower read first: %d leases hold the pump, %d spare; want its own and the poller's spare", held, spare)
+	}
+	if c := b.ReadSinceInto(24, make([]byte, 64)); c.Lost != 0 || string(c.Data) != "opqrstuvwxyzABCD" {
+		t.Errorf("the poller's read from 24: %+v; want the 16 bytes from the window", c)
+	}
+
+	// A spare holds the pump until it is read, or for spareHold from the
+	// first wake or hold that finds it.
+	errc = wait(40)
+	_, _ = b.Write([]byte("EFGH"))
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	b.ReadSinceInto(40, make([]byte, 64)) // the follower: the poller's count at 40 splits its lease
+	if _, spare := leases(); spare != 1 {
+		t.Fatalf("the follower read from 40: %d spare leases; want the poller's", spare)
+	}
+	if n := b.room(followWindow); n != followWindow-(44-40) {
+		t.Errorf("room for %d bytes with a spare at 40 of 44: %d; want the window's from 40", followWindow, n)
+	}
+	now := time.Now()
+	b.wakeFollowers(now)
+	if k, _, _ := b.hold(followWindow, now.Add(spareHold-time.Microsecond)); k != followWindow-(44-40) {
+		t.Errorf("a hold within spareHold: room %d; want the window's from 40", k)
+	}
+	if k, _, _ := b.hold(followWindow, now.Add(spareHold)); k != followWindow {
+		t.Errorf("a hold spareHold after the wake: room %d; want all %d", k, followWindow)
+	}
+	if _, spare := leases(); spare != 0 {
+		t.Errorf("a hold spareHold after the wake: %d spare leases; want none", spare)
 	}
 }
