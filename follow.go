@@ -109,9 +109,11 @@ const followBound = 5 * time.Millisecond
 // poller beside a follower slowed a flood 4x while a wait took its class
 // besides its own lease). The price: a follower that goes on in reads of
 // a smaller class than before leaves its lease behind, which holds the
-// pump until its bound passes (hold), and reads without help meanwhile;
-// and a poller at a follower's cursor may still take its lease with a
-// poll (as before classes).
+// pump until its bound passes (hold), and reads without help meanwhile.
+// A poller whose reads reach a woken follower's cursor with the
+// follower's class may read there before it: the read then splits the
+// lease (splitLocked), so that whichever of the two reads second still
+// finds one.
 type followState struct {
 	caughtUp int64
 	// caught counts, per class, the reads that reached the end at
