@@ -167,15 +167,13 @@ type lease struct {
 	// between two readers (splitLocked) and no wait claimed it since: the
 	// next wake drops it once a read moved it (wakeLeasesLocked).
 	split bool
-	// spareSince is when a wake or hold first found the lease spare
-	// (dropStaleSparesLocked), zero before.
+	// spare says the lease is the copy a split left for the reader that
+	// did not read first, not moved or claimed since (splitLocked): it
+	// holds the pump for spareHold at most, from spareSince, when a wake
+	// or hold first found it (dropStaleSparesLocked; zero before).
+	spare      bool
 	spareSince time.Time
 }
-
-// spare reports whether l is the copy a split left for the reader that
-// did not read first, not moved since (splitLocked): it holds the pump
-// for spareHold at most.
-func (l lease) spare() bool { return l.split && l.waited }
 
 // spareHold is the longest a spare lease (splitLocked) holds the pump,
 // from the first wake or hold after the split (spareSince): a woken
@@ -261,18 +259,19 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 	class := b.readClassLocked(limit)
 	i := f.leaseReadLocked(cursor, c, class)
 	if i >= 0 {
-		f.splitLocked(i, cursor)
+		f.splitLocked(i, cursor, c)
 		l := &f.leases[i]
 		switch {
 		case c.Next >= c.End:
 			// Caught up: the bound starts anew at the next wake.
 			l.cursor, l.woken, l.class, l.waited = c.Next, time.Time{}, class, false
+			l.spare = l.spare && c.Next == cursor
 		case class == readTail:
 			// A read of a tail's worth or more: the wake's bytes come
 			// in a few such reads (the follow window holds more than
 			// one), within the bound of the same wake; once it has
 			// read them, the bytes written since start a new one.
-			l.cursor, l.class, l.waited = c.Next, class, false
+			l.cursor, l.class, l.waited, l.spare = c.Next, class, false, false
 			if !l.woken.IsZero() && c.Next >= l.target {
 				l.woken = time.Time{}
 			}
@@ -303,42 +302,46 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 }
 
 // splitLocked leaves a copy of the lease at index i, which a read from
-// cursor is about to take, at cursor for another reader, when the read may
-// not be its follower's: a wait claimed the lease and its follower has
-// not read since (lease.waited), and a read of the lease's class that
-// never waited reached the end at cursor too (caught counts it). Leases
-// carry no owner, so the read may be that reader's, a poller's, and the
-// follower, which reads next, would find no lease at its cursor and lose
-// what the pump overwrote (found in review: 13-41 MB of a 400 MB flood
-// beside a 64 KiB poller every 200 us). The copy has the lease's bound
-// (woken, target), but until a read moves it, it is spare: it holds the
-// pump for spareHold at most, so that a poller slower than the follower
-// does not pace the pump (the copy is the poller's if the follower read
-// first). Both are marked split until a wait claims one (claimLocked);
-// the next wake drops those a read moved since and no wait claimed
+// cursor that returned c is about to move, at cursor for another reader,
+// when the read may not be its follower's: a read of the lease's class
+// that never waited reached the end at cursor too, with no lease (caught
+// counts it), so that two readers of one class read from cursor next:
+// the follower, woken there or reading a wake's bytes on from there, and
+// that reader. Leases carry no owner, so the read may be that reader's,
+// a poller's, and the follower would find no lease at its cursor and
+// lose what the pump overwrote (found in review: 13-41 MB of a 400 MB
+// flood beside a 64 KiB poller every 200 us; and a 64 KiB poller every
+// 200 us of 64 KiB bursts took the lease between a follower's two reads
+// of one wake). The copy has the lease's bound (woken, target), and is
+// spare until a read moves it or a wait claims it: it holds the pump for
+// spareHold at most, so that a poller slower than the follower does not
+// pace the pump (the copy is the poller's if the follower read first).
+// Both are marked split until a wait claims one (claimLocked); the next
+// wake drops those a read moved since and no wait claimed
 // (wakeLeasesLocked), so that a reader that never waits holds the pump
-// within one wake at most.
-func (f *followState) splitLocked(i int, cursor int64) {
+// within one wake at most. A read that returns nothing moves no bytes
+// and splits nothing.
+func (f *followState) splitLocked(i int, cursor int64, c Chunk) {
 	l := f.leases[i]
-	if !l.waited || l.cursor != cursor || cursor != f.caughtUp || f.caught[l.class] == 0 {
+	if l.cursor != cursor || c.Next == cursor || cursor != f.caughtUp || f.caught[l.class] == 0 {
 		return
 	}
 	f.caught[l.class]--
-	l.split = true
 	f.leases[i].split = true
+	l.split, l.spare, l.spareSince = true, true, time.Time{}
 	f.leases = append(f.leases, l)
 }
 
 // wakeLeasesLocked turns the followers waiting into leases at a wake
 // (wakeLocked), and drops the leases a split left that a read moved and
-// no wait claimed since (splitLocked), giving their classes back to
+// no wait claimed since (splitLocked; spares stay until spareHold), giving their classes back to
 // caught: a follower between its read and its wait then claims its class
 // there as if it had read without a lease. It reports whether it dropped
 // any: the pump has more room.
 func (f *followState) wakeLeasesLocked() bool {
 	kept := f.leases[:0]
 	for _, l := range f.leases {
-		if !l.split || l.waited {
+		if !l.split || l.waited || l.spare {
 			kept = append(kept, l)
 			continue
 		}
@@ -624,10 +627,10 @@ func (b *HeadTailBuffer) wakeFollowers(now time.Time) {
 // spareHold.
 func (f *followState) dropStaleSparesLocked(now time.Time) {
 	f.leases = slices.DeleteFunc(f.leases, func(l lease) bool {
-		return l.spare() && !l.spareSince.IsZero() && now.Sub(l.spareSince) >= spareHold
+		return l.spare && !l.spareSince.IsZero() && now.Sub(l.spareSince) >= spareHold
 	})
 	for i := range f.leases {
-		if l := &f.leases[i]; l.spare() && l.spareSince.IsZero() {
+		if l := &f.leases[i]; l.spare && l.spareSince.IsZero() {
 			l.spareSince = now
 		}
 	}
@@ -718,7 +721,7 @@ func (f *followState) waitLocked(now time.Time) (time.Duration, <-chan struct{})
 	wait := followBound
 	for _, l := range f.leases {
 		wait = min(wait, followBound-now.Sub(l.woken))
-		if l.spare() {
+		if l.spare {
 			wait = min(wait, spareHold-now.Sub(l.spareSince))
 		}
 	}
@@ -819,7 +822,7 @@ func (f *followState) claimLocked(cursor int64) (own int, class readClass, follo
 		}
 	}
 	if own >= 0 {
-		f.leases[own].waited, f.leases[own].split = true, false
+		f.leases[own].waited, f.leases[own].split, f.leases[own].spare = true, false, false
 		return own, f.leases[own].class, true
 	}
 	if cursor != f.caughtUp {

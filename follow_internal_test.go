@@ -538,7 +538,7 @@ func TestOneEntryPerWait(t *testing.T) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		for _, l := range b.flow.leases {
-			if l.cursor == cursor && !l.spare() {
+			if l.cursor == cursor && !l.spare {
 				n++
 			}
 		}
@@ -1386,7 +1386,7 @@ func TestPollerLeavesFollowerLease(t *testing.T) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		for _, l := range b.flow.leases {
-			if l.spare() {
+			if l.spare {
 				spare++
 			} else {
 				held++
@@ -1469,5 +1469,45 @@ func TestPollerLeavesFollowerLease(t *testing.T) {
 	}
 	if _, spare := leases(); spare != 0 {
 		t.Errorf("a hold spareHold after the wake: %d spare leases; want none", spare)
+	}
+}
+
+// TestPollerBetweenFollowerReads pins the split of a lease a follower
+// moved with a read of a tail's worth that did not reach the end (it
+// reads on from there within the same wake): a poller whose last poll
+// reached the end at that cursor, before the rest of the wake's bytes
+// came, and that polls there first, leaves the follower a copy (found
+// with 64 KiB bursts every 1 ms and a poller every 200 us: the follower
+// lost 49,152 bytes at a time).
+func TestPollerBetweenFollowerReads(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	b := NewHeadTailBuffer(4, 8, 0)
+	_, _ = b.Write([]byte("0123"))
+	b.ReadSinceInto(0, make([]byte, 8))  // the follower, to 4: reads of a tail's worth
+	b.ReadSinceInto(0, make([]byte, 64)) // the poller, to 4
+	errc := make(chan error, 1)
+	go func() { errc <- b.WaitOutput(ctx, 4) }()
+	spinUntil(ctx, t, "waiting", func() bool { return pumpTestLocked(b, func() bool { return b.waiters == 1 }) })
+	// The pump writes without waking the follower at once (writeQuiet);
+	// the poller polls meanwhile and reaches the end at 12.
+	b.writeQuiet([]byte("456789ab"))
+	if c := b.ReadSinceInto(4, make([]byte, 64)); c.Next != 12 || c.Lost != 0 {
+		t.Fatalf("the poll from 4: %+v; want Next 12", c)
+	}
+	b.writeQuiet([]byte("cdefghij"))
+	b.wakeFollowers(time.Now())
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if c := b.ReadSinceInto(4, make([]byte, 8)); c.Next != 12 || c.Lost != 0 {
+		t.Fatalf("the follower's first read from 4: %+v; want 4..12 from the window", c)
+	}
+	if c := b.ReadSinceInto(12, make([]byte, 64)); c.Next != 20 { // the poll
+		t.Fatalf("the poll from 12: %+v; want Next 20", c)
+	}
+	if c := b.ReadSinceInto(12, make([]byte, 8)); c.Lost != 0 || string(c.Data) != "cdefghij" {
+		t.Errorf("the follower's second read from 12, after the poll: %+v; want cdefghij, none lost", c)
 	}
 }
