@@ -110,7 +110,7 @@ const followBound = 5 * time.Millisecond
 // besides its own lease). The price: a follower that goes on in reads of
 // a smaller class than before leaves its lease behind, which holds the
 // pump until its bound passes (hold), and reads without help meanwhile.
-// A poller whose reads reach a woken follower's cursor with the
+// A poller whose reads reach the end at a follower's cursor with the
 // follower's class may read there before it: the read then splits the
 // lease (splitLocked), so that whichever of the two reads second still
 // finds one.

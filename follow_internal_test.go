@@ -1496,7 +1496,7 @@ func TestPollerBetweenFollowerReads(t *testing.T) {
 	if c := b.ReadSinceInto(4, make([]byte, 64)); c.Next != 12 || c.Lost != 0 {
 		t.Fatalf("the poll from 4: %+v; want Next 12", c)
 	}
-	b.writeQuiet([]byte("cdefghij"))
+	b.writeQuiet([]byte("cdefghijklmnopqr")) // 8 bytes more than the tail holds
 	b.wakeFollowers(time.Now())
 	if err := <-errc; err != nil {
 		t.Fatal(err)
@@ -1504,8 +1504,8 @@ func TestPollerBetweenFollowerReads(t *testing.T) {
 	if c := b.ReadSinceInto(4, make([]byte, 8)); c.Next != 12 || c.Lost != 0 {
 		t.Fatalf("the follower's first read from 4: %+v; want 4..12 from the window", c)
 	}
-	if c := b.ReadSinceInto(12, make([]byte, 64)); c.Next != 20 { // the poll
-		t.Fatalf("the poll from 12: %+v; want Next 20", c)
+	if c := b.ReadSinceInto(12, make([]byte, 64)); c.Next != 28 { // the poll
+		t.Fatalf("the poll from 12: %+v; want Next 28", c)
 	}
 	if c := b.ReadSinceInto(12, make([]byte, 8)); c.Lost != 0 || string(c.Data) != "cdefghij" {
 		t.Errorf("the follower's second read from 12, after the poll: %+v; want cdefghij, none lost", c)
