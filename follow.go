@@ -321,6 +321,19 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 // (wakeLeasesLocked), so that a reader that never waits holds the pump
 // within one wake at most. A read that returns nothing moves no bytes
 // and splits nothing.
+//
+// The price, and what measured worse (the review's flood of 64 MiB, a
+// 64 KiB follower beside a 64 KiB poller, alternating with the code
+// before, 2026-11-28 night, load 0.6-2.5): beside a poller every 2 ms
+// the flood's rounds that the poller does not pace anyway took 50-70 ms
+// against 40-50 ms, the spare held for the poller at the follower's
+// wakes (spareHold of 250 us measured the same). A spare that does not
+// hold the pump lost the follower 35-67 MB of 192 MB beside a poller
+// every 200 us (the pump overwrote the window before the follower read);
+// one that holds it for followBound ran the flood 4x slower beside a 2 ms
+// poller in 8 of 9 rounds; and loosening the spare when the first reader
+// waits (it was most likely no poller) lost 2-15 MB beside a 4 KiB reader
+// as well, whose wait at the same cursor claims the moved copy too.
 func (f *followState) splitLocked(i int, cursor int64, c Chunk) {
 	l := f.leases[i]
 	if l.cursor != cursor || c.Next == cursor || cursor != f.caughtUp || f.caught[l.class] == 0 {
