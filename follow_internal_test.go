@@ -1511,3 +1511,42 @@ func TestPollerBetweenFollowerReads(t *testing.T) {
 		t.Errorf("the follower's second read from 12, after the poll: %+v; want cdefghij, none lost", c)
 	}
 }
+
+// TestWakeDropsShadowedLease pins that a wake drops a lease no wait
+// claimed at the cursor of a follower of its class it wakes, and gives its
+// class back (shadowedLocked): a poller that reads to the end at each poll
+// otherwise kept a lease through every wake, swapping leases with the
+// follower at their shared cursor, and held the pump at each of the
+// follower's wakes until its next poll (a flood took 180 ms against 40-50
+// beside a poller every 2 ms, a third of the rounds).
+func TestWakeDropsShadowedLease(t *testing.T) {
+	t.Parallel()
+	b := NewHeadTailBuffer(4, 8, 0)
+	_, _ = b.Write([]byte("01234567"))
+	b.ReadSinceInto(0, make([]byte, 64)) // a reader reached the end: the flow control is made
+	b.mu.Lock()
+	f := b.flow
+	f.leases = append(f.leases[:0],
+		lease{cursor: 8, class: readTail},              // the poller's, moved to the end by its poll
+		lease{cursor: 8, class: readSmall},             // a small reader's, of another class: kept
+		lease{cursor: 4, class: readTail, waited: true}) // another follower's, woken: kept
+	f.waiting = append(f.waiting[:0], lease{cursor: 8, class: readTail}) // the follower, waiting at 8
+	f.caughtUp, f.caught = 8, [readTail + 1]int8{}
+	b.mu.Unlock()
+	b.writeQuiet([]byte("89ab"))
+	b.wakeFollowers(time.Now())
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var at8 []lease
+	for _, l := range f.leases {
+		if l.cursor == 8 {
+			at8 = append(at8, l)
+		}
+	}
+	if len(at8) != 2 || !at8[0].waited && !at8[1].waited || len(f.leases) != 3 {
+		t.Errorf("after the wake: leases %+v; want the small reader's and the follower's at 8, claimed, and the one at 4", f.leases)
+	}
+	if f.caught[readTail] != 1 {
+		t.Errorf("after the wake: caught %v; want the poller's class back", f.caught)
+	}
+}
