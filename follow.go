@@ -325,9 +325,9 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 // The price, and what measured worse (the review's flood of 64 MiB, a
 // 64 KiB follower beside a 64 KiB poller, alternating with the code
 // before, 2026-11-28 night, load 0.6-2.5): beside a poller every 2 ms
-// the flood's rounds that the poller does not pace anyway took 50-70 ms
-// against 40-50 ms, the spare held for the poller at the follower's
-// wakes (spareHold of 250 us measured the same). A spare that does not
+// the flood took 47-71 ms against 33-53 ms in the rounds the poller did
+// not pace before (shadowedLocked), the spare held for the poller at the
+// follower's wakes (spareHold of 250 us measured the same). A spare that does not
 // hold the pump lost the follower 35-67 MB of 192 MB beside a poller
 // every 200 us (the pump overwrote the window before the follower read);
 // one that holds it for followBound ran the flood 4x slower beside a 2 ms
