@@ -1527,8 +1527,8 @@ func TestWakeDropsShadowedLease(t *testing.T) {
 	b.mu.Lock()
 	f := b.flow
 	f.leases = append(f.leases[:0],
-		lease{cursor: 8, class: readTail},              // the poller's, moved to the end by its poll
-		lease{cursor: 8, class: readSmall},             // a small reader's, of another class: kept
+		lease{cursor: 8, class: readTail},               // the poller's, moved to the end by its poll
+		lease{cursor: 8, class: readSmall},              // a small reader's, of another class: kept
 		lease{cursor: 4, class: readTail, waited: true}) // another follower's, woken: kept
 	f.waiting = append(f.waiting[:0], lease{cursor: 8, class: readTail}) // the follower, waiting at 8
 	f.caughtUp, f.caught = 8, [readTail + 1]int8{}
