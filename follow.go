@@ -119,7 +119,9 @@ type followState struct {
 	// caught counts, per class, the reads that reached the end at
 	// caughtUp with no lease, not yet taken by a wait there (at most
 	// caughtMax each).
-	caught  [readTail + 1]int8
+	caught [readTail + 1]int8
+	// twins numbers the splits (splitLocked, lease.twin).
+	twins   int32
 	waiting []lease // cursor and class only
 	leases  []lease
 	roomc   chan struct{}
@@ -163,16 +165,18 @@ type lease struct {
 	// waited says a wait claimed the lease since a read last moved it
 	// (WaitOutput): a wait at its cursor then makes an entry of its own.
 	waited bool
-	// split says the lease, or the one it was copied from, was split
-	// between two readers (splitLocked) and no wait claimed it since: the
-	// next wake drops it once a read moved it (wakeLeasesLocked).
-	split bool
 	// spare says the lease is the copy a split left for the reader that
 	// did not read first, not moved or claimed since (splitLocked): it
 	// holds the pump for spareHold at most, from spareSince, when a wake
 	// or hold first found it (dropStaleSparesLocked; zero before).
 	spare      bool
 	spareSince time.Time
+	// twin is the number of the split that made the lease or its copy
+	// (splitLocked), zero for none: a wait that claims one of the two
+	// ends the other's help (claimLocked). orphan marks a spare whose
+	// twin a wait claimed: the read that moves it ends it.
+	twin   int32
+	orphan bool
 }
 
 // spareHold is the longest a spare lease (splitLocked) holds the pump,
@@ -258,6 +262,17 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 	f := b.flow
 	class := b.readClassLocked(limit)
 	i := f.leaseReadLocked(cursor, c, class)
+	if i >= 0 && f.leases[i].orphan && c.Next != cursor && c.Next >= c.End {
+		// The spare whose twin a wait claimed served its reader, a
+		// poller most likely (claimLocked), to the end: it goes, and the
+		// read counts in caught below as one without a lease. One that
+		// stops short keeps it, orphan, until it reaches the end (a
+		// follower reading a wake's bytes on, if a small reader's wait
+		// claimed the poller's twin) or its bound passes.
+		f.leases = slices.Delete(f.leases, i, i+1)
+		b.signalRoomLocked()
+		i = -1
+	}
 	if i >= 0 {
 		f.splitLocked(i, cursor, c)
 		l := &f.leases[i]
@@ -315,78 +330,41 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 // of one wake). The copy has the lease's bound (woken, target), and is
 // spare until a read moves it or a wait claims it: it holds the pump for
 // spareHold at most, so that a poller slower than the follower does not
-// pace the pump (the copy is the poller's if the follower read first).
-// Both are marked split until a wait claims one (claimLocked); the next
-// wake drops those a read moved since and no wait claimed
-// (wakeLeasesLocked), so that a reader that never waits holds the pump
-// within one wake at most. A read that returns nothing moves no bytes
-// and splits nothing.
+// pace the pump with it (the copy is the poller's if the follower read
+// first). So the follower finds a lease whichever of the two reads
+// first, if it reads within spareHold when it reads second. The copy a
+// read moved is an ordinary lease: the poller's, if it read first, holds
+// the pump until its bound passes, as the lease it took did before. A
+// read that returns nothing moves no bytes and splits nothing.
 //
 // The price, and what measured worse (the review's flood of 64 MiB, a
 // 64 KiB follower beside a 64 KiB poller, alternating with the code
 // before, 2026-11-28 night, load 0.6-2.5): beside a poller every 2 ms
-// the flood took 47-71 ms against 33-53 ms in the rounds the poller did
-// not pace before (shadowedLocked), the spare held for the poller at the
-// follower's wakes (spareHold of 250 us measured the same). A spare that does not
-// hold the pump lost the follower 35-67 MB of 192 MB beside a poller
-// every 200 us (the pump overwrote the window before the follower read);
-// one that holds it for followBound ran the flood 4x slower beside a 2 ms
-// poller in 8 of 9 rounds; and loosening the spare when the first reader
-// waits (it was most likely no poller) lost 2-15 MB beside a 4 KiB reader
-// as well, whose wait at the same cursor claims the moved copy too.
+// the flood took 50-70 ms against 40-50 ms in the rounds the poller did
+// not pace (a third of them it paces, as before: it keeps a lease, its
+// reads and the follower's taking either lease at their shared cursor),
+// the spare held for the poller at the follower's wakes (spareHold of
+// 250 us measured the same). A spare that does not hold the pump lost
+// the follower 35-67 MB of 192 MB beside a poller every 200 us (the pump
+// overwrote the window before the follower read); one that holds it for
+// followBound ran the flood 4x slower beside a 2 ms poller in 8 of 9
+// rounds; loosening the spare when the first reader waits (it was most
+// likely no poller) lost 2-15 MB beside a 4 KiB reader as well, whose
+// wait at the same cursor claims the moved copy too. Dropping at a wake
+// the moved copy no wait claimed, or the lease no wait claimed at a woken
+// follower's cursor, ended the poller's pacing but dropped the lease of
+// a follower between its read and its wait when another reader's wake
+// came first (found in review).
 func (f *followState) splitLocked(i int, cursor int64, c Chunk) {
 	l := f.leases[i]
 	if l.cursor != cursor || c.Next == cursor || cursor != f.caughtUp || f.caught[l.class] == 0 {
 		return
 	}
 	f.caught[l.class]--
-	f.leases[i].split = true
-	l.split, l.spare, l.spareSince = true, true, time.Time{}
+	f.twins++
+	f.leases[i].twin = f.twins
+	l.spare, l.spareSince, l.twin = true, time.Time{}, f.twins
 	f.leases = append(f.leases, l)
-}
-
-// wakeLeasesLocked turns the followers waiting into leases at a wake
-// (wakeLocked), and drops the leases a split left that a read moved and
-// no wait claimed since (splitLocked; spares stay until spareHold), giving their classes back to
-// caught: a follower between its read and its wait then claims its class
-// there as if it had read without a lease. It reports whether it dropped
-// any: the pump has more room.
-func (f *followState) wakeLeasesLocked() bool {
-	kept := f.leases[:0]
-	for _, l := range f.leases {
-		if (!l.split || l.waited || l.spare) && !f.shadowedLocked(l) {
-			kept = append(kept, l)
-			continue
-		}
-		if l.cursor == f.caughtUp && f.caught[l.class] < caughtMax {
-			f.caught[l.class]++
-		}
-	}
-	dropped := len(kept) < len(f.leases)
-	clear(f.leases[len(kept):])
-	f.leases = kept
-	for _, w := range f.waiting {
-		f.leases = append(f.leases, lease{cursor: w.cursor, class: w.class, waited: true})
-	}
-	f.waiting = f.waiting[:0]
-	return dropped
-}
-
-// shadowedLocked reports whether l, a lease at a wake, is one no wait
-// claimed (its reader read to its cursor and has not waited there) at
-// the cursor of a follower of its class that the wake turns into a lease:
-// that lease keeps the same bytes, and a reader that does not wait (a
-// poller that reads to the end each poll) kept l through every wake
-// otherwise, its reads and the follower's taking either lease at their
-// shared cursor, so that it held the pump at every wake of the follower
-// until its next poll (found with a trace: a 64 MiB flood beside a 64 KiB
-// poller every 2 ms took 180 ms in a third of the rounds, against 40-50
-// ms). The wake gives its class back to caught, for its reader's wait.
-func (f *followState) shadowedLocked(l lease) bool {
-	if l.waited || l.spare {
-		return false
-	}
-	return slices.ContainsFunc(f.waiting, func(w lease) bool { return w.cursor == l.cursor && w.class == l.class })
 }
 
 // leaseReadLocked returns the index of the lease a cursor read from
@@ -852,8 +830,13 @@ func (f *followState) claimLocked(cursor int64) (own int, class readClass, follo
 		}
 	}
 	if own >= 0 {
-		f.leases[own].waited, f.leases[own].split, f.leases[own].spare = true, false, false
-		return own, f.leases[own].class, true
+		l := &f.leases[own]
+		twin, class := l.twin, l.class
+		l.waited, l.spare, l.twin = true, false, 0
+		if twin != 0 {
+			own = f.endTwinLocked(twin, own)
+		}
+		return own, class, true
 	}
 	if cursor != f.caughtUp {
 		return -1, readSmall, false
@@ -865,6 +848,38 @@ func (f *followState) claimLocked(cursor int64) (own int, class readClass, follo
 		}
 	}
 	return -1, readSmall, true
+}
+
+// endTwinLocked ends the help of the lease split off with the one at
+// index own (splitLocked: the same twin number), which a wait just
+// claimed, and returns own's index after it. Whichever of the two the
+// wait claimed, its reader waits: the other is most likely a poller's. A
+// copy a read moved goes, its class given back to caught for its reader
+// (a follower whose wait comes next claims it there); a spare not read
+// yet is marked orphan, and goes once a read moves it (the poller's
+// poll, served under it) or its spareHold passes. So a poller that read
+// a spare keeps no lease past the follower's next wait, and never paces
+// the pump (a lease it kept held the pump 5 ms at every wake: a flood ran
+// 4x slower; found in review); nor does a wake drop the lease of a
+// follower between its read and its wait (a first version dropped the
+// moved copies at the next wake, and another reader's wake came first).
+func (f *followState) endTwinLocked(twin int32, own int) int {
+	i := slices.IndexFunc(f.leases, func(l lease) bool { return l.twin == twin })
+	switch {
+	case i < 0:
+		return own
+	case f.leases[i].spare:
+		f.leases[i].orphan, f.leases[i].twin = true, 0
+		return own
+	}
+	if l := f.leases[i]; l.cursor == f.caughtUp && f.caught[l.class] < caughtMax {
+		f.caught[l.class]++
+	}
+	f.leases = slices.Delete(f.leases, i, i+1)
+	if i < own {
+		own--
+	}
+	return own
 }
 
 // unclaimLocked gives the class of a wait at cursor that ended without

@@ -1364,10 +1364,11 @@ func TestPumpReadsIntoFollowWindow(t *testing.T) {
 // its read no longer takes the follower's lease with it (found in review:
 // the follower lost 13-41 MB of a 400 MB flood beside a poller every
 // 200 us). The follower's read is served from the follow window; the
-// poller's copy is dropped at the next wake, so that the poller holds
-// the pump for one wake at most; and when the follower reads first, the
-// copy left for the poller (a spare) holds the pump for spareHold at
-// most.
+// poller's copy goes when the follower's wait claims its own (endTwinLocked),
+// so that the poller keeps no lease past it; and when the follower reads
+// first, the copy left for the poller (a spare) holds the pump for
+// spareHold at most, and goes with the poller's read once the follower
+// waited.
 func TestPollerLeavesFollowerLease(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -1408,10 +1409,13 @@ func TestPollerLeavesFollowerLease(t *testing.T) {
 		t.Fatalf("the follower's read from 4 after the poll: %+v; want the 16 bytes, none lost", c)
 	}
 	// Both reached 20 with a lease each; the follower's wait claims one,
-	// and the wake drops the other.
+	// and the other goes, its class given back for the poller's reads.
 	errc = wait(20)
-	if held, _ := leases(); held != 1 {
-		t.Fatalf("the follower waits at 20: %d leases hold the pump; want the poller's, until the wake", held)
+	b.mu.Lock()
+	n, caught := len(b.flow.leases), b.flow.caught[readTail]
+	b.mu.Unlock()
+	if n != 0 || caught != 1 {
+		t.Fatalf("the follower waits at 20: %d leases, caught %d; want none (its own waits) and the poller's class", n, caught)
 	}
 	_, _ = b.Write([]byte("klmn"))
 	if err := <-errc; err != nil {
@@ -1422,7 +1426,7 @@ func TestPollerLeavesFollowerLease(t *testing.T) {
 	}
 
 	// The follower reads first (the poller's class, given back at the
-	// wake, splits its lease), then the poller, from its copy; then again
+	// follower's wait, splits its lease), then the poller, from its copy; then again
 	// at 24, where the copy left for the poller keeps the window's bytes,
 	// and does not hold the pump.
 	for _, who := range []string{"follower", "poller"} {
@@ -1512,41 +1516,44 @@ func TestPollerBetweenFollowerReads(t *testing.T) {
 	}
 }
 
-// TestWakeDropsShadowedLease pins that a wake drops a lease no wait
-// claimed at the cursor of a follower of its class it wakes, and gives its
-// class back (shadowedLocked): a poller that reads to the end at each poll
-// otherwise kept a lease through every wake, swapping leases with the
-// follower at their shared cursor, and held the pump at each of the
-// follower's wakes until its next poll (a flood took 180 ms against 40-50
-// beside a poller every 2 ms, a third of the rounds).
-func TestWakeDropsShadowedLease(t *testing.T) {
+// TestSpareGoesWithPollerRead pins that once the follower that read first
+// after a split waits, the copy it left for the poller (a spare) serves
+// the poller's next read and then goes (endTwinLocked, orphan), so that
+// the poller keeps no lease: one it kept held the pump at every wake until
+// its next poll (the review's 4x slower flood).
+func TestSpareGoesWithPollerRead(t *testing.T) {
 	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
 	b := NewHeadTailBuffer(4, 8, 0)
-	_, _ = b.Write([]byte("01234567"))
-	b.ReadSinceInto(0, make([]byte, 64)) // a reader reached the end: the flow control is made
+	_, _ = b.Write([]byte("0123"))
+	b.ReadSinceInto(0, make([]byte, 64)) // the follower, to 4
+	b.ReadSinceInto(0, make([]byte, 64)) // the poller, to 4
+	errc := make(chan error, 1)
+	go func() { errc <- b.WaitOutput(ctx, 4) }()
+	spinUntil(ctx, t, "waiting", func() bool { return pumpTestLocked(b, func() bool { return b.waiters == 1 }) })
+	_, _ = b.Write([]byte("456789abcdefghij"))
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if c := b.ReadSinceInto(4, make([]byte, 64)); c.Next != 20 || c.Lost != 0 { // the follower first
+		t.Fatalf("the follower's read from 4: %+v; want 4..20", c)
+	}
+	waitCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { errc <- b.WaitOutput(waitCtx, 20) }() // the follower waits at 20
+	spinUntil(ctx, t, "waiting", func() bool { return pumpTestLocked(b, func() bool { return b.waiters == 1 }) })
+	if c := b.ReadSinceInto(4, make([]byte, 64)); c.Lost != 0 || string(c.Data) != "456789abcdefghij" {
+		t.Errorf("the poller's read from 4: %+v; want the 16 bytes from its spare", c)
+	}
 	b.mu.Lock()
-	f := b.flow
-	f.leases = append(f.leases[:0],
-		lease{cursor: 8, class: readTail},               // the poller's, moved to the end by its poll
-		lease{cursor: 8, class: readSmall},              // a small reader's, of another class: kept
-		lease{cursor: 4, class: readTail, waited: true}) // another follower's, woken: kept
-	f.waiting = append(f.waiting[:0], lease{cursor: 8, class: readTail}) // the follower, waiting at 8
-	f.caughtUp, f.caught = 8, [readTail + 1]int8{}
+	leases, caught := len(b.flow.leases), b.flow.caught[readTail]
 	b.mu.Unlock()
-	b.writeQuiet([]byte("89ab"))
-	b.wakeFollowers(time.Now())
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var at8 []lease
-	for _, l := range f.leases {
-		if l.cursor == 8 {
-			at8 = append(at8, l)
-		}
+	if leases != 0 || caught != 1 {
+		t.Errorf("after the poller's read: %d leases, caught %d; want none (the follower waits) and the poller's count", leases, caught)
 	}
-	if len(at8) != 2 || !at8[0].waited && !at8[1].waited || len(f.leases) != 3 {
-		t.Errorf("after the wake: leases %+v; want the small reader's and the follower's at 8, claimed, and the one at 4", f.leases)
-	}
-	if f.caught[readTail] != 1 {
-		t.Errorf("after the wake: caught %v; want the poller's class back", f.caught)
+	stop()
+	if err := <-errc; err == nil {
+		t.Error("the follower's wait ended without its context")
 	}
 }

@@ -616,8 +616,11 @@ func (b *HeadTailBuffer) wakeLocked() {
 		b.waitc = nil
 	}
 	// The followers woken hold leases until they read (followState).
-	if f := b.flow; f != nil && f.wakeLeasesLocked() {
-		b.signalRoomLocked()
+	if f := b.flow; f != nil {
+		for _, w := range f.waiting {
+			f.leases = append(f.leases, lease{cursor: w.cursor, class: w.class, waited: true})
+		}
+		f.waiting = f.waiting[:0]
 	}
 }
 
