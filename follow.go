@@ -113,7 +113,7 @@ const followBound = 5 * time.Millisecond
 // A poller whose reads reach the end at a follower's cursor with the
 // follower's class may read there before it: the read then splits the
 // lease (splitLocked), so that whichever of the two reads second still
-// finds one.
+// finds one, if it reads within spareHold when it is the follower.
 type followState struct {
 	caughtUp int64
 	// caught counts, per class, the reads that reached the end at
