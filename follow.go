@@ -333,15 +333,15 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 // pace the pump with it (the copy is the poller's if the follower read
 // first). So the follower finds a lease whichever of the two reads
 // first, if it reads within spareHold when it reads second. The copy a
-// read moved is an ordinary lease: the poller's, if it read first, holds
-// the pump until its bound passes, as the lease it took did before. A
-// read that returns nothing moves no bytes and splits nothing.
+// read moved is an ordinary lease until a wait claims its twin
+// (endTwinLocked). A read that returns nothing moves no bytes and splits
+// nothing.
 //
 // The price, and what measured worse (the review's flood of 64 MiB, a
 // 64 KiB follower beside a 64 KiB poller, alternating with the code
 // before, 2026-11-28 night, load 0.6-2.5): beside a poller every 2 ms
-// the flood took 50-70 ms against 40-50 ms in the rounds the poller did
-// not pace (a third of them it paces, as before: it keeps a lease, its
+// the flood took 60-76 ms against 41-59 ms in the rounds the poller did
+// not pace (a quarter of them it paces, as before: it keeps a lease, its
 // reads and the follower's taking either lease at their shared cursor),
 // the spare held for the poller at the follower's wakes (spareHold of
 // 250 us measured the same). A spare that does not hold the pump lost
