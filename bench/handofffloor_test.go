@@ -103,17 +103,30 @@ func BenchmarkFollowHandoffFloor(b *testing.B) {
 //     and followed as in BenchmarkFollowCost's alone, 64KiB and pair.
 //
 // x-proc-pair over x-proc-alone is BenchmarkFollowCost's x-pair, to set
-// beside x-pair-<turn>. wakes-<name>, roomwaits-<name>, arms-<name> and
-// latwakes-<name> are BenchmarkFollowHandoffFloor's, wakes adding up both
-// followers' waits; lost-%-proc-<name> is BenchmarkFollowCost's
-// lost-%-<name>.
+// beside x-pair-<turn>.
+//
+// Measured (2026-11-28, 2 shared vCPUs, 15 counts of 40 ops in five runs,
+// load 2.2-2.7; median and range of x-<name>): no lossless pair gets
+// under 1.15x. pair-half-only 1.19 (1.15-1.24), pair-full 1.22
+// (1.17-1.27), pair-lat1ms-bound5ms 1.26 (1.22-1.32), against half-only
+// 1.12, full 1.15, lat1ms-bound5ms 1.19 with one follower; the library's
+// x-pair (x-proc-pair over x-proc-alone, per count) 1.25 (1.18-1.34), its
+// x-64KiB 1.13 (1.08-1.21). Per count, the library's x-pair less
+// pair-lat1ms-bound5ms was 0.00 (-0.14 to 0.12), less pair-half-only 0.06
+// (-0.06 to 0.16). Per 64 MiB the second follower added 2.6-3.3 ms
+// (median) to the floor's turns, 5.2 ms to the library's 64 KiB follower.
+//
+// wakes-<name>, roomwaits-<name>, arms-<name> and latwakes-<name> are
+// BenchmarkFollowHandoffFloor's, wakes adding up both followers' waits;
+// lost-%-proc-<name> is BenchmarkFollowCost's lost-%-<name>.
 //
 // There is no floor of BenchmarkFollowCost's mixed (the pair and readers
 // of 10 B and 4 KiB, which the library does not help and so lose bytes):
 // with the small readers unpaced, reading whatever the ring still held
-// and never waited for, it measured 1.51x alone (1.21-1.97; commit
-// f162678), above the library's own mixed, because a 10 B reader that
-// never catches up busies a CPU of the two; the library paces such tight
+// and never waited for, it measured 1.51x alone (1.20-2.36, 15 counts,
+// commit f162678), above the library's own mixed in the same runs (1.34,
+// 1.20-1.73, against its alone), because a 10 B reader that never
+// catches up busies one CPU of the two; the library paces such tight
 // readers (pace.go), and its 16 KiB tail gives them less to read. Their
 // floor is that pacing, which BenchmarkFollowCost's x-10B measures, and
 // the pair's.
