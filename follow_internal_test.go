@@ -180,6 +180,29 @@ func pumpTestLocked(b *HeadTailBuffer, f func() bool) bool {
 	return f()
 }
 
+// waitBlocked starts b.WaitOutput(waitCtx, cursor) and returns once it
+// blocks (the only waiter), with its result to come on the channel; ctx
+// bounds the spin.
+func waitBlocked(ctx, waitCtx context.Context, t *testing.T, b *HeadTailBuffer, cursor int64) <-chan error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- b.WaitOutput(waitCtx, cursor) }()
+	spinUntil(ctx, t, "waiting", func() bool { return pumpTestLocked(b, func() bool { return b.waiters == 1 }) })
+	return errc
+}
+
+// followedAt4 returns a buffer (head 4, tail 8) holding "0123" that a
+// follower reading followerRead bytes a call and a poller reading 64
+// bytes a call both read to the end, with no lease: the poller's class is
+// in caught for the follower's split.
+func followedAt4(followerRead int) *HeadTailBuffer {
+	b := NewHeadTailBuffer(4, 8, 0)
+	_, _ = b.Write([]byte("0123"))
+	b.ReadSinceInto(0, make([]byte, followerRead)) // the follower, to 4
+	b.ReadSinceInto(0, make([]byte, 64))           // the poller, to 4
+	return b
+}
+
 // TestLeaseMovesWithReadFromStart pins that a follower which reads
 // everything from the start each time (ReadSince(0), then WaitOutput at
 // the end: the simplest follower loop) releases its lease as it reads
@@ -1373,16 +1396,8 @@ func TestPollerLeavesFollowerLease(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	b := NewHeadTailBuffer(4, 8, 0)
-	_, _ = b.Write([]byte("0123"))
-	b.ReadSinceInto(0, make([]byte, 64)) // the follower, to 4
-	b.ReadSinceInto(0, make([]byte, 64)) // the poller, to 4
-	wait := func(cursor int64) chan error {
-		errc := make(chan error, 1)
-		go func() { errc <- b.WaitOutput(ctx, cursor) }()
-		spinUntil(ctx, t, "waiting", func() bool { return pumpTestLocked(b, func() bool { return b.waiters == 1 }) })
-		return errc
-	}
+	b := followedAt4(64)
+	wait := func(cursor int64) <-chan error { return waitBlocked(ctx, ctx, t, b, cursor) }
 	leases := func() (held, spare int) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -1487,13 +1502,8 @@ func TestPollerBetweenFollowerReads(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	b := NewHeadTailBuffer(4, 8, 0)
-	_, _ = b.Write([]byte("0123"))
-	b.ReadSinceInto(0, make([]byte, 8))  // the follower, to 4: reads of a tail's worth
-	b.ReadSinceInto(0, make([]byte, 64)) // the poller, to 4
-	errc := make(chan error, 1)
-	go func() { errc <- b.WaitOutput(ctx, 4) }()
-	spinUntil(ctx, t, "waiting", func() bool { return pumpTestLocked(b, func() bool { return b.waiters == 1 }) })
+	b := followedAt4(8) // the follower reads a tail's worth a call
+	errc := waitBlocked(ctx, ctx, t, b, 4)
 	// The pump writes without waking the follower at once (writeQuiet);
 	// the poller polls meanwhile and reaches the end at 12.
 	b.writeQuiet([]byte("456789ab"))
@@ -1525,13 +1535,8 @@ func TestSpareGoesWithPollerRead(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	b := NewHeadTailBuffer(4, 8, 0)
-	_, _ = b.Write([]byte("0123"))
-	b.ReadSinceInto(0, make([]byte, 64)) // the follower, to 4
-	b.ReadSinceInto(0, make([]byte, 64)) // the poller, to 4
-	errc := make(chan error, 1)
-	go func() { errc <- b.WaitOutput(ctx, 4) }()
-	spinUntil(ctx, t, "waiting", func() bool { return pumpTestLocked(b, func() bool { return b.waiters == 1 }) })
+	b := followedAt4(64)
+	errc := waitBlocked(ctx, ctx, t, b, 4)
 	_, _ = b.Write([]byte("456789abcdefghij"))
 	if err := <-errc; err != nil {
 		t.Fatal(err)
@@ -1541,8 +1546,7 @@ func TestSpareGoesWithPollerRead(t *testing.T) {
 	}
 	waitCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	go func() { errc <- b.WaitOutput(waitCtx, 20) }() // the follower waits at 20
-	spinUntil(ctx, t, "waiting", func() bool { return pumpTestLocked(b, func() bool { return b.waiters == 1 }) })
+	errc = waitBlocked(ctx, waitCtx, t, b, 20) // the follower waits at 20
 	if c := b.ReadSinceInto(4, make([]byte, 64)); c.Lost != 0 || string(c.Data) != "456789abcdefghij" {
 		t.Errorf("the poller's read from 4: %+v; want the 16 bytes from its spare", c)
 	}
