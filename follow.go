@@ -832,7 +832,7 @@ func (f *followState) claimLocked(cursor int64) (own int, class readClass, follo
 	if own >= 0 {
 		l := &f.leases[own]
 		twin, class := l.twin, l.class
-		l.waited, l.spare, l.twin = true, false, 0
+		l.waited, l.spare, l.twin, l.orphan = true, false, 0, false
 		if twin != 0 {
 			own = f.endTwinLocked(twin, own)
 		}
@@ -854,8 +854,10 @@ func (f *followState) claimLocked(cursor int64) (own int, class readClass, follo
 // index own (splitLocked: the same twin number), which a wait just
 // claimed, and returns own's index after it. Whichever of the two the
 // wait claimed, its reader waits: the other is most likely a poller's. A
-// copy a read moved goes, its class given back to caught for its reader
-// (a follower whose wait comes next claims it there); a spare not read
+// copy a read moved to the end goes, its class given back to caught for
+// its reader (a follower whose wait comes next claims it there), and one
+// a read left short of the end stays, an ordinary lease (its reader reads
+// on: a follower); a spare not read
 // yet is marked orphan, and goes once a read moves it (the poller's
 // poll, served under it) or its spareHold passes. So a poller that read
 // a spare keeps no lease past the follower's next wait, and never paces
@@ -872,7 +874,14 @@ func (f *followState) endTwinLocked(twin int32, own int) int {
 		f.leases[i].orphan, f.leases[i].twin = true, 0
 		return own
 	}
-	if l := f.leases[i]; l.cursor == f.caughtUp && f.caught[l.class] < caughtMax {
+	if f.leases[i].cursor != f.caughtUp {
+		// Its read stopped short of the end: its reader reads on, a
+		// follower reading a wake's bytes in pieces (found in review:
+		// deleting it lost that follower the rest of its wake).
+		f.leases[i].twin = 0
+		return own
+	}
+	if l := f.leases[i]; f.caught[l.class] < caughtMax {
 		f.caught[l.class]++
 	}
 	f.leases = slices.Delete(f.leases, i, i+1)

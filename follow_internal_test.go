@@ -1561,3 +1561,39 @@ func TestSpareGoesWithPollerRead(t *testing.T) {
 		t.Error("the follower's wait ended without its context")
 	}
 }
+
+// TestTwinClaimKeepsPiecewiseFollower pins that a wait that claims one
+// copy of a split lease keeps the other when a read left it short of the
+// end (endTwinLocked): its reader reads a wake's bytes on in pieces, a
+// follower, and deleting it lost that follower the rest of its wake
+// (found in review). F1 reads 8 bytes a call (a tail's worth), F2 64.
+func TestTwinClaimKeepsPiecewiseFollower(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	b := followedAt4(8) // F1 as the follower, F2 as the other reader
+	errc := waitBlocked(ctx, ctx, t, b, 4)
+	_, _ = b.Write([]byte("456789abcdefghij"))
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if c := b.ReadSinceInto(4, make([]byte, 8)); c.Next != 12 || c.Lost != 0 { // F1's first piece splits its lease
+		t.Fatalf("F1 from 4: %+v; want 4..12", c)
+	}
+	if c := b.ReadSinceInto(4, make([]byte, 64)); c.Next != 20 { // F2, from the spare, to the end
+		t.Fatalf("F2 from 4: %+v; want Next 20", c)
+	}
+	waitCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	errc = waitBlocked(ctx, waitCtx, t, b, 20) // F2's wait claims its copy
+	if n := b.room(followWindow); n != followWindow-(20-12) {
+		t.Errorf("room with F1 at 12 of 20: %d; want %d (the window from 12)", n, followWindow-(20-12))
+	}
+	_, _ = b.Write(make([]byte, b.room(followWindow))) // all the pump may write
+	if c := b.ReadSinceInto(12, make([]byte, 8)); c.Lost != 0 || string(c.Data) != "cdefghij" {
+		t.Errorf("F1's next piece from 12: %+v; want cdefghij, none lost", c)
+	}
+	if err := <-errc; err != nil { // the write woke it
+		t.Errorf("F2's wait: %v; want nil", err)
+	}
+}
