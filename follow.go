@@ -174,7 +174,7 @@ type lease struct {
 	// twin is the number of the split that made the lease or its copy
 	// (splitLocked), zero for none: a wait that claims one of the two
 	// ends the other's help (claimLocked). orphan marks a spare whose
-	// twin a wait claimed: the read that moves it ends it.
+	// twin a wait claimed: the read that moves it to the end ends it.
 	twin   int32
 	orphan bool
 }
@@ -857,9 +857,9 @@ func (f *followState) claimLocked(cursor int64) (own int, class readClass, follo
 // copy a read moved to the end goes, its class given back to caught for
 // its reader (a follower whose wait comes next claims it there), and one
 // a read left short of the end stays, an ordinary lease (its reader reads
-// on: a follower); a spare not read
-// yet is marked orphan, and goes once a read moves it (the poller's
-// poll, served under it) or its spareHold passes. So a poller that read
+// on: a follower); a spare not read yet is marked orphan, and goes once a
+// read moves it to the end (the poller's poll, served under it) or its
+// spareHold passes. So a poller that read
 // a spare keeps no lease past the follower's next wait, and never paces
 // the pump (a lease it kept held the pump 5 ms at every wake: a flood ran
 // 4x slower; found in review); nor does a wake drop the lease of a

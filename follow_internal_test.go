@@ -1597,3 +1597,33 @@ func TestTwinClaimKeepsPiecewiseFollower(t *testing.T) {
 		t.Errorf("F2's wait: %v; want nil", err)
 	}
 }
+
+// TestClaimedOrphanStays pins that a wait that claims an orphan spare
+// (endTwinLocked) makes it an ordinary lease: its claimer's next read,
+// which reaches the end, moves it rather than ending it, so the claimer
+// keeps the pump's help between that read and its next wait.
+func TestClaimedOrphanStays(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	b := NewHeadTailBuffer(4, 8, 0)
+	_, _ = b.Write([]byte("0123"))
+	b.ReadSinceInto(0, make([]byte, 64)) // the flow control is made
+	b.mu.Lock()
+	// An orphan spare at 4, copied from a lease no wait had claimed.
+	b.flow.leases = append(b.flow.leases[:0], lease{cursor: 4, class: readTail, spare: true, orphan: true})
+	b.flow.caught = [readTail + 1]int8{} // no other reader there: no split
+	b.mu.Unlock()
+	_, _ = b.Write([]byte("4567"))
+	if err := b.WaitOutput(ctx, 4); err != nil { // bytes there: claims it, returns at once
+		t.Fatal(err)
+	}
+	if c := b.ReadSinceInto(4, make([]byte, 64)); c.Next != 8 || c.Lost != 0 {
+		t.Fatalf("the claimer's read from 4: %+v; want 4..8", c)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.flow.leases) != 1 || b.flow.leases[0].cursor != 8 {
+		t.Errorf("after the claimer's read to the end: leases %+v; want its lease at 8", b.flow.leases)
+	}
+}
