@@ -41,12 +41,18 @@ func waitPIDs(ctx context.Context, pids []int) {
 // pidfdNonblock opens a non-blocking pidfd of the process pid: in one
 // call where the kernel takes PIDFD_NONBLOCK (5.10 on), two calls fewer
 // per record than setting it after (issue 22, a start of `true`).
-func pidfdNonblock(pid int) (int, error) {
-	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+func pidfdNonblock(pid int) (int, error) { return pidfdNonblockWith(unix.PidfdOpen, pid) }
+
+// pidfdNonblockWith is pidfdNonblock with the pidfd_open call passed in,
+// so that a test can play a kernel from 5.3 to 5.9, which refuses the
+// flag with EINVAL: there the pidfd is opened plain and made
+// non-blocking after (pidfds are close-on-exec whatever the flags).
+func pidfdNonblockWith(open func(pid, flags int) (int, error), pid int) (int, error) {
+	fd, err := open(pid, unix.PIDFD_NONBLOCK)
 	if err != unix.EINVAL {
 		return fd, err
 	}
-	if fd, err = unix.PidfdOpen(pid, 0); err != nil {
+	if fd, err = open(pid, 0); err != nil {
 		return -1, err
 	}
 	if err := unix.SetNonblock(fd, true); err != nil {
