@@ -112,14 +112,22 @@ const followBound = 5 * time.Millisecond
 // pump until its bound passes (hold), and reads without help meanwhile.
 // A poller whose reads reach the end at a follower's cursor with the
 // follower's class may read there before it: the read then splits the
-// lease (splitLocked), so that whichever of the two reads second still
-// finds one, if it reads within spareHold when it is the follower.
+// lease (splitLocked), so that whichever reads later still finds one, if
+// it reads within spareHold when it is the follower.
 type followState struct {
 	caughtUp int64
 	// caught counts, per class, the reads that reached the end at
 	// caughtUp with no lease, not yet taken by a wait there (at most
 	// caughtMax each).
 	caught [readTail + 1]int8
+	// before is caughtUp and caught as they were when a read last
+	// reached the end further on, less the readers counted there that
+	// read on from there since (a copy nobody reads holds the pump for
+	// spareHold: TestNoCopyForPollerGone): a split there still leaves
+	// the others a copy each (splitLocked). Only the last such cursor is
+	// kept: keeping four paced a flood beside two pollers every 200 us
+	// through the copies they moved, 3x slower in 14 of 15 rounds.
+	before caughtAt
 	// twins numbers the splits (splitLocked, lease.twin).
 	twins   int32
 	waiting []lease // cursor and class only
@@ -139,9 +147,17 @@ type followState struct {
 	pieces pacer
 }
 
+// caughtAt is a cursor and the counts caught had there (followState.before).
+type caughtAt struct {
+	cursor int64
+	n      [readTail + 1]int8
+}
+
 // newFollowState returns the flow control of a buffer a read just
 // reached the end of, or read in pieces; no cursor is caught up yet.
-func newFollowState() *followState { return &followState{caughtUp: -1, windowMax: followWindow} }
+func newFollowState() *followState {
+	return &followState{caughtUp: -1, before: caughtAt{cursor: -1}, windowMax: followWindow}
+}
 
 // lease is a woken follower's claim on the bytes from cursor on. woken is
 // when the pump woke it, zero until the pump stamps it (wakeFollowers,
@@ -302,10 +318,17 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 		}
 		b.signalRoomLocked()
 	}
+	if n := &f.before.n[class]; i < 0 && c.Next != cursor && cursor == f.before.cursor && *n > 0 {
+		*n-- // a reader counted there read on
+	}
 	if c.Next < c.End || class == readSmall && c.Next != f.caughtUp {
 		return
 	}
 	if c.Next != f.caughtUp {
+		f.before = caughtAt{cursor: f.caughtUp, n: f.caught}
+		if n := &f.before.n[class]; i < 0 && cursor == f.caughtUp && *n > 0 {
+			*n-- // this reader read on from there
+		}
 		f.caughtUp, f.caught = c.Next, [readTail + 1]int8{}
 	}
 	// A reader reached the end without a lease: its wait takes this
@@ -317,12 +340,19 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 }
 
 // splitLocked leaves a copy of the lease at index i, which a read from
-// cursor that returned c is about to move, at cursor for another reader,
-// when the read may not be its follower's: a read of the lease's class
-// that never waited reached the end at cursor too, with no lease (caught
-// counts it), so that two readers of one class read from cursor next:
-// the follower, woken there or reading a wake's bytes on from there, and
-// that reader. Leases carry no owner, so the read may be that reader's,
+// cursor that returned c is about to move, at cursor for each other
+// reader there, when the read may not be its follower's: readers of the
+// lease's class that never waited reached the end at cursor too, with no
+// lease (caught counts them, or before once a read reached the end
+// further on), so that several readers of one class read from cursor
+// next: the follower, woken there or reading a wake's bytes on from
+// there, and those readers. With one copy for all of them, a second
+// poller took the copy, and the follower lost 1.5 MB every three rounds
+// of 64 KiB bursts every millisecond; with no count kept once caughtUp
+// moved on, a poller catching up from further back let the other take the
+// lease whole (TestSplitLeavesEachPollerACopy,
+// TestSplitForPollerLeftBehind; found with a model of the pump,
+// TestFollowerKeepsUpBesideOthers). Leases carry no owner, so the read may be that reader's,
 // a poller's, and the follower would find no lease at its cursor and
 // lose what the pump overwrote (found in review: 13-41 MB of a 400 MB
 // flood beside a 64 KiB poller every 200 us; and a 64 KiB poller every
@@ -357,14 +387,27 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 // came first (found in review).
 func (f *followState) splitLocked(i int, cursor int64, c Chunk) {
 	l := f.leases[i]
-	if l.cursor != cursor || c.Next == cursor || cursor != f.caughtUp || f.caught[l.class] == 0 {
+	if l.cursor != cursor || c.Next == cursor {
 		return
 	}
-	f.caught[l.class]--
+	var others *int8
+	switch cursor {
+	case f.caughtUp:
+		others = &f.caught[l.class]
+	case f.before.cursor:
+		others = &f.before.n[l.class]
+	default:
+		return
+	}
+	if *others == 0 {
+		return
+	}
 	f.twins++
 	f.leases[i].twin = f.twins
 	l.spare, l.spareSince, l.twin = true, time.Time{}, f.twins
-	f.leases = append(f.leases, l)
+	for ; *others > 0; *others-- {
+		f.leases = append(f.leases, l)
+	}
 }
 
 // leaseReadLocked returns the index of the lease a cursor read from

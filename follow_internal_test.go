@@ -1627,3 +1627,110 @@ func TestClaimedOrphanStays(t *testing.T) {
 		t.Errorf("after the claimer's read to the end: leases %+v; want its lease at 8", b.flow.leases)
 	}
 }
+
+// TestSplitLeavesEachPollerACopy pins that a split leaves a copy for each
+// reader that caught counts at the cursor (splitLocked): with two pollers
+// there, the second one's read took the only copy, and the follower lost
+// what the pump overwrote (found with a model of the pump,
+// TestFollowerKeepsUpBesideOthers; beside two 64 KiB pollers, a follower
+// of 64 KiB bursts every millisecond lost 1.5 MB every three rounds).
+func TestSplitLeavesEachPollerACopy(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	b := followedAt4(64)                 // the follower and the first poller read to 4
+	b.ReadSinceInto(0, make([]byte, 64)) // the second poller
+	errc := waitBlocked(ctx, ctx, t, b, 4)
+	_, _ = b.Write([]byte("456789abcdefghij")) // 8 bytes past the tail: only the window holds them
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	for _, who := range []string{"the first poller", "the second poller", "the follower"} {
+		if c := b.ReadSinceInto(4, make([]byte, 64)); c.Lost != 0 || string(c.Data) != "456789abcdefghij" {
+			t.Errorf("%s's read from 4: %+v; want the 16 bytes, none lost", who, c)
+		}
+	}
+}
+
+// TestSplitForPollerLeftBehind pins that a split still leaves a copy for
+// a poller counted at the follower's cursor after another reader reached
+// the end further on (followState.before): a poller catching up from
+// further back moved caughtUp past the follower's cursor, and the first
+// poller's read took the follower's lease whole (found with a model of
+// the pump, TestFollowerKeepsUpBesideOthers).
+func TestSplitForPollerLeftBehind(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	b := followedAt4(64) // the follower and the first poller read to 4
+	errc := waitBlocked(ctx, ctx, t, b, 4)
+	b.writeQuiet([]byte("4567"))                                // the follower is not woken yet
+	if c := b.ReadSinceInto(0, make([]byte, 64)); c.Next != 8 { // the second poller, from the start
+		t.Fatalf("the second poller's read from 0: %+v; want Next 8", c)
+	}
+	b.writeQuiet([]byte("89abcdefghij")) // 4 bytes past the tail: only the window holds them
+	b.wakeFollowers(time.Now())
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if c := b.ReadSinceInto(4, make([]byte, 64)); c.Next != 20 { // the first poller reads first
+		t.Fatalf("the first poller's read from 4: %+v; want Next 20", c)
+	}
+	if c := b.ReadSinceInto(4, make([]byte, 64)); c.Lost != 0 || string(c.Data) != "456789abcdefghij" {
+		t.Errorf("the follower's read from 4 after the poller's: %+v; want the 16 bytes, none lost", c)
+	}
+}
+
+// TestNoCopyForPollerGone pins that a poller counted at the follower's
+// cursor that read on from there without a lease is no longer counted
+// there (followState.before), so that the follower's read leaves no copy
+// for it: a copy nobody reads holds the pump for spareHold at the
+// follower's wakes (a 64 MiB flood beside a poller every 200 us ran 2x
+// slower while a version kept such counts).
+func TestNoCopyForPollerGone(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// readOn reads on from 4 as the poller, after the follower's
+		// wait there and the writes of 4567.
+		readOn func(t *testing.T, b *HeadTailBuffer)
+	}{
+		{"its read moved caughtUp", func(t *testing.T, b *HeadTailBuffer) {
+			if c := b.ReadSinceInto(4, make([]byte, 64)); c.Next != 8 {
+				t.Fatalf("the poller's read from 4: %+v; want Next 8", c)
+			}
+		}},
+		{"another read moved caughtUp first", func(t *testing.T, b *HeadTailBuffer) {
+			if c := b.ReadSinceInto(0, make([]byte, 64)); c.Next != 8 { // a second poller
+				t.Fatalf("the second poller's read from 0: %+v; want Next 8", c)
+			}
+			if c := b.ReadSinceInto(4, make([]byte, 64)); c.Next != 8 {
+				t.Fatalf("the poller's read from 4: %+v; want Next 8", c)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			b := followedAt4(64) // the follower and the poller read to 4
+			errc := waitBlocked(ctx, ctx, t, b, 4)
+			b.writeQuiet([]byte("4567"))
+			tc.readOn(t, b)
+			b.wakeFollowers(time.Now())
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			if c := b.ReadSinceInto(4, make([]byte, 64)); c.Lost != 0 || string(c.Data) != "4567" {
+				t.Fatalf("the follower's read from 4: %+v; want 4567", c)
+			}
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			for _, l := range b.flow.leases {
+				if l.spare {
+					t.Errorf("after the follower's read: a spare lease at %d; want none (its poller read on)", l.cursor)
+				}
+			}
+		})
+	}
+}
