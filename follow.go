@@ -347,13 +347,14 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 // further on), so that several readers of one class read from cursor
 // next: the follower, woken there or reading a wake's bytes on from
 // there, and those readers. With one copy for all of them, a second
-// poller took the copy, and the follower lost 1.5 MB every three rounds
+// poller took the copy, and the follower lost 0.4 MB every three rounds
 // of 64 KiB bursts every millisecond; with no count kept once caughtUp
 // moved on, a poller catching up from further back let the other take the
 // lease whole (TestSplitLeavesEachPollerACopy,
 // TestSplitForPollerLeftBehind; found with a model of the pump,
-// TestFollowerKeepsUpBesideOthers). Leases carry no owner, so the read may be that reader's,
-// a poller's, and the follower would find no lease at its cursor and
+// TestFollowerKeepsUpBesideOthers). Leases carry no owner, so the read
+// may be that reader's, a poller's, and the follower would find no lease
+// at its cursor and
 // lose what the pump overwrote (found in review: 13-41 MB of a 400 MB
 // flood beside a 64 KiB poller every 200 us; and a 64 KiB poller every
 // 200 us of 64 KiB bursts took the lease between a follower's two reads

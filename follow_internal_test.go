@@ -1633,7 +1633,7 @@ func TestClaimedOrphanStays(t *testing.T) {
 // there, the second one's read took the only copy, and the follower lost
 // what the pump overwrote (found with a model of the pump,
 // TestFollowerKeepsUpBesideOthers; beside two 64 KiB pollers, a follower
-// of 64 KiB bursts every millisecond lost 1.5 MB every three rounds).
+// of 64 KiB bursts every millisecond lost 0.4 MB every three rounds).
 func TestSplitLeavesEachPollerACopy(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
