@@ -403,9 +403,16 @@ func (f *followState) splitLocked(i int, cursor int64, c Chunk) {
 	if *others == 0 {
 		return
 	}
-	f.twins++
-	f.leases[i].twin = f.twins
-	l.spare, l.spareSince, l.twin = true, time.Time{}, f.twins
+	if l.twin == 0 {
+		f.twins++
+		l.twin = f.twins
+	}
+	// A copy split again keeps its number, so that a claim of its old
+	// partner still ends it (TestResplitKeepsTwin: renumbered, the
+	// poller's copy outlived the follower's claim, an ordinary lease
+	// holding the pump for followBound at each wake; found in review).
+	f.leases[i].twin = l.twin
+	l.spare, l.spareSince = true, time.Time{}
 	for ; *others > 0; *others-- {
 		f.leases = append(f.leases, l)
 	}

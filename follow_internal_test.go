@@ -1734,3 +1734,43 @@ func TestNoCopyForPollerGone(t *testing.T) {
 		})
 	}
 }
+
+// TestResplitKeepsTwin pins that a copy split again keeps its twin number
+// (splitLocked), so that the follower's claim of its old partner still
+// ends the poller's copy: renumbered, the partner found no twin to end,
+// and the poller kept an ordinary lease that held the pump for followBound
+// at each wake (found in review).
+func TestResplitKeepsTwin(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	b := followedAt4(64) // the follower F and the poller P read to 4
+	errc := waitBlocked(ctx, ctx, t, b, 4)
+	_, _ = b.Write([]byte("456789abcdefghij"))
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if c := b.ReadSinceInto(4, make([]byte, 64)); c.Next != 20 { // P first: it splits F's lease
+		t.Fatalf("P's read from 4: %+v; want Next 20", c)
+	}
+	if c := b.ReadSinceInto(4, make([]byte, 64)); c.Next != 20 || c.Lost != 0 { // F, from its copy
+		t.Fatalf("F's read from 4: %+v; want 4..20", c)
+	}
+	for q := int64(0); q < 20; { // a second poller Q reaches 20, from the start
+		q = b.ReadSinceInto(q, make([]byte, 64)).Next
+	}
+	_, _ = b.Write([]byte("klmnopqrstuvwxyz"))
+	if c := b.ReadSinceInto(20, make([]byte, 64)); c.Next != 36 { // P again: it splits its copy for Q
+		t.Fatalf("P's read from 20: %+v; want Next 36", c)
+	}
+	if err := b.WaitOutput(ctx, 20); err != nil { // F's wait: the bytes are there
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, l := range b.flow.leases {
+		if l.cursor == 36 && !l.spare && !l.waited {
+			t.Errorf("after F's wait at 20: the poller keeps an ordinary lease at 36 %+v; want it gone", l)
+		}
+	}
+}
