@@ -354,11 +354,10 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 // TestSplitForPollerLeftBehind; found with a model of the pump,
 // TestFollowerKeepsUpBesideOthers). Leases carry no owner, so the read
 // may be that reader's, a poller's, and the follower would find no lease
-// at its cursor and
-// lose what the pump overwrote (found in review: 13-41 MB of a 400 MB
-// flood beside a 64 KiB poller every 200 us; and a 64 KiB poller every
-// 200 us of 64 KiB bursts took the lease between a follower's two reads
-// of one wake). The copy has the lease's bound (woken, target), and is
+// at its cursor and lose what the pump overwrote (found in review:
+// 13-41 MB of a 400 MB flood beside a 64 KiB poller every 200 us; and a
+// 64 KiB poller every 200 us of 64 KiB bursts took the lease between a
+// follower's two reads of one wake). The copy has the lease's bound (woken, target), and is
 // spare until a read moves it or a wait claims it: it holds the pump for
 // spareHold at most, so that a poller slower than the follower does not
 // pace the pump with it (the copy is the poller's if the follower read
