@@ -403,7 +403,11 @@ func (f *followState) splitLocked(i int, cursor int64, c Chunk) {
 		return
 	}
 	if l.twin == 0 {
-		f.twins++
+		// Numbers wrap past 0, which means none; a lease lives
+		// milliseconds, so a number used again is long gone.
+		if f.twins++; f.twins <= 0 {
+			f.twins = 1
+		}
 		l.twin = f.twins
 	}
 	// A copy split again keeps its number, so that a claim of its old

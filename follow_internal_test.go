@@ -3,6 +3,7 @@ package proc
 import (
 	"bytes"
 	"context"
+	"math"
 	"os"
 	"runtime"
 	"testing"
@@ -1771,6 +1772,33 @@ func TestResplitKeepsTwin(t *testing.T) {
 	for _, l := range b.flow.leases {
 		if l.cursor == 36 && !l.spare && !l.waited {
 			t.Errorf("after F's wait at 20: the poller keeps an ordinary lease at 36 %+v; want it gone", l)
+		}
+	}
+}
+
+// TestTwinNumbersWrap pins that split numbers skip 0 (no twin) when the
+// counter wraps (review E's low finding: after 2^31 splits a split made
+// copies with no twin, whose claim ended nothing).
+func TestTwinNumbersWrap(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	b := followedAt4(64)
+	errc := waitBlocked(ctx, ctx, t, b, 4)
+	_, _ = b.Write([]byte("4567"))
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	pumpTestLocked(b, func() bool { b.flow.twins = math.MaxInt32; return true })
+	b.ReadSinceInto(4, make([]byte, 64)) // the follower: the poller's count at 4 splits its lease
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.flow.leases) != 2 {
+		t.Fatalf("after the split: leases %+v; want the lease and its copy", b.flow.leases)
+	}
+	for _, l := range b.flow.leases {
+		if l.twin <= 0 {
+			t.Errorf("a split after %d: twin %d; want a number above 0", math.MaxInt32, l.twin)
 		}
 	}
 }
