@@ -192,6 +192,17 @@ func waitBlocked(ctx, waitCtx context.Context, t *testing.T, b *HeadTailBuffer, 
 	return errc
 }
 
+// wokenAt4 has a follower wait at 4 in b (waitBlocked), writes p, and
+// returns once the write woke it.
+func wokenAt4(ctx context.Context, t *testing.T, b *HeadTailBuffer, p []byte) {
+	t.Helper()
+	errc := waitBlocked(ctx, ctx, t, b, 4)
+	_, _ = b.Write(p)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // followedAt4 returns a buffer (head 4, tail 8) holding "0123" that a
 // follower reading followerRead bytes a call and a poller reading 64
 // bytes a call both read to the end, with no lease: the poller's class is
@@ -1537,17 +1548,13 @@ func TestSpareGoesWithPollerRead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	b := followedAt4(64)
-	errc := waitBlocked(ctx, ctx, t, b, 4)
-	_, _ = b.Write([]byte("456789abcdefghij"))
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	wokenAt4(ctx, t, b, []byte("456789abcdefghij"))
 	if c := b.ReadSinceInto(4, make([]byte, 64)); c.Next != 20 || c.Lost != 0 { // the follower first
 		t.Fatalf("the follower's read from 4: %+v; want 4..20", c)
 	}
 	waitCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	errc = waitBlocked(ctx, waitCtx, t, b, 20) // the follower waits at 20
+	errc := waitBlocked(ctx, waitCtx, t, b, 20) // the follower waits at 20
 	if c := b.ReadSinceInto(4, make([]byte, 64)); c.Lost != 0 || string(c.Data) != "456789abcdefghij" {
 		t.Errorf("the poller's read from 4: %+v; want the 16 bytes from its spare", c)
 	}
@@ -1573,11 +1580,7 @@ func TestTwinClaimKeepsPiecewiseFollower(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	b := followedAt4(8) // F1 as the follower, F2 as the other reader
-	errc := waitBlocked(ctx, ctx, t, b, 4)
-	_, _ = b.Write([]byte("456789abcdefghij"))
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	wokenAt4(ctx, t, b, []byte("456789abcdefghij"))
 	if c := b.ReadSinceInto(4, make([]byte, 8)); c.Next != 12 || c.Lost != 0 { // F1's first piece splits its lease
 		t.Fatalf("F1 from 4: %+v; want 4..12", c)
 	}
@@ -1586,7 +1589,7 @@ func TestTwinClaimKeepsPiecewiseFollower(t *testing.T) {
 	}
 	waitCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	errc = waitBlocked(ctx, waitCtx, t, b, 20) // F2's wait claims its copy
+	errc := waitBlocked(ctx, waitCtx, t, b, 20) // F2's wait claims its copy
 	if n := b.room(followWindow); n != followWindow-(20-12) {
 		t.Errorf("room with F1 at 12 of 20: %d; want %d (the window from 12)", n, followWindow-(20-12))
 	}
@@ -1639,13 +1642,9 @@ func TestSplitLeavesEachPollerACopy(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	b := followedAt4(64)                 // the follower and the first poller read to 4
-	b.ReadSinceInto(0, make([]byte, 64)) // the second poller
-	errc := waitBlocked(ctx, ctx, t, b, 4)
-	_, _ = b.Write([]byte("456789abcdefghij")) // 8 bytes past the tail: only the window holds them
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	b := followedAt4(64)                            // the follower and the first poller read to 4
+	b.ReadSinceInto(0, make([]byte, 64))            // the second poller
+	wokenAt4(ctx, t, b, []byte("456789abcdefghij")) // 8 bytes past the tail: only the window holds them
 	for _, who := range []string{"the first poller", "the second poller", "the follower"} {
 		if c := b.ReadSinceInto(4, make([]byte, 64)); c.Lost != 0 || string(c.Data) != "456789abcdefghij" {
 			t.Errorf("%s's read from 4: %+v; want the 16 bytes, none lost", who, c)
@@ -1746,11 +1745,7 @@ func TestResplitKeepsTwin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	b := followedAt4(64) // the follower F and the poller P read to 4
-	errc := waitBlocked(ctx, ctx, t, b, 4)
-	_, _ = b.Write([]byte("456789abcdefghij"))
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	wokenAt4(ctx, t, b, []byte("456789abcdefghij"))
 	if c := b.ReadSinceInto(4, make([]byte, 64)); c.Next != 20 { // P first: it splits F's lease
 		t.Fatalf("P's read from 4: %+v; want Next 20", c)
 	}
@@ -1784,11 +1779,7 @@ func TestTwinNumbersWrap(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	b := followedAt4(64)
-	errc := waitBlocked(ctx, ctx, t, b, 4)
-	_, _ = b.Write([]byte("4567"))
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	wokenAt4(ctx, t, b, []byte("4567"))
 	pumpTestLocked(b, func() bool { b.flow.twins = math.MaxInt32; return true })
 	b.ReadSinceInto(4, make([]byte, 64)) // the follower: the poller's count at 4 splits its lease
 	b.mu.Lock()
