@@ -125,8 +125,9 @@ type followState struct {
 	// read on from there since (a copy nobody reads holds the pump for
 	// spareHold: TestNoCopyForPollerGone): a split there still leaves
 	// the others a copy each (splitLocked). Only the last such cursor is
-	// kept: keeping four paced a flood beside two pollers every 200 us
-	// through the copies they moved, 3x slower in 14 of 15 rounds.
+	// kept: keeping four (with copies for waiting followers too) paced a
+	// flood beside two pollers every 200 us through the copies they
+	// moved, 3x slower in 14 of 15 rounds.
 	before caughtAt
 	// twins numbers the splits (splitLocked, lease.twin).
 	twins   int32
@@ -357,15 +358,16 @@ func (b *HeadTailBuffer) followReadLocked(cursor int64, c Chunk, limit int) {
 // at its cursor and lose what the pump overwrote (found in review:
 // 13-41 MB of a 400 MB flood beside a 64 KiB poller every 200 us; and a
 // 64 KiB poller every 200 us of 64 KiB bursts took the lease between a
-// follower's two reads of one wake). The copy has the lease's bound (woken, target), and is
-// spare until a read moves it or a wait claims it: it holds the pump for
-// spareHold at most, so that a poller slower than the follower does not
-// pace the pump with it (the copy is the poller's if the follower read
-// first). So the follower finds a lease whichever of the two reads
-// first, if it reads within spareHold when it reads second. The copy a
-// read moved is an ordinary lease until a wait claims its twin
-// (endTwinLocked). A read that returns nothing moves no bytes and splits
-// nothing.
+// follower's two reads of one wake). A copy has the lease's bound
+// (woken, target), and is spare until a read moves it or a wait claims
+// it: it holds the pump for spareHold at most, so that a poller slower
+// than the follower does not pace the pump with it (the copy is the
+// poller's if the follower read first). The copies of one split are
+// stamped by the same wake or hold, so together they too hold the pump
+// spareHold at most. So the follower finds a lease whoever reads first,
+// if it reads within spareHold when it reads later. A copy a read moved
+// is an ordinary lease until a wait claims its twin (endTwinLocked). A
+// read that returns nothing moves no bytes and splits nothing.
 //
 // The price, and what measured worse (the review's flood of 64 MiB, a
 // 64 KiB follower beside a 64 KiB poller, alternating with the code
@@ -402,6 +404,10 @@ func (f *followState) splitLocked(i int, cursor int64, c Chunk) {
 	if *others == 0 {
 		return
 	}
+	// A copy split again keeps its number, so that a claim of its old
+	// partner still ends it (TestResplitKeepsTwin: renumbered, the
+	// poller's copy outlived the follower's claim, an ordinary lease
+	// holding the pump for followBound at each wake; found in review).
 	if l.twin == 0 {
 		// Numbers wrap past 0, which means none; a lease lives
 		// milliseconds, so a number used again is long gone.
@@ -410,10 +416,6 @@ func (f *followState) splitLocked(i int, cursor int64, c Chunk) {
 		}
 		l.twin = f.twins
 	}
-	// A copy split again keeps its number, so that a claim of its old
-	// partner still ends it (TestResplitKeepsTwin: renumbered, the
-	// poller's copy outlived the follower's claim, an ordinary lease
-	// holding the pump for followBound at each wake; found in review).
 	f.leases[i].twin = l.twin
 	l.spare, l.spareSince = true, time.Time{}
 	for ; *others > 0; *others-- {

@@ -203,17 +203,23 @@ func wokenAt4(ctx context.Context, t *testing.T, b *HeadTailBuffer, p []byte) {
 	}
 }
 
+// readTo4 returns a buffer (head 4, tail 8) holding "0123" that a reader
+// per entry of reads read to the end with a buffer of that many bytes,
+// with no lease: their classes are in caught at 4.
+func readTo4(reads ...int) *HeadTailBuffer {
+	b := NewHeadTailBuffer(4, 8, 0)
+	_, _ = b.Write([]byte("0123"))
+	for _, n := range reads {
+		b.ReadSinceInto(0, make([]byte, n))
+	}
+	return b
+}
+
 // followedAt4 returns a buffer (head 4, tail 8) holding "0123" that a
 // follower reading followerRead bytes a call and a poller reading 64
 // bytes a call both read to the end, with no lease: the poller's class is
 // in caught for the follower's split.
-func followedAt4(followerRead int) *HeadTailBuffer {
-	b := NewHeadTailBuffer(4, 8, 0)
-	_, _ = b.Write([]byte("0123"))
-	b.ReadSinceInto(0, make([]byte, followerRead)) // the follower, to 4
-	b.ReadSinceInto(0, make([]byte, 64))           // the poller, to 4
-	return b
-}
+func followedAt4(followerRead int) *HeadTailBuffer { return readTo4(followerRead, 64) }
 
 // TestLeaseMovesWithReadFromStart pins that a follower which reads
 // everything from the start each time (ReadSince(0), then WaitOutput at
@@ -612,9 +618,7 @@ func TestOneEntryPerWait(t *testing.T) {
 	// A small reader waits where WaitFor's last read reached the end and
 	// matched, beside a follower; both read: no lease is left.
 	for _, bytesThere := range []bool{true, false} {
-		b := NewHeadTailBuffer(4, 8, 0)
-		_, _ = b.Write([]byte("0123"))
-		b.ReadSinceInto(0, make([]byte, 64)) // the follower, to 4
+		b := readTo4(64) // the follower, to 4
 		for s := int64(0); s < 4; {
 			s = b.ReadSinceInto(s, make([]byte, 2)).Next // the small reader
 		}
@@ -696,9 +700,7 @@ func TestOneEntryPerWait(t *testing.T) {
 	// Entries of both classes at 4, the small one first: the follower's
 	// read takes its class's, then the small reader's the other. And
 	// a follower's entry alone: a small reader's read leaves its lease.
-	b := NewHeadTailBuffer(4, 8, 0)
-	_, _ = b.Write([]byte("0123"))
-	b.ReadSinceInto(0, make([]byte, 64))
+	b := readTo4(64)
 	b.mu.Lock()
 	b.flow.caught = [readTail + 1]int8{}
 	b.flow.waiting = append(b.flow.waiting, lease{cursor: 4, class: readSmall}, lease{cursor: 4, class: readTail})
@@ -728,9 +730,7 @@ func TestGivenUpWaitKeepsClass(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	b := NewHeadTailBuffer(4, 8, 0)
-	_, _ = b.Write([]byte("0123"))
-	b.ReadSinceInto(0, make([]byte, 64)) // the follower, to 4, no lease
+	b := readTo4(64) // the follower, to 4, no lease
 	waitCtx, giveUp := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- b.WaitOutput(waitCtx, 4) }() // ends at giveUp
@@ -1610,9 +1610,7 @@ func TestClaimedOrphanStays(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	b := NewHeadTailBuffer(4, 8, 0)
-	_, _ = b.Write([]byte("0123"))
-	b.ReadSinceInto(0, make([]byte, 64)) // the flow control is made
+	b := readTo4(64) // the flow control is made
 	b.mu.Lock()
 	// An orphan spare at 4, copied from a lease no wait had claimed.
 	b.flow.leases = append(b.flow.leases[:0], lease{cursor: 4, class: readTail, spare: true, orphan: true})
@@ -1642,8 +1640,7 @@ func TestSplitLeavesEachPollerACopy(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	b := followedAt4(64)                            // the follower and the first poller read to 4
-	b.ReadSinceInto(0, make([]byte, 64))            // the second poller
+	b := readTo4(64, 64, 64)                        // the follower and two pollers read to 4
 	wokenAt4(ctx, t, b, []byte("456789abcdefghij")) // 8 bytes past the tail: only the window holds them
 	for _, who := range []string{"the first poller", "the second poller", "the follower"} {
 		if c := b.ReadSinceInto(4, make([]byte, 64)); c.Lost != 0 || string(c.Data) != "456789abcdefghij" {
