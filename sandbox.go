@@ -37,9 +37,12 @@ import (
 // restricted.
 type Sandbox struct {
 	// WritableRoots are absolute paths of existing directories or files.
-	// The tree may create, change, rename and delete beneath them;
-	// everywhere else it may read and execute, and nothing more. A
-	// relative, empty or missing root is ErrInvalid.
+	// The tree may create, change, rename and delete beneath them, and
+	// change the mode (never to setuid or setgid), owner and times of what
+	// lies beneath them; everywhere else it may read and execute, and
+	// nothing more. A relative, empty or missing root is ErrInvalid, and so
+	// on Linux is a root that passes through a symbolic link (the error
+	// names the real path, which the caller may pass instead).
 	WritableRoots []string `json:"writable_roots,omitempty"`
 	// Network false denies every socket but AF_UNIX stream sockets: no
 	// IPv4/IPv6 (TCP, UDP, raw, MPTCP), no io_uring, and no connecting to
@@ -70,6 +73,12 @@ func (s *Sandbox) validate(where string) (*Sandbox, error) {
 		}
 		if _, err := os.Stat(root); err != nil {
 			return nil, xerrors.Errorf("start: %s.WritableRoots: %s: %v: %w", where, quotePath(root), err, ErrInvalid)
+		}
+		if real, linked := rootThroughSymlink(root); linked {
+			// A tree could have planted the link to redirect this start's
+			// root: the caller names the real path itself.
+			return nil, xerrors.Errorf("start: %s.WritableRoots: %s passes through a symbolic link (it resolves to %s): %w",
+				where, quotePath(root), quotePath(real), ErrInvalid)
 		}
 		roots = append(roots, filepath.Clean(root))
 	}

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 
+	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
 
 	"github.com/procvisor/proc/internal/sandbox"
@@ -29,6 +31,26 @@ func probeSandbox(steps sandboxSteps) (k sandboxKernel, err error, lasting bool)
 	return k, err, err == nil || errors.As(err, &u)
 }
 
+// rootThroughSymlink reports whether a component of root is a symbolic
+// link, and if so where root leads. The root is opened with no symlink
+// followed in any component, as the kernel sees it now.
+func rootThroughSymlink(root string) (real string, linked bool) {
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS}
+	fd, err := unix.Openat2(unix.AT_FDCWD, root, &how)
+	if err == nil {
+		unix.Close(fd)
+		return "", false
+	}
+	if !errors.Is(err, unix.ELOOP) {
+		return "", false // missing or unreadable: the caller's stat says so
+	}
+	real, err = filepath.EvalSymlinks(root)
+	if err != nil {
+		real = "an unresolvable path: " + err.Error()
+	}
+	return real, true
+}
+
 // describeSandbox says what a policy is enforced with, for Info.Sandbox.
 func describeSandbox(k sandboxKernel, sb *Sandbox) string { return k.Describe(sb.Network) }
 
@@ -41,7 +63,8 @@ type sandboxStart struct {
 // start runs fork (cmd.Start, from lifecycle.go's fork) on a restricted
 // thread, and returns the function that lets the held child go, to call
 // once the child was registered (it must be called whenever start
-// succeeded).
+// succeeded). The tree that started makes ends the host's service of the
+// tree's routed calls when it is released (setup.stopSandbox).
 //
 // Where setup wants the child killed with the host until its group is
 // registered (group mode with a watchdog), setupTree gave it no Pdeathsig
@@ -62,5 +85,6 @@ func (s *sandboxStart) start(setup *treeSetup, cmd *exec.Cmd, fork func() error,
 	if err != nil {
 		return nil, err
 	}
+	setup.stopSandbox = h.Stop
 	return h.Release, nil
 }

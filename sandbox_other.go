@@ -31,3 +31,6 @@ type sandboxStart struct {
 func (s *sandboxStart) start(*treeSetup, *exec.Cmd, func() error, bool) (func(), error) {
 	return nil, xerrors.Errorf("sandbox: %w", ErrUnsupported)
 }
+
+// rootThroughSymlink: there is no sandbox here to redirect.
+func rootThroughSymlink(string) (string, bool) { return "", false }

@@ -93,6 +93,23 @@ type tree struct {
 	// final is set once the tree's record is final; a tree leaves the
 	// registry only then.
 	final atomic.Bool
+	// stopSandbox ends the host's service of a sandboxed tree's routed
+	// calls (design section 17); nil for an unrestricted tree. Called
+	// once, when the tree leaves the registry (release).
+	stopSandbox func()
+}
+
+// release frees what the tree's mechanism holds and ends its sandbox's
+// service, once, when it leaves the registry.
+func (t *tree) release() {
+	t.sys.release()
+	t.endSandbox()
+}
+
+func (t *tree) endSandbox() {
+	if t.stopSandbox != nil {
+		t.stopSandbox()
+	}
 }
 
 // signal sends sig to every live member of the tree, or returns
@@ -164,7 +181,7 @@ func (k *treeKeeper) register(t *tree) {
 // live member out of the registry, and releases them.
 func (k *treeKeeper) settle(ts []*tree) {
 	for _, t := range k.takeSettled(ts) {
-		t.sys.release()
+		t.release()
 	}
 }
 
@@ -185,9 +202,10 @@ type laterReleaser interface {
 func (k *treeKeeper) settleOwn(t *tree) (later func()) {
 	for _, t := range k.takeSettled([]*tree{t}) {
 		if r, ok := t.sys.(laterReleaser); ok {
+			t.endSandbox()
 			return r.releaseLater()
 		}
-		t.sys.release()
+		t.release()
 	}
 	return nil
 }
@@ -240,7 +258,7 @@ func (k *treeKeeper) releaseAll() {
 	k.set = map[*tree]struct{}{}
 	k.mu.Unlock()
 	for t := range set {
-		t.sys.release()
+		t.release()
 	}
 }
 

@@ -22,10 +22,14 @@ type treeSetup struct {
 	// pending is the slot of the start's pending mark (markPending), -1
 	// if none; the group is registered into it.
 	pending int64
-	// guarded: the child must die with the host until its group is
-	// registered (group mode with a watchdog): the pending mark covers it,
-	// and a sandboxed child also the sandbox's exit-kill.
+	// guarded: the child must die with the host until it is in its tree
+	// (a group registered, or a sandboxed child moved into its cgroup)
+	// with a watchdog: the pending mark covers it, and a sandboxed child
+	// also the sandbox's exit-kill.
 	guarded bool
+	// stopSandbox ends the host's service of a sandboxed tree's routed
+	// calls (set by the sandbox's start); the tree calls it when released.
+	stopSandbox func()
 }
 
 // exitKill reports whether the sandbox must kill its held child with the
@@ -84,7 +88,20 @@ func setupTree(cmd *exec.Cmd, tty, sandboxed bool, host *cgroupHost, guard *watc
 	}
 	cmd.SysProcAttr.UseCgroupFD = true
 	cmd.SysProcAttr.CgroupFD = rc.dirFD
-	return &treeSetup{host: host, rc: rc, limited: !limits.IsZero()}, nil
+	s := &treeSetup{host: host, rc: rc, limited: !limits.IsZero(), pending: -1}
+	if sandboxed && guard != nil {
+		// The sandbox forks the child outside its cgroup and moves it in
+		// at its exec stop (a sandboxed tree cannot clone into a cgroup):
+		// until then the Manager's cgroup does not hold it, so a host
+		// killed in that instant would leave it running. The pending mark
+		// and the exit-kill cover it, as in group mode.
+		s.guard, s.guarded = guard, true
+		if err := s.markPending(true); err != nil {
+			host.discard(rc)
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 // started makes the tree of the child cmd started, or, if it did not
@@ -97,7 +114,16 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 		}
 		return nil, nil
 	case s.host == nil:
-		return newGroupTreeGuarded(cmd.Process.Pid, owner, s.guard, s.pending)
+		t, err := newGroupTreeGuarded(cmd.Process.Pid, owner, s.guard, s.pending)
+		if t != nil {
+			t.stopSandbox = s.stopSandbox
+		}
+		return t, err
+	case s.pending >= 0:
+		// In its cgroup now (or never started): the mark goes.
+		s.guard.forget(s.pending)
+		s.pending = -1
+		return s.started(cmd, owner)
 	case cmd.Process == nil && s.limited:
 		s.host.discard(s.rc)
 		return nil, nil
@@ -120,7 +146,7 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 	}
 	c := &cgroupTree{host: s.host, rc: s.rc, d: d, heldDir: held, limited: s.limited, base: s.rc.base,
 		leader: cmd.Process, pid: cmd.Process.Pid}
-	return &tree{sys: c, kind: string(ContainCgroup), owner: owner}, nil
+	return &tree{sys: c, kind: string(ContainCgroup), owner: owner, stopSandbox: s.stopSandbox}, nil
 }
 
 // cgroupGone reports whether a start that failed with err failed because

@@ -5,6 +5,7 @@ package sandbox
 import (
 	"errors"
 	"os"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -88,7 +89,7 @@ func newRuleset(p Policy, abi int) (fd int, err error) {
 		}
 	}()
 	handled := attr.Access_fs
-	if err := addRule(fd, "/", fsReadExec&handled, false); err != nil {
+	if err := addReadRules(fd, handled); err != nil {
 		return -1, err
 	}
 	for _, root := range p.WritableRoots {
@@ -96,18 +97,72 @@ func newRuleset(p Policy, abi int) (fd int, err error) {
 			return -1, err
 		}
 	}
-	devices := []string{"/dev/null", "/dev/zero", "/dev/full"}
+	// A terminal device of the record's own (and /dev/tty, which can be
+	// only the caller's controlling terminal now), and /dev/ptmx, so that
+	// a program may make a terminal of its own (its peer through
+	// TIOCGPTPEER; opening the new /dev/pts/N by path is refused).
+	devices := []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/ptmx"}
 	if p.TTY != "" {
 		devices = append(devices, p.TTY, "/dev/tty")
 	}
 	for i, dev := range devices {
-		// A host without one of the null devices has nothing to allow;
-		// the terminal must exist.
-		if err := addRule(fd, dev, fsDevice&handled, i < 3); err != nil {
+		// A host without one of the null devices or ptmx has nothing to
+		// allow; the terminal must exist.
+		if err := addRule(fd, dev, fsDevice&handled, i < 4); err != nil {
+			return -1, err
+		}
+	}
+	if p.TTY == "" {
+		// Readable as before (opening it without a controlling terminal
+		// fails with ENXIO).
+		if err := addRule(fd, "/dev/tty", fsReadExec&handled, true); err != nil {
 			return -1, err
 		}
 	}
 	return fd, nil
+}
+
+// addReadRules lets the tree read and execute everywhere but in other
+// terminals: a terminal the tree could open could become its controlling
+// terminal (and with /dev/tty its to write to), and reading one steals
+// what is typed into it. Landlock has no rule that takes a right away, so
+// read is granted on each entry of / but /dev, and of /dev but the
+// terminals (terminalDev); listing directories is granted everywhere.
+// Symbolic links need no rule: access is checked where they lead.
+func addReadRules(fd int, handled uint64) error {
+	if err := addRule(fd, "/", (unix.LANDLOCK_ACCESS_FS_READ_DIR|unix.LANDLOCK_ACCESS_FS_EXECUTE)&handled, false); err != nil {
+		return err
+	}
+	for _, dir := range []string{"/", "/dev/"} {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return xerrors.Errorf("landlock read rules: %w", err)
+		}
+		for _, e := range entries {
+			name := e.Name()
+			if e.Type()&os.ModeSymlink != 0 || dir == "/" && name == "dev" || dir == "/dev/" && terminalDev(name) {
+				continue
+			}
+			// An entry removed since it was listed has nothing to allow.
+			if err := addRule(fd, dir+name, fsReadExec&handled, true); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// terminalDev reports whether the entry name of /dev is a terminal, a
+// directory of terminals, or the input devices, none of which the tree
+// may read but its own terminal (ptmx and tty get rules of their own).
+func terminalDev(name string) bool {
+	switch {
+	case name == "pts", name == "ptmx", name == "tty", name == "console", name == "input":
+		return true
+	case strings.HasPrefix(name, "tty"), strings.HasPrefix(name, "vcs"), strings.HasPrefix(name, "hvc"):
+		return true
+	}
+	return false
 }
 
 // addRule allows access beneath path (or on path, if it is not a

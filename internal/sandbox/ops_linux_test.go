@@ -30,6 +30,10 @@ func opsHelper(args []string) int {
 			return 2
 		}
 		fmt.Printf("%s: %s\n", op, errName(fn(arg)))
+		if op == "read" && os.Getenv("SANDBOX_TEST_PRINT_CGROUP") != "" {
+			data, _ := os.ReadFile(arg)
+			fmt.Printf("cgroup %s", data)
+		}
 	}
 	return 0
 }
@@ -178,6 +182,125 @@ var ops = map[string]func(arg string) error{
 		_, err = unix.Read(fds[1], buf)
 		return err
 	},
+	// The escapes of design section 17 beyond files: metadata, other
+	// processes, the cgroup, terminals and keys. "path:arg" splits at the
+	// last colon.
+	"chmod": func(arg string) error {
+		path, mode := splitArg(arg)
+		return unix.Chmod(path, uint32(mode))
+	},
+	"fchmodat": func(arg string) error {
+		path, mode := splitArg(arg)
+		return unix.Fchmodat(unix.AT_FDCWD, path, uint32(mode), 0)
+	},
+	"fchmod-ro": func(arg string) error { return onOpen(arg, unix.O_RDONLY, unix.Fchmod) },
+	"fchmod-w":  func(arg string) error { return onOpen(arg, unix.O_WRONLY, unix.Fchmod) },
+	"chown": func(arg string) error {
+		path, id := splitArg(arg)
+		return unix.Chown(path, int(id), int(id))
+	},
+	"lchown": func(arg string) error {
+		path, id := splitArg(arg)
+		return unix.Lchown(path, int(id), int(id))
+	},
+	"utimes": func(path string) error {
+		return unix.UtimesNano(path, []unix.Timespec{{Sec: 1}, {Sec: 1}})
+	},
+	"touch": func(path string) error { // times now (a NULL times pointer)
+		cwd := unix.AT_FDCWD
+		p, err := unix.BytePtrFromString(path)
+		if err != nil {
+			return err
+		}
+		_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(cwd), uintptr(unsafe.Pointer(p)), 0, 0, 0, 0)
+		return errnoErr(errno)
+	},
+	"setxattr": func(path string) error { return unix.Setxattr(path, "user.proc", []byte("x"), 0) },
+	"setfacl": func(path string) error {
+		// An ACL (system.posix_acl_access) is an extended attribute too.
+		return unix.Setxattr(path, "system.posix_acl_access", []byte{2, 0, 0, 0}, 0)
+	},
+	"setflags": func(path string) error {
+		return onOpen(path+":0", unix.O_RDONLY, func(fd int, _ uint32) error {
+			return unix.IoctlSetPointerInt(fd, unix.FS_IOC_SETFLAGS, 0x10) // FS_IMMUTABLE_FL
+		})
+	},
+	"clone3": func(string) error {
+		// Any clone3, with CLONE_INTO_CGROUP or not, fails with ENOSYS;
+		// a zeroed argument would fork, so a bad size is passed: where
+		// clone3 is allowed that is EINVAL.
+		_, _, errno := unix.Syscall(unix.SYS_CLONE3, 0, 0, 0)
+		return errnoErr(errno)
+	},
+	"prlimit": func(pid string) error {
+		n := pidArg(pid)
+		var old unix.Rlimit
+		if err := unix.Prlimit(n, unix.RLIMIT_NOFILE, nil, &old); err != nil {
+			return err
+		}
+		return unix.Prlimit(n, unix.RLIMIT_NOFILE, &old, nil) // unchanged, if allowed
+	},
+	"prlimit-get": func(pid string) error {
+		n := pidArg(pid)
+		var old unix.Rlimit
+		return unix.Prlimit(n, unix.RLIMIT_NOFILE, nil, &old)
+	},
+	"renice": func(pid string) error {
+		n := pidArg(pid)
+		prio, err := unix.Getpriority(unix.PRIO_PROCESS, n)
+		if err != nil {
+			return err
+		}
+		return unix.Setpriority(unix.PRIO_PROCESS, n, 20-prio) // unchanged, if allowed
+	},
+	"renice-user": func(string) error { return unix.Setpriority(unix.PRIO_USER, 0, 19) },
+	"affinity": func(pid string) error {
+		n := pidArg(pid)
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(n, &set); err != nil {
+			return err
+		}
+		return unix.SchedSetaffinity(n, &set)
+	},
+	"keyctl": func(string) error {
+		_, err := unix.AddKey("user", "proc-sandbox-test", []byte("x"), unix.KEY_SPEC_PROCESS_KEYRING)
+		return err
+	},
+	"open-ro": func(path string) error {
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			unix.Close(fd)
+		}
+		return err
+	},
+	"tiocsti": func(path string) error {
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		c := byte('\n')
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.TIOCSTI, uintptr(unsafe.Pointer(&c)))
+		return errnoErr(errno)
+	},
+	"ptmx-peer": func(string) error {
+		// A terminal of its own: the master (which must open), then the
+		// peer through TIOCGPTPEER, whose errno is the result.
+		fd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open the master: %v", err)
+		}
+		defer unix.Close(fd)
+		if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
+			return fmt.Errorf("unlock the master: %v", err) // not an errno: "ptmx-peer" tells the two apart
+		}
+		peer, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.TIOCGPTPEER, unix.O_RDWR|unix.O_NOCTTY)
+		if errno != 0 {
+			return errno
+		}
+		unix.Close(int(peer))
+		return nil
+	},
 	"socketpair-dgram": func(string) error {
 		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 		if err == nil {
@@ -186,6 +309,42 @@ var ops = map[string]func(arg string) error{
 		}
 		return err
 	},
+}
+
+// splitArg splits "path:n" at its last colon; n is octal if it starts
+// with 0.
+func splitArg(arg string) (string, int64) {
+	i := strings.LastIndexByte(arg, ':')
+	n, _ := strconv.ParseInt(arg[i+1:], 0, 64)
+	return arg[:i], n
+}
+
+// onOpen opens the path of "path:mode" with flags and calls f with the
+// descriptor and the mode.
+func onOpen(arg string, flags int, f func(fd int, mode uint32) error) error {
+	path, mode := splitArg(arg)
+	fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return f(fd, uint32(mode))
+}
+
+// pidArg is a process ID argument: a number, or "self".
+func pidArg(s string) int {
+	if s == "self" {
+		return os.Getpid()
+	}
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+func errnoErr(errno unix.Errno) error {
+	if errno != 0 {
+		return errno
+	}
+	return nil
 }
 
 // writeOpen opens path for writing with flags and writes a byte.

@@ -151,7 +151,7 @@ func probeSeccomp() error {
 	if filterArch == 0 {
 		return &UnsupportedError{Step: "seccomp", Msg: "no seccomp filter is written for this architecture: amd64 and arm64 are supported"}
 	}
-	for _, action := range []uint32{unix.SECCOMP_RET_ERRNO, unix.SECCOMP_RET_KILL_PROCESS, unix.SECCOMP_RET_ALLOW} {
+	for _, action := range []uint32{unix.SECCOMP_RET_ERRNO, unix.SECCOMP_RET_KILL_PROCESS, unix.SECCOMP_RET_USER_NOTIF, unix.SECCOMP_RET_ALLOW} {
 		if err := seccompActionAvail(action); err != nil {
 			return err
 		}

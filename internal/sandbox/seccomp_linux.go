@@ -4,23 +4,45 @@ package sandbox
 
 import (
 	"runtime"
+	"strconv"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
 )
 
-// The seccomp half, for the network off: Landlock's network rules cover
-// TCP only, so UDP, raw and MPTCP sockets and io_uring are refused here.
-// socket(2) and socketpair(2) are allowed only for AF_UNIX stream and
-// seqpacket sockets; connect(2) is refused outright (below Landlock ABI 9
-// the kernel cannot tell a Unix socket the tree made from a host daemon's,
-// and seccomp cannot read the path); datagram Unix sockets are refused
-// because sendto(2) reaches any of them by path without a connect; io_uring
-// is refused with EPERM, as a kernel with io_uring disabled does, so that
-// programs fall back to plain system calls. A system call of another
-// architecture (i386 or x32 on amd64) kills the process: its numbers mean
-// other calls, so the filter could not tell what it asks for.
+// The seccomp half. Landlock covers what the tree may write and, from ABI
+// 4, TCP; the filter covers the rest of what a sandboxed tree may not do
+// (design section 17), and is installed for every sandboxed start:
+//
+//   - clone3 fails with ENOSYS, so that libc and Go fall back to clone,
+//     which cannot name a cgroup (CLONE_INTO_CGROUP would let the tree
+//     leave its cgroup);
+//   - the kernel keyring calls, setting or removing extended attributes
+//     (ACLs included), and the ioctls that set inode flags or push input
+//     into a terminal (TIOCSTI, TIOCLINUX) fail with EPERM;
+//   - a mode with the setuid or setgid bit fails with EPERM; any other
+//     change of mode, owner or times is routed to the host (user
+//     notification), which does it only beneath a writable root
+//     (notify_linux.go);
+//   - prlimit, setpriority, sched_set{scheduler,param,attr,affinity} and
+//     ioprio_set act on the caller (target 0) at once; another process
+//     target is routed to the host, which lets the call go on only for a
+//     member of the same tree; user and process-group targets fail with
+//     EPERM;
+//   - with the network off, socket(2) and socketpair(2) are allowed only
+//     for AF_UNIX stream and seqpacket sockets; connect(2) is refused
+//     outright (below Landlock ABI 9 the kernel cannot tell a Unix socket
+//     the tree made from a host daemon's, and seccomp cannot read the
+//     path); datagram Unix sockets are refused because sendto(2) reaches
+//     any of them by path without a connect; io_uring is refused with
+//     EPERM, as a kernel with io_uring disabled does, so that programs
+//     fall back to plain system calls.
+//
+// A system call of another architecture (i386 or x32 on amd64) kills the
+// process: its numbers mean other calls, so the filter could not tell
+// what it asks for. Modes, process IDs and ioctl requests are compared in
+// their low 32 bits, the only ones the kernel reads.
 
 // filterArch is the AUDIT_ARCH_* value of the architectures the filter is
 // written for; 0 elsewhere.
@@ -39,7 +61,11 @@ const (
 	offArch = 4
 	offArg0 = 16
 	offArg1 = 24
+	offArg2 = 32
 )
+
+// offArg is the offset of argument i's low word.
+func offArg(i int) uint32 { return offArg0 + 8*uint32(i) }
 
 // Return values of the filter.
 const (
@@ -47,6 +73,25 @@ const (
 	retKill   = unix.SECCOMP_RET_KILL_PROCESS
 	retEACCES = unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES)
 	retEPERM  = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+	retENOSYS = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
+	retNotify = unix.SECCOMP_RET_USER_NOTIF
+)
+
+// The ioctl requests refused in every sandboxed tree: pushing input into
+// a terminal, and setting inode flags (immutable, append-only, ...) by
+// either interface.
+const (
+	iocSetFlags32 = 0x40046602 // FS_IOC32_SETFLAGS
+	iocFSSetXattr = 0x401c5820 // FS_IOC_FSSETXATTR
+)
+
+var refusedIoctls = []uint32{unix.TIOCSTI, unix.TIOCLINUX, unix.FS_IOC_SETFLAGS, iocSetFlags32, iocFSSetXattr}
+
+// Targets of setpriority(2) and ioprio_set(2): only a process may be
+// named (PRIO_PROCESS, IOPRIO_WHO_PROCESS), not a group or a user.
+const (
+	prioProcess      = 0
+	ioprioWhoProcess = 1
 )
 
 // bpf assembles a classic BPF program whose conditional jumps go forward
@@ -103,8 +148,8 @@ func (b *bpf) prog() ([]unix.SockFilter, error) {
 	return b.ins, nil
 }
 
-// networkFilter is the seccomp program for the network off.
-func networkFilter() ([]unix.SockFilter, error) {
+// filter is the seccomp program of p.
+func filter(p Policy) ([]unix.SockFilter, error) {
 	if filterArch == 0 {
 		return nil, xerrors.New("seccomp filter: no filter for " + runtime.GOARCH)
 	}
@@ -115,19 +160,81 @@ func networkFilter() ([]unix.SockFilter, error) {
 	if runtime.GOARCH == "amd64" {
 		b.jump(unix.BPF_JGE, x32Bit, "kill", "")
 	}
-	b.jump(unix.BPF_JEQ, unix.SYS_CONNECT, "eacces", "")
-	for _, nr := range []uint32{unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER} {
+	b.jump(unix.BPF_JEQ, unix.SYS_CLONE3, "enosys", "")
+	b.jump(unix.BPF_JEQ, unix.SYS_IOCTL, "ioctl", "")
+	for _, nr := range refusedCalls {
 		b.jump(unix.BPF_JEQ, nr, "eperm", "")
 	}
-	b.jump(unix.BPF_JEQ, unix.SYS_SOCKET, "socket", "")
-	b.jump(unix.BPF_JEQ, unix.SYS_SOCKETPAIR, "socket", "allow")
-	b.label("socket")
-	b.load(offArg0) // the domain
-	b.jump(unix.BPF_JEQ, unix.AF_UNIX, "", "eacces")
-	b.load(offArg1) // the type, with SOCK_NONBLOCK and SOCK_CLOEXEC
-	b.stmt(unix.BPF_ALU|unix.BPF_AND|unix.BPF_K, 0xf)
-	b.jump(unix.BPF_JEQ, unix.SOCK_STREAM, "allow", "")
-	b.jump(unix.BPF_JEQ, unix.SOCK_SEQPACKET, "allow", "eacces")
+	for _, c := range metaCalls {
+		target := "notify"
+		if c.op == opMode {
+			target = "mode" + strconv.Itoa(int(c.arg))
+		}
+		b.jump(unix.BPF_JEQ, c.nr, target, "")
+	}
+	for _, c := range processCalls {
+		b.jump(unix.BPF_JEQ, c.nr, c.label(), "")
+	}
+	if p.Network {
+		b.ret(retAllow)
+	} else {
+		b.jump(unix.BPF_JEQ, unix.SYS_CONNECT, "eacces", "")
+		for _, nr := range []uint32{unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER} {
+			b.jump(unix.BPF_JEQ, nr, "eperm", "")
+		}
+		b.jump(unix.BPF_JEQ, unix.SYS_SOCKET, "socket", "")
+		b.jump(unix.BPF_JEQ, unix.SYS_SOCKETPAIR, "socket", "allow")
+		b.label("socket")
+		b.load(offArg0) // the domain
+		b.jump(unix.BPF_JEQ, unix.AF_UNIX, "", "eacces")
+		b.load(offArg1) // the type, with SOCK_NONBLOCK and SOCK_CLOEXEC
+		b.stmt(unix.BPF_ALU|unix.BPF_AND|unix.BPF_K, 0xf)
+		b.jump(unix.BPF_JEQ, unix.SOCK_STREAM, "allow", "")
+		b.jump(unix.BPF_JEQ, unix.SOCK_SEQPACKET, "allow", "eacces")
+	}
+
+	b.label("ioctl")
+	b.load(offArg1) // the request
+	for i, req := range refusedIoctls {
+		next := ""
+		if i == len(refusedIoctls)-1 {
+			next = "allow"
+		}
+		b.jump(unix.BPF_JEQ, req, "eperm", next)
+	}
+	for _, i := range []int{1, 2} {
+		// A mode with the setuid or setgid bit is refused; any other
+		// goes to the host.
+		b.label("mode" + strconv.Itoa(i))
+		b.load(offArg(i))
+		b.stmt(unix.BPF_ALU|unix.BPF_AND|unix.BPF_K, unix.S_ISUID|unix.S_ISGID)
+		b.jump(unix.BPF_JEQ, 0, "notify", "eperm")
+	}
+	// prlimit with no new limit only reads one: allowed on any process
+	// the kernel lets the caller see.
+	b.label("prlimit")
+	b.load(offArg2)
+	b.jump(unix.BPF_JEQ, 0, "", "pid0")
+	b.load(offArg2 + 4)
+	b.jump(unix.BPF_JEQ, 0, "allow", "pid0")
+	b.label("which")
+	b.load(offArg0) // the kind of target
+	b.jump(unix.BPF_JEQ, prioProcess, "pid1", "eperm")
+	b.label("ioprio")
+	b.load(offArg0)
+	b.jump(unix.BPF_JEQ, ioprioWhoProcess, "pid1", "eperm")
+	// Target 0 is the caller; another is routed to the host.
+	b.label("pid0")
+	b.load(offArg0)
+	b.jump(unix.BPF_JEQ, 0, "allow", "notify")
+	b.label("pid1")
+	b.load(offArg1)
+	b.jump(unix.BPF_JEQ, 0, "allow", "notify")
+
+	b.label("notify")
+	b.ret(retNotify)
+	b.label("enosys")
+	b.ret(retENOSYS)
 	b.label("eacces")
 	b.ret(retEACCES)
 	b.label("eperm")
@@ -139,16 +246,19 @@ func networkFilter() ([]unix.SockFilter, error) {
 	return b.prog()
 }
 
-// installFilter installs prog on the calling thread only (no TSYNC flag).
-// The thread must have no-new-privileges already.
-func installFilter(prog []unix.SockFilter) error {
+// installFilter installs prog on the calling thread only (no TSYNC flag)
+// and returns the descriptor of its listener (close-on-exec), on which
+// the host receives the calls the filter routes to it. The thread must
+// have no-new-privileges already.
+func installFilter(prog []unix.SockFilter) (listener int, err error) {
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog)))
+	r, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_NEW_LISTENER,
+		uintptr(unsafe.Pointer(&fprog)))
 	runtime.KeepAlive(prog)
 	if errno != 0 {
-		return xerrors.Errorf("seccomp: %w", errno)
+		return -1, xerrors.Errorf("seccomp: %w", errno)
 	}
-	return nil
+	return int(r), nil
 }
 
 // seccompActionAvail reports whether the kernel's seccomp filters know

@@ -3,9 +3,13 @@
 package sandbox
 
 import (
+	"bytes"
 	"errors"
+	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -33,9 +37,13 @@ import (
 // on untraced. The hold cannot be had with Pdeathsig, which fires when the
 // forking thread ends: a cmd with Pdeathsig set is refused.
 //
-// cmd's SysProcAttr is kept (Setsid, Setctty, UseCgroupFD: the child is
-// cloned into its cgroup from the restricted thread); Ptrace is set. cmd's
-// standard streams should be *os.File (or nil): os/exec's copying
+// cmd's SysProcAttr is kept (Setsid, Setctty), but for UseCgroupFD:
+// the filter refuses clone3, so that no member of the tree can clone into
+// another cgroup, and so the child is forked with clone into the host's
+// cgroup and moved into the cgroup CgroupFD names while it is held at its
+// exec stop, through that cgroup's cgroup.procs opened before the thread
+// was restricted: it runs no code of its own outside it. Ptrace is set.
+// cmd's standard streams should be *os.File (or nil): os/exec's copying
 // goroutines are not restricted, but files it opens on the thread are.
 //
 // fork starts cmd (it is cmd.Start: the caller's one fork site decides
@@ -43,16 +51,26 @@ import (
 //
 // On success the caller must call [Held.Release] exactly once, after
 // registering the child wherever it must be (with p.ExitKill the thread
-// waits for it). On error cmd did not start, or was started and reaped.
+// waits for it), and [Held.Stop] once the tree is gone or released. On
+// error cmd did not start, or was started, killed and reaped, and
+// cmd.Process is nil.
 func Start(cmd *exec.Cmd, fork func() error, p Policy, sup Support) (*Held, error) {
 	return start(cmd, fork, p, sup, true)
 }
 
 // Held is a child started by [Start], held at its exec until the
-// restricted thread ends.
+// restricted thread ends, and the host's half of its tree's routed calls.
 type Held struct {
-	release chan struct{} // closed by Release
+	release  chan struct{} // closed by Release
+	notifier *notifier
 }
+
+// Stop ends the host's service of the tree's routed calls (changes of
+// mode, owner and times, calls naming another process): calls not
+// answered yet fail with EPERM, later ones with ENOSYS. It returns once
+// the service ended; without Stop it ends when the last member of the
+// tree has exited. Safe to call more than once.
+func (h *Held) Stop() { h.notifier.Stop() }
 
 // Release lets the restricted thread end (it was waiting only with
 // Policy.ExitKill, after clearing that): the kernel then resumes the
@@ -77,27 +95,49 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 		return nil, xerrors.Errorf("sandbox: %w", err)
 	}
 	defer unix.Close(ruleset)
-	var filter []unix.SockFilter
-	if !p.Network {
-		if filter, err = networkFilter(); err != nil {
-			return nil, xerrors.Errorf("sandbox: %w", err)
+	prog, err := filter(p)
+	if err != nil {
+		return nil, xerrors.Errorf("sandbox: %w", err)
+	}
+	procs := -1
+	if attr := cmd.SysProcAttr; attr.UseCgroupFD {
+		if !hold {
+			return nil, xerrors.New("sandbox: a child can be placed in its cgroup only while it is held")
 		}
+		if procs, err = unix.Openat(attr.CgroupFD, "cgroup.procs", unix.O_WRONLY|unix.O_CLOEXEC, 0); err != nil {
+			return nil, xerrors.Errorf("sandbox: open the cgroup's cgroup.procs: %w", err)
+		}
+		defer unix.Close(procs)
+		attr.UseCgroupFD, attr.CgroupFD = false, 0
 	}
 	h := &Held{release: make(chan struct{})}
-	started := make(chan error, 1) // buffered: the thread never blocks on it
+	type outcome struct {
+		listener int
+		err      error
+	}
+	started := make(chan outcome, 1) // buffered: the thread never blocks on it
 	onOwnThread(func() {
-		if err := restrictThread(ruleset, filter); err != nil {
-			started <- xerrors.Errorf("sandbox: restrict the thread: %w", err)
+		listener, err := restrictThread(ruleset, prog)
+		if err != nil {
+			started <- outcome{-1, xerrors.Errorf("sandbox: restrict the thread: %w", err)}
 			return
 		}
 		if err := fork(); err != nil {
-			started <- err
+			started <- outcome{listener, err}
 			return
 		}
 		pid := cmd.Process.Pid
 		held := hold && awaitExecStop(pid)
+		if held && procs >= 0 {
+			if err := place(procs, pid); err != nil {
+				// Killed while stopped: it ran nothing of its own.
+				_ = unix.Kill(pid, unix.SIGKILL)
+				started <- outcome{listener, &placeError{err}}
+				return
+			}
+		}
 		exitKill := held && p.ExitKill && unix.PtraceSetOptions(pid, unix.PTRACE_O_EXITKILL) == nil
-		started <- nil
+		started <- outcome{listener, nil}
 		if exitKill {
 			// The host's death now kills the child until the caller
 			// registered it; then the option goes, so that this thread's
@@ -108,10 +148,83 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 		// Returning while locked ends the thread: the kernel detaches the
 		// child, which resumes without the SIGTRAP its exec raised.
 	})
-	if err := <-started; err != nil {
-		return nil, err
+	o := <-started
+	if o.err != nil {
+		if o.listener >= 0 {
+			unix.Close(o.listener)
+		}
+		var pe *placeError
+		if errors.As(o.err, &pe) {
+			_ = cmd.Wait()
+			cmd.Process = nil
+		}
+		return nil, o.err
 	}
+	member := sessionMember(cmd.Process.Pid)
+	if procs >= 0 {
+		member = cgroupMember(cmd.Process.Pid)
+	}
+	n, err := newNotifier(o.listener, p.WritableRoots, member)
+	if err != nil {
+		close(h.release)
+		killStarted(cmd)
+		return nil, xerrors.Errorf("sandbox: %w", err)
+	}
+	h.notifier = n
 	return h, nil
+}
+
+// killStarted kills and reaps the child of cmd, held or not, and leaves
+// cmd.Process nil: a start that failed after the fork.
+func killStarted(cmd *exec.Cmd) {
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	cmd.Process = nil
+}
+
+// placeError is a held child that could not be moved into its cgroup
+// (the cgroup was removed from outside, say); it was killed.
+type placeError struct{ err error }
+
+func (e *placeError) Error() string { return "sandbox: move the child into its cgroup: " + e.err.Error() }
+func (e *placeError) Unwrap() error { return e.err }
+
+// place moves pid into the cgroup whose cgroup.procs is open as procs.
+func place(procs, pid int) error {
+	_, err := unix.Write(procs, []byte(strconv.Itoa(pid)))
+	return err
+}
+
+// cgroupMember reports whether a process is in the cgroup that leader
+// is in now (the tree's, in cgroup mode: no member can leave it).
+func cgroupMember(leader int) func(pid int) bool {
+	want, err := os.ReadFile("/proc/" + strconv.Itoa(leader) + "/cgroup")
+	return func(pid int) bool {
+		if err != nil || len(want) == 0 {
+			return false
+		}
+		got, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+		return err == nil && bytes.Equal(got, want)
+	}
+}
+
+// sessionMember reports whether a process is in the session that leader
+// leads (the tree's, in group mode).
+func sessionMember(leader int) func(pid int) bool {
+	return func(pid int) bool {
+		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return false
+		}
+		// After the command's name (which may hold anything): state, ppid,
+		// pgrp, session.
+		i := bytes.LastIndexByte(data, ')')
+		if i < 0 {
+			return false
+		}
+		f := strings.Fields(string(data[i+1:]))
+		return len(f) > 3 && f[3] == strconv.Itoa(leader)
+	}
 }
 
 // onOwnThread runs f on a goroutine locked to an OS thread other than the
@@ -152,20 +265,23 @@ var onMainThread = func() bool { return unix.Gettid() == unix.Getpid() }
 // restrictThread restricts the calling thread: no-new-privileges (which
 // Landlock and seccomp need), no capabilities for a child (the bounding,
 // ambient and inheritable sets emptied: a root child's exec then grants
-// none), the seccomp filter (if any), then the Landlock ruleset.
-func restrictThread(ruleset int, filter []unix.SockFilter) error {
+// none), the seccomp filter, then the Landlock ruleset. It returns the
+// filter's listener.
+func restrictThread(ruleset int, prog []unix.SockFilter) (listener int, err error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return xerrors.Errorf("no-new-privileges: %w", err)
+		return -1, xerrors.Errorf("no-new-privileges: %w", err)
 	}
 	if err := dropCapabilities(); err != nil {
-		return err
+		return -1, err
 	}
-	if filter != nil {
-		if err := installFilter(filter); err != nil {
-			return err
-		}
+	if listener, err = installFilter(prog); err != nil {
+		return -1, err
 	}
-	return restrictSelf(ruleset)
+	if err := restrictSelf(ruleset); err != nil {
+		unix.Close(listener)
+		return -1, err
+	}
+	return listener, nil
 }
 
 // dropCapabilities empties the thread's bounding set (where it has

@@ -1,0 +1,245 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// The escapes of design section 17 ("What the tree may not do besides
+// writing files"), each built from its attack's reproduction: metadata
+// outside the roots (E2), other processes without a signal (E3),
+// terminals (E4), the keyring, and clone3 (E1; the cgroup itself in
+// TestPlacedInCgroup). Run as root here (CI); TestEscapesNonRootHost runs
+// the same as uid 65534.
+
+// escapeWant sets up a root and an outside directory and returns the
+// operations to try with their expected results, and a check of what
+// must be unchanged afterwards.
+func escapeWant(t *testing.T) (p Policy, want map[string]string, check func(t *testing.T)) {
+	root, outside := t.TempDir(), t.TempDir()
+	for _, dir := range []string{root, outside} {
+		// Traversable by another user (TestEscapesNonRootHost).
+		if err := os.Chmod(dir, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := func(s string) string { return filepath.Join(root, s) }
+	out := func(s string) string { return filepath.Join(outside, s) }
+	for _, f := range []string{in("f"), in("g"), in("h"), out("f")} {
+		if err := os.WriteFile(f, []byte("data"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(f, 0o666); err != nil { // also writable by another user
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(in("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(out("f"), in("link-out")); err != nil {
+		t.Fatal(err)
+	}
+	uid := strconv.Itoa(os.Getuid())
+	host := strconv.Itoa(os.Getpid())
+	want = map[string]string{
+		// E2: mode, owner, times and attributes.
+		"chmod=" + in("f") + ":0755":        "ok",
+		"fchmodat=" + in("g") + ":0700":     "ok",
+		"fchmod-w=" + in("h") + ":0640":     "ok",
+		"fchmod-ro=" + in("d") + ":0755":    "ok",
+		"chmod=" + out("f") + ":0777":       "EPERM",
+		"fchmodat=" + out("f") + ":0600":    "EPERM",
+		"fchmod-ro=" + out("f") + ":0600":   "EPERM",
+		"chmod=" + in("link-out") + ":0777": "EPERM",
+		"chmod=" + in("d") + ":02777":       "EPERM", // setgid, inside a root too
+		"chmod=" + in("f") + ":04755":       "EPERM", // setuid
+		"chown=" + in("f") + ":" + uid:      "ok",
+		"chown=" + out("f") + ":" + uid:     "EPERM",
+		"lchown=" + in("link-out") + ":" + uid: "ok", // the link itself lies in the root
+		"utimes=" + out("f"):                   "EPERM",
+		"touch=" + out("f"):                    "EPERM",
+		"touch=" + in("f"):                     "ok",
+		"setxattr=" + in("f"):                  "EPERM",
+		"setfacl=" + in("f"):                   "EPERM",
+		"setflags=" + in("f"):                  "EPERM",
+		// E1: clone3, which could name another cgroup.
+		"clone3": "ENOSYS",
+		// E3: other processes.
+		"prlimit=" + host:     "EPERM",
+		"prlimit=0":           "ok",
+		"prlimit=self":        "ok",
+		"prlimit-get=" + host: "ok",
+		"renice=" + host:      "EPERM",
+		"renice=self":         "ok",
+		"renice-user":         "EPERM",
+		"affinity=" + host:    "EPERM",
+		"affinity=self":       "ok",
+		// The keyring.
+		"keyctl": "EPERM",
+		// E4: terminals other than the tree's own; a terminal of its own.
+		"open-ro=/dev/urandom": "ok",
+		// The master opens, but Landlock checks the peer's open as one of
+		// /dev/pts/N, which no rule may grant without granting every
+		// terminal: a tree cannot make a terminal of its own.
+		"ptmx-peer": "EACCES",
+	}
+	for _, dev := range []string{"/dev/console", "/dev/tty1", "/dev/ttyS0", "/dev/vcs"} {
+		if _, err := os.Stat(dev); err == nil {
+			want["open-ro="+dev] = "EACCES"
+		}
+	}
+	ptmx, pts := openPty(t)
+	want["open-ro="+pts] = "EACCES"
+	want["tiocsti="+pts] = "EACCES"
+	_ = ptmx
+	check = func(t *testing.T) {
+		t.Helper()
+		modes := map[string]os.FileMode{in("f"): 0o755, in("g"): 0o700, in("h"): 0o640, out("f"): 0o666}
+		for path, mode := range modes {
+			if st, err := os.Stat(path); err != nil || st.Mode().Perm() != mode || st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+				t.Errorf("%s: %v, %v; want mode %v", path, st.Mode(), err, mode)
+			}
+		}
+		if st, err := os.Stat(out("f")); err != nil || st.ModTime().Unix() == 1 {
+			t.Errorf("the times of the file outside the root changed: %v, %v", st.ModTime(), err)
+		}
+		if st, err := os.Stat(in("d")); err != nil || st.Mode()&os.ModeSetgid != 0 {
+			t.Errorf("%s: %v, %v; want no setgid bit", in("d"), st.Mode(), err)
+		}
+	}
+	return Policy{WritableRoots: []string{root}}, want, check
+}
+
+// openPty opens a terminal pair the test holds, as another record's
+// would be: the master and the path of its peer.
+func openPty(t *testing.T) (*os.File, string) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	return m, "/dev/pts/" + strconv.Itoa(n)
+}
+
+func TestEscapes(t *testing.T) {
+	t.Parallel()
+	support(t)
+	for _, name := range []string{"direct", "double-fork"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			p, want, check := escapeWant(t)
+			var args []string
+			for op := range want {
+				args = append(args, op)
+			}
+			res := run(ctx, t, opsCmd(wrappers[name], args...), p, true)
+			checkOps(t, res, args, want)
+			check(t)
+		})
+	}
+}
+
+// TestEscapesNetworkOn: the escape rules do not depend on the network.
+func TestEscapesNetworkOn(t *testing.T) {
+	t.Parallel()
+	support(t)
+	ctx := testCtx(t)
+	p, want, check := escapeWant(t)
+	p.Network = true
+	var args []string
+	for op := range want {
+		args = append(args, op)
+	}
+	res := run(ctx, t, opsCmd(nil, args...), p, true)
+	checkOps(t, res, args, want)
+	check(t)
+}
+
+// TestPlacedInCgroup (E1): a child started with UseCgroupFD is forked
+// with clone (clone3 is refused in the tree) and moved into the cgroup
+// while held, before it runs: its first look at /proc/self/cgroup finds
+// it there, and its own clone3 fails.
+func TestPlacedInCgroup(t *testing.T) {
+	t.Parallel()
+	support(t)
+	dir := testCgroup(t)
+	ctx := testCtx(t)
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	cmd := opsCmd(nil, "read=/proc/self/cgroup", "clone3")
+	cmd.Env = append(cmd.Env, "SANDBOX_TEST_PRINT_CGROUP=1")
+	cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+	res := run(ctx, t, cmd, Policy{}, true)
+	if got := res.line(t, "clone3"); got != "ENOSYS" {
+		t.Errorf("clone3 in the tree: %s; want ENOSYS", got)
+	}
+	rel := strings.TrimPrefix(dir, cgroupMount)
+	if !strings.Contains(res.out, "\n0::"+rel+"\n") {
+		t.Errorf("the child was not in %s when it ran:\n%s", rel, res.out)
+	}
+}
+
+// TestPlaceFails: a cgroup that cannot take the child (removed from
+// outside) fails the start, and the child, killed while held, is reaped.
+func TestPlaceFails(t *testing.T) {
+	t.Parallel()
+	support(t)
+	dir := testCgroup(t)
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Rmdir(dir); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, UseCgroupFD: true, CgroupFD: fd}
+	h, err := start(cmd, cmd.Start, Policy{}, support(t), true)
+	if err == nil {
+		h.Release()
+		h.Stop()
+		_ = cmd.Wait()
+		t.Fatal("the start into a removed cgroup succeeded")
+	}
+	if cmd.Process != nil {
+		t.Errorf("cmd.Process is %v after the failed start; want nil", cmd.Process)
+	}
+}
+
+// cgroupMount is where cgroup v2 is mounted on the machines that run
+// these tests (CI included).
+const cgroupMount = "/sys/fs/cgroup/unified"
+
+// testCgroup makes a cgroup for the test and removes it when the test
+// ends; it skips where there is no writable cgroup v2.
+func testCgroup(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(cgroupMount, "proc-sandbox-test-"+strconv.Itoa(os.Getpid())+"-"+strings.ReplaceAll(t.Name(), "/", "-"))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Skipf("no writable cgroup v2 at %s (CI has one): %v", cgroupMount, err)
+	}
+	t.Cleanup(func() { _ = os.Remove(dir) })
+	return dir
+}

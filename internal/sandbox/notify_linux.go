@@ -1,0 +1,648 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+	"golang.org/x/xerrors"
+)
+
+// The host's half of the calls the filter routes to it (seccomp user
+// notification): changes of mode, owner and times, which Landlock does
+// not cover, and calls that name another process. Each sandboxed start
+// has a listener of its own, served by one goroutine (a notifier), so a
+// tree that floods routed calls waits only for itself.
+//
+// A metadata call is done by the host on the caller's behalf, with no
+// more rights than the caller has (the caller's filesystem IDs and
+// groups, no capabilities), and only on an object beneath a writable
+// root. The host reads the caller's arguments once, opens the object
+// itself (relative to the caller's working directory or descriptor, with
+// no magic link followed) and decides by where the opened object lies,
+// never by a path or pointer read again after deciding. An f* call
+// applies to the object its descriptor refers to: a file the caller
+// opened for writing (Landlock let it do that only beneath a root, or
+// the host gave it), or any object beneath a root.
+//
+// A call that names another process goes on (the kernel then does it) only
+// if that process belongs to the same tree (member). The process ID is a
+// value in a register, which the caller cannot change once it is routed;
+// the kernel could in principle give the ID to another process between
+// the check and the call if the member died in that instant, which the
+// tree cannot steer.
+//
+// If the notifier stops (the tree was released, or the host died), the
+// calls it had not answered fail with EPERM and later ones with the
+// kernel's ENOSYS: none is ever let through unchecked.
+
+// seccompNotif and seccompResp are the kernel's struct seccomp_notif
+// (with its struct seccomp_data) and struct seccomp_notif_resp.
+type seccompNotif struct {
+	ID    uint64
+	Pid   uint32
+	Flags uint32
+	Nr    int32
+	Arch  uint32
+	IP    uint64
+	Args  [6]uint64
+}
+
+type seccompResp struct {
+	ID    uint64
+	Val   int64
+	Error int32
+	Flags uint32
+}
+
+// notifier serves one listener until every task that uses its filter is
+// gone (the listener hangs up) or Stop.
+type notifier struct {
+	file   *os.File // the listener, in Go's poller
+	roots  []string // the writable roots, clean and free of symlinks
+	member func(pid int) bool
+	// root is the host's root directory: a caller whose root differs (a
+	// chroot in a namespace of its own) is refused.
+	root unix.Stat_t
+	// switchCreds: the host is root, so it takes the caller's filesystem
+	// IDs and groups for each call; dropCaps: it also has capabilities
+	// to set aside. A host of another user has the caller's IDs already.
+	switchCreds, dropCaps bool
+
+	stopping atomic.Bool
+	done     chan struct{} // closed when serve returns
+}
+
+var (
+	metaByNr    = map[int32]*metaCall{}
+	processByNr = map[int32]processCall{}
+)
+
+func init() {
+	for i := range metaCalls {
+		metaByNr[int32(metaCalls[i].nr)] = &metaCalls[i]
+	}
+	for _, c := range processCalls {
+		processByNr[int32(c.nr)] = c
+	}
+}
+
+// newNotifier serves listener (which it owns from now on) for a tree
+// whose writable roots are roots and whose members member tells.
+func newNotifier(listener int, roots []string, member func(pid int) bool) (*notifier, error) {
+	if err := unix.SetNonblock(listener, true); err != nil {
+		unix.Close(listener)
+		return nil, xerrors.Errorf("seccomp listener: %w", err)
+	}
+	n := &notifier{roots: roots, member: member, done: make(chan struct{})}
+	n.file = os.NewFile(uintptr(listener), "seccomp-listener")
+	// The listener must be in Go's poller: serve waits there, and Stop
+	// wakes it with a deadline.
+	if err := n.file.SetReadDeadline(time.Time{}); err != nil {
+		n.file.Close()
+		return nil, xerrors.Errorf("seccomp listener cannot be polled: %w", err)
+	}
+	if err := unix.Stat("/", &n.root); err != nil {
+		n.file.Close()
+		return nil, xerrors.Errorf("seccomp listener: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var caps [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &caps[0]); err != nil {
+		n.file.Close()
+		return nil, xerrors.Errorf("seccomp listener: capget: %w", err)
+	}
+	n.switchCreds = unix.Geteuid() == 0
+	n.dropCaps = caps[0].Effective|caps[1].Effective != 0
+	rc, err := n.file.SyscallConn()
+	if err != nil {
+		n.file.Close()
+		return nil, xerrors.Errorf("seccomp listener: %w", err)
+	}
+	// Stopped when the listener hangs up (no task uses the filter any
+	// more) or by Stop.
+	go n.serve(rc)
+	return n, nil
+}
+
+// Stop ends serving: calls not answered yet fail with EPERM, later ones
+// with ENOSYS. It returns once the listener is closed. Safe to call more
+// than once and concurrently.
+func (n *notifier) Stop() {
+	if n.stopping.CompareAndSwap(false, true) {
+		// Wakes serve's wait; the deadline is in the past.
+		_ = n.file.SetReadDeadline(time.Unix(1, 0))
+	}
+	<-n.done
+}
+
+// serve receives and answers routed calls one at a time.
+func (n *notifier) serve(rc syscall.RawConn) {
+	defer close(n.done)
+	defer n.file.Close()
+	for {
+		var req seccompNotif
+		var got, hup bool
+		err := rc.Read(func(fd uintptr) bool {
+			if n.stopping.Load() {
+				return true
+			}
+			got, hup = receive(int(fd), &req)
+			return got || hup
+		})
+		switch {
+		case err != nil || n.stopping.Load():
+			_ = rc.Control(func(fd uintptr) { refusePending(int(fd)) })
+			return
+		case hup:
+			return
+		}
+		_ = rc.Control(func(fd uintptr) { n.answer(int(fd), &req) })
+	}
+}
+
+// receive takes one routed call off the listener if one is waiting; hup
+// reports that no task uses the filter any more.
+func receive(fd int, req *seccompNotif) (got, hup bool) {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	if k, err := unix.Poll(pfd, 0); err != nil || k == 0 {
+		return false, false
+	}
+	if pfd[0].Revents&unix.POLLIN == 0 {
+		return false, pfd[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0
+	}
+	*req = seccompNotif{}
+	// A waiting call was announced, so this does not block; ENOENT: its
+	// caller was killed in between.
+	return ioctl(fd, unix.SECCOMP_IOCTL_NOTIF_RECV, unsafe.Pointer(req)) == nil, false
+}
+
+// refusePending answers every call waiting on the listener with EPERM.
+func refusePending(fd int) {
+	for {
+		var req seccompNotif
+		got, _ := receive(fd, &req)
+		if !got {
+			return
+		}
+		respond(fd, req.ID, unix.EPERM, false)
+	}
+}
+
+// answer decides one routed call and answers it.
+func (n *notifier) answer(fd int, req *seccompNotif) {
+	if c, ok := processByNr[req.Nr]; ok {
+		target := int(int32(req.Args[c.target]))
+		cont := target > 0 && n.member(target)
+		respond(fd, req.ID, unix.EPERM, cont)
+		return
+	}
+	c, ok := metaByNr[req.Nr]
+	if !ok {
+		respond(fd, req.ID, unix.EPERM, false)
+		return
+	}
+	respond(fd, req.ID, n.meta(fd, req, c), false)
+}
+
+// respond answers call id: it goes on in the kernel (cont), or returns
+// errno (0: success, 0).
+func respond(fd int, id uint64, errno unix.Errno, cont bool) {
+	resp := seccompResp{ID: id}
+	switch {
+	case cont:
+		resp.Flags = unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE
+	case errno != 0:
+		resp.Error = -int32(errno)
+	}
+	// ENOENT: the caller is gone (killed, or interrupted by a signal, in
+	// which case the call starts again as a new one).
+	_ = ioctl(fd, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&resp))
+}
+
+// valid reports whether call id still waits, so that what was read about
+// its caller (by its process ID) was about the caller.
+func valid(fd int, id uint64) bool {
+	return ioctl(fd, unix.SECCOMP_IOCTL_NOTIF_ID_VALID, unsafe.Pointer(&id)) == nil
+}
+
+func ioctl(fd int, req uint, arg unsafe.Pointer) error {
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uintptr(req), uintptr(arg))
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// meta does the metadata call req (of shape c) on its caller's behalf, or
+// refuses it, and returns the errno to answer.
+func (n *notifier) meta(fd int, req *seccompNotif, c *metaCall) unix.Errno {
+	pid := int(req.Pid)
+	a := req.Args
+	flags := 0
+	if c.flags >= 0 {
+		flags = int(int32(a[c.flags]))
+	}
+	nofollow := c.nofollow || flags&unix.AT_SYMLINK_NOFOLLOW != 0
+	var path string
+	hasPath := c.path >= 0 && a[c.path] != 0
+	if hasPath {
+		var errno unix.Errno
+		if path, errno = readString(pid, uintptr(a[c.path])); errno != 0 {
+			return errno
+		}
+		if path == "" {
+			if flags&unix.AT_EMPTY_PATH == 0 {
+				return unix.ENOENT
+			}
+			hasPath = false
+		}
+	} else if c.path >= 0 && c.op != opTimes {
+		return unix.EFAULT // only utimensat takes a NULL path
+	}
+	var times *[2]unix.Timespec
+	if c.op == opTimes && a[c.arg] != 0 {
+		var errno unix.Errno
+		if times, errno = readTimes(pid, uintptr(a[c.arg]), c.times); errno != 0 {
+			return errno
+		}
+	}
+	if !valid(fd, req.ID) {
+		return unix.EPERM
+	}
+	pidfd, err := pidfdOf(pid)
+	if err != nil {
+		return unix.EPERM
+	}
+	defer unix.Close(pidfd)
+	if !n.sameRoot(pid) {
+		return unix.EPERM
+	}
+	obj, base := -1, unix.AT_FDCWD
+	dirfd := unix.AT_FDCWD
+	if c.dir >= 0 {
+		dirfd = int(int32(a[c.dir]))
+	}
+	switch {
+	case !hasPath:
+		if obj, err = unix.PidfdGetfd(pidfd, dirfd, 0); err != nil {
+			return unix.EBADF
+		}
+		defer unix.Close(obj)
+	case path[0] == '/':
+		// The caller's root is the host's (sameRoot).
+	case dirfd == unix.AT_FDCWD:
+		if base, err = unix.Open("/proc/"+strconv.Itoa(pid)+"/cwd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return unix.EPERM
+		}
+		defer unix.Close(base)
+	default:
+		if base, err = unix.PidfdGetfd(pidfd, dirfd, 0); err != nil {
+			return unix.EBADF
+		}
+		defer unix.Close(base)
+	}
+	if !valid(fd, req.ID) {
+		return unix.EPERM
+	}
+	var creds *callerCreds
+	if n.switchCreds {
+		if creds, err = readCreds(pid); err != nil || !valid(fd, req.ID) {
+			return unix.EPERM
+		}
+	}
+	return n.asCaller(creds, func() unix.Errno {
+		if hasPath {
+			how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_MAGICLINKS}
+			if nofollow {
+				how.Flags |= unix.O_NOFOLLOW
+			}
+			o, err := unix.Openat2(base, path, &how)
+			if err != nil {
+				return errnoOf(err)
+			}
+			defer unix.Close(o)
+			obj = o
+		}
+		if !n.allowed(obj, !hasPath) {
+			return unix.EPERM
+		}
+		return apply(obj, c, a, times)
+	})
+}
+
+// sameRoot reports whether pid's root directory is the host's.
+func (n *notifier) sameRoot(pid int) bool {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/"+strconv.Itoa(pid)+"/root", &st); err != nil {
+		return false
+	}
+	return st.Dev == n.root.Dev && st.Ino == n.root.Ino
+}
+
+// allowed decides by the object obj refers to: beneath a writable root,
+// or, for an f* call, a file (not a device) its caller opened for writing.
+func (n *notifier) allowed(obj int, fcall bool) bool {
+	if fcall {
+		fl, err := unix.FcntlInt(uintptr(obj), unix.F_GETFL, 0)
+		var st unix.Stat_t
+		if err == nil && fl&unix.O_PATH == 0 && fl&unix.O_ACCMODE != unix.O_RDONLY && unix.Fstat(obj, &st) == nil {
+			if t := st.Mode & unix.S_IFMT; t != unix.S_IFCHR && t != unix.S_IFBLK {
+				return true
+			}
+		}
+	}
+	where, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(obj))
+	if err != nil {
+		return false
+	}
+	return beneath(where, n.roots)
+}
+
+// beneath reports whether path is one of roots or lies beneath one.
+func beneath(path string, roots []string) bool {
+	for _, r := range roots {
+		if path == r || strings.HasPrefix(path, r) && (strings.HasSuffix(r, "/") || path[len(r)] == '/') {
+			return true
+		}
+	}
+	return false
+}
+
+// apply does call c, with the caller's arguments a, on the object obj.
+func apply(obj int, c *metaCall, a [6]uint64, times *[2]unix.Timespec) unix.Errno {
+	switch c.op {
+	case opMode:
+		mode := uint32(a[c.arg]) & 0o7777
+		if mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
+			return unix.EPERM // the filter refused these already
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(obj, &st); err != nil {
+			return errnoOf(err)
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return unix.EOPNOTSUPP // as Linux answers for a symlink's mode
+		}
+		// The descriptor's own entry in /proc names the object itself.
+		return errnoOf(unix.Fchmodat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(obj), mode, 0))
+	case opOwner:
+		uid, gid := int(int32(a[c.arg])), int(int32(a[c.arg+1]))
+		return errnoOf(unix.Fchownat(obj, "", uid, gid, unix.AT_EMPTY_PATH))
+	case opTimes:
+		empty := []byte{0}
+		_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(obj), uintptr(unsafe.Pointer(&empty[0])),
+			uintptr(unsafe.Pointer(times)), unix.AT_EMPTY_PATH, 0, 0)
+		runtime.KeepAlive(empty)
+		runtime.KeepAlive(times)
+		return errno
+	}
+	return unix.EPERM
+}
+
+// errnoOf is err's errno, or EPERM for an error without one.
+func errnoOf(err error) unix.Errno {
+	if err == nil {
+		return 0
+	}
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return unix.EPERM
+}
+
+// pidfdOf opens a pidfd of the task pid (a thread's, where the kernel
+// has PIDFD_THREAD, else its process's; the two share descriptors).
+func pidfdOf(pid int) (int, error) {
+	const pidfdThread = unix.O_EXCL // PIDFD_THREAD, Linux 6.9
+	fd, err := unix.PidfdOpen(pid, pidfdThread)
+	if errors.Is(err, unix.EINVAL) {
+		fd, err = unix.PidfdOpen(pid, 0)
+	}
+	return fd, err
+}
+
+// readString reads the NUL-terminated string at addr in pid's memory, a
+// page at a time, PATH_MAX bytes at most.
+func readString(pid int, addr uintptr) (string, unix.Errno) {
+	buf := make([]byte, 0, 256)
+	page := uintptr(os.Getpagesize())
+	for len(buf) < unix.PathMax {
+		n := page - (addr % page) // to the end of addr's page
+		if rest := uintptr(unix.PathMax - len(buf)); n > rest {
+			n = rest
+		}
+		chunk := make([]byte, n)
+		got, err := unix.ProcessVMReadv(pid, []unix.Iovec{{Base: &chunk[0], Len: uint64(n)}},
+			[]unix.RemoteIovec{{Base: addr, Len: int(n)}}, 0)
+		if err != nil || got == 0 {
+			return "", unix.EFAULT
+		}
+		if i := bytes.IndexByte(chunk[:got], 0); i >= 0 {
+			return string(append(buf, chunk[:i]...)), 0
+		}
+		buf = append(buf, chunk[:got]...)
+		addr += uintptr(got)
+	}
+	return "", unix.ENAMETOOLONG
+}
+
+// readTimes reads a times argument of layout k at addr in pid's memory,
+// as the timespecs utimensat takes.
+func readTimes(pid int, addr uintptr, k timesKind) (*[2]unix.Timespec, unix.Errno) {
+	var raw [4]int64
+	size := 32 // two timespecs or timevals
+	if k == timesBuf {
+		size = 16
+	}
+	got, err := unix.ProcessVMReadv(pid, []unix.Iovec{{Base: (*byte)(unsafe.Pointer(&raw[0])), Len: uint64(size)}},
+		[]unix.RemoteIovec{{Base: addr, Len: size}}, 0)
+	if err != nil || got != size {
+		return nil, unix.EFAULT
+	}
+	var ts [2]unix.Timespec
+	switch k {
+	case timesSpec:
+		ts = [2]unix.Timespec{{Sec: raw[0], Nsec: raw[1]}, {Sec: raw[2], Nsec: raw[3]}}
+	case timesVal:
+		for i := range ts {
+			usec := raw[2*i+1]
+			if usec < 0 || usec >= 1e6 {
+				return nil, unix.EINVAL
+			}
+			ts[i] = unix.Timespec{Sec: raw[2*i], Nsec: usec * 1000}
+		}
+	case timesBuf:
+		ts = [2]unix.Timespec{{Sec: raw[0]}, {Sec: raw[1]}}
+	}
+	return &ts, 0
+}
+
+// callerCreds are the IDs the kernel checks a caller's file operations
+// with.
+type callerCreds struct {
+	fsuid, fsgid int
+	groups       []uint32
+}
+
+// readCreds reads pid's filesystem IDs and groups from /proc.
+func readCreds(pid int) (*callerCreds, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return nil, err
+	}
+	c := &callerCreds{fsuid: -1, fsgid: -1}
+	for _, line := range strings.Split(string(data), "\n") {
+		key, val, _ := strings.Cut(line, ":")
+		f := strings.Fields(val)
+		switch {
+		case key == "Uid" && len(f) == 4:
+			c.fsuid, _ = strconv.Atoi(f[3])
+		case key == "Gid" && len(f) == 4:
+			c.fsgid, _ = strconv.Atoi(f[3])
+		case key == "Groups":
+			for _, g := range f {
+				v, err := strconv.ParseUint(g, 10, 32)
+				if err != nil {
+					return nil, err
+				}
+				c.groups = append(c.groups, uint32(v))
+			}
+		}
+	}
+	if c.fsuid < 0 || c.fsgid < 0 {
+		return nil, xerrors.Errorf("no IDs in /proc/%d/status", pid)
+	}
+	return c, nil
+}
+
+// asCaller runs f on a thread of its own that has the caller's
+// filesystem IDs and groups (with creds, on a root host) and no effective
+// capabilities, and returns what f returned. The thread goes back to Go
+// only once it has the host's credentials again; otherwise it ends.
+func (n *notifier) asCaller(creds *callerCreds, f func() unix.Errno) unix.Errno {
+	if creds == nil && !n.dropCaps {
+		return f()
+	}
+	res := make(chan unix.Errno, 1) // buffered: the goroutine never blocks on it
+	// Stopped when f returns.
+	go func() {
+		runtime.LockOSThread()
+		restored := false
+		defer func() {
+			if restored {
+				runtime.UnlockOSThread()
+			}
+		}()
+		undo, err := takeCreds(creds)
+		if err != nil {
+			res <- unix.EPERM
+			return // undo's failure ends the thread with the goroutine
+		}
+		errno := f()
+		restored = undo() == nil
+		res <- errno
+	}()
+	return <-res
+}
+
+// takeCreds gives the calling (locked) thread creds, if any, and empties
+// its effective capabilities; undo gives back what it had.
+func takeCreds(creds *callerCreds) (undo func() error, err error) {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var saved [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &saved[0]); err != nil {
+		return nil, err
+	}
+	fsuid, fsgid := unix.Geteuid(), unix.Getegid()
+	var groups []uint32
+	if creds != nil {
+		n, err := rawGetgroups(nil)
+		if err != nil {
+			return nil, err
+		}
+		groups = make([]uint32, n)
+		if _, err := rawGetgroups(groups); err != nil {
+			return nil, err
+		}
+	}
+	undo = func() error {
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		if err := unix.Capset(&hdr, &saved[0]); err != nil {
+			return err
+		}
+		if creds == nil {
+			return nil
+		}
+		_ = unix.Setfsuid(fsuid)
+		_ = unix.Setfsgid(fsgid)
+		if err := rawSetgroups(groups); err != nil {
+			return err
+		}
+		if cur, _ := unix.SetfsuidRetUid(-1); cur != fsuid {
+			return xerrors.New("fsuid not restored")
+		}
+		if cur, _ := unix.SetfsgidRetGid(-1); cur != fsgid {
+			return xerrors.New("fsgid not restored")
+		}
+		return nil
+	}
+	if creds != nil {
+		if err := rawSetgroups(creds.groups); err != nil {
+			return nil, err
+		}
+		_ = unix.Setfsgid(creds.fsgid)
+		_ = unix.Setfsuid(creds.fsuid)
+		cu, _ := unix.SetfsuidRetUid(-1)
+		cg, _ := unix.SetfsgidRetGid(-1)
+		if cu != creds.fsuid || cg != creds.fsgid {
+			_ = undo()
+			return nil, xerrors.New("the caller's filesystem IDs could not be taken")
+		}
+	}
+	none := saved
+	none[0].Effective, none[1].Effective = 0, 0
+	if err := unix.Capset(&hdr, &none[0]); err != nil {
+		_ = undo()
+		return nil, err
+	}
+	return undo, nil
+}
+
+// rawGetgroups and rawSetgroups read and set the calling thread's groups
+// only (the system call is per thread; libc and Go's syscall package set
+// every thread's).
+func rawGetgroups(gs []uint32) (int, error) {
+	var p unsafe.Pointer
+	if len(gs) > 0 {
+		p = unsafe.Pointer(&gs[0])
+	}
+	n, _, errno := unix.RawSyscall(unix.SYS_GETGROUPS, uintptr(len(gs)), uintptr(p), 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
+}
+
+func rawSetgroups(gs []uint32) error {
+	var p unsafe.Pointer
+	if len(gs) > 0 {
+		p = unsafe.Pointer(&gs[0])
+	}
+	_, _, errno := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(gs)), uintptr(p), 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
