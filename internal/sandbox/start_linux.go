@@ -186,7 +186,9 @@ func killStarted(cmd *exec.Cmd) {
 // (the cgroup was removed from outside, say); it was killed.
 type placeError struct{ err error }
 
-func (e *placeError) Error() string { return "sandbox: move the child into its cgroup: " + e.err.Error() }
+func (e *placeError) Error() string {
+	return "sandbox: move the child into its cgroup: " + e.err.Error()
+}
 func (e *placeError) Unwrap() error { return e.err }
 
 // place moves pid into the cgroup whose cgroup.procs is open as procs.
