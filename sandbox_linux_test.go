@@ -485,6 +485,16 @@ func TestSandboxHostDeathDuringStarts(t *testing.T) {
 	hostDeathDuringStarts(t, "sandbox")
 }
 
+// TestSandboxHostDeathDuringStartsCgroup: the same in cgroup mode, where a
+// sandboxed child is forked outside its cgroup (its tree may not clone
+// into one) and moved in at its exec stop; the pending mark and the
+// exit-kill cover it until then.
+func TestSandboxHostDeathDuringStartsCgroup(t *testing.T) {
+	t.Parallel()
+	needSandbox(t)
+	hostDeathDuringStarts(t, "sandbox-cgroup")
+}
+
 // TestSandboxActivity: a sandboxed record's activity is read as any
 // other's: a shell reading its stdin pipe or its terminal is waiting for
 // input (Activity and WaitInput), a sleeping one is not, and with the

@@ -360,9 +360,13 @@ func hostDeathDuringStarts(t *testing.T, policy string) {
 	ctx := testCtx(t, 120*time.Second)
 	const rounds = 10
 	escaped := 0
+	parent := ""
+	if policy == "sandbox-cgroup" {
+		parent = treeCgroupParent(t)
+	}
 	for round := 0; round < rounds; round++ {
 		mark := fmt.Sprintf("review-inflight-%d-%d", os.Getpid(), rand.Uint64())
-		host := startHost(t, helperCmd("review-inflight-host", mark, policy))
+		host := startHost(t, helperCmd("review-inflight-host", mark, policy, parent))
 		line, _ := host.line()
 		watchdog, _ := strconv.Atoi(strings.TrimPrefix(line, "watchdog "))
 		if watchdog == 0 {
@@ -396,7 +400,7 @@ func hostDeathDuringStarts(t *testing.T, policy string) {
 		}
 	}
 	if escaped > 0 {
-		t.Errorf("in %d of %d rounds a child started while the host was killed outlived it (group mode registers the group with the watchdog only after the child runs)", escaped, rounds)
+		t.Errorf("in %d of %d rounds a child started while the host was killed outlived it (group mode registers the group with the watchdog only after the child runs; a sandboxed child in cgroup mode enters its cgroup only at its exec stop)", escaped, rounds)
 	}
 }
 
@@ -420,11 +424,16 @@ var _ = helper("review-inflight-host", reviewInflightHost)
 
 // reviewInflightHost starts marked `sleep 600` children in group mode from
 // four goroutines, printing a line per start, until it is killed; args[1]
-// "sandbox" sandboxes them.
+// "sandbox" sandboxes them, and "sandbox-cgroup" sandboxes them in cgroup
+// mode below the cgroup args[2].
 func reviewInflightHost(args []string) int {
 	opts := proc.Options{Containment: proc.ContainGroup}
-	if args[1] == "sandbox" {
+	switch args[1] {
+	case "sandbox":
 		opts.Sandbox = &proc.Sandbox{}
+	case "sandbox-cgroup":
+		opts.Sandbox = &proc.Sandbox{}
+		opts.Containment, opts.CgroupParent = proc.ContainCgroup, args[2]
 	}
 	m := proc.NewManager(opts)
 	req := proc.StartRequest{Args: []string{"sleep", "600"}, Env: map[string]string{"REVIEW_MARK": args[0]}}
