@@ -3,6 +3,9 @@
 package sandbox
 
 import (
+	"bufio"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,17 +24,13 @@ import (
 // TestPlacedInCgroup). Run as root here (CI); TestEscapesNonRootHost runs
 // the same as uid 65534.
 
-// escapeWant sets up a root and an outside directory and returns the
-// operations to try with their expected results, and a check of what
-// must be unchanged afterwards.
-func escapeWant(t *testing.T) (p Policy, want map[string]string, check func(t *testing.T)) {
-	root, outside := t.TempDir(), t.TempDir()
-	for _, dir := range []string{root, outside} {
-		// Traversable by another user (TestEscapesNonRootHost).
-		if err := os.Chmod(dir, 0o777); err != nil {
-			t.Fatal(err)
-		}
-	}
+// escapeWant sets up a root and an outside directory whose files belong
+// to owner (the sandboxed child's user) and returns the operations to try
+// with their expected results, and a check of what must be unchanged
+// afterwards. host names the host's PID for the ops helper: a number, or
+// "parent" where the host is the child's parent.
+func escapeWant(t *testing.T, owner int, host string) (p Policy, want map[string]string, check func(t *testing.T)) {
+	root, outside := sharedDir(t), sharedDir(t)
 	in := func(s string) string { return filepath.Join(root, s) }
 	out := func(s string) string { return filepath.Join(outside, s) }
 	for _, f := range []string{in("f"), in("g"), in("h"), out("f")} {
@@ -48,8 +47,15 @@ func escapeWant(t *testing.T) (p Policy, want map[string]string, check func(t *t
 	if err := os.Symlink(out("f"), in("link-out")); err != nil {
 		t.Fatal(err)
 	}
-	uid := strconv.Itoa(os.Getuid())
-	host := strconv.Itoa(os.Getpid())
+	for _, f := range []string{in("f"), in("g"), in("h"), in("d"), out("f")} {
+		if err := os.Chown(f, owner, owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Lchown(in("link-out"), owner, owner); err != nil {
+		t.Fatal(err)
+	}
+	uid := strconv.Itoa(owner)
 	want = map[string]string{
 		// E2: mode, owner, times and attributes.
 		"chmod=" + in("f") + ":0755":           "ok",
@@ -145,7 +151,7 @@ func TestEscapes(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := testCtx(t)
-			p, want, check := escapeWant(t)
+			p, want, check := escapeWant(t, os.Getuid(), strconv.Itoa(os.Getpid()))
 			var args []string
 			for op := range want {
 				args = append(args, op)
@@ -162,7 +168,7 @@ func TestEscapesNetworkOn(t *testing.T) {
 	t.Parallel()
 	support(t)
 	ctx := testCtx(t)
-	p, want, check := escapeWant(t)
+	p, want, check := escapeWant(t, os.Getuid(), strconv.Itoa(os.Getpid()))
 	p.Network = true
 	var args []string
 	for op := range want {
@@ -171,6 +177,89 @@ func TestEscapesNetworkOn(t *testing.T) {
 	res := run(ctx, t, opsCmd(nil, args...), p, true)
 	checkOps(t, res, args, want)
 	check(t)
+}
+
+// sharedDir makes a directory any user may use (the escape tests' root
+// and outside directories, which a uid 65534 host's child reaches too),
+// removed when the test ends.
+func sharedDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "proc-sandbox-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestEscapesNonRootHost runs the escapes with a host of uid 65534: a copy
+// of the test binary, run as that user, probes and starts the ops helper
+// sandboxed as TestEscapes does. Its child owns the files outside the
+// root as it owns those inside, as a user's agent owns ~/.ssh.
+func TestEscapesNonRootHost(t *testing.T) {
+	t.Parallel()
+	support(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs a root test process to start a uid 65534 host (CI runs as root)")
+	}
+	const nobody = 65534
+	ctx := testCtx(t)
+	p, want, check := escapeWant(t, nobody, "parent")
+	bin := filepath.Join(sharedDir(t), "sandbox.test")
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for op := range want {
+		args = append(args, op)
+	}
+	cmd := exec.CommandContext(ctx, bin, append([]string{p.WritableRoots[0]}, args...)...)
+	cmd.Env = append(os.Environ(), helperEnv+"=nonroot-host", "GORACE=atexit_sleep_ms=0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the uid %d host: %v\n%s", nobody, err, out)
+	}
+	checkOps(t, result{out: string(out)}, args, want)
+	check(t)
+}
+
+func init() { helpers["nonroot-host"] = nonrootHostHelper }
+
+// nonrootHostHelper is a host that starts the ops helper under a policy
+// with the writable root args[0], trying args[1:], and prints its output.
+func nonrootHostHelper(args []string) int {
+	sup, err := Probe(Steps{})
+	if err != nil {
+		fmt.Println("probe:", err)
+		return 1
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	cmd := opsCmd(nil, args[1:]...)
+	cmd.Env = append(cmd.Env, "HOME=/")
+	cmd.Stdout, cmd.Stderr = w, w
+	h, err := Start(cmd, cmd.Start, Policy{WritableRoots: args[:1]}, sup)
+	w.Close()
+	if err != nil {
+		fmt.Println("start:", err)
+		return 1
+	}
+	h.Release()
+	_, _ = io.Copy(os.Stdout, r)
+	_ = cmd.Wait()
+	h.Stop()
+	return 0
 }
 
 // TestPlacedInCgroup (E1): a child started with UseCgroupFD is forked
@@ -242,4 +331,75 @@ func testCgroup(t *testing.T) string {
 	}
 	t.Cleanup(func() { _ = os.Remove(dir) })
 	return dir
+}
+
+// TestOwnTerminal (E4): the tree's own terminal opens, but pushing input
+// into it (TIOCSTI) is refused as everywhere else, and so is reading
+// another terminal.
+func TestOwnTerminal(t *testing.T) {
+	t.Parallel()
+	support(t)
+	ctx := testCtx(t)
+	_, own := openPty(t)
+	_, other := openPty(t)
+	args := []string{"open-ro=" + own, "tiocsti=" + own, "open-ro=" + other}
+	res := run(ctx, t, opsCmd(nil, args...), Policy{TTY: own}, true)
+	checkOps(t, res, args, map[string]string{args[0]: "ok", args[1]: "EPERM", args[2]: "EACCES"})
+}
+
+// TestStopRefuses: once the host stops serving a tree's routed calls
+// (Held.Stop), they fail and change nothing; none is let through.
+func TestStopRefuses(t *testing.T) {
+	t.Parallel()
+	support(t)
+	root := t.TempDir()
+	f := filepath.Join(root, "f")
+	if err := os.WriteFile(f, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The helper waits for a line on its stdin before each operation.
+	cmd := opsCmd(nil, "wait", "chmod="+f+":0644", "wait", "chmod="+f+":0640")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd.Stdout = w
+	h, err := start(cmd, cmd.Start, Policy{WritableRoots: []string{root}}, support(t), true)
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Release()
+	lines := bufio.NewReader(r)
+	step := func() string {
+		if _, err := in.Write([]byte("\n")); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			l, err := lines.ReadString('\n')
+			if err != nil {
+				t.Fatalf("read the helper's output: %v", err)
+			}
+			if !strings.HasPrefix(l, "wait:") {
+				return strings.TrimSpace(l)
+			}
+		}
+	}
+	if got := step(); got != "chmod: ok" {
+		t.Fatalf("chmod while served: %q; want ok", got)
+	}
+	h.Stop()
+	if got := step(); got != "chmod: ENOSYS" {
+		t.Errorf("chmod after Stop: %q; want ENOSYS", got)
+	}
+	in.Close()
+	_ = cmd.Wait()
+	if st, err := os.Stat(f); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v, %v; want 0644 (the chmod after Stop changed nothing)", st.Mode(), err)
+	}
 }

@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -51,6 +52,10 @@ func errName(err error) string {
 }
 
 var ops = map[string]func(arg string) error{
+	"wait": func(string) error { // for a line on stdin
+		_, err := bufio.NewReader(os.Stdin).ReadString('\n')
+		return err
+	},
 	"read": func(path string) error {
 		_, err := os.ReadFile(path)
 		return err
@@ -331,10 +336,13 @@ func onOpen(arg string, flags int, f func(fd int, mode uint32) error) error {
 	return f(fd, uint32(mode))
 }
 
-// pidArg is a process ID argument: a number, or "self".
+// pidArg is a process ID argument: a number, "self" or "parent".
 func pidArg(s string) int {
-	if s == "self" {
+	switch s {
+	case "self":
 		return os.Getpid()
+	case "parent":
+		return os.Getppid()
 	}
 	n, _ := strconv.Atoi(s)
 	return n
