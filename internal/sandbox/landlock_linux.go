@@ -6,17 +6,19 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
 )
 
-// Landlock, the filesystem half (and TCP as a second layer): a ruleset
-// that handles every right the kernel's ABI knows, with read and execute
-// allowed everywhere, everything beneath the writable roots, and a few
-// devices read-write. Made on the caller's thread (it is only a
-// descriptor) and enforced on the restricted thread.
+// Landlock, the filesystem half (and TCP as a second layer): rulesets
+// that together handle every right the kernel's ABI knows, with read and
+// execute allowed everywhere but in other terminals, everything beneath
+// the writable roots, and a few devices read-write. Made on the caller's
+// thread (they are only descriptors) and enforced on the restricted
+// thread.
 
 // Rights grouped as the rules use them.
 const (
@@ -48,10 +50,15 @@ func handledFS(abi int) uint64 {
 	return h
 }
 
-// rulesetAttr is the kernel's struct landlock_ruleset_attr, with the size
-// ABI abi knows: access_fs (1-3), access_net (4-5), scoped (6 on).
+// fsRead are the rights of the read layer; the write layer handles the
+// others.
+const fsRead = fsReadExec
+
+// rulesetAttr is the kernel's struct landlock_ruleset_attr of the write
+// layer, with the size ABI abi knows: access_fs (1-3), access_net (4-5),
+// scoped (6 on).
 func rulesetAttr(p Policy, abi int) (unix.LandlockRulesetAttr, uintptr) {
-	attr := unix.LandlockRulesetAttr{Access_fs: handledFS(abi)}
+	attr := unix.LandlockRulesetAttr{Access_fs: handledFS(abi) &^ fsRead}
 	size := unsafe.Offsetof(attr.Access_net)
 	if abi >= 4 {
 		size = unsafe.Offsetof(attr.Scoped)
@@ -74,82 +81,224 @@ func rulesetAttr(p Policy, abi int) (unix.LandlockRulesetAttr, uintptr) {
 	return attr, size
 }
 
-// newRuleset makes the Landlock ruleset of p for ABI abi and returns its
+// A sandboxed thread is restricted by two Landlock layers, each of which
+// must allow an access (the kernel intersects them):
+//
+//   - the read layer handles reading and executing: allowed everywhere
+//     but in terminals other than the record's own, entry by entry of /
+//     and /dev (readEntries). It is the same for every start without a
+//     terminal, so it is made once and kept (one descriptor), and made
+//     again only when / or /dev changes; a start with a terminal makes
+//     its own;
+//   - the write layer handles everything else: writing beneath the roots
+//     and to a few devices, and the network and scopes of the policy.
+
+// newRuleset makes the write layer of p for ABI abi and returns its
 // descriptor (close-on-exec), which the caller closes.
 func newRuleset(p Policy, abi int) (fd int, err error) {
 	attr, size := rulesetAttr(p, abi)
-	r, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)
-	if errno != 0 {
-		return -1, xerrors.Errorf("landlock_create_ruleset: %w", errno)
+	if fd, err = createRuleset(&attr, size); err != nil {
+		return -1, err
 	}
-	fd = int(r)
 	defer func() {
 		if err != nil {
 			_ = unix.Close(fd)
 		}
 	}()
 	handled := attr.Access_fs
-	if err := addReadRules(fd, handled); err != nil {
-		return -1, err
-	}
 	for _, root := range p.WritableRoots {
 		if err := addRule(fd, root, handled, false); err != nil {
 			return -1, err
 		}
 	}
-	// A terminal device of the record's own (and /dev/tty, which can be
-	// only the caller's controlling terminal now), and /dev/ptmx, so that
-	// a program may make a terminal of its own (its peer through
-	// TIOCGPTPEER; opening the new /dev/pts/N by path is refused).
-	devices := []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/ptmx"}
-	if p.TTY != "" {
-		devices = append(devices, p.TTY, "/dev/tty")
-	}
-	for i, dev := range devices {
+	for i, dev := range devices(p) {
 		// A host without one of the null devices or ptmx has nothing to
 		// allow; the terminal must exist.
 		if err := addRule(fd, dev, fsDevice&handled, i < 4); err != nil {
 			return -1, err
 		}
 	}
+	return fd, nil
+}
+
+// devices are the devices the tree may read and write, with their ioctls:
+// the null devices, /dev/ptmx (a program may open a terminal's master,
+// though Landlock refuses its peer, a /dev/pts/N), and a terminal of the
+// record's own with /dev/tty (which can be only the caller's controlling
+// terminal: no other is readable to become one).
+func devices(p Policy) []string {
+	devs := []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/ptmx"}
+	if p.TTY != "" {
+		devs = append(devs, p.TTY, "/dev/tty")
+	}
+	return devs
+}
+
+func createRuleset(attr *unix.LandlockRulesetAttr, size uintptr) (int, error) {
+	r, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(attr)), size, 0)
+	if errno != 0 {
+		return -1, xerrors.Errorf("landlock_create_ruleset: %w", errno)
+	}
+	return int(r), nil
+}
+
+// readLayer returns the read layer for p (a descriptor the caller
+// closes): a copy of the kept one, or, for a record with a terminal, one
+// made for it.
+func readLayer(p Policy) (int, error) {
+	reads.mu.Lock()
+	defer reads.mu.Unlock()
+	if err := reads.refresh(); err != nil {
+		return -1, err
+	}
 	if p.TTY == "" {
-		// Readable as before (opening it without a controlling terminal
-		// fails with ENXIO).
-		if err := addRule(fd, "/dev/tty", fsReadExec&handled, true); err != nil {
+		fd, err := unix.FcntlInt(uintptr(reads.ruleset), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return -1, xerrors.Errorf("landlock read layer: %w", err)
+		}
+		return fd, nil
+	}
+	entries, err := readEntries()
+	if err != nil {
+		return -1, err
+	}
+	defer closeEntries(entries)
+	return makeReadLayer(entries, p.TTY)
+}
+
+// reads is the kept read layer.
+var reads readRules
+
+// readRules is the read layer of a start without a terminal, kept.
+type readRules struct {
+	mu      sync.Mutex
+	root    [2]unix.Stat_t // of / and /dev when the layer was made
+	ruleset int            // 0: none yet
+}
+
+// readEntry is a path the tree may read beneath, open as O_PATH.
+type readEntry struct {
+	fd  int
+	dir bool
+}
+
+// refresh reads the rules again if / or /dev changed since (an entry
+// added or removed), and makes the kept layer. Called with mu held.
+func (r *readRules) refresh() error {
+	var now [2]unix.Stat_t
+	for i, dir := range []string{"/", "/dev"} {
+		if err := unix.Stat(dir, &now[i]); err != nil {
+			return xerrors.Errorf("landlock read layer: %w", err)
+		}
+	}
+	if r.ruleset != 0 && sameDir(now[0], r.root[0]) && sameDir(now[1], r.root[1]) {
+		return nil
+	}
+	if r.ruleset != 0 {
+		unix.Close(r.ruleset)
+		r.ruleset = 0
+	}
+	entries, err := readEntries()
+	if err != nil {
+		return err
+	}
+	defer closeEntries(entries)
+	fd, err := makeReadLayer(entries, "")
+	if err != nil {
+		return err
+	}
+	r.ruleset, r.root = fd, now
+	return nil
+}
+
+// sameDir reports whether a and b are the same directory, unchanged.
+func sameDir(a, b unix.Stat_t) bool {
+	return a.Dev == b.Dev && a.Ino == b.Ino && a.Mtim == b.Mtim && a.Ctim == b.Ctim
+}
+
+func closeEntries(entries []readEntry) {
+	for _, e := range entries {
+		unix.Close(e.fd)
+	}
+}
+
+// makeReadLayer makes a read layer of entries, and tty's read if any.
+func makeReadLayer(entries []readEntry, tty string) (fd int, err error) {
+	attr := unix.LandlockRulesetAttr{Access_fs: fsRead}
+	if fd, err = createRuleset(&attr, unsafe.Offsetof(attr.Access_net)); err != nil {
+		return -1, err
+	}
+	defer func() {
+		if err != nil {
+			_ = unix.Close(fd)
+		}
+	}()
+	// Directories may be listed everywhere (/dev/pts included), and
+	// programs executed from anywhere.
+	if err := addRule(fd, "/", unix.LANDLOCK_ACCESS_FS_READ_DIR|unix.LANDLOCK_ACCESS_FS_EXECUTE, false); err != nil {
+		return -1, err
+	}
+	for _, e := range entries {
+		access := uint64(fsRead)
+		if !e.dir {
+			access &= fsFileRights
+		}
+		if err := addRuleFD(fd, e.fd, access); err != nil {
+			return -1, err
+		}
+	}
+	devs := []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/ptmx", "/dev/tty"}
+	if tty != "" {
+		devs = append(devs, tty)
+	}
+	for i, dev := range devs {
+		if err := addRule(fd, dev, unix.LANDLOCK_ACCESS_FS_READ_FILE, i < 5); err != nil {
 			return -1, err
 		}
 	}
 	return fd, nil
 }
 
-// addReadRules lets the tree read and execute everywhere but in other
-// terminals: a terminal the tree could open could become its controlling
-// terminal (and with /dev/tty its to write to), and reading one steals
-// what is typed into it. Landlock has no rule that takes a right away, so
-// read is granted on each entry of / but /dev, and of /dev but the
-// terminals (terminalDev); listing directories is granted everywhere.
-// Symbolic links need no rule: access is checked where they lead.
-func addReadRules(fd int, handled uint64) error {
-	if err := addRule(fd, "/", (unix.LANDLOCK_ACCESS_FS_READ_DIR|unix.LANDLOCK_ACCESS_FS_EXECUTE)&handled, false); err != nil {
-		return err
-	}
-	for _, dir := range []string{"/", "/dev/"} {
-		entries, err := os.ReadDir(dir)
+// readEntries opens the entries of / but /dev, and of /dev but the
+// terminals (terminalDev). Landlock has no rule that takes a right away,
+// so read is granted entry by entry. Symbolic links need no rule: access
+// is checked where they lead.
+func readEntries() (entries []readEntry, err error) {
+	defer func() {
 		if err != nil {
-			return xerrors.Errorf("landlock read rules: %w", err)
+			closeEntries(entries)
 		}
-		for _, e := range entries {
+	}()
+	for _, dir := range []string{"/", "/dev/"} {
+		names, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, xerrors.Errorf("landlock read layer: %w", err)
+		}
+		for _, e := range names {
 			name := e.Name()
 			if e.Type()&os.ModeSymlink != 0 || dir == "/" && name == "dev" || dir == "/dev/" && terminalDev(name) {
 				continue
 			}
-			// An entry removed since it was listed has nothing to allow.
-			if err := addRule(fd, dir+name, fsReadExec&handled, true); err != nil {
-				return err
+			fd, err := unix.Open(dir+name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if errors.Is(err, unix.ENOENT) {
+				continue // removed since it was listed
 			}
+			if err != nil {
+				return nil, xerrors.Errorf("landlock read layer: %w", &os.PathError{Op: "open", Path: dir + name, Err: err})
+			}
+			var st unix.Stat_t
+			if err := unix.Fstat(fd, &st); err != nil {
+				unix.Close(fd)
+				return nil, xerrors.Errorf("landlock read layer: %w", err)
+			}
+			if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				unix.Close(fd)
+				continue
+			}
+			entries = append(entries, readEntry{fd: fd, dir: st.Mode&unix.S_IFMT == unix.S_IFDIR})
 		}
 	}
-	return nil
+	return entries, nil
 }
 
 // terminalDev reports whether the entry name of /dev is a terminal, a
@@ -184,11 +333,19 @@ func addRule(ruleset int, path string, access uint64, optional bool) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		access &= fsFileRights
 	}
+	if err := addRuleFD(ruleset, pfd, access); err != nil {
+		return xerrors.Errorf("landlock rule for %s: %w", path, err)
+	}
+	return nil
+}
+
+// addRuleFD allows access beneath the object pfd (O_PATH) refers to.
+func addRuleFD(ruleset, pfd int, access uint64) error {
 	rule := unix.LandlockPathBeneathAttr{Allowed_access: access, Parent_fd: int32(pfd)}
 	_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(ruleset), unix.LANDLOCK_RULE_PATH_BENEATH,
 		uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
 	if errno != 0 {
-		return xerrors.Errorf("landlock rule for %s: %w", path, errno)
+		return xerrors.Errorf("landlock_add_rule: %w", errno)
 	}
 	return nil
 }

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -70,14 +72,21 @@ type seccompResp struct {
 type notifier struct {
 	file   *os.File // the listener, in Go's poller
 	roots  []string // the writable roots, clean and free of symlinks
-	member func(pid int) bool
+	member func(caller, pid int) bool
 	// root is the host's root directory: a caller whose root differs (a
 	// chroot in a namespace of its own) is refused.
 	root unix.Stat_t
-	// switchCreds: the host is root, so it takes the caller's filesystem
-	// IDs and groups for each call; dropCaps: it also has capabilities
-	// to set aside. A host of another user has the caller's IDs already.
-	switchCreds, dropCaps bool
+	// creds are the IDs every member of the tree has (without
+	// capabilities and with no-new-privileges none can take others), read
+	// from the first caller: a root host (switchCreds) takes them for each
+	// call, unless they are its own (creds nil then). A host of another
+	// user has them already. dropCaps: the host has capabilities to set
+	// aside (caps).
+	switchCreds bool
+	credsRead   bool
+	creds       *callerCreds
+	dropCaps    bool
+	caps        [2]unix.CapUserData
 
 	stopping atomic.Bool
 	done     chan struct{} // closed when serve returns
@@ -98,8 +107,9 @@ func init() {
 }
 
 // newNotifier serves listener (which it owns from now on) for a tree
-// whose writable roots are roots and whose members member tells.
-func newNotifier(listener int, roots []string, member func(pid int) bool) (*notifier, error) {
+// whose writable roots are roots and whose members member tells (given a
+// member that asks, and the process it names).
+func newNotifier(listener int, roots []string, member func(caller, pid int) bool) (*notifier, error) {
 	if err := unix.SetNonblock(listener, true); err != nil {
 		unix.Close(listener)
 		return nil, xerrors.Errorf("seccomp listener: %w", err)
@@ -116,14 +126,14 @@ func newNotifier(listener int, roots []string, member func(pid int) bool) (*noti
 		n.file.Close()
 		return nil, xerrors.Errorf("seccomp listener: %w", err)
 	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var caps [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &caps[0]); err != nil {
+	host, err := hostCreds()
+	if err != nil {
 		n.file.Close()
-		return nil, xerrors.Errorf("seccomp listener: capget: %w", err)
+		return nil, xerrors.Errorf("seccomp listener: %w", err)
 	}
-	n.switchCreds = unix.Geteuid() == 0
-	n.dropCaps = caps[0].Effective|caps[1].Effective != 0
+	n.caps = host.caps
+	n.dropCaps = host.caps[0].Effective|host.caps[1].Effective != 0
+	n.switchCreds = host.root
 	rc, err := n.file.SyscallConn()
 	if err != nil {
 		n.file.Close()
@@ -148,8 +158,15 @@ func (n *notifier) Stop() {
 
 // serve receives and answers routed calls one at a time.
 func (n *notifier) serve(rc syscall.RawConn) {
-	defer close(n.done)
-	defer n.file.Close()
+	if n.serveOn(rc) {
+		n.file.Close()
+		close(n.done)
+	}
+}
+
+// serveOn is serve's loop; it reports whether it ended serving (false:
+// it handed the service to a new goroutine).
+func (n *notifier) serveOn(rc syscall.RawConn) (ended bool) {
 	for {
 		var req seccompNotif
 		var got, hup bool
@@ -163,11 +180,19 @@ func (n *notifier) serve(rc syscall.RawConn) {
 		switch {
 		case err != nil || n.stopping.Load():
 			_ = rc.Control(func(fd uintptr) { refusePending(int(fd)) })
-			return
+			return true
 		case hup:
-			return
+			return true
 		}
-		_ = rc.Control(func(fd uintptr) { n.answer(int(fd), &req) })
+		retire := false
+		_ = rc.Control(func(fd uintptr) { retire = !n.answer(int(fd), &req) })
+		if retire {
+			// This goroutine's thread could not be given its credentials
+			// back and stays locked: it ends with the goroutine, and a
+			// new one serves on.
+			go n.serve(rc) // stopped as this one would have been
+			return false
+		}
 	}
 }
 
@@ -199,20 +224,24 @@ func refusePending(fd int) {
 	}
 }
 
-// answer decides one routed call and answers it.
-func (n *notifier) answer(fd int, req *seccompNotif) {
+// answer decides one routed call and answers it. It reports false if the
+// calling thread could not be given back the host's credentials: it is
+// locked then, and must end.
+func (n *notifier) answer(fd int, req *seccompNotif) (restored bool) {
 	if c, ok := processByNr[req.Nr]; ok {
 		target := int(int32(req.Args[c.target]))
-		cont := target > 0 && n.member(target)
+		cont := target > 0 && n.member(int(req.Pid), target)
 		respond(fd, req.ID, unix.EPERM, cont)
-		return
+		return true
 	}
 	c, ok := metaByNr[req.Nr]
 	if !ok {
 		respond(fd, req.ID, unix.EPERM, false)
-		return
+		return true
 	}
-	respond(fd, req.ID, n.meta(fd, req, c), false)
+	errno, restored := n.meta(fd, req, c)
+	respond(fd, req.ID, errno, false)
+	return restored
 }
 
 // respond answers call id: it goes on in the kernel (cont), or returns
@@ -245,100 +274,130 @@ func ioctl(fd int, req uint, arg unsafe.Pointer) error {
 }
 
 // meta does the metadata call req (of shape c) on its caller's behalf, or
-// refuses it, and returns the errno to answer.
-func (n *notifier) meta(fd int, req *seccompNotif, c *metaCall) unix.Errno {
-	pid := int(req.Pid)
-	a := req.Args
-	flags := 0
-	if c.flags >= 0 {
-		flags = int(int32(a[c.flags]))
+// refuses it, and returns the errno to answer; restored as asCaller says.
+func (n *notifier) meta(fd int, req *seccompNotif, c *metaCall) (errno unix.Errno, restored bool) {
+	call, errno := n.readCall(fd, req, c)
+	if errno != 0 {
+		return errno, true
 	}
-	nofollow := c.nofollow || flags&unix.AT_SYMLINK_NOFOLLOW != 0
-	var path string
-	hasPath := c.path >= 0 && a[c.path] != 0
-	if hasPath {
-		var errno unix.Errno
-		if path, errno = readString(pid, uintptr(a[c.path])); errno != 0 {
-			return errno
+	defer call.close()
+	if n.switchCreds && !n.credsRead {
+		creds, err := readCreds(int(req.Pid))
+		if err != nil || !valid(fd, req.ID) {
+			return unix.EPERM, true
 		}
-		if path == "" {
-			if flags&unix.AT_EMPTY_PATH == 0 {
-				return unix.ENOENT
-			}
-			hasPath = false
-		}
-	} else if c.path >= 0 && c.op != opTimes {
-		return unix.EFAULT // only utimensat takes a NULL path
-	}
-	var times *[2]unix.Timespec
-	if c.op == opTimes && a[c.arg] != 0 {
-		var errno unix.Errno
-		if times, errno = readTimes(pid, uintptr(a[c.arg]), c.times); errno != 0 {
-			return errno
+		n.credsRead = true
+		if !creds.sameAsHost() {
+			n.creds = creds
 		}
 	}
-	if !valid(fd, req.ID) {
-		return unix.EPERM
-	}
-	pidfd, err := pidfdOf(pid)
-	if err != nil {
-		return unix.EPERM
-	}
-	defer unix.Close(pidfd)
-	if !n.sameRoot(pid) {
-		return unix.EPERM
-	}
-	obj, base := -1, unix.AT_FDCWD
-	dirfd := unix.AT_FDCWD
-	if c.dir >= 0 {
-		dirfd = int(int32(a[c.dir]))
-	}
-	switch {
-	case !hasPath:
-		if obj, err = unix.PidfdGetfd(pidfd, dirfd, 0); err != nil {
-			return unix.EBADF
-		}
-		defer unix.Close(obj)
-	case path[0] == '/':
-		// The caller's root is the host's (sameRoot).
-	case dirfd == unix.AT_FDCWD:
-		if base, err = unix.Open("/proc/"+strconv.Itoa(pid)+"/cwd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
-			return unix.EPERM
-		}
-		defer unix.Close(base)
-	default:
-		if base, err = unix.PidfdGetfd(pidfd, dirfd, 0); err != nil {
-			return unix.EBADF
-		}
-		defer unix.Close(base)
-	}
-	if !valid(fd, req.ID) {
-		return unix.EPERM
-	}
-	var creds *callerCreds
-	if n.switchCreds {
-		if creds, err = readCreds(pid); err != nil || !valid(fd, req.ID) {
-			return unix.EPERM
-		}
-	}
-	return n.asCaller(creds, func() unix.Errno {
-		if hasPath {
+	return n.asCaller(func() unix.Errno {
+		obj := call.obj
+		if call.path != "" {
 			how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_MAGICLINKS}
-			if nofollow {
+			if call.nofollow {
 				how.Flags |= unix.O_NOFOLLOW
 			}
-			o, err := unix.Openat2(base, path, &how)
+			o, err := unix.Openat2(call.base, call.path, &how)
 			if err != nil {
 				return errnoOf(err)
 			}
 			defer unix.Close(o)
 			obj = o
 		}
-		if !n.allowed(obj, !hasPath) {
+		if !n.allowed(obj, call.path == "") {
 			return unix.EPERM
 		}
-		return apply(obj, c, a, times)
+		return apply(obj, c, req.Args, call.times)
 	})
+}
+
+// routedCall is what the host read of a routed metadata call: the object
+// of an f* call (obj), or a path relative to base; its times, if any.
+type routedCall struct {
+	obj, base int // -1 where not open (base AT_FDCWD: an absolute path)
+	path      string
+	nofollow  bool
+	times     *[2]unix.Timespec
+}
+
+func (r *routedCall) close() {
+	for _, fd := range []int{r.obj, r.base} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}
+
+// readCall reads the arguments of req (of shape c) from its caller, once,
+// and opens what they name the path relative to: the caller's working
+// directory or descriptor, or the descriptor an f* call applies to.
+func (n *notifier) readCall(fd int, req *seccompNotif, c *metaCall) (*routedCall, unix.Errno) {
+	pid := int(req.Pid)
+	a := req.Args
+	flags := 0
+	if c.flags >= 0 {
+		flags = int(int32(a[c.flags]))
+	}
+	call := &routedCall{obj: -1, base: -1, nofollow: c.nofollow || flags&unix.AT_SYMLINK_NOFOLLOW != 0}
+	if c.path >= 0 && a[c.path] != 0 {
+		var errno unix.Errno
+		if call.path, errno = readString(pid, uintptr(a[c.path])); errno != 0 {
+			return nil, errno
+		}
+		if call.path == "" && flags&unix.AT_EMPTY_PATH == 0 {
+			return nil, unix.ENOENT
+		}
+	} else if c.path >= 0 && c.op != opTimes {
+		return nil, unix.EFAULT // only utimensat takes a NULL path
+	}
+	if c.op == opTimes && a[c.arg] != 0 {
+		var errno unix.Errno
+		if call.times, errno = readTimes(pid, uintptr(a[c.arg]), c.times); errno != 0 {
+			return nil, errno
+		}
+	}
+	dirfd := unix.AT_FDCWD
+	if c.dir >= 0 {
+		dirfd = int(int32(a[c.dir]))
+	}
+	// What is opened below is the caller's only if the call still waits
+	// afterwards (its process ID was not another's meanwhile).
+	var err error
+	switch {
+	case !n.sameRoot(pid):
+		return nil, unix.EPERM
+	case call.path != "" && call.path[0] == '/':
+		// The caller's root is the host's (sameRoot).
+		call.base = -1
+	case call.path != "" && dirfd == unix.AT_FDCWD:
+		if call.base, err = unix.Open("/proc/"+strconv.Itoa(pid)+"/cwd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return nil, unix.EPERM
+		}
+	default:
+		pidfd, err := pidfdOf(pid)
+		if err != nil {
+			return nil, unix.EPERM
+		}
+		target, err := unix.PidfdGetfd(pidfd, dirfd, 0)
+		unix.Close(pidfd)
+		if err != nil {
+			return nil, unix.EBADF
+		}
+		if call.path == "" {
+			call.obj = target
+		} else {
+			call.base = target
+		}
+	}
+	if call.base < 0 && call.path != "" {
+		call.base = unix.AT_FDCWD
+	}
+	if !valid(fd, req.ID) {
+		call.close()
+		return nil, unix.EPERM
+	}
+	return call, 0
 }
 
 // sameRoot reports whether pid's root directory is the host's.
@@ -489,6 +548,38 @@ func readTimes(pid int, addr uintptr, k timesKind) (*[2]unix.Timespec, unix.Errn
 	return &ts, 0
 }
 
+// hostIDs are what the host's credentials are, read once.
+type hostIDs struct {
+	root bool // euid 0
+	caps [2]unix.CapUserData
+}
+
+var hostCreds = sync.OnceValues(func() (hostIDs, error) {
+	h := hostIDs{root: unix.Geteuid() == 0}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	if err := unix.Capget(&hdr, &h.caps[0]); err != nil {
+		return h, xerrors.Errorf("capget: %w", err)
+	}
+	return h, nil
+})
+
+// sameAsHost reports whether c are the host's own filesystem IDs and
+// groups, which need no switch.
+func (c *callerCreds) sameAsHost() bool {
+	if c.fsuid != unix.Geteuid() || c.fsgid != unix.Getegid() {
+		return false
+	}
+	n, err := rawGetgroups(nil)
+	if err != nil || n != len(c.groups) {
+		return false
+	}
+	gs := make([]uint32, n)
+	if _, err := rawGetgroups(gs); err != nil {
+		return false
+	}
+	return slices.Equal(gs, c.groups)
+}
+
 // callerCreds are the IDs the kernel checks a caller's file operations
 // with.
 type callerCreds struct {
@@ -527,44 +618,33 @@ func readCreds(pid int) (*callerCreds, error) {
 	return c, nil
 }
 
-// asCaller runs f on a thread of its own that has the caller's
-// filesystem IDs and groups (with creds, on a root host) and no effective
-// capabilities, and returns what f returned. The thread goes back to Go
-// only once it has the host's credentials again; otherwise it ends.
-func (n *notifier) asCaller(creds *callerCreds, f func() unix.Errno) unix.Errno {
-	if creds == nil && !n.dropCaps {
-		return f()
+// asCaller runs f on the calling goroutine's thread, locked, with the
+// tree's filesystem IDs and groups (on a root host) and no effective
+// capabilities, and returns what f returned. restored is false if the
+// thread could not be given back the host's credentials: it stays locked
+// then, and the caller's goroutine must end (Go then ends the thread).
+func (n *notifier) asCaller(f func() unix.Errno) (errno unix.Errno, restored bool) {
+	if n.creds == nil && !n.dropCaps {
+		return f(), true
 	}
-	res := make(chan unix.Errno, 1) // buffered: the goroutine never blocks on it
-	// Stopped when f returns.
-	go func() {
-		runtime.LockOSThread()
-		restored := false
-		defer func() {
-			if restored {
-				runtime.UnlockOSThread()
-			}
-		}()
-		undo, err := takeCreds(creds)
-		if err != nil {
-			res <- unix.EPERM
-			return // undo's failure ends the thread with the goroutine
-		}
-		errno := f()
-		restored = undo() == nil
-		res <- errno
-	}()
-	return <-res
+	runtime.LockOSThread()
+	undo, err := takeCreds(n.creds, n.caps)
+	if err != nil {
+		return unix.EPERM, false
+	}
+	errno = f()
+	if undo() != nil {
+		return errno, false
+	}
+	runtime.UnlockOSThread()
+	return errno, true
 }
 
 // takeCreds gives the calling (locked) thread creds, if any, and empties
-// its effective capabilities; undo gives back what it had.
-func takeCreds(creds *callerCreds) (undo func() error, err error) {
+// its effective capabilities (saved: the host's); undo gives back what it
+// had.
+func takeCreds(creds *callerCreds, saved [2]unix.CapUserData) (undo func() error, err error) {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var saved [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &saved[0]); err != nil {
-		return nil, err
-	}
 	fsuid, fsgid := unix.Geteuid(), unix.Getegid()
 	var groups []uint32
 	if creds != nil {

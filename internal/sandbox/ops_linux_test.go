@@ -194,6 +194,15 @@ var ops = map[string]func(arg string) error{
 		path, mode := splitArg(arg)
 		return unix.Chmod(path, uint32(mode))
 	},
+	"chmod-storm": func(arg string) error { // "path:count" chmods, alternating modes
+		path, n := splitArg(arg)
+		for i := range n {
+			if err := unix.Chmod(path, uint32(0o600|(i%2)*0o40)); err != nil {
+				return err
+			}
+		}
+		return nil
+	},
 	"fchmodat": func(arg string) error {
 		path, mode := splitArg(arg)
 		return unix.Fchmodat(unix.AT_FDCWD, path, uint32(mode), 0)

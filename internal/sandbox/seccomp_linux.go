@@ -3,8 +3,11 @@
 package sandbox
 
 import (
+	"cmp"
 	"runtime"
+	"slices"
 	"strconv"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -124,6 +127,37 @@ func (b *bpf) jump(op uint16, k uint32, jt, jf string) {
 	b.stmt(unix.BPF_JMP|op|unix.BPF_K, k)
 }
 
+// route sends system call nr to label.
+type route struct {
+	nr    uint32
+	label string
+}
+
+// dispatch jumps on the call number in the accumulator to the label of
+// its route in rs (sorted by number), or to otherwise: a binary search
+// down to a few compares.
+func (b *bpf) dispatch(rs []route, otherwise string) {
+	if len(rs) <= 3 {
+		for i, r := range rs {
+			next := ""
+			if i == len(rs)-1 {
+				next = otherwise
+			}
+			b.jump(unix.BPF_JEQ, r.nr, r.label, next)
+		}
+		if len(rs) == 0 {
+			b.jump(unix.BPF_JEQ, 0, otherwise, otherwise)
+		}
+		return
+	}
+	mid := len(rs) / 2
+	high := "high" + strconv.Itoa(len(b.ins))
+	b.jump(unix.BPF_JGE, rs[mid].nr, high, "")
+	b.dispatch(rs[:mid], otherwise)
+	b.label(high)
+	b.dispatch(rs[mid:], otherwise)
+}
+
 // prog resolves the jumps.
 func (b *bpf) prog() ([]unix.SockFilter, error) {
 	rel := func(from int, to string) (uint8, error) {
@@ -148,8 +182,22 @@ func (b *bpf) prog() ([]unix.SockFilter, error) {
 	return b.ins, nil
 }
 
-// filter is the seccomp program of p.
+// filter is the seccomp program of p, made once for each value of
+// p.Network (the kernel copies a program as it installs it).
 func filter(p Policy) ([]unix.SockFilter, error) {
+	if p.Network {
+		return filterNetworkOn()
+	}
+	return filterNetworkOff()
+}
+
+var (
+	filterNetworkOn  = sync.OnceValues(func() ([]unix.SockFilter, error) { return makeFilter(true) })
+	filterNetworkOff = sync.OnceValues(func() ([]unix.SockFilter, error) { return makeFilter(false) })
+)
+
+// makeFilter assembles the seccomp program for the network on or off.
+func makeFilter(network bool) ([]unix.SockFilter, error) {
 	if filterArch == 0 {
 		return nil, xerrors.New("seccomp filter: no filter for " + runtime.GOARCH)
 	}
@@ -160,30 +208,34 @@ func filter(p Policy) ([]unix.SockFilter, error) {
 	if runtime.GOARCH == "amd64" {
 		b.jump(unix.BPF_JGE, x32Bit, "kill", "")
 	}
-	b.jump(unix.BPF_JEQ, unix.SYS_CLONE3, "enosys", "")
-	b.jump(unix.BPF_JEQ, unix.SYS_IOCTL, "ioctl", "")
+	// Each call the filter looks at goes to the label of its check; the
+	// calls are found by a binary search, so that every system call of
+	// the tree passes few instructions (and the kernel, which runs the
+	// program for every call number as it installs it, few steps).
+	routes := []route{{unix.SYS_CLONE3, "enosys"}, {unix.SYS_IOCTL, "ioctl"}}
 	for _, nr := range refusedCalls {
-		b.jump(unix.BPF_JEQ, nr, "eperm", "")
+		routes = append(routes, route{nr, "eperm"})
 	}
 	for _, c := range metaCalls {
 		target := "notify"
 		if c.op == opMode {
 			target = "mode" + strconv.Itoa(int(c.arg))
 		}
-		b.jump(unix.BPF_JEQ, c.nr, target, "")
+		routes = append(routes, route{c.nr, target})
 	}
 	for _, c := range processCalls {
-		b.jump(unix.BPF_JEQ, c.nr, c.label(), "")
+		routes = append(routes, route{c.nr, c.label()})
 	}
-	if p.Network {
-		b.ret(retAllow)
-	} else {
-		b.jump(unix.BPF_JEQ, unix.SYS_CONNECT, "eacces", "")
+	if !network {
+		routes = append(routes, route{unix.SYS_CONNECT, "eacces"}, route{unix.SYS_SOCKET, "socket"}, route{unix.SYS_SOCKETPAIR, "socket"})
 		for _, nr := range []uint32{unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER} {
-			b.jump(unix.BPF_JEQ, nr, "eperm", "")
+			routes = append(routes, route{nr, "eperm"})
 		}
-		b.jump(unix.BPF_JEQ, unix.SYS_SOCKET, "socket", "")
-		b.jump(unix.BPF_JEQ, unix.SYS_SOCKETPAIR, "socket", "allow")
+	}
+	slices.SortFunc(routes, func(a, b route) int { return cmp.Compare(a.nr, b.nr) })
+	b.dispatch(routes, "allow")
+
+	if !network {
 		b.label("socket")
 		b.load(offArg0) // the domain
 		b.jump(unix.BPF_JEQ, unix.AF_UNIX, "", "eacces")

@@ -90,6 +90,11 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 		return nil, xerrors.New("sandbox: Pdeathsig fires when the restricted thread ends: it cannot be combined with the sandbox")
 	}
 	cmd.SysProcAttr.Ptrace = hold
+	readRules, err := readLayer(p)
+	if err != nil {
+		return nil, xerrors.Errorf("sandbox: %w", err)
+	}
+	defer unix.Close(readRules)
 	ruleset, err := newRuleset(p, sup.ABI)
 	if err != nil {
 		return nil, xerrors.Errorf("sandbox: %w", err)
@@ -117,7 +122,7 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 	}
 	started := make(chan outcome, 1) // buffered: the thread never blocks on it
 	onOwnThread(func() {
-		listener, err := restrictThread(ruleset, prog)
+		listener, err := restrictThread([]int{readRules, ruleset}, prog)
 		if err != nil {
 			started <- outcome{-1, xerrors.Errorf("sandbox: restrict the thread: %w", err)}
 			return
@@ -162,7 +167,7 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 	}
 	member := sessionMember(cmd.Process.Pid)
 	if procs >= 0 {
-		member = cgroupMember(cmd.Process.Pid)
+		member = sameCgroup
 	}
 	n, err := newNotifier(o.listener, p.WritableRoots, member)
 	if err != nil {
@@ -197,23 +202,21 @@ func place(procs, pid int) error {
 	return err
 }
 
-// cgroupMember reports whether a process is in the cgroup that leader
-// is in now (the tree's, in cgroup mode: no member can leave it).
-func cgroupMember(leader int) func(pid int) bool {
-	want, err := os.ReadFile("/proc/" + strconv.Itoa(leader) + "/cgroup")
-	return func(pid int) bool {
-		if err != nil || len(want) == 0 {
-			return false
-		}
-		got, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
-		return err == nil && bytes.Equal(got, want)
+// sameCgroup reports whether pid is in caller's cgroup: in cgroup mode
+// the tree's, which no member can leave.
+func sameCgroup(caller, pid int) bool {
+	want, err := os.ReadFile("/proc/" + strconv.Itoa(caller) + "/cgroup")
+	if err != nil || len(want) == 0 {
+		return false
 	}
+	got, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	return err == nil && bytes.Equal(got, want)
 }
 
 // sessionMember reports whether a process is in the session that leader
 // leads (the tree's, in group mode).
-func sessionMember(leader int) func(pid int) bool {
-	return func(pid int) bool {
+func sessionMember(leader int) func(caller, pid int) bool {
+	return func(_, pid int) bool {
 		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		if err != nil {
 			return false
@@ -267,9 +270,9 @@ var onMainThread = func() bool { return unix.Gettid() == unix.Getpid() }
 // restrictThread restricts the calling thread: no-new-privileges (which
 // Landlock and seccomp need), no capabilities for a child (the bounding,
 // ambient and inheritable sets emptied: a root child's exec then grants
-// none), the seccomp filter, then the Landlock ruleset. It returns the
-// filter's listener.
-func restrictThread(ruleset int, prog []unix.SockFilter) (listener int, err error) {
+// none), the seccomp filter, then the Landlock rulesets (layers). It
+// returns the filter's listener.
+func restrictThread(rulesets []int, prog []unix.SockFilter) (listener int, err error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return -1, xerrors.Errorf("no-new-privileges: %w", err)
 	}
@@ -279,9 +282,11 @@ func restrictThread(ruleset int, prog []unix.SockFilter) (listener int, err erro
 	if listener, err = installFilter(prog); err != nil {
 		return -1, err
 	}
-	if err := restrictSelf(ruleset); err != nil {
-		unix.Close(listener)
-		return -1, err
+	for _, r := range rulesets {
+		if err := restrictSelf(r); err != nil {
+			unix.Close(listener)
+			return -1, err
+		}
 	}
 	return listener, nil
 }
