@@ -12,11 +12,14 @@ import (
 const SeatbeltExec = "/usr/bin/sandbox-exec"
 
 // SeatbeltProfile writes the macOS sandbox profile (SBPL) of p: deny by
-// default; read everything; execute and fork; write only beneath
-// p.WritableRoots (which the caller resolved through symbolic links:
-// Seatbelt matches real paths, /private/tmp rather than /tmp), the null
-// devices and the terminal p.TTY with /dev/tty; signals only within the
-// sandbox; the network only with p.Network. ExitKill has no meaning here.
+// default; read everything but other terminals; execute and fork; write
+// (mode, owner and times included) only beneath p.WritableRoots (which
+// the caller resolved through symbolic links: Seatbelt matches real
+// paths, /private/tmp rather than /tmp), the null devices and the
+// terminal p.TTY with /dev/tty; no setuid or setgid bit, extended
+// attribute or file flag anywhere; other processes' information and
+// signals only within the sandbox; the network only with p.Network.
+// ExitKill has no meaning here.
 // A path holding a control character is refused: the profile language's
 // escapes for them are not documented.
 func SeatbeltProfile(p Policy) (string, error) {
@@ -54,7 +57,18 @@ func SeatbeltProfile(p Policy) (string, error) {
 		line("   ", w)
 	}
 	line(")")
+	// As on Linux (design section 17): no setuid or setgid bit, extended
+	// attribute or file flag may be set anywhere, roots included; mode,
+	// owner and times change only beneath a root (file-write* above).
+	// Later rules win.
+	line("(deny file-write-setugid)")
+	line("(deny file-write-xattr)")
+	line("(deny file-write-flags)")
+	// No terminal but the record's own may be read or written: another's
+	// could be taken over, or read for what is typed into it.
+	line(`(deny file-read* file-write* (regex #"^/dev/ttys[0-9]+$") (regex #"^/dev/tty[p-w][0-9a-f]$") (literal "/dev/console"))`)
 	if p.TTY != "" {
+		line("(allow file-read* file-write* (literal " + sbplString(p.TTY) + "))")
 		line("(allow file-ioctl (literal " + sbplString(p.TTY) + ") (literal \"/dev/tty\"))")
 	}
 	if p.Network {

@@ -19,8 +19,11 @@ func TestSeatbeltProfile(t *testing.T) {
 			want: []string{
 				"(version 1)", "(deny default)", "(allow file-read*)", "(allow process-exec)", "(allow process-fork)",
 				"(allow signal (target same-sandbox))", `    (literal "/dev/null")`, `    (literal "/dev/zero")`,
+				"(allow process-info* (target same-sandbox))",
+				"(deny file-write-setugid)", "(deny file-write-xattr)", "(deny file-write-flags)",
+				`(deny file-read* file-write* (regex #"^/dev/ttys[0-9]+$") (regex #"^/dev/tty[p-w][0-9a-f]$") (literal "/dev/console"))`,
 			},
-			dontWant: []string{"network", "subpath", "file-ioctl", "/dev/tty"},
+			dontWant: []string{"network", "subpath", "file-ioctl", `(literal "/dev/tty")`},
 		},
 		{
 			name: "workspace-write",
@@ -35,6 +38,7 @@ func TestSeatbeltProfile(t *testing.T) {
 			want: []string{
 				`    (literal "/dev/ttys003")`, `    (literal "/dev/tty")`,
 				`(allow file-ioctl (literal "/dev/ttys003") (literal "/dev/tty"))`,
+				`(allow file-read* file-write* (literal "/dev/ttys003"))`,
 			},
 			dontWant: []string{"network"},
 		},
@@ -69,9 +73,17 @@ func TestSeatbeltProfile(t *testing.T) {
 				t.Errorf("SeatbeltProfile(%+v): unbalanced parentheses:\n%s", tt.p, got)
 			}
 			// Every write the profile allows is in the one file-write*
-			// form, whose paths are exactly the roots and devices.
-			if n := strings.Count(got, "file-write"); n != 1 {
-				t.Errorf("SeatbeltProfile(%+v): %d file-write rules, want 1:\n%s", tt.p, n, got)
+			// form, whose paths are exactly the roots and devices, and
+			// the record's terminal allowed again after the terminals'
+			// deny.
+			allows := 0
+			for l := range lines {
+				if strings.HasPrefix(l, "(allow") && strings.Contains(l, "file-write") {
+					allows++
+				}
+			}
+			if want := map[bool]int{false: 1, true: 2}[tt.p.TTY != ""]; allows != want {
+				t.Errorf("SeatbeltProfile(%+v): %d rules allow writes, want %d:\n%s", tt.p, allows, want, got)
 			}
 		})
 	}
