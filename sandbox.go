@@ -10,21 +10,28 @@ import (
 	"golang.org/x/xerrors"
 )
 
-// Sandbox restricts a child and everything it starts (design section 17):
-// which files it may change, and whether it may use the network. The
-// kernel enforces it, with no helper binary and no root needed; a policy
-// that cannot be enforced exactly fails the start with ErrUnsupported
-// saying what is missing, never silently weaker. nil: unrestricted.
+// Sandbox restricts a child and everything it starts: which files it
+// may change, and whether it may use the network. The kernel enforces it,
+// with no helper binary and no root needed; a policy that cannot be
+// enforced exactly fails the start with ErrUnsupported saying what is
+// missing, never silently weaker. nil: unrestricted.
 //
-// Everywhere the tree may read and execute. Implied, never more:
-// /dev/null, /dev/zero and /dev/full read-write, and with TTY the record's
-// own terminal (its /dev/pts/N and /dev/tty) with its ioctls. No temporary
-// directory is added: list /tmp, or a private one, if the command needs
-// it. A refused operation fails with the kernel's EACCES or EPERM, and
-// Info.Sandbox says what was enforced.
+// Everywhere the tree may read and execute, but in terminals other than
+// the record's own. Implied, never more: /dev/null, /dev/zero and
+// /dev/full read-write, /dev/ptmx, and with TTY the record's own terminal
+// (its /dev/pts/N and /dev/tty) with its ioctls. No temporary directory
+// is added: list /tmp, or a private one, if the command needs it. The
+// tree may not set a setuid or setgid bit, an extended attribute (ACLs
+// included) or an inode flag anywhere, push input into a terminal
+// (TIOCSTI), use the kernel keyring, clone into another cgroup, or change
+// the limits, priority or affinity of a process outside its tree. A
+// refused operation fails with the kernel's EACCES or EPERM (ENOSYS for
+// clone3, so that libc and Go fall back to clone), and Info.Sandbox says
+// what was enforced.
 //
 // Linux (6.2, Landlock ABI 3, or newer): Landlock for files (and TCP
-// from ABI 4), a seccomp filter for sockets with Network false,
+// from ABI 4), a seccomp filter (which routes chmod, chown and the times
+// calls to the host, which does them only beneath a writable root),
 // no-new-privileges, and no capabilities even for a root host's child,
 // applied to one thread of the host that forks the child and then ends,
 // so that the rest of the host is never restricted; from Landlock ABI 6
@@ -33,8 +40,9 @@ import (
 // systems: ErrUnsupported.
 //
 // What cannot be expressed: a read-only hole inside a writable root
-// (everything beneath a root is writable), and reads are never
-// restricted.
+// (everything beneath a root is writable), and reads are restricted only
+// for terminals. What stays reachable: System V IPC of the same user, and
+// binding abstract Unix socket names with Network false.
 type Sandbox struct {
 	// WritableRoots are absolute paths of existing directories or files.
 	// The tree may create, change, rename and delete beneath them, and
