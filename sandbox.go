@@ -61,6 +61,20 @@ type Sandbox struct {
 	// work. Info.Sandbox says which ("no connect"). true leaves the
 	// network as it is.
 	Network bool `json:"network,omitempty"`
+	// Listen, with Network false, lets the tree bind and listen on TCP
+	// ports (any port, on any address: the kernel's rule is by port, so a
+	// server bound to 0.0.0.0 is as reachable as an unsandboxed one; bind
+	// 127.0.0.1 to keep it local). Every other socket stays refused.
+	// Linux: Landlock ABI 4 or newer, else ErrUnsupported.
+	Listen bool `json:"listen,omitempty"`
+	// ConnectPorts, with Network false, lets the tree connect to these TCP
+	// ports (1-65535), on any address: with Listen, a sandboxed dev server
+	// and the sandboxed client that tests it. UDP, raw sockets and every
+	// other connection stay refused, and so (on Linux below Landlock ABI
+	// 9) are the tree's AF_UNIX sockets but socketpair's, so that no
+	// connect reaches a host daemon's Unix socket. Linux: Landlock ABI 4
+	// or newer, else ErrUnsupported.
+	ConnectPorts []int `json:"connect_ports,omitempty"`
 }
 
 // validate refuses a bad policy before anything starts; where says whose.
@@ -90,7 +104,15 @@ func (s *Sandbox) validate(where string) (*Sandbox, error) {
 		}
 		roots = append(roots, filepath.Clean(root))
 	}
-	return &Sandbox{WritableRoots: roots, Network: s.Network}, nil
+	if s.Network && (s.Listen || len(s.ConnectPorts) > 0) {
+		return nil, xerrors.Errorf("start: %s: Listen and ConnectPorts open parts of a network that Network already opens: %w", where, ErrInvalid)
+	}
+	for _, port := range s.ConnectPorts {
+		if port < 1 || port > 65535 {
+			return nil, xerrors.Errorf("start: %s.ConnectPorts: %d is not a port (1-65535): %w", where, port, ErrInvalid)
+		}
+	}
+	return &Sandbox{WritableRoots: roots, Network: s.Network, Listen: s.Listen, ConnectPorts: slices.Clone(s.ConnectPorts)}, nil
 }
 
 // sameSandbox reports whether two requested policies are the same, for
@@ -99,7 +121,8 @@ func sameSandbox(a, b *Sandbox) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return a.Network == b.Network && slices.Equal(a.WritableRoots, b.WritableRoots)
+	return a.Network == b.Network && a.Listen == b.Listen && slices.Equal(a.WritableRoots, b.WritableRoots) &&
+		slices.Equal(a.ConnectPorts, b.ConnectPorts)
 }
 
 // clone copies s, so that a caller changing its request later changes
@@ -108,7 +131,8 @@ func (s *Sandbox) clone() *Sandbox {
 	if s == nil {
 		return nil
 	}
-	return &Sandbox{WritableRoots: slices.Clone(s.WritableRoots), Network: s.Network}
+	return &Sandbox{WritableRoots: slices.Clone(s.WritableRoots), Network: s.Network, Listen: s.Listen,
+		ConnectPorts: slices.Clone(s.ConnectPorts)}
 }
 
 // sandboxCache holds a Manager's first-use sandbox probe: it runs once,
@@ -151,6 +175,9 @@ func (m *Manager) sandboxFor(req StartRequest) (*sandboxStart, string, error) {
 		return nil, "", xerrors.Errorf("start: %w", err)
 	case err != nil:
 		return nil, "", xerrors.Errorf("start: %v: %w", err, ErrUnsupported)
+	}
+	if err := kernelAllows(kernel, sb); err != nil {
+		return nil, "", xerrors.Errorf("start: %s: %v: %w", where, err, ErrUnsupported)
 	}
 	return &sandboxStart{sb: sb, kernel: kernel}, describeSandbox(kernel, sb), nil
 }

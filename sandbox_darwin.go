@@ -79,3 +79,12 @@ func (s *sandboxStart) start(_ *treeSetup, cmd *exec.Cmd, fork func() error, tty
 // rootThroughSymlink: macOS resolves roots at the start instead (Seatbelt
 // matches real paths), and Info.Sandbox's profile shows the real ones.
 func rootThroughSymlink(string) (string, bool) { return "", false }
+
+// kernelAllows: Seatbelt cannot allow TCP by port without the rest of the
+// network.
+func kernelAllows(_ sandboxKernel, sb *Sandbox) error {
+	if sb.Listen || len(sb.ConnectPorts) > 0 {
+		return xerrors.New("Listen and ConnectPorts are not expressed in the macOS profile")
+	}
+	return nil
+}

@@ -3,9 +3,12 @@
 package proc_test
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"regexp"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -128,4 +131,92 @@ func cgroupLine(s string) string {
 		}
 	}
 	return ""
+}
+
+// TestSandboxServer: a sandboxed dev server (Listen) is reachable from
+// the host, and a sandboxed client allowed its port (ConnectPorts)
+// reaches it, while the client's other connections stay refused; both
+// modes. Info.Sandbox says so.
+func TestSandboxServer(t *testing.T) {
+	t.Parallel()
+	needSandbox(t)
+	if sup, _ := sbSupport(); sup.ABI < 4 {
+		t.Skipf("Landlock ABI %d has no TCP rules (CI: ABI 7)", sup.ABI)
+	}
+	other := sbListen(t)
+	for _, c := range sbModes {
+		t.Run(string(c), func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			m := sbManager(t, c, proc.Options{})
+			req := helperReq("sb-serve")
+			req.Sandbox = &proc.Sandbox{Listen: true}
+			srv := mustStart(t, m, req)
+			if !strings.Contains(srv.Info().Sandbox, "listen") {
+				t.Errorf("server Info.Sandbox %q; want listen", srv.Info().Sandbox)
+			}
+			line := waitLine(ctx, t, srv, regexp.MustCompile(`port (\d+)`))
+			port := strings.TrimSpace(strings.TrimPrefix(line, "port "))
+			n, _ := strconv.Atoi(port)
+			addr := "127.0.0.1:" + port
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatalf("the host cannot reach the sandboxed server: %v", err)
+			}
+			conn.Close()
+			req = helperReq("sb-dial", addr, other)
+			req.Sandbox = &proc.Sandbox{ConnectPorts: []int{n}}
+			client := mustStart(t, m, req)
+			snap := waitFinal(ctx, t, client)
+			if want := "dial " + addr + ": ok\ndial " + other + ": EACCES\n"; snap.Output.Text != want {
+				t.Errorf("client output %q; want %q", snap.Output.Text, want)
+			}
+			wantExit(t, waitFinal(ctx, t, srv), 0)
+		})
+	}
+}
+
+var (
+	_ = helper("sb-serve", sbServe)
+	_ = helper("sb-dial", sbDial)
+)
+
+// sbServe listens on a free loopback port, prints it, takes two
+// connections and exits.
+func sbServe([]string) int {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	defer l.Close()
+	fmt.Println("port", l.Addr().(*net.TCPAddr).Port)
+	for range 2 {
+		c, err := l.Accept()
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		c.Close()
+	}
+	return 0
+}
+
+// sbDial tries to connect to each address and prints what the kernel said.
+func sbDial(args []string) int {
+	for _, a := range args {
+		r := "ok"
+		if c, err := net.Dial("tcp4", a); err != nil {
+			var errno unix.Errno
+			if errors.As(err, &errno) {
+				r = unix.ErrnoName(errno)
+			} else {
+				r = err.Error()
+			}
+		} else {
+			c.Close()
+		}
+		fmt.Printf("dial %s: %s\n", a, r)
+	}
+	return 0
 }

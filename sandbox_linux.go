@@ -52,7 +52,21 @@ func rootThroughSymlink(root string) (real string, linked bool) {
 }
 
 // describeSandbox says what a policy is enforced with, for Info.Sandbox.
-func describeSandbox(k sandboxKernel, sb *Sandbox) string { return k.Describe(sb.Network) }
+func describeSandbox(k sandboxKernel, sb *Sandbox) string { return k.Describe(policyOf(sb)) }
+
+// policyOf is sb's network part as internal/sandbox takes it.
+func policyOf(sb *Sandbox) sandbox.Policy {
+	return sandbox.Policy{Network: sb.Network, Listen: sb.Listen, ConnectPorts: sb.ConnectPorts}
+}
+
+// kernelAllows reports why the kernel k cannot enforce sb, if it cannot:
+// TCP port rules (Listen, ConnectPorts) need Landlock ABI 4.
+func kernelAllows(k sandboxKernel, sb *Sandbox) error {
+	if (sb.Listen || len(sb.ConnectPorts) > 0) && k.ABI < 4 {
+		return xerrors.Errorf("Listen and ConnectPorts need Landlock ABI 4 (Linux 6.7) for TCP port rules; this kernel has ABI %d", k.ABI)
+	}
+	return nil
+}
 
 // sandboxStart is a start's sandbox: the policy and what the probe found.
 type sandboxStart struct {
@@ -72,7 +86,8 @@ type sandboxStart struct {
 // the watchdog's file, and asks the sandbox (exitKill) for the held
 // child's PTRACE_O_EXITKILL from the exec stop on, cleared by the release.
 func (s *sandboxStart) start(setup *treeSetup, cmd *exec.Cmd, fork func() error, tty bool) (release func(), err error) {
-	p := sandbox.Policy{WritableRoots: s.sb.WritableRoots, Network: s.sb.Network, ExitKill: setup.exitKill()}
+	p := policyOf(s.sb)
+	p.WritableRoots, p.ExitKill = s.sb.WritableRoots, setup.exitKill()
 	if tty {
 		// connect made the terminal's slave end the child's stdin.
 		f, ok := cmd.Stdin.(*os.File)

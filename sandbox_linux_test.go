@@ -34,7 +34,7 @@ func needSandbox(t testing.TB) string {
 	if err != nil {
 		t.Skipf("the sandbox cannot run here (CI runs it): %v", err)
 	}
-	return sup.Describe(false)
+	return sup.Describe(sandbox.Policy{})
 }
 
 // stressSandboxed says whether TestStress sandboxes a third of its starts:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/procvisor/proc"
@@ -69,4 +70,49 @@ func containsKey(b []byte, key string) bool {
 	_ = json.Unmarshal(b, &m)
 	_, ok := m[key]
 	return ok
+}
+
+// TestSandboxNetInvalid: ConnectPorts outside 1-65535, and Listen or
+// ConnectPorts together with Network, are ErrInvalid naming the field, and
+// nothing starts; on every OS.
+func TestSandboxNetInvalid(t *testing.T) {
+	t.Parallel()
+	for name, sb := range map[string]*proc.Sandbox{
+		"port 0":             {ConnectPorts: []int{0}},
+		"port 65536":         {ConnectPorts: []int{80, 65536}},
+		"listen and network": {Listen: true, Network: true},
+		"ports and network":  {ConnectPorts: []int{80}, Network: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			m := newManager(t, proc.Options{})
+			p, err := m.Start(proc.StartRequest{Args: []string{"true"}, Sandbox: sb})
+			if !errors.Is(err, proc.ErrInvalid) || !strings.Contains(err.Error(), "Sandbox") {
+				t.Fatalf("Start(%+v) = %v, %v; want ErrInvalid naming the field", sb, p, err)
+			}
+			if n := len(m.List()); n != 0 {
+				t.Fatalf("%d records after a refused start; want none", n)
+			}
+		})
+	}
+}
+
+// TestSandboxNetJSON: Listen and ConnectPorts decode from listen and
+// connect_ports, and are left out when unset.
+func TestSandboxNetJSON(t *testing.T) {
+	t.Parallel()
+	var sb proc.Sandbox
+	if err := json.Unmarshal([]byte(`{"listen":true,"connect_ports":[3000,443]}`), &sb); err != nil {
+		t.Fatal(err)
+	}
+	if !sb.Listen || !reflect.DeepEqual(sb.ConnectPorts, []int{3000, 443}) {
+		t.Fatalf("decoded %+v; want Listen and ports 3000, 443", sb)
+	}
+	out, err := json.Marshal(proc.Sandbox{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if containsKey(out, "listen") || containsKey(out, "connect_ports") {
+		t.Fatalf("an empty Sandbox encodes as %s; want neither key", out)
+	}
 }

@@ -174,6 +174,16 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		sandbox().Network = on
 		return err
 	})
+	flags.BoolFunc("listen", "with the sandbox (implied) and no -net: the tree may bind and listen on TCP ports", func(v string) error {
+		on, err := strconv.ParseBool(v)
+		sandbox().Listen = on
+		return err
+	})
+	flags.Func("connect", "with the sandbox (implied) and no -net: a TCP port the tree may connect to; repeatable", func(v string) error {
+		port, err := strconv.Atoi(v)
+		sandbox().ConnectPorts = append(sandbox().ConnectPorts, port)
+		return err
+	})
 	flags.Usage = func() {
 		fmt.Fprintln(stderr, "usage: procrun [flags] -- CMD [ARGS...]\n       procrun            (a demonstration)")
 		flags.PrintDefaults()

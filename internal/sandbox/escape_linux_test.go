@@ -403,3 +403,43 @@ func TestStopRefuses(t *testing.T) {
 		t.Errorf("mode %v, %v; want 0644 (the chmod after Stop changed nothing)", st.Mode(), err)
 	}
 }
+
+// TestListenConnect: with the network off, Listen lets the tree bind and
+// listen on TCP ports, and ConnectPorts lets it connect to those ports
+// only; UDP, raw and MPTCP sockets, other ports, connects hidden in a
+// send, and (with ConnectPorts) AF_UNIX sockets stay refused.
+func TestListenConnect(t *testing.T) {
+	t.Parallel()
+	support(t)
+	allowed := listen(t, "tcp4", "127.0.0.1:0")
+	other := listen(t, "tcp4", "127.0.0.1:0")
+	sock := filepath.Join(t.TempDir(), "daemon.sock")
+	listen(t, "unix", sock)
+	_, port, _ := strings.Cut(allowed, ":")
+	n, _ := strconv.Atoi(port)
+	for name, tt := range map[string]struct {
+		p    Policy
+		want map[string]string
+	}{
+		"listen": {Policy{Listen: true}, map[string]string{
+			"tcp4-bind": "ok", "tcp4-connect=" + allowed: "EACCES", "unix-connect=" + sock: "EACCES",
+			"udp4=127.0.0.1:9": "EACCES", "raw": "EACCES", "socketpair": "ok",
+		}},
+		"connect": {Policy{ConnectPorts: []int{n}}, map[string]string{
+			"tcp4-bind": "EACCES", "tcp4-connect=" + allowed: "ok", "tcp4-connect=" + other: "EACCES",
+			"mptcp-connect=" + allowed: "EACCES", "fastopen=" + other: "EPERM", "unix-connect=" + sock: "EACCES",
+			"udp4=127.0.0.1:9": "EACCES", "raw": "EACCES", "socketpair": "ok", "io_uring": "EPERM",
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			var args []string
+			for op := range tt.want {
+				args = append(args, op)
+			}
+			res := run(ctx, t, opsCmd(nil, args...), tt.p, true)
+			checkOps(t, res, args, tt.want)
+		})
+	}
+}

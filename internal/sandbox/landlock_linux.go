@@ -63,9 +63,13 @@ func rulesetAttr(p Policy, abi int) (unix.LandlockRulesetAttr, uintptr) {
 	if abi >= 4 {
 		size = unsafe.Offsetof(attr.Scoped)
 		if !p.Network {
-			// No rule allows a port: every TCP bind and connect is denied,
-			// beneath the seccomp filter that refuses the socket already.
-			attr.Access_net = unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
+			// Only ConnectPorts' rules allow a port to connect to; binding
+			// any port is allowed with Listen, else denied. The seccomp
+			// filter refuses TCP sockets without either.
+			attr.Access_net = unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
+			if !p.Listen {
+				attr.Access_net |= unix.LANDLOCK_ACCESS_NET_BIND_TCP
+			}
 		}
 	}
 	if abi >= 6 {
@@ -109,6 +113,13 @@ func newRuleset(p Policy, abi int) (fd int, err error) {
 	for _, root := range p.WritableRoots {
 		if err := addRule(fd, root, handled, false); err != nil {
 			return -1, err
+		}
+	}
+	if !p.Network {
+		for _, port := range p.ConnectPorts {
+			if err := addPortRule(fd, port); err != nil {
+				return -1, err
+			}
 		}
 	}
 	for i, dev := range devices(p) {
@@ -335,6 +346,26 @@ func addRule(ruleset int, path string, access uint64, optional bool) error {
 	}
 	if err := addRuleFD(ruleset, pfd, access); err != nil {
 		return xerrors.Errorf("landlock rule for %s: %w", path, err)
+	}
+	return nil
+}
+
+// netPortAttr is the kernel's struct landlock_net_port_attr (ABI 4).
+type netPortAttr struct {
+	allowedAccess uint64
+	port          uint64
+}
+
+// ruleNetPort is LANDLOCK_RULE_NET_PORT.
+const ruleNetPort = 2
+
+// addPortRule allows connecting to TCP port.
+func addPortRule(ruleset, port int) error {
+	rule := netPortAttr{allowedAccess: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(port)}
+	_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(ruleset), ruleNetPort,
+		uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
+	if errno != 0 {
+		return xerrors.Errorf("landlock rule for port %d: %w", port, errno)
 	}
 	return nil
 }

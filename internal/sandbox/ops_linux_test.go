@@ -125,6 +125,38 @@ var ops = map[string]func(arg string) error{
 		return connectTCP(unix.AF_INET, addr, unix.IPPROTO_MPTCP)
 	},
 	"tcp4-bind": func(string) error { return bindTCP(unix.AF_INET) },
+	"tcp4-listen": func(string) error { // bind, listen, take one connection from the host
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+			return err
+		}
+		if err := unix.Listen(fd, 1); err != nil {
+			return err
+		}
+		sa, err := unix.Getsockname(fd)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("listening on %d\n", sa.(*unix.SockaddrInet4).Port)
+		c, _, err := unix.Accept(fd)
+		if err == nil {
+			unix.Close(c)
+		}
+		return err
+	},
+	"fastopen": func(addr string) error { // a connect hidden in sendto(2)
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		ap := netip.MustParseAddrPort(addr)
+		return unix.Sendto(fd, []byte("x"), 0x20000000, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()})
+	},
 	"tcp6-bind": func(string) error { return bindTCP(unix.AF_INET6) },
 	"udp4": func(addr string) error {
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)

@@ -8,8 +8,17 @@ type Policy struct {
 	// the caller validated them.
 	WritableRoots []string
 	// Network leaves the network as it is; false refuses every socket but
-	// AF_UNIX stream and seqpacket ones, every connect(2) and io_uring.
+	// AF_UNIX stream and seqpacket ones, every connect(2) and io_uring,
+	// but for Listen and ConnectPorts.
 	Network bool
+	// Listen (with Network false) lets the tree bind and listen on TCP
+	// ports, any port (Landlock ABI 4).
+	Listen bool
+	// ConnectPorts (with Network false) lets the tree connect to these TCP
+	// ports, on any address (Landlock ABI 4). The tree's AF_UNIX sockets
+	// other than socketpair's are refused then, so that a connect(2)
+	// cannot reach a host daemon's Unix socket.
+	ConnectPorts []int
 	// TTY is the child's terminal device (/dev/pts/N), which it may read,
 	// write and control (ioctls) together with /dev/tty; "" without one.
 	TTY string

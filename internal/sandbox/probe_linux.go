@@ -24,19 +24,34 @@ type Support struct {
 	ABI int
 }
 
-// Describe says what a policy with the network as given is enforced
-// with, for Info.Sandbox: "landlock abi 7, seccomp, no connect, no
-// capabilities" with the network off (below ABI 9 every connect(2) is
-// refused, which "no connect" says), "landlock abi 7, network, no
-// capabilities" with it on. Below ABI 6 Landlock cannot scope signals,
-// so the tree may signal the host (a child of the same user always can):
-// "signals" says so.
-func (s Support) Describe(network bool) string {
+// Describe says what policy p is enforced with, for Info.Sandbox:
+// "landlock abi 7, seccomp, no connect, no capabilities" with the network
+// off (below ABI 9 every connect(2) is refused, which "no connect" says);
+// "listen" when the tree may bind TCP ports, and "connect 80,443, no unix
+// sockets" when it may connect to those (its AF_UNIX sockets but
+// socketpair's are refused then); "landlock abi 7, network, no
+// capabilities" with the network on. Below ABI 6 Landlock cannot scope
+// signals, so the tree may signal the host (a child of the same user
+// always can): "signals" says so.
+func (s Support) Describe(p Policy) string {
 	parts := []string{"landlock abi " + strconv.Itoa(s.ABI)}
-	if network {
+	switch {
+	case p.Network:
 		parts = append(parts, "network")
-	} else {
-		parts = append(parts, "seccomp", "no connect")
+	default:
+		parts = append(parts, "seccomp")
+		if p.Listen {
+			parts = append(parts, "listen")
+		}
+		if len(p.ConnectPorts) == 0 {
+			parts = append(parts, "no connect")
+		} else {
+			ports := make([]string, len(p.ConnectPorts))
+			for i, port := range p.ConnectPorts {
+				ports[i] = strconv.Itoa(port)
+			}
+			parts = append(parts, "connect "+strings.Join(ports, ","), "no unix sockets")
+		}
 	}
 	parts = append(parts, "no capabilities")
 	if s.ABI < 6 {

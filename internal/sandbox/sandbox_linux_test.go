@@ -579,16 +579,18 @@ func TestProbeUnsupported(t *testing.T) {
 func TestDescribe(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
-		abi     int
-		network bool
-		want    string
+		abi  int
+		p    Policy
+		want string
 	}{
-		{7, false, "landlock abi 7, seccomp, no connect, no capabilities"},
-		{12, true, "landlock abi 12, network, no capabilities"},
-		{4, false, "landlock abi 4, seccomp, no connect, no capabilities, signals"},
+		{7, Policy{}, "landlock abi 7, seccomp, no connect, no capabilities"},
+		{12, Policy{Network: true}, "landlock abi 12, network, no capabilities"},
+		{4, Policy{}, "landlock abi 4, seccomp, no connect, no capabilities, signals"},
+		{7, Policy{Listen: true}, "landlock abi 7, seccomp, listen, no connect, no capabilities"},
+		{7, Policy{Listen: true, ConnectPorts: []int{3000, 443}}, "landlock abi 7, seccomp, listen, connect 3000,443, no unix sockets, no capabilities"},
 	} {
-		if got := (Support{ABI: tt.abi}).Describe(tt.network); got != tt.want {
-			t.Errorf("Support{ABI: %d}.Describe(%v) = %q; want %q", tt.abi, tt.network, got, tt.want)
+		if got := (Support{ABI: tt.abi}).Describe(tt.p); got != tt.want {
+			t.Errorf("Support{ABI: %d}.Describe(%+v) = %q; want %q", tt.abi, tt.p, got, tt.want)
 		}
 	}
 }

@@ -34,7 +34,11 @@ import (
 //     member of the same tree; user and process-group targets fail with
 //     EPERM;
 //   - with the network off, socket(2) and socketpair(2) are allowed only
-//     for AF_UNIX stream and seqpacket sockets; connect(2) is refused
+//     for AF_UNIX stream and seqpacket sockets (and with Listen or
+//     ConnectPorts TCP sockets, whose ports Landlock rules, with no
+//     MSG_FASTOPEN send, a connect Landlock does not see; with
+//     ConnectPorts connect(2) is allowed, and socket(2) refuses AF_UNIX
+//     instead); otherwise connect(2) is refused
 //     outright (below Landlock ABI 9 the kernel cannot tell a Unix socket
 //     the tree made from a host daemon's, and seccomp cannot read the
 //     path); datagram Unix sockets are refused because sendto(2) reaches
@@ -182,22 +186,39 @@ func (b *bpf) prog() ([]unix.SockFilter, error) {
 	return b.ins, nil
 }
 
-// filter is the seccomp program of p, made once for each value of
-// p.Network (the kernel copies a program as it installs it).
-func filter(p Policy) ([]unix.SockFilter, error) {
-	if p.Network {
-		return filterNetworkOn()
-	}
-	return filterNetworkOff()
+// netMode is what a policy lets the tree do on the network, as the
+// filter sees it.
+type netMode struct {
+	network bool // everything
+	tcp     bool // TCP sockets (Listen or ConnectPorts; Landlock rules the ports)
+	connect bool // connect(2) (ConnectPorts): no AF_UNIX sockets then
 }
 
-var (
-	filterNetworkOn  = sync.OnceValues(func() ([]unix.SockFilter, error) { return makeFilter(true) })
-	filterNetworkOff = sync.OnceValues(func() ([]unix.SockFilter, error) { return makeFilter(false) })
+func netModeOf(p Policy) netMode {
+	if p.Network {
+		return netMode{network: true}
+	}
+	return netMode{tcp: p.Listen || len(p.ConnectPorts) > 0, connect: len(p.ConnectPorts) > 0}
+}
+
+// filter is the seccomp program of p, made once for each netMode (the
+// kernel copies a program as it installs it).
+func filter(p Policy) ([]unix.SockFilter, error) {
+	m := netModeOf(p)
+	f, _ := filters.LoadOrStore(m, sync.OnceValues(func() ([]unix.SockFilter, error) { return makeFilter(m) }))
+	return f.(func() ([]unix.SockFilter, error))()
+}
+
+var filters sync.Map // netMode to its program's maker
+
+// The sockets and flags the network rules name.
+const (
+	msgFastOpen = 0x20000000 // MSG_FASTOPEN: a connect in sendto(2) that Landlock does not see
+	ipprotoTCP  = 6
 )
 
-// makeFilter assembles the seccomp program for the network on or off.
-func makeFilter(network bool) ([]unix.SockFilter, error) {
+// makeFilter assembles the seccomp program for the network mode m.
+func makeFilter(m netMode) ([]unix.SockFilter, error) {
 	if filterArch == 0 {
 		return nil, xerrors.New("seccomp filter: no filter for " + runtime.GOARCH)
 	}
@@ -226,23 +247,61 @@ func makeFilter(network bool) ([]unix.SockFilter, error) {
 	for _, c := range processCalls {
 		routes = append(routes, route{c.nr, c.label()})
 	}
-	if !network {
-		routes = append(routes, route{unix.SYS_CONNECT, "eacces"}, route{unix.SYS_SOCKET, "socket"}, route{unix.SYS_SOCKETPAIR, "socket"})
+	if !m.network {
+		connect := "eacces"
+		if m.connect {
+			connect = "allow" // Landlock rules the ports
+		}
+		routes = append(routes, route{unix.SYS_CONNECT, connect}, route{unix.SYS_SOCKET, "socket"}, route{unix.SYS_SOCKETPAIR, "socketpair"})
 		for _, nr := range []uint32{unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER} {
 			routes = append(routes, route{nr, "eperm"})
+		}
+		if m.tcp {
+			routes = append(routes, route{unix.SYS_SENDTO, "flags3"}, route{unix.SYS_SENDMSG, "flags2"}, route{unix.SYS_SENDMMSG, "flags3"})
 		}
 	}
 	slices.SortFunc(routes, func(a, b route) int { return cmp.Compare(a.nr, b.nr) })
 	b.dispatch(routes, "allow")
 
-	if !network {
+	if !m.network {
+		unixSock := "unixtype"
+		if m.connect {
+			unixSock = "eacces" // connect(2) is allowed: no socket that could reach a path
+		}
+		inetSock := "eacces"
+		if m.tcp {
+			inetSock = "tcp"
+		}
 		b.label("socket")
 		b.load(offArg0) // the domain
-		b.jump(unix.BPF_JEQ, unix.AF_UNIX, "", "eacces")
+		b.jump(unix.BPF_JEQ, unix.AF_UNIX, unixSock, "")
+		b.jump(unix.BPF_JEQ, unix.AF_INET, inetSock, "")
+		b.jump(unix.BPF_JEQ, unix.AF_INET6, inetSock, "eacces")
+		b.label("socketpair")
+		b.load(offArg0)
+		b.jump(unix.BPF_JEQ, unix.AF_UNIX, "unixtype", "eacces")
+		b.label("unixtype")
 		b.load(offArg1) // the type, with SOCK_NONBLOCK and SOCK_CLOEXEC
 		b.stmt(unix.BPF_ALU|unix.BPF_AND|unix.BPF_K, 0xf)
 		b.jump(unix.BPF_JEQ, unix.SOCK_STREAM, "allow", "")
 		b.jump(unix.BPF_JEQ, unix.SOCK_SEQPACKET, "allow", "eacces")
+		if m.tcp {
+			// TCP only (not UDP, raw or MPTCP, which Landlock's port rules
+			// do not cover), and no connect hidden in a send.
+			b.label("tcp")
+			b.load(offArg1)
+			b.stmt(unix.BPF_ALU|unix.BPF_AND|unix.BPF_K, 0xf)
+			b.jump(unix.BPF_JEQ, unix.SOCK_STREAM, "", "eacces")
+			b.load(offArg2) // the protocol
+			b.jump(unix.BPF_JEQ, 0, "allow", "")
+			b.jump(unix.BPF_JEQ, ipprotoTCP, "allow", "eacces")
+			for _, i := range []int{2, 3} {
+				b.label("flags" + strconv.Itoa(i))
+				b.load(offArg(i))
+				b.stmt(unix.BPF_ALU|unix.BPF_AND|unix.BPF_K, msgFastOpen)
+				b.jump(unix.BPF_JEQ, 0, "allow", "eperm")
+			}
+		}
 	}
 
 	b.label("ioctl")
