@@ -52,24 +52,15 @@
 // tree may do: which files it may change, and whether it may use the
 // network.
 //
-// # Where things are
+// # Where to start
 //
-// A process starts in lifecycle.go: [Manager.Start] validates the request
-// (manager.go), reserves its ID, and launch forks the child in fork, the
-// one place a child is forked (the OS files only supply its SysProcAttr; a
-// sandboxed child is forked from a restricted thread: sandbox_linux.go and
-// internal/sandbox). It ends in lifecycle.go too: supervise is the one
-// goroutine that collects the exit and drains the output, and finish makes
-// the record final in one step. A tree is stopped in tree.go: treeKeeper
-// owns every tree's end (the registry, settle, and stop: TERM and CONT,
-// KillGrace, kill, wait until empty) over the backends tree_linux.go and
-// cgroup_linux.go (cgroups), tree_unix.go (process groups) and
-// tree_windows.go (jobs). Output is stored in headtail.go
-// ([HeadTailBuffer]), pumped into it by drain.go, rendered by render.go and
-// followed with follow.go's help. Retention is retention.go; events,
-// watches and activity events are events.go. Mechanics that need no Manager
-// live below the root: internal/cgroup2, internal/procfs and
-// internal/sandbox.
+// [Manager.Start] runs a command and returns its [*Process]; [Process.Wait]
+// and [Process.Snapshot] read its end. [Process.Follow] streams every byte
+// of its output, [Process.WaitFor] and [Process.WaitListening] wait until
+// it is ready, and [Process.WaitInput] until it waits for input. [Plain]
+// turns terminal output into text a model can read. The repository's
+// docs/ hold the guide, the sandbox, the measurements, and the
+// architecture for contributors.
 //
 // # What proc does not do
 //
