@@ -502,6 +502,7 @@ func (m *Manager) Close() error {
 	m.trees.releaseAll()
 	m.trees.close()
 	m.events.close()
+	m.sandbox.close()
 	return nil
 }
 

@@ -148,6 +148,16 @@ type sandboxCache struct {
 	err    error
 }
 
+// close lets go of what the probe's answer keeps (the sandbox's read
+// rules); Close calls it once no start is under way.
+func (c *sandboxCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done && c.err == nil {
+		closeSandboxKernel(c.kernel)
+	}
+}
+
 // sandboxFor resolves the policy of req (its own, else Options.Sandbox),
 // validates it and probes the OS once; it returns nil for no sandbox,
 // else the start's sandbox and what Info.Sandbox says. It starts nothing.

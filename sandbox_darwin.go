@@ -88,3 +88,5 @@ func kernelAllows(_ sandboxKernel, sb *Sandbox) error {
 	}
 	return nil
 }
+
+func closeSandboxKernel(sandboxKernel) {}

@@ -103,3 +103,10 @@ func (s *sandboxStart) start(setup *treeSetup, cmd *exec.Cmd, fork func() error,
 	setup.stopSandbox = h.Stop
 	return h.Release, nil
 }
+
+// closeSandboxKernel closes the read rules k keeps.
+func closeSandboxKernel(k sandboxKernel) {
+	if k.Reads != nil {
+		k.Reads.Close()
+	}
+}

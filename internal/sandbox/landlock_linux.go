@@ -154,16 +154,19 @@ func createRuleset(attr *unix.LandlockRulesetAttr, size uintptr) (int, error) {
 }
 
 // readLayer returns the read layer for p (a descriptor the caller
-// closes): a copy of the kept one, or, for a record with a terminal, one
-// made for it.
-func readLayer(p Policy) (int, error) {
-	reads.mu.Lock()
-	defer reads.mu.Unlock()
-	if err := reads.refresh(); err != nil {
-		return -1, err
-	}
-	if p.TTY == "" {
-		fd, err := unix.FcntlInt(uintptr(reads.ruleset), unix.F_DUPFD_CLOEXEC, 0)
+// closes): a copy of the one r keeps, or, for a record with a terminal
+// or without r, one made for it.
+func readLayer(p Policy, r *ReadRules) (int, error) {
+	if p.TTY == "" && r != nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.closed {
+			return -1, xerrors.New("landlock read layer: closed")
+		}
+		if err := r.refresh(); err != nil {
+			return -1, err
+		}
+		fd, err := unix.FcntlInt(uintptr(r.ruleset), unix.F_DUPFD_CLOEXEC, 0)
 		if err != nil {
 			return -1, xerrors.Errorf("landlock read layer: %w", err)
 		}
@@ -177,14 +180,26 @@ func readLayer(p Policy) (int, error) {
 	return makeReadLayer(entries, p.TTY)
 }
 
-// reads is the kept read layer.
-var reads readRules
-
-// readRules is the read layer of a start without a terminal, kept.
-type readRules struct {
+// ReadRules keeps the Landlock read layer of starts without a terminal
+// (one descriptor), made at the first such start and again when / or
+// /dev changes. The zero value is ready; [Probe] gives each answer one.
+// Its owner calls Close when it starts no more (a Manager's Close).
+type ReadRules struct {
 	mu      sync.Mutex
 	root    [2]unix.Stat_t // of / and /dev when the layer was made
 	ruleset int            // 0: none yet
+	closed  bool
+}
+
+// Close closes the kept layer; later starts with these rules fail.
+func (r *ReadRules) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ruleset != 0 {
+		unix.Close(r.ruleset)
+		r.ruleset = 0
+	}
+	r.closed = true
 }
 
 // readEntry is a path the tree may read beneath, open as O_PATH.
@@ -195,7 +210,7 @@ type readEntry struct {
 
 // refresh reads the rules again if / or /dev changed since (an entry
 // added or removed), and makes the kept layer. Called with mu held.
-func (r *readRules) refresh() error {
+func (r *ReadRules) refresh() error {
 	var now [2]unix.Stat_t
 	for i, dir := range []string{"/", "/dev"} {
 		if err := unix.Stat(dir, &now[i]); err != nil {

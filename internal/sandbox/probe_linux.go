@@ -22,6 +22,9 @@ const MinABI = 3
 type Support struct {
 	// ABI is the kernel's Landlock ABI version (MinABI or newer).
 	ABI int
+	// Reads keeps the read layer for the starts made with this answer
+	// (nil: each start makes its own); its owner closes it.
+	Reads *ReadRules
 }
 
 // Describe says what policy p is enforced with, for Info.Sandbox:
@@ -123,7 +126,7 @@ func Probe(s Steps) (Support, error) {
 	if err := s.Capabilities(); err != nil {
 		return Support{}, asUnsupported("capabilities", "the host is root without CAP_SETPCAP, so a child would keep capabilities: give the host CAP_SETPCAP or run it as another user", err)
 	}
-	return Support{ABI: abi}, nil
+	return Support{ABI: abi, Reads: &ReadRules{}}, nil
 }
 
 // asUnsupported wraps err, unless it is an *UnsupportedError already or

@@ -90,7 +90,7 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 		return nil, xerrors.New("sandbox: Pdeathsig fires when the restricted thread ends: it cannot be combined with the sandbox")
 	}
 	cmd.SysProcAttr.Ptrace = hold
-	readRules, err := readLayer(p)
+	readRules, err := readLayer(p, sup.Reads)
 	if err != nil {
 		return nil, xerrors.Errorf("sandbox: %w", err)
 	}
