@@ -11,9 +11,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/coder/quartz"
 )
 
 // TestCgroupReuse pins the reuse of record cgroups (issue 22): a cgroup
@@ -25,6 +28,7 @@ func TestCgroupReuse(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	m := NewManager(Options{Containment: ContainCgroup})
+	poolOnMock(t, m) // the spares stay while the test looks
 	defer m.Close()
 	run := func(args ...string) (*Process, string) {
 		t.Helper()
@@ -362,6 +366,7 @@ func TestRunQueueKicksWorker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	m := NewManager(Options{Containment: ContainCgroup})
+	poolOnMock(t, m) // the spares stay while the test looks
 	defer m.Close()
 	h := ranCgroupHost(ctx, t, m, "true")
 	h.mu.Lock()
@@ -386,6 +391,7 @@ func TestCgroupTriesRunOut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	m := NewManager(Options{Containment: ContainCgroup})
+	poolOnMock(t, m) // the spares stay while the test looks
 	defer m.Close()
 	h := ranCgroupHost(ctx, t, m, "true")
 	removeNextSpares(t, h, cgroupTries)
@@ -552,6 +558,7 @@ func TestCgroupRemovedSpareNotReused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	m := NewManager(Options{Containment: ContainCgroup})
+	poolOnMock(t, m) // the spares stay while the test looks
 	defer m.Close()
 	h := ranCgroupHost(ctx, t, m, "true")
 	victims := removeNextSpares(t, h, cgroupTries-1)
@@ -566,5 +573,102 @@ func TestCgroupRemovedSpareNotReused(t *testing.T) {
 			}
 		}
 		CgroupWorkerIdle(m)
+	}
+}
+
+// poolOnMock puts the idle timer of m's spare cgroup pool on a mock clock
+// of its own, which only the test advances, and returns it: the pool then
+// keeps its spares while the test looks at them. m has not started yet.
+func poolOnMock(t testing.TB, m *Manager) *quartz.Mock {
+	mClock := quartz.NewMock(t)
+	m.trees.contain.mu.Lock()
+	m.trees.contain.poolClock = mClock
+	m.trees.contain.mu.Unlock()
+	return mClock
+}
+
+// TestCgroupPoolReleasedWhenIdle pins that the spare cgroup pool gives its
+// cgroups and their descriptors back when starts stop: after bursts of
+// starts it keeps spares through a spareIdle period in which a start
+// came, and holds none, no descriptor of one and no directory, after a
+// period without; each new burst makes them again, and Close removes the
+// Manager's cgroup.
+func TestCgroupPoolReleasedWhenIdle(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m := NewManager(Options{Containment: ContainCgroup})
+	defer m.Close()
+	mClock := poolOnMock(t, m)
+	h := ranCgroupHost(ctx, t, m, "true")
+	burst := func() {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := m.Run(ctx, StartRequest{Args: []string{"true"}}); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("Run(true) in a burst = %v", err)
+		}
+		CgroupWorkerIdle(m)
+	}
+	// held counts the spares, the descriptors of record cgroups (below the
+	// Manager's cgroup) this process holds, and the record cgroups.
+	held := func() (spares, fds, dirs int) {
+		t.Helper()
+		h.mu.Lock()
+		spares = len(h.spare)
+		h.mu.Unlock()
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(target, h.dir+"/") {
+				fds++
+			}
+		}
+		below, err := os.ReadDir(h.dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range below {
+			if e.IsDir() {
+				dirs++
+			}
+		}
+		return spares, fds, dirs
+	}
+	for round := range 3 {
+		burst()
+		burst()
+		if spares, fds, dirs := held(); spares == 0 || fds == 0 || dirs == 0 {
+			t.Fatalf("round %d: after two bursts the pool keeps %d spares, %d descriptors, %d cgroups; want some while starts go on", round, spares, fds, dirs)
+		}
+		mClock.Advance(spareIdle).MustWait(ctx)
+		CgroupWorkerIdle(m)
+		if spares, _, _ := held(); spares == 0 {
+			t.Errorf("round %d: the pool was emptied after a period in which starts came", round)
+		}
+		mClock.Advance(spareIdle).MustWait(ctx)
+		CgroupWorkerIdle(m)
+		if spares, fds, dirs := held(); spares != 0 || fds != 0 || dirs != 0 {
+			t.Errorf("round %d: after a period without a start the pool keeps %d spares, %d descriptors, %d cgroups; want none", round, spares, fds, dirs)
+		}
+	}
+	if err := m.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	if _, err := os.Stat(h.dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the Manager's cgroup %s after Close: %v; want it removed", h.dir, err)
 	}
 }

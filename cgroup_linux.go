@@ -13,7 +13,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/coder/quartz"
 	"github.com/procvisor/proc/internal/cgroup2"
 	"github.com/procvisor/proc/internal/procfs"
 	"golang.org/x/sys/unix"
@@ -79,6 +81,11 @@ type cgroupHost struct {
 
 	// wg counts the worker; close waits for it.
 	wg sync.WaitGroup
+	// clock drives the idle timer (containState.poolClock).
+	clock quartz.Clock
+	// timers counts the armed idle timer and its callback in progress:
+	// close stops the timer, or waits for the callback, through it.
+	timers sync.WaitGroup
 
 	// reuse says whether record cgroups that are done may be reused: no
 	// peak counter is enabled for them (see above). Set by openCgroupHost.
@@ -92,6 +99,15 @@ type cgroupHost struct {
 	recycle []*recordCgroup // record cgroups that are done, to reuse if they can be
 	remove  []string        // names of record cgroups that are done, to remove
 	working bool            // the worker runs
+	// takes counts the takes; seen is its value when the idle timer was
+	// last armed: a timer that finds it unchanged empties the pool.
+	takes, seen uint64
+	// idleTimer is armed while spares are kept (armIdleLocked); nil
+	// otherwise.
+	idleTimer *quartz.Timer
+	// idle is set when the idle timer emptied the pool, and cleared by
+	// the next take: meanwhile the worker makes no spares.
+	idle bool
 	// draining is set when Close begins: from then on nothing is made
 	// or kept for reuse, and what is done is removed at once, while
 	// Close waits for the trees.
@@ -118,7 +134,7 @@ const flushEvery = 64
 // that a child can be started inside a cgroup there. A parent that is not a
 // cgroup v2 directory is ErrInvalid; anything else that stops cgroups from
 // working is ErrUnsupported, saying why.
-func openCgroupHost(parent string, keep bool) (*cgroupHost, error) {
+func openCgroupHost(parent string, keep bool, clock quartz.Clock) (*cgroupHost, error) {
 	mount, root, err := cgroup2.Mount()
 	if err != nil {
 		return nil, xerrors.Errorf("cgroup v2: %v: %w", err, ErrUnsupported)
@@ -146,7 +162,7 @@ func openCgroupHost(parent string, keep bool) (*cgroupHost, error) {
 	if keep {
 		prefix += keepMark
 	}
-	h := &cgroupHost{want: spareTarget}
+	h := &cgroupHost{want: spareTarget, clock: clock}
 	for {
 		// The name is this host's for good: its PID and start time.
 		name := fmt.Sprintf("%s%s-%d-%s-%d", prefix, selfPIDNamespace(), os.Getpid(), selfStartTime(), managerSeq.Add(1))
@@ -482,9 +498,11 @@ func (h *cgroupHost) take() (*recordCgroup, error) {
 		rc = h.spare[n-1]
 		h.spare = h.spare[:n-1]
 	}
-	if rc == nil {
+	h.takes++
+	if rc == nil && !h.idle {
 		h.want = min(2*h.want, spareBurst)
 	}
+	h.idle = false
 	if len(h.spare) == 0 {
 		// Otherwise the spares are refilled when this record's cgroup is
 		// done, by its exit goroutine or the worker: no wake-up here.
@@ -506,6 +524,7 @@ func (h *cgroupHost) giveBack(rc *recordCgroup) {
 	keep := !h.closed && !h.draining && len(h.spare) < spareMax
 	if keep {
 		h.spare = append(h.spare, rc)
+		h.armIdleLocked()
 	}
 	h.mu.Unlock()
 	if !keep {
@@ -654,7 +673,7 @@ func (h *cgroupHost) work(makeSpares bool) {
 			h.recycle = h.recycle[1:]
 			h.mu.Unlock()
 			h.recycled(rc)
-		case makeSpares && len(h.spare) < h.want && !h.closed && !h.draining:
+		case makeSpares && h.makingLocked():
 			h.mu.Unlock()
 			rc, err := h.create()
 			if err != nil {
@@ -666,13 +685,64 @@ func (h *cgroupHost) work(makeSpares bool) {
 			h.giveBack(rc)
 		default:
 			h.working = false
-			if !makeSpares && len(h.spare) < h.want && !h.closed && !h.draining {
+			if !makeSpares && h.makingLocked() {
 				h.kickLocked()
 			}
 			h.mu.Unlock()
 			return
 		}
 	}
+}
+
+// makingLocked reports whether the worker is to make spares: fewer than
+// want are ready, and the host is neither idle nor closing. The caller
+// holds h.mu.
+func (h *cgroupHost) makingLocked() bool {
+	return len(h.spare) < h.want && !h.idle && !h.closed && !h.draining
+}
+
+// spareIdle is how long the pool keeps its spares without a take: a
+// Manager whose starts stopped holds no spare cgroup, and no descriptor
+// of one, between spareIdle and twice that after its last start.
+const spareIdle = 2 * time.Second
+
+// armIdleLocked arms the idle timer unless it is armed or the host
+// closes. The caller holds h.mu. Stopper: the timer's callback (idleTick)
+// re-arms it only while spares are kept, and close stops it or waits for
+// the callback (h.timers).
+func (h *cgroupHost) armIdleLocked() {
+	if h.idleTimer != nil || h.closed || h.draining {
+		return
+	}
+	h.seen = h.takes
+	h.timers.Add(1)
+	h.idleTimer = h.clock.AfterFunc(spareIdle, h.idleTick, "cgroup", "idle")
+}
+
+// idleTick is the idle timer's callback: if no take came since it was
+// armed, the spares are closed and queued for removal, want falls back
+// to spareTarget, and the worker makes none until the next take; if a
+// take came, it is armed again.
+func (h *cgroupHost) idleTick() {
+	defer h.timers.Done()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.idleTimer = nil
+	if h.closed || h.draining || len(h.spare) == 0 {
+		return
+	}
+	if h.takes != h.seen {
+		h.armIdleLocked()
+		return
+	}
+	for _, rc := range h.spare {
+		rc.closeDir()
+		h.remove = append(h.remove, rc.name)
+	}
+	h.spare = nil
+	h.want = spareTarget
+	h.idle = true
+	h.kickLocked()
 }
 
 // path is the Manager's cgroup directory; "" for nil.
@@ -741,7 +811,13 @@ func (h *cgroupHost) waitEmpty(ctx context.Context) {
 func (h *cgroupHost) close() {
 	h.mu.Lock()
 	h.closed = true
+	timer := h.idleTimer
+	h.idleTimer = nil
 	h.mu.Unlock()
+	if timer != nil && timer.Stop("cgroup", "idle") {
+		h.timers.Done() // its callback will not run
+	}
+	h.timers.Wait()
 	h.wg.Wait()
 	h.mu.Lock()
 	spare, remove := append(h.spare, h.recycle...), h.remove
