@@ -6,10 +6,12 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/coder/quartz"
 	"golang.org/x/xerrors"
@@ -616,4 +618,16 @@ func writeOnce(f *os.File, b []byte) error {
 		return xerrors.Errorf("write: %d of %d bytes fit", n, len(b))
 	}
 	return nil
+}
+
+// quotePath quotes a path for an error message so that it reads as
+// written: %q would double every backslash of a Windows path. A path
+// holding a quote or an unprintable character is quoted by strconv.
+func quotePath(path string) string {
+	for _, r := range path {
+		if r == '"' || !unicode.IsPrint(r) {
+			return strconv.Quote(path)
+		}
+	}
+	return `"` + path + `"`
 }
