@@ -162,13 +162,7 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 	if err := validate(req); err != nil {
 		return nil, err
 	}
-	if name := m.opts.OwnerEnv; req.Owner != "" && strings.ContainsAny(name, "=\x00") {
-		return nil, xerrors.Errorf("start: Options.OwnerEnv %q holds '=' or NUL: %w", name, ErrInvalid)
-	}
-	if err := m.opts.Limits.validate("Options.Limits"); err != nil {
-		return nil, err
-	}
-	if err := validDropEnv("Options.DropEnv", m.opts.DropEnv); err != nil {
+	if err := m.validOptions(req); err != nil {
 		return nil, err
 	}
 	sb, sbInfo, err := m.sandboxFor(req)
@@ -185,17 +179,9 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 		maxLine:      positiveOr(req.MaxLineLength, m.opts.MaxLineLength),
 		limits:       req.Limits.orDefault(m.opts.Limits),
 		size:         req.Size,
-		asked: asked{
-			workDir:  req.WorkDir,
-			env:      maps.Clone(req.Env),
-			unsetEnv: slices.Clone(req.UnsetEnv),
-			clearEnv: req.ClearEnv,
-			quiet:    req.NonInteractive,
-			dropEnv:  slices.Clone(req.DropEnv),
-			sandbox:  req.Sandbox.clone(),
-		},
-		sandbox:     sb,
-		sandboxInfo: sbInfo,
+		asked:        askedOf(req),
+		sandbox:      sb,
+		sandboxInfo:  sbInfo,
 	}
 	if sp.id == "" {
 		sp.id = uuid.NewString()
@@ -203,13 +189,7 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 	if sp.size == (TermSize{}) {
 		sp.size = TermSize{Rows: 24, Cols: 80}
 	}
-	if req.Command != "" {
-		sp.name = m.opts.Shell[0]
-		sp.args = append(append([]string{}, m.opts.Shell[1:]...), req.Command)
-	} else {
-		sp.name = req.Args[0]
-		sp.args = append([]string{}, req.Args[1:]...)
-	}
+	sp.name, sp.args = m.argv(req)
 	dir, err := m.workDir(req.WorkDir)
 	if err != nil {
 		return nil, err
@@ -222,6 +202,44 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 	return sp, nil
 }
 
+// validOptions refuses the Options a start finds bad: an OwnerEnv that
+// cannot name a variable (checked only for a request with an Owner), bad
+// Limits or DropEnv.
+func (m *Manager) validOptions(req StartRequest) error {
+	if name := m.opts.OwnerEnv; req.Owner != "" && strings.ContainsAny(name, "=\x00") {
+		return xerrors.Errorf("start: Options.OwnerEnv %q holds '=' or NUL: %w", name, ErrInvalid)
+	}
+	if err := m.opts.Limits.validate("Options.Limits"); err != nil {
+		return err
+	}
+	return validDropEnv("Options.DropEnv", m.opts.DropEnv)
+}
+
+// askedOf is what req asked for that StartOrGet compares, copied so
+// that the caller's later changes to req do not reach the record.
+func askedOf(req StartRequest) asked {
+	return asked{
+		workDir:  req.WorkDir,
+		env:      maps.Clone(req.Env),
+		unsetEnv: slices.Clone(req.UnsetEnv),
+		clearEnv: req.ClearEnv,
+		quiet:    req.NonInteractive,
+		dropEnv:  slices.Clone(req.DropEnv),
+		sandbox:  req.Sandbox.clone(),
+	}
+}
+
+// argv is the program req runs and its arguments: Command through
+// Options.Shell, else Args.
+func (m *Manager) argv(req StartRequest) (name string, args []string) {
+	if req.Command != "" {
+		return m.opts.Shell[0], append(append([]string{}, m.opts.Shell[1:]...), req.Command)
+	}
+	return req.Args[0], append([]string{}, req.Args[1:]...)
+}
+
+// validate refuses a request that is bad in itself (design section 8),
+// before anything is resolved.
 func validate(req StartRequest) error {
 	limitsErr := req.Limits.validate("StartRequest.Limits")
 	switch {
