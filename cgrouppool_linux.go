@@ -23,35 +23,30 @@ import (
 // the accounting a record reads can be taken as a difference from a
 // baseline. cpu.stat and memory.events only grow, so the baseline is read
 // on the worker once the cgroup is empty (nothing can add to them then)
-// and subtracted. memory.peak and pids.peak cannot be taken that
-// way (pids.peak cannot be reset; memory.peak can be, on 6.12 and later,
-// only for reads through the descriptor that reset it), so where the
-// memory or pids controller is enabled for the record cgroups, none is
-// reused and each record gets a fresh one, as before. Reuse saves the
-// mkdir and rmdir of a cgroup per record (about 85 us each where first
-// measured; 28-42 us and 20-31 us of CPU on an idle machine of
-// 2026-11-28, both serialised by the kernel's cgroup mutex, so that
-// making or removing them from several goroutines at once gains nothing).
+// and subtracted. memory.peak and pids.peak cannot be taken that way
+// (pids.peak cannot be reset; memory.peak can be, on 6.12 and later, only
+// for reads through the descriptor that reset it), so where the memory or
+// pids controller is enabled for the record cgroups, none is reused and
+// each record gets a fresh one. Reuse saves the mkdir and rmdir of a
+// cgroup per record, both serialised by the kernel's cgroup mutex, so that
+// making or removing them from several goroutines at once gains nothing.
 
 // recordCgroup is a record's cgroup. While it is a spare it holds its
 // directory open (made or reopened by the worker, off the start path):
 // clone3's target. Every descriptor the host holds is copied into each
 // child it forks and closed again at the child's exec, so each one held
-// per running record makes every later start slower (measured: about
-// 90 ns of a fork's wall time per open descriptor; with two per record,
-// its directory and cgroup.events, 1,000 concurrent starts in cgroup mode
-// took some 90 us more a start on average than in group mode, the gap to
-// the kernel's floor). So a running record's tree opens cgroup.events
-// only when it looks (usually once, at the end), and keeps the directory
-// open only while at most heldMax trees do (the common case: few records
-// run at once, and a held directory needs neither a close on the start
-// path nor a reopen by the worker to recycle it); beyond that, the start
-// closes it once the child is cloned in, and the tree opens its files
-// relative to the Manager's cgroup instead (cgroup2.Dir.Name). At most
-// spareMax spares are kept, so those not in use hold at most spareMax
-// directory descriptors. A record cgroup whose directory is open may
-// also hold its cpu.stat and cgroup.events open across reuse (stat,
-// events), filesMax at most in all.
+// per running record makes every later start slower. So a running record's
+// tree opens cgroup.events only when it looks (usually once, at the end),
+// and keeps the directory open only while at most heldMax trees do (the
+// common case: few records run at once, and a held directory needs neither
+// a close on the start path nor a reopen by the worker to recycle it);
+// beyond that, the start closes it once the child is cloned in, and the
+// tree opens its files relative to the Manager's cgroup instead
+// (cgroup2.Dir.Name). At most spareMax spares are kept, so those not in
+// use hold at most spareMax directory descriptors, and none once starts
+// stopped (idleTick). A record cgroup whose
+// directory is open may also hold its cpu.stat and cgroup.events open
+// across reuse (stat, events), filesMax at most in all.
 type recordCgroup struct {
 	name  string // below the Manager's cgroup: "t1", "t2", ...
 	dir   string
@@ -148,8 +143,8 @@ func (rc *recordCgroup) openDir(h cgroup2.Dir) error {
 
 // heldMax is how many running trees may hold their cgroup's directory
 // open (recordCgroup): a start then pays for at most that many
-// descriptors (about 3 us), about what closing the directory on the
-// start path and reopening it to recycle the cgroup costs.
+// descriptors, about what closing the directory on the start path and
+// reopening it to recycle the cgroup costs.
 const heldMax = 32
 
 // holdDir reports whether a tree whose child was just cloned in may keep

@@ -148,8 +148,7 @@ func (b *HeadTailBuffer) outputAgain(r *rendering, paced bool) (out Output, ok, 
 	// Otherwise yield, so that a poller lets the writer run: a pump
 	// whose read returned after the runtime handed its P to a poller
 	// waits in the global run queue, which a poller that never
-	// yields leaves unvisited for a whole time slice (measured: 20 ms
-	// median per read; issue 16).
+	// yields leaves unvisited for a whole time slice.
 	runtime.Gosched()
 	if b.stepsAside() {
 		yieldThread()
@@ -235,11 +234,7 @@ func (b *HeadTailBuffer) renderInputLocked(scratch *renderBufs) (head, first, se
 //
 // Pollers of a final record can never see anything new; pollers of a
 // running record see something new only once the pump, which then needs
-// the CPU, has read it: both step aside. Measured (BenchmarkPolled,
-// interleaved in one run), four tight pollers of a final record slowed
-// another record's 512 MiB capture 10-20% less with it; four of the
-// running record itself, 1.67-1.72x against 1.36-1.50x without and with
-// it, in three runs.
+// the CPU, has read it: both step aside (BenchmarkPolled measures it).
 func (b *HeadTailBuffer) stepsAside() bool {
 	return b.peers != nil && b.peers.pumps.Load() > 0
 }
