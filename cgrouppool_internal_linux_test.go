@@ -444,9 +444,11 @@ func TestCgroupPoolReleasedWhenIdle(t *testing.T) {
 	for round := range 3 {
 		burst()
 		burst()
-		if spares, fds, dirs := held(); spares == 0 || fds == 0 || dirs == 0 {
+		spares, fds, dirs := held()
+		if spares == 0 || fds == 0 || dirs == 0 {
 			t.Fatalf("round %d: after two bursts the pool keeps %d spares, %d descriptors, %d cgroups; want some while starts go on", round, spares, fds, dirs)
 		}
+		t.Logf("round %d: after two bursts: %d spares, %d descriptors, %d cgroups", round, spares, fds, dirs)
 		mClock.Advance(spareIdle).MustWait(ctx)
 		CgroupWorkerIdle(m)
 		if spares, _, _ := held(); spares == 0 {
