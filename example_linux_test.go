@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && !proc_otherunix
 
 // Activity is Linux-only, so its examples are here rather than in
 // example_test.go (which every Unix runs).

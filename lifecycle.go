@@ -6,9 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"time"
-	"unicode"
 
 	"golang.org/x/xerrors"
 )
@@ -182,18 +180,6 @@ func (m *Manager) command(sp *spec) (*exec.Cmd, error) {
 	cmd.Dir = sp.dir
 	cmd.Env = sp.env
 	return cmd, nil
-}
-
-// quotePath quotes a path for an error message so that it reads as
-// written: %q would double every backslash of a Windows path. A path
-// holding a quote or an unprintable character is quoted by strconv.
-func quotePath(path string) string {
-	for _, r := range path {
-		if r == '"' || !unicode.IsPrint(r) {
-			return strconv.Quote(path)
-		}
-	}
-	return `"` + path + `"`
 }
 
 // newProcess makes the record of sp, not yet started.

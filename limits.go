@@ -65,3 +65,13 @@ type TreeUsage struct {
 	// OOMKills counts members the kernel killed for Limits.MemoryBytes.
 	OOMKills int `json:"oom_kills"`
 }
+
+// positiveOr is the one "zero means default" rule: v if it is positive,
+// else def. Negative values were refused before they get here, or (in
+// Options) mean the default too.
+func positiveOr[T int | int64 | float64 | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}

@@ -103,52 +103,68 @@ func (b *HeadTailBuffer) outputPaced(paced bool) (Output, bool) {
 func (b *HeadTailBuffer) output(paced bool) (out Output, ok, paused bool) {
 	at := b.size.Load()
 	if r := b.rendered.Load(); r != nil && r.at == at {
-		if r.pending.Load() {
-			// Being made by another caller: wait for it, parked. Not a
-			// poll of an unchanged rendering: the stream changed and
-			// this caller shares the rendering of the change.
-			r.done.Wait()
-			return r.out, !r.broken, false
-		}
-		if r.broken {
-			return Output{}, false, false // withdrawn since it was loaded
-		}
-		// polled tells the pump that someone polls faster than the
-		// stream changes (pump.read); it is only written when it
-		// changes, so pollers and pump do not fight over its cache line.
-		if !b.polled.Load() {
-			b.polled.Store(true)
-		}
-		// The pumps of the Manager's other records learn of it too: a
-		// poller of any record, final ones included, holds a P as much
-		// as one of the pump's own record.
-		if b.peers != nil && !b.peers.Load() {
-			b.peers.Store(true)
-		}
-		// Nothing was written since: the caller polls faster than the
-		// stream changes. A tight poller parks for a moment and looks
-		// again (pace.go), so that its thread leaves the CPU to the
-		// child and the pump.
-		if paced && b.paceDue(&r.polled, time.Since(paceEpoch)) {
-			b.pause(&r.polled)
-			out, ok, _ := b.output(false)
-			return out, ok, true
-		}
-		// Otherwise yield, so that a poller lets the writer run: a pump
-		// whose read returned after the runtime handed its P to a poller
-		// waits in the global run queue, which a poller that never
-		// yields leaves unvisited for a whole time slice (measured: 20 ms
-		// median per read; issue 16).
-		runtime.Gosched()
-		if b.stepsAside() {
-			yieldThread()
-		}
-		return r.out, true, false
+		return b.outputAgain(r, paced)
 	}
+	out, ok = b.renderNew(at)
+	return out, ok, false
+}
+
+// outputAgain returns r, the rendering of every byte written so far,
+// once more: it waits for r if r is being made, and otherwise tells the
+// pumps that someone polls faster than the stream changes, and paces or
+// yields the caller so that the writer runs.
+func (b *HeadTailBuffer) outputAgain(r *rendering, paced bool) (out Output, ok, paused bool) {
+	if r.pending.Load() {
+		// Being made by another caller: wait for it, parked. Not a
+		// poll of an unchanged rendering: the stream changed and
+		// this caller shares the rendering of the change.
+		r.done.Wait()
+		return r.out, !r.broken, false
+	}
+	if r.broken {
+		return Output{}, false, false // withdrawn since it was loaded
+	}
+	// polled tells the pump that someone polls faster than the
+	// stream changes (pump.read); it is only written when it
+	// changes, so pollers and pump do not fight over its cache line.
+	if !b.polled.Load() {
+		b.polled.Store(true)
+	}
+	// The pumps of the Manager's other records learn of it too: a
+	// poller of any record, final ones included, holds a P as much
+	// as one of the pump's own record.
+	if b.peers != nil && !b.peers.Load() {
+		b.peers.Store(true)
+	}
+	// Nothing was written since: the caller polls faster than the
+	// stream changes. A tight poller parks for a moment and looks
+	// again (pace.go), so that its thread leaves the CPU to the
+	// child and the pump.
+	if paced && b.paceDue(&r.polled, time.Since(paceEpoch)) {
+		b.pause(&r.polled)
+		out, ok, _ := b.output(false)
+		return out, ok, true
+	}
+	// Otherwise yield, so that a poller lets the writer run: a pump
+	// whose read returned after the runtime handed its P to a poller
+	// waits in the global run queue, which a poller that never
+	// yields leaves unvisited for a whole time slice.
+	runtime.Gosched()
+	if b.stepsAside() {
+		yieldThread()
+	}
+	return r.out, true, false
+}
+
+// renderNew renders the bytes stored now, unless a rendering of at least
+// the at bytes written before the call is made or being made meanwhile,
+// which it returns instead: ok is false when that one was withdrawn
+// because its render panicked.
+func (b *HeadTailBuffer) renderNew(at int64) (out Output, ok bool) {
 	b.mu.Lock()
 	if b.total == 0 {
 		b.mu.Unlock()
-		return Output{}, true, false
+		return Output{}, true
 	}
 	// Any rendering of at least the at bytes written before this call
 	// will do (a snapshot carries more output than its status, never
@@ -158,15 +174,35 @@ func (b *HeadTailBuffer) output(paced bool) (out Output, ok, paused bool) {
 	if r := b.rendered.Load(); r != nil && r.at >= at {
 		b.mu.Unlock()
 		r.done.Wait()
-		return r.out, !r.broken, false
+		return r.out, !r.broken
 	}
 	total := b.total
 	retained := int64(len(b.head) + b.tailLen)
-	head := b.head
-	first, second := b.tailSegmentsLocked()
 	scratch := renderScratch.Get().(*renderBufs)
-	finished := b.finished
-	if !finished {
+	head, first, second := b.renderInputLocked(scratch)
+	// Published before it is made: the newest rendering, which callers
+	// that need no newer one wait for. rendered only moves forward (the
+	// check above found it older than total), so once finished the first
+	// rendering of the final bytes stays: every later call returns it.
+	r := &rendering{at: total, final: b.finished}
+	r.pending.Store(true)
+	r.done.Add(1)
+	b.rendered.Store(r)
+	b.mu.Unlock()
+	b.renderPublished(r, head, first, second, retained, scratch)
+	renderScratch.Put(scratch)
+	return r.out, true
+}
+
+// renderInputLocked returns the stored head and the tail's two segments
+// as a rendering reads them: in place once the buffer is finished, else
+// copied into scratch.in. The caller holds b.mu.
+func (b *HeadTailBuffer) renderInputLocked(scratch *renderBufs) (head, first, second []byte) {
+	total := b.total
+	retained := int64(len(b.head) + b.tailLen)
+	head = b.head
+	first, second = b.tailSegmentsLocked()
+	if !b.finished {
 		// The tail changes with the next Write: copy it out. So does
 		// the head until it is full; once bytes were omitted it is
 		// (they are only ever dropped from the tail) and never changes
@@ -184,18 +220,7 @@ func (b *HeadTailBuffer) output(paced bool) (out Output, ok, paused bool) {
 		}
 		first, second = buf, nil
 	}
-	// Published before it is made: the newest rendering, which callers
-	// that need no newer one wait for. rendered only moves forward (the
-	// check above found it older than total), so once finished the first
-	// rendering of the final bytes stays: every later call returns it.
-	r := &rendering{at: total, final: finished}
-	r.pending.Store(true)
-	r.done.Add(1)
-	b.rendered.Store(r)
-	b.mu.Unlock()
-	b.renderPublished(r, head, first, second, retained, scratch)
-	renderScratch.Put(scratch)
-	return r.out, true, false
+	return head, first, second
 }
 
 // stepsAside reports whether a caller that returns a rendering again
@@ -209,11 +234,7 @@ func (b *HeadTailBuffer) output(paced bool) (out Output, ok, paused bool) {
 //
 // Pollers of a final record can never see anything new; pollers of a
 // running record see something new only once the pump, which then needs
-// the CPU, has read it: both step aside. Measured (BenchmarkPolled,
-// interleaved in one run), four tight pollers of a final record slowed
-// another record's 512 MiB capture 10-20% less with it; four of the
-// running record itself, 1.67-1.72x against 1.36-1.50x without and with
-// it, in three runs.
+// the CPU, has read it: both step aside (BenchmarkPolled measures it).
 func (b *HeadTailBuffer) stepsAside() bool {
 	return b.peers != nil && b.peers.pumps.Load() > 0
 }

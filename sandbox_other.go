@@ -1,4 +1,4 @@
-//go:build !linux && !darwin
+//go:build (!linux || proc_otherunix) && !darwin
 
 package proc
 

@@ -1,3 +1,5 @@
+//go:build linux && !proc_otherunix
+
 package proc
 
 import (

@@ -130,26 +130,10 @@ func (s *stdinPipe) write(ctx context.Context, b []byte, p *Process) (int, error
 	}
 	defer func() { <-s.turn }()
 
-	s.mu.Lock()
-	if err := s.errLocked("write to", p.info.ID); err != nil {
-		s.mu.Unlock()
+	gen, err := s.begin(ctx, p.info.ID)
+	if err != nil {
 		return 0, err
 	}
-	if err := ctx.Err(); err != nil {
-		s.mu.Unlock()
-		return 0, xerrors.Errorf("write to %q: %w", p.info.ID, err)
-	}
-	s.gen++
-	gen := s.gen
-	// Clear what an earlier cancelled write left; exit and Close set the
-	// deadline again under mu, so they cannot be missed. Only a write
-	// whose context ended sets it, so most writes skip the call.
-	if s.deadlineSet {
-		_ = s.w.SetWriteDeadline(time.Time{})
-		s.deadlineSet = false
-	}
-	s.mu.Unlock()
-
 	// A context that can never end (Write's) needs no callback: the
 	// per-write cost stays a lock and the write itself.
 	stop := func() bool { return false }
@@ -168,26 +152,54 @@ func (s *stdinPipe) write(ctx context.Context, b []byte, p *Process) (int, error
 	if err == nil {
 		return n, nil
 	}
+	return n, s.writeErr(ctx, err, p)
+}
 
+// begin readies the pipe for the write whose turn it is, unless stdin is
+// closed or ctx ended, and returns its generation: a context that ends
+// later sets the write deadline only while that write is the pipe's.
+func (s *stdinPipe) begin(ctx context.Context, id string) (gen uint64, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.errLocked("write to", id); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, xerrors.Errorf("write to %q: %w", id, err)
+	}
+	s.gen++
+	// Clear what an earlier cancelled write left; exit and Close set the
+	// deadline again under mu, so they cannot be missed. Only a write
+	// whose context ended sets it, so most writes skip the call.
+	if s.deadlineSet {
+		_ = s.w.SetWriteDeadline(time.Time{})
+		s.deadlineSet = false
+	}
+	return s.gen, nil
+}
+
+// writeErr is the error of a write that failed with err: the pipe's
+// state (closed, the child gone), ctx's, or err.
+func (s *stdinPipe) writeErr(ctx context.Context, err error, p *Process) error {
 	s.mu.Lock()
 	stateErr := s.errLocked("write to", p.info.ID)
 	s.mu.Unlock()
 	switch {
 	case stateErr != nil:
-		return n, stateErr
+		return stateErr
 	case ctx.Err() != nil:
 		// A deadline error that raced the context is the context's.
-		return n, xerrors.Errorf("write to %q: %w", p.info.ID, ctx.Err())
+		return xerrors.Errorf("write to %q: %w", p.info.ID, ctx.Err())
 	case errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.EIO):
 		// A child on its way out closes its stdin before its exit can be
 		// reaped: EPIPE in that moment is its exit, not a stdin it closed.
 		if s.hasExited() || exitsSoon(p.info.PID) {
 			// The child is gone; its exit goroutine is about to say so.
 			<-s.exited
-			return n, xerrors.Errorf("write to %q: %w", p.info.ID, ErrNotRunning)
+			return xerrors.Errorf("write to %q: %w", p.info.ID, ErrNotRunning)
 		}
 	}
-	return n, xerrors.Errorf("write to %q: %w", p.info.ID, err)
+	return xerrors.Errorf("write to %q: %w", p.info.ID, err)
 }
 
 // close implements CloseStdin. A write in progress is released and

@@ -165,6 +165,8 @@ func newTreeKeeper(opts Options, logger slog.Logger) *treeKeeper {
 			mode:   opts.Containment,
 			parent: opts.CgroupParent,
 			keep:   opts.KeepOnHostExit,
+
+			poolClock: quartz.NewReal(),
 		},
 		set: make(map[*tree]struct{}),
 	}
@@ -419,6 +421,11 @@ type containState struct {
 	mode   Containment // Options.Containment
 	parent string      // Options.CgroupParent
 	keep   bool        // Options.KeepOnHostExit
+	// poolClock drives the idle timer of the spare cgroup pool: the real
+	// clock, not Options.Clock, whose tests advance a mock past any
+	// timer pending on it; the pool's own tests put a mock here before
+	// the first Start.
+	poolClock quartz.Clock
 
 	// mu guards the fields below. It is not a leaf: decide holds it while
 	// the Manager's cgroup is made and probed (taking cgroupHost.mu, and
@@ -478,7 +485,7 @@ func (k *treeKeeper) decide() (*cgroupHost, *watchdog, error) {
 	c.mu.Lock()
 	first := !c.decided
 	if first && mode != ContainGroup {
-		c.host, c.err = openCgroupHost(c.parent, c.keep)
+		c.host, c.err = openCgroupHost(c.parent, c.keep, c.poolClock)
 	}
 	c.decided = true
 	host, err := c.host, c.err

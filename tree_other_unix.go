@@ -1,4 +1,4 @@
-//go:build unix && !linux
+//go:build unix && (!linux || proc_otherunix)
 
 package proc
 
@@ -8,13 +8,14 @@ import (
 	"os/exec"
 	"time"
 
+	"github.com/coder/quartz"
 	"golang.org/x/xerrors"
 )
 
 // cgroupHost: cgroups are Linux-only.
 type cgroupHost struct{}
 
-func openCgroupHost(string, bool) (*cgroupHost, error) {
+func openCgroupHost(string, bool, quartz.Clock) (*cgroupHost, error) {
 	return nil, xerrors.Errorf("cgroups are Linux-only: %w", ErrUnsupported)
 }
 

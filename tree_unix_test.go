@@ -202,6 +202,7 @@ feed:
 // end every final record still reports what it reported at Done.
 func TestTreeTimeoutVersusExitMock(t *testing.T) {
 	t.Parallel()
+	skipInexactExit(t)
 	const (
 		workers = 6
 		timeout = 10 * time.Second
@@ -286,6 +287,7 @@ func TestTreeTimeoutVersusExitMock(t *testing.T) {
 // 3 with TimedOut; and what a final record reports never changes.
 func TestTreeTimeoutVersusExitReal(t *testing.T) {
 	t.Parallel()
+	skipInexactExit(t)
 	const (
 		workers = 8
 		timeout = 100 * time.Millisecond
@@ -344,6 +346,7 @@ func TestTreeTimeoutVersusExitReal(t *testing.T) {
 // pipe, treeHammer times per mode.
 func TestTreeWriteVersusExit(t *testing.T) {
 	t.Parallel()
+	skipInexactExit(t)
 	const workers = 6
 	treeEachMode(t, func(t *testing.T, mode treeMode) {
 		ctx := testCtx(t, 3*time.Minute)

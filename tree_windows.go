@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/coder/quartz"
 	"golang.org/x/sys/windows"
 	"golang.org/x/xerrors"
 )
@@ -24,7 +25,7 @@ const containJob = "job"
 // cgroupHost: cgroups are Linux-only.
 type cgroupHost struct{}
 
-func openCgroupHost(string, bool) (*cgroupHost, error) {
+func openCgroupHost(string, bool, quartz.Clock) (*cgroupHost, error) {
 	return nil, xerrors.Errorf("cgroups are Linux-only: %w", ErrUnsupported)
 }
 
