@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && !proc_otherunix
 
 package proc_test
 
