@@ -5,6 +5,8 @@ package sandbox
 import (
 	"errors"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
@@ -181,12 +183,14 @@ func readLayer(p Policy, r *ReadRules) (int, error) {
 }
 
 // ReadRules keeps the Landlock read layer of starts without a terminal
-// (one descriptor), made at the first such start and again when / or
-// /dev changes. The zero value is ready; [Probe] gives each answer one.
+// (two descriptors: the layer, and the mount table to see it change),
+// made at the first such start and again when /, /dev or the mounts
+// change. The zero value is ready; [Probe] gives each answer one.
 // Its owner calls Close when it starts no more (a Manager's Close).
 type ReadRules struct {
 	mu      sync.Mutex
 	root    [2]unix.Stat_t // of / and /dev when the layer was made
+	mounts  int            // /proc/self/mountinfo, to see mounts change; 0: not open
 	ruleset int            // 0: none yet
 	closed  bool
 }
@@ -195,9 +199,11 @@ type ReadRules struct {
 func (r *ReadRules) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.ruleset != 0 {
-		unix.Close(r.ruleset)
-		r.ruleset = 0
+	for _, fd := range []*int{&r.ruleset, &r.mounts} {
+		if *fd != 0 {
+			unix.Close(*fd)
+			*fd = 0
+		}
 	}
 	r.closed = true
 }
@@ -217,12 +223,23 @@ func (r *ReadRules) refresh() error {
 			return xerrors.Errorf("landlock read layer: %w", err)
 		}
 	}
-	if r.ruleset != 0 && sameDir(now[0], r.root[0]) && sameDir(now[1], r.root[1]) {
+	if r.mounts == 0 {
+		fd, err := unix.Open("/proc/self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return xerrors.Errorf("landlock read layer: %w", err)
+		}
+		r.mounts = fd
+	}
+	if r.ruleset != 0 && sameDir(now[0], r.root[0]) && sameDir(now[1], r.root[1]) && !mountsChanged(r.mounts) {
 		return nil
 	}
 	if r.ruleset != 0 {
 		unix.Close(r.ruleset)
 		r.ruleset = 0
+	}
+	// Read to the end: the mount table's change is seen from here on.
+	if err := drainMounts(r.mounts); err != nil {
+		return err
 	}
 	entries, err := readEntries()
 	if err != nil {
@@ -235,6 +252,32 @@ func (r *ReadRules) refresh() error {
 	}
 	r.ruleset, r.root = fd, now
 	return nil
+}
+
+// mountsChanged reports whether the mount table changed since mounts (an
+// open /proc/self/mountinfo) was last read to its end: the kernel flags
+// the file then (POLLPRI).
+func mountsChanged(mounts int) bool {
+	pfd := []unix.PollFd{{Fd: int32(mounts), Events: unix.POLLPRI}}
+	n, err := unix.Poll(pfd, 0)
+	return err != nil || n > 0 && pfd[0].Revents&(unix.POLLPRI|unix.POLLERR) != 0
+}
+
+// drainMounts reads mounts from its start to its end.
+func drainMounts(mounts int) error {
+	if _, err := unix.Seek(mounts, 0, 0); err != nil {
+		return xerrors.Errorf("landlock read layer: %w", err)
+	}
+	buf := make([]byte, 16<<10)
+	for {
+		n, err := unix.Read(mounts, buf)
+		if err != nil {
+			return xerrors.Errorf("landlock read layer: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+	}
 }
 
 // sameDir reports whether a and b are the same directory, unchanged.
@@ -285,37 +328,53 @@ func makeReadLayer(entries []readEntry, tty string) (fd int, err error) {
 	return fd, nil
 }
 
-// readEntries opens the entries of / but /dev, and of /dev but the
-// terminals (terminalDev). Landlock has no rule that takes a right away,
-// so read is granted entry by entry. Symbolic links need no rule: access
-// is checked where they lead.
+// readEntries opens what the read layer grants: the entries of / and,
+// where a terminal lies below one, of the directories down to it, but
+// the terminals themselves: those named in /dev (terminalDev), and every
+// mount of a terminal file system elsewhere (terminalMounts: a bind mount
+// of /dev/pts, a chroot's /dev). Landlock has no rule that takes a right
+// away, so read is granted entry by entry. Symbolic links need no rule:
+// access is checked where they lead. A device node copied into an
+// ordinary directory cannot be found this way (making one needs
+// CAP_MKNOD, which no tree has).
 func readEntries() (entries []readEntry, err error) {
 	defer func() {
 		if err != nil {
 			closeEntries(entries)
 		}
 	}()
-	for _, dir := range []string{"/", "/dev/"} {
+	excluded, err := terminalMounts()
+	if err != nil {
+		return nil, err
+	}
+	var walk func(dir string) error
+	walk = func(dir string) error {
 		names, err := os.ReadDir(dir)
 		if err != nil {
-			return nil, xerrors.Errorf("landlock read layer: %w", err)
+			return xerrors.Errorf("landlock read layer: %w", err)
 		}
 		for _, e := range names {
-			name := e.Name()
-			if e.Type()&os.ModeSymlink != 0 || dir == "/" && name == "dev" || dir == "/dev/" && terminalDev(name) {
+			path := dir + e.Name()
+			switch {
+			case e.Type()&os.ModeSymlink != 0, dir == "/dev/" && terminalDev(e.Name()), excluded[path]:
+				continue
+			case path == "/dev" || hasBelow(excluded, path):
+				if err := walk(path + "/"); err != nil {
+					return err
+				}
 				continue
 			}
-			fd, err := unix.Open(dir+name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			if errors.Is(err, unix.ENOENT) {
 				continue // removed since it was listed
 			}
 			if err != nil {
-				return nil, xerrors.Errorf("landlock read layer: %w", &os.PathError{Op: "open", Path: dir + name, Err: err})
+				return xerrors.Errorf("landlock read layer: %w", &os.PathError{Op: "open", Path: path, Err: err})
 			}
 			var st unix.Stat_t
 			if err := unix.Fstat(fd, &st); err != nil {
 				unix.Close(fd)
-				return nil, xerrors.Errorf("landlock read layer: %w", err)
+				return xerrors.Errorf("landlock read layer: %w", err)
 			}
 			if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 				unix.Close(fd)
@@ -323,8 +382,61 @@ func readEntries() (entries []readEntry, err error) {
 			}
 			entries = append(entries, readEntry{fd: fd, dir: st.Mode&unix.S_IFMT == unix.S_IFDIR})
 		}
+		return nil
 	}
-	return entries, nil
+	return entries, walk("/")
+}
+
+// hasBelow reports whether a path in set lies below dir.
+func hasBelow(set map[string]bool, dir string) bool {
+	for p := range set {
+		if strings.HasPrefix(p, dir+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// terminalMounts returns the mount points of terminal file systems
+// (devpts, and devtmpfs, which holds the consoles and ttys) other than
+// /dev and /dev/pts, which terminalDev covers, as the host sees them.
+func terminalMounts() (map[string]bool, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, xerrors.Errorf("landlock read layer: %w", err)
+	}
+	mounts := map[string]bool{}
+	for _, line := range strings.Split(string(data), "\n") {
+		// ID parent major:minor root mount-point options [optional...] - type source options
+		fields := strings.Fields(line)
+		sep := slices.Index(fields, "-")
+		if len(fields) < 5 || sep < 0 || sep+1 >= len(fields) {
+			continue
+		}
+		if fstype := fields[sep+1]; fstype != "devpts" && fstype != "devtmpfs" {
+			continue
+		}
+		if point := unescapeMount(fields[4]); point != "/dev" && point != "/dev/pts" {
+			mounts[point] = true
+		}
+	}
+	return mounts, nil
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // terminalDev reports whether the entry name of /dev is a terminal, a

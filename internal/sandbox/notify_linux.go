@@ -16,6 +16,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/coder/quartz"
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
 )
@@ -88,7 +89,9 @@ type notifier struct {
 	dropCaps    bool
 	caps        [2]unix.CapUserData
 
+	clock    quartz.Clock // paces routed calls (pace)
 	stopping atomic.Bool
+	stop     chan struct{} // closed by Stop
 	done     chan struct{} // closed when serve returns
 }
 
@@ -114,7 +117,7 @@ func newNotifier(listener int, roots []string, member func(caller, pid int) bool
 		unix.Close(listener)
 		return nil, xerrors.Errorf("seccomp listener: %w", err)
 	}
-	n := &notifier{roots: roots, member: member, done: make(chan struct{})}
+	n := &notifier{roots: roots, member: member, clock: quartz.NewReal(), stop: make(chan struct{}), done: make(chan struct{})}
 	n.file = os.NewFile(uintptr(listener), "seccomp-listener")
 	// The listener must be in Go's poller: serve waits there, and Stop
 	// wakes it with a deadline.
@@ -150,6 +153,7 @@ func newNotifier(listener int, roots []string, member func(caller, pid int) bool
 // than once and concurrently.
 func (n *notifier) Stop() {
 	if n.stopping.CompareAndSwap(false, true) {
+		close(n.stop)
 		// Wakes serve's wait; the deadline is in the past.
 		_ = n.file.SetReadDeadline(time.Unix(1, 0))
 	}
@@ -185,7 +189,9 @@ func (n *notifier) serveOn(rc syscall.RawConn) (ended bool) {
 			return true
 		}
 		retire := false
+		began := n.clock.Now("sandbox", "routed")
 		_ = rc.Control(func(fd uintptr) { retire = !n.answer(int(fd), &req) })
+		n.pace(n.clock.Since(began, "sandbox", "routed"))
 		if retire {
 			// This goroutine's thread could not be given its credentials
 			// back and stays locked: it ends with the goroutine, and a
@@ -193,6 +199,25 @@ func (n *notifier) serveOn(rc syscall.RawConn) (ended bool) {
 			go n.serve(rc) // stopped as this one would have been
 			return false
 		}
+	}
+}
+
+// pace waits after a routed call that took spent, three times as long
+// (at most maxPause), so that a tree flooding routed calls gets at most
+// about a quarter of one of the host's cores for them: the host does
+// that work outside the tree's cgroup, so its limits do not hold it back.
+// Only this tree's next call waits. Stop ends the wait.
+func (n *notifier) pace(spent time.Duration) {
+	const maxPause = 20 * time.Millisecond
+	pause := min(3*spent, maxPause)
+	if pause <= 0 {
+		return
+	}
+	t := n.clock.NewTimer(pause, "sandbox", "pace")
+	defer t.Stop("sandbox", "pace")
+	select {
+	case <-t.C:
+	case <-n.stop:
 	}
 }
 
@@ -422,10 +447,32 @@ func (n *notifier) allowed(obj int, fcall bool) bool {
 		}
 	}
 	where, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(obj))
+	if err != nil || !beneath(where, n.roots) {
+		return false
+	}
+	// The name is the kernel's for the object, relative to the root of
+	// whatever mount tree holds it: a detached one (open_tree) or another
+	// namespace's names "/<root>/..." for objects that are not there. The
+	// object is beneath a root only if that name, resolved in the host's
+	// namespace with no link followed, leads to the object itself.
+	return sameObject(obj, where)
+}
+
+// sameObject reports whether path, resolved from the host's root with no
+// symlink followed, is the object obj refers to (same mount, same inode).
+func sameObject(obj int, path string) bool {
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, &how)
 	if err != nil {
 		return false
 	}
-	return beneath(where, n.roots)
+	defer unix.Close(fd)
+	const mask = unix.STATX_INO | unix.STATX_MNT_ID
+	var a, b unix.Statx_t
+	if unix.Statx(obj, "", unix.AT_EMPTY_PATH, mask, &a) != nil || unix.Statx(fd, "", unix.AT_EMPTY_PATH, mask, &b) != nil {
+		return false
+	}
+	return a.Mnt_id == b.Mnt_id && a.Ino == b.Ino && a.Dev_major == b.Dev_major && a.Dev_minor == b.Dev_minor
 }
 
 // beneath reports whether path is one of roots or lies beneath one.

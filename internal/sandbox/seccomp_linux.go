@@ -48,7 +48,8 @@ import (
 //
 // A system call of another architecture (i386 or x32 on amd64) kills the
 // process: its numbers mean other calls, so the filter could not tell
-// what it asks for. Modes, process IDs and ioctl requests are compared in
+// what it asks for. A call newer than the filter (above maxReviewedCall)
+// fails with ENOSYS. Modes, process IDs and ioctl requests are compared in
 // their low 32 bits, the only ones the kernel reads.
 
 // filterArch is the AUDIT_ARCH_* value of the architectures the filter is
@@ -85,14 +86,23 @@ const (
 )
 
 // The ioctl requests refused in every sandboxed tree: pushing input into
-// a terminal, and setting inode flags (immutable, append-only, ...) by
-// either interface.
+// a terminal; setting inode flags (immutable, append-only, ...) by either
+// interface, the inode generation, fs-verity (a file read-only for good)
+// and an encryption policy.
 const (
-	iocSetFlags32 = 0x40046602 // FS_IOC32_SETFLAGS
-	iocFSSetXattr = 0x401c5820 // FS_IOC_FSSETXATTR
+	iocSetFlags32          = 0x40046602 // FS_IOC32_SETFLAGS
+	iocFSSetXattr          = 0x401c5820 // FS_IOC_FSSETXATTR
+	iocSetVersion          = 0x40087602 // FS_IOC_SETVERSION
+	iocSetVersion32        = 0x40047602 // FS_IOC32_SETVERSION
+	iocExt4SetVersion      = 0x40086604 // EXT4_IOC_SETVERSION
+	iocEnableVerity        = 0x40806685 // FS_IOC_ENABLE_VERITY
+	iocSetEncryptionPolicy = 0x800c6613 // FS_IOC_SET_ENCRYPTION_POLICY
 )
 
-var refusedIoctls = []uint32{unix.TIOCSTI, unix.TIOCLINUX, unix.FS_IOC_SETFLAGS, iocSetFlags32, iocFSSetXattr}
+var refusedIoctls = []uint32{
+	unix.TIOCSTI, unix.TIOCLINUX, unix.FS_IOC_SETFLAGS, iocSetFlags32, iocFSSetXattr,
+	iocSetVersion, iocSetVersion32, iocExt4SetVersion, iocEnableVerity, iocSetEncryptionPolicy,
+}
 
 // Targets of setpriority(2) and ioprio_set(2): only a process may be
 // named (PRIO_PROCESS, IOPRIO_WHO_PROCESS), not a group or a user.
@@ -229,6 +239,7 @@ func makeFilter(m netMode) ([]unix.SockFilter, error) {
 	if runtime.GOARCH == "amd64" {
 		b.jump(unix.BPF_JGE, x32Bit, "kill", "")
 	}
+	b.jump(unix.BPF_JGE, maxReviewedCall+1, "enosys", "")
 	// Each call the filter looks at goes to the label of its check; the
 	// calls are found by a binary search, so that every system call of
 	// the tree passes few instructions (and the kernel, which runs the

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/quartz"
 	"golang.org/x/sys/unix"
 )
 
@@ -80,4 +81,41 @@ func median(xs []float64) float64 {
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
 	return s[len(s)/2]
+}
+
+// TestPace: after a routed call that took d, the notifier waits 3d (at
+// most 20 ms) before the next, so that a flooding tree gets about a
+// quarter of a host core; Stop ends the wait.
+func TestPace(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	for _, tt := range []struct{ spent, pause time.Duration }{
+		{time.Millisecond, 3 * time.Millisecond},
+		{time.Second, 20 * time.Millisecond},
+	} {
+		mClock := quartz.NewMock(t)
+		trap := mClock.Trap().NewTimer("sandbox", "pace")
+		n := &notifier{clock: mClock, stop: make(chan struct{})}
+		done := make(chan struct{})
+		// Stopped when pace returns (the mock's advance below).
+		go func() {
+			n.pace(tt.spent)
+			close(done)
+		}()
+		trap.MustWait(ctx).MustRelease(ctx)
+		trap.Close()
+		mClock.Advance(tt.pause - time.Microsecond).MustWait(ctx)
+		select {
+		case <-done:
+			t.Fatalf("pace(%v) returned before %v", tt.spent, tt.pause)
+		default:
+		}
+		mClock.Advance(time.Microsecond).MustWait(ctx)
+		<-done
+	}
+	// Stop ends the wait at once.
+	mClock := quartz.NewMock(t)
+	n := &notifier{clock: mClock, stop: make(chan struct{})}
+	close(n.stop)
+	n.pace(time.Second) // returns without the clock moving
 }
