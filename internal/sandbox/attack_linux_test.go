@@ -139,7 +139,6 @@ func openTreeCmd(bin string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-
 // TestAttackFileSetattr: inode flags are refused only as ioctls; Linux 6.17's
 // file_setattr(2) sets the same fsxattr flags by path, on a root-owned
 // file outside the roots (a root child owns it). FS_IOC_SETVERSION
@@ -324,7 +323,6 @@ func init() {
 		return errnoErr(errno)
 	}
 }
-
 
 // TestAttackOpenTreeNonRootHost: the open_tree attack from a uid 65534 host,
 // on a file of that user's outside the root (as ~/.ssh is a user's).
