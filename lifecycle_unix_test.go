@@ -708,12 +708,14 @@ func TestScopeCloseStopsRemovedRecords(t *testing.T) {
 // critical section as the drop. The race is narrow, so it runs many rounds.
 func TestRemoveRacingClose(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
 	rounds := 30
 	if testing.Short() {
 		rounds = 5
 	}
 	for range rounds {
+		// Each round's waits have the whole budget: on a loaded machine
+		// thirty rounds can take longer than one budget.
+		ctx := testCtx(t)
 		m := proc.NewManager(proc.Options{KillGrace: 100 * time.Millisecond})
 		p := mustStart(t, m, proc.StartRequest{Command: "sleep 60 & echo started"})
 		waitFinal(ctx, t, p)
