@@ -159,7 +159,7 @@ func TestReadPaced(t *testing.T) {
 	read := func(b *HeadTailBuffer, cursor int64, size int) (Chunk, bool) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		c, p := b.readPacedLocked(cursor, make([]byte, size), size)
+		c, p := b.readPacedLocked(cursor, make([]byte, size), size, false)
 		return c, p != nil
 	}
 	for _, tc := range []struct {
@@ -234,10 +234,7 @@ func TestPausedCallsLookAgain(t *testing.T) {
 		naps = 0
 		end := b.Len()
 		b.mu.Lock()
-		if b.flow == nil {
-			b.flow = newFollowState()
-		}
-		tightStreak(&b.flow.pieces)
+		tightStreak(&b.flowLocked().pieces)
 		b.mu.Unlock()
 		// A read of 2 from 0 is in pieces: the head's first 2 bytes,
 		// short of the end.
