@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"runtime"
@@ -65,9 +66,8 @@ type follower struct {
 	woken  time.Time
 	target int64
 	// keeps: the pump waits for the follower (it keeps up); blocking: the
-	// pump's current wait is for it (addHeld); closed: Close ran;
-	// listed: the buffer lists it.
-	keeps, blocking, closed, listed bool
+	// pump's current wait is for it (addHeld); closed: Close ran.
+	keeps, blocking, closed bool
 }
 
 // Follow registers a reader of the Output stream from cursor from (0: the
@@ -98,17 +98,10 @@ func (p *Process) FollowStderr(from int64, opts FollowOptions) (*Follower, error
 // follow registers a follower of b, a stream of p (nil in tests: the
 // stream is final once b is finished).
 func (b *HeadTailBuffer) follow(p *Process, from int64, opts FollowOptions) (*Follower, error) {
-	window, hold := opts.Window, opts.MaxHold
-	switch {
-	case window < 0 || window > MaxFollowWindow:
-		return nil, xerrors.Errorf("window %d outside [0, %d]: %w", window, MaxFollowWindow, ErrInvalid)
-	case hold > MaxFollowHold:
-		return nil, xerrors.Errorf("max hold %v above %v: %w", hold, MaxFollowHold, ErrInvalid)
-	case window == 0:
-		window = DefaultFollowWindow
-	}
-	if hold == 0 {
-		hold = DefaultFollowHold
+	window, hold := cmp.Or(opts.Window, DefaultFollowWindow), cmp.Or(opts.MaxHold, DefaultFollowHold)
+	if window < 0 || window > MaxFollowWindow || hold > MaxFollowHold {
+		return nil, xerrors.Errorf("window %d not in [0, %d], or hold %v above %v: %w",
+			opts.Window, MaxFollowWindow, opts.MaxHold, MaxFollowHold, ErrInvalid)
 	}
 	s := &follower{b: b, p: p, window: max(window, minFollowWindow), maxHold: hold}
 	b.mu.Lock()
@@ -121,10 +114,8 @@ func (b *HeadTailBuffer) follow(p *Process, from int64, opts FollowOptions) (*Fo
 	}
 	s.cursor = from
 	s.keeps = from == b.total && hold > 0
-	if b != noStderr {
-		f := b.flowLocked()
-		f.followers = append(f.followers, s)
-		s.listed = true
+	if b != noStderr { // shared by records: nothing to hold or keep
+		b.flowLocked().followers = append(b.flow.followers, s)
 	}
 	fl := &Follower{s: s}
 	runtime.AddCleanup(fl, func(s *follower) { s.close() }, s)
@@ -140,12 +131,11 @@ func (b *HeadTailBuffer) follow(p *Process, from int64, opts FollowOptions) (*Fo
 // loop of reads of less than the tail's size behind the end is paced as
 // ReadSinceInto is, so that it leaves the CPUs to the child.
 func (f *Follower) Read(ctx context.Context, buf []byte) (Chunk, error) {
-	s := f.s
+	s, b := f.s, f.s.b
 	defer runtime.KeepAlive(f) // not closed as garbage while it reads
 	if len(buf) == 0 {
 		return Chunk{}, xerrors.Errorf("follow %q: empty buffer: %w", s.id(), ErrInvalid)
 	}
-	b := s.b
 	for {
 		b.mu.Lock()
 		if s.closed {
@@ -153,22 +143,7 @@ func (f *Follower) Read(ctx context.Context, buf []byte) (Chunk, error) {
 			return Chunk{}, xerrors.Errorf("follow %q: %w", s.id(), ErrClosed)
 		}
 		c, pieces := b.followReadLocked(s, buf)
-		if len(c.Data) > 0 || c.Lost > 0 || b.finished {
-			if len(c.Data) == 0 && c.Lost == 0 && !s.final() {
-				// The final status follows the buffer's end at once.
-				if s.closec == nil {
-					s.closec = make(chan struct{})
-				}
-				closec := s.closec
-				b.mu.Unlock()
-				select {
-				case <-s.p.Done():
-				case <-closec:
-				case <-ctx.Done():
-					return Chunk{}, xerrors.Errorf("follow %q: %w", s.id(), ctx.Err())
-				}
-				continue
-			}
+		if len(c.Data) > 0 || c.Lost > 0 || b.finished && s.final() {
 			b.mu.Unlock()
 			b.paceRead(pieces) // a pause delays the return, not the bytes
 			if c.EOF = c.EOF && s.final(); c.EOF {
@@ -176,30 +151,42 @@ func (f *Follower) Read(ctx context.Context, buf []byte) (Chunk, error) {
 			}
 			return c, nil
 		}
-		if b.waitc == nil {
-			b.waitc = make(chan struct{})
+		// Wait for bytes (Close wakes the buffer's waiters), or for the
+		// final status, which follows the buffer's end at once.
+		var waitc, done, closec <-chan struct{}
+		if b.finished {
+			if s.closec == nil {
+				s.closec = make(chan struct{})
+			}
+			done, closec = s.p.Done(), s.closec
+		} else {
+			if b.waitc == nil {
+				b.waitc = make(chan struct{})
+			}
+			waitc = b.waitc
+			b.flow.reading++
 		}
-		waitc := b.waitc
-		b.flow.reading++
 		b.mu.Unlock()
 		select {
 		case <-waitc:
+		case <-done:
+		case <-closec:
 		case <-ctx.Done():
 		}
-		b.mu.Lock()
-		b.flow.reading--
-		b.mu.Unlock()
+		if waitc != nil {
+			b.mu.Lock()
+			b.flow.reading--
+			b.mu.Unlock()
+		}
 		if err := ctx.Err(); err != nil {
 			return Chunk{}, xerrors.Errorf("follow %q: %w", s.id(), err)
 		}
 	}
 }
 
-// followReadLocked reads for s from its cursor into buf, moves it, and
-// tells whether the pump waits for s: a read that reaches the end makes
-// it keep up again; one that reaches where the stream ended at its wake
-// starts a new bound at the next wake. It also returns the pacer of a
-// read in pieces (readPacedLocked), else nil.
+// followReadLocked reads for s into buf and moves its cursor: a read to
+// the end makes s keep up again, one to where the stream ended at its
+// wake ends its bound. It returns readPacedLocked's pacer.
 func (b *HeadTailBuffer) followReadLocked(s *follower, buf []byte) (Chunk, *pacer) {
 	c, pieces := b.readPacedLocked(s.cursor, buf, len(buf), true)
 	if c.Next == s.cursor {
@@ -228,10 +215,7 @@ func (f *Follower) Stats() FollowStats {
 // Close unregisters the follower: the pump never waits for it again, and
 // a Read blocked in it returns ErrClosed at once, as do later Reads.
 // Close is idempotent and always returns nil.
-func (f *Follower) Close() error {
-	f.s.close()
-	return nil
-}
+func (f *Follower) Close() error { f.s.close(); return nil }
 
 func (s *follower) close() {
 	b := s.b
@@ -241,7 +225,7 @@ func (s *follower) close() {
 		return
 	}
 	s.closed = true
-	if s.listed {
+	if b != noStderr {
 		b.removeFollowerLocked(s)
 		b.wakeLocked() // a Read blocked in the shared wait looks again
 	}
@@ -250,16 +234,14 @@ func (s *follower) close() {
 	}
 }
 
+// final reports whether the record of a finished stream is final too
+// (the buffer is finished a moment before); without a record, it is.
+func (s *follower) final() bool { return s.p == nil || s.p.isFinal() }
+
 // id is the record's ID, for errors.
 func (s *follower) id() string {
 	if s.p == nil {
 		return ""
 	}
 	return s.p.info.ID
-}
-
-// final reports whether the record of a finished stream is final too
-// (the buffer is finished a moment before); without a record, it is.
-func (s *follower) final() bool {
-	return s.p == nil || s.p.isFinal()
 }

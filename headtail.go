@@ -406,14 +406,11 @@ func (b *HeadTailBuffer) readIntoLocked(cursor int64, buf []byte, own bool) Chun
 // follower's read (own) sees the window.
 func (b *HeadTailBuffer) readRangeLocked(cursor int64, own bool) (from, end int64, window bool) {
 	headLen := int64(len(b.head))
-	if cursor >= headLen && b.windowHoldsLocked(cursor, own) {
-		return cursor, b.total, true
+	if start, ok := b.windowStartLocked(own); ok && cursor >= headLen {
+		return max(start, cursor), b.total, true
 	}
 	tailStart := b.total - int64(b.tailLen)
 	if cursor >= headLen && cursor < tailStart {
-		if ws, ok := b.windowStartLocked(own); ok && ws > headLen {
-			return max(ws, cursor), b.total, true
-		}
 		cursor = tailStart
 	}
 	end = b.total

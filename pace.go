@@ -142,3 +142,45 @@ func (b *HeadTailBuffer) paceRead(p *pacer) bool {
 	}
 	return false
 }
+
+// pollSignal is what the buffers of one Manager share: set by Output
+// when it returns an unchanged rendering of any of them, and cleared by a
+// pump (takePeersPolled). Tight pollers of one record, final ones
+// included, keep the Ps from the pumps of the other records of the same
+// Manager as much as from their own record's; a Manager's pollers never
+// change how another Manager's pumps read (design section 10).
+type pollSignal struct {
+	atomic.Bool
+	// pumps counts the Manager's pumps that try their pipes between the
+	// pollers' turns (pump.read; render.go reads it).
+	pumps atomic.Int32
+	// pumped is when a pump of the Manager last read something, in
+	// microseconds since paceEpoch (pace.go).
+	pumped atomic.Int64
+	// nap, if not nil, is a paced call's pause instead of sleeping for
+	// pacePause (pause): set by tests before the buffers are shared.
+	nap func()
+}
+
+// polledLately reports whether Output returned an unchanged rendering of
+// b, or of another buffer of its Manager, since a pump last took the
+// signal.
+func (b *HeadTailBuffer) polledLately() bool {
+	return b.polled.Load() || b.peers != nil && b.peers.Load()
+}
+
+// takePolled reports whether Output returned an unchanged rendering of b
+// since the last call, and clears the signal.
+func (b *HeadTailBuffer) takePolled() bool {
+	return b.polled.Load() && b.polled.Swap(false)
+}
+
+// takePeersPolled is takePolled for the signal b shares with the other
+// buffers of its Manager; false for a buffer that shares none.
+func (b *HeadTailBuffer) takePeersPolled() bool {
+	return b.peers != nil && b.peers.Load() && b.peers.Swap(false)
+}
+
+// sharePolls makes b share the polling signal of the Manager that owns it
+// (Process.begin, before any pump or reader sees b).
+func (b *HeadTailBuffer) sharePolls(s *pollSignal) { b.peers = s }
