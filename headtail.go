@@ -241,7 +241,7 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 		}
 		b.mu.Lock()
 		b.waiters--
-		if b.flow != nil {
+		if b.flow != nil && b.peers != nil {
 			b.flow.lastWait = time.Since(paceEpoch)
 		}
 		if err := ctx.Err(); err != nil {

@@ -18,8 +18,7 @@ import (
 //   - a cursor read of a running stream that could return less than a
 //     tail's worth and stops short of its end: a reader that reads in
 //     pieces what the pump has long written, and loses it as it goes
-//     (followState.pieces). A follower the pump helps reads a tail's
-//     worth or more, and is not paced.
+//     (followState.pieces); a Follower's Read is paced the same way.
 //
 // Only buffers of a Process are paced, and only while a pump of its
 // Manager reads (within paceActive of its last read, pollSignal.pumped):
