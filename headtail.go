@@ -265,11 +265,12 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 // the buffer; bytes written between that look and the copy are left for
 // the next read (Next < End tells).
 //
-// A tight loop of reads in pieces of an unfinished buffer, each able to
-// return less than the tail holds (max) and stopping short of the end, is
-// paced: once such reads come in a streak, each parks for a fraction of a
-// millisecond before it returns, so that the reader leaves the CPUs to
-// the writer (readPacedLocked, pace.go).
+// A tight loop of reads of an unfinished buffer of a Process, each either
+// finding nothing new at the end, or able to return less than the tail
+// holds (max) and stopping short of the end, is paced: once such reads
+// come in a streak, each parks for a fraction of a millisecond before it
+// returns, so that the reader leaves the CPUs to the writer
+// (readPacedLocked, pace.go).
 func (b *HeadTailBuffer) ReadSince(cursor int64, max int) Chunk {
 	return b.readSince(cursor, max, true)
 }
@@ -321,15 +322,17 @@ func (b *HeadTailBuffer) ReadSinceInto(cursor int64, buf []byte) Chunk {
 }
 
 // readPacedLocked is readIntoLocked for a caller's cursor read, which a
-// tight loop of reads in pieces pauses (pace.go): it also returns the
-// pacer of such reads when this one is one, and otherwise nil. A read in
-// pieces is one of a running stream of a Process that could return less
-// than a tail's worth (limit) but something (a read into an empty buffer
-// only skips lost bytes), and stops short of the end. own says a
-// follower reads (readRangeLocked).
+// tight loop of such reads pauses (pace.go): it also returns the pacer of
+// such reads when this one is one, and otherwise nil. Such a read is one
+// of a running stream of a Process that could return something (a read
+// into an empty buffer only skips lost bytes) and either found nothing
+// new (a poller spinning at the end; a Follower blocks there instead) or
+// could return less than a tail's worth (limit) and stops short of the
+// end (it reads in pieces). own says a follower reads (readRangeLocked).
 func (b *HeadTailBuffer) readPacedLocked(cursor int64, buf []byte, limit int, own bool) (Chunk, *pacer) {
 	c := b.readIntoLocked(cursor, buf, own)
-	if b.peers == nil || b.finished || limit == 0 || limit >= b.tailMax || c.Next >= c.End {
+	empty := len(c.Data) == 0 && c.Lost == 0
+	if b.peers == nil || b.finished || limit == 0 || !empty && (limit >= b.tailMax || c.Next >= c.End) {
 		return c, nil
 	}
 	return c, &b.flowLocked().pieces

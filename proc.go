@@ -575,8 +575,9 @@ func (p *Process) ReadSince(cursor int64, max int) Chunk {
 // bytes but still skips the lost ones.
 //
 // A loop that reads a running stream in pieces smaller than the tail
-// (StartRequest.TailBytes), behind its end, is paced, with ReadSince's
-// max as the piece: such a read may park for a fraction of a millisecond
+// (StartRequest.TailBytes), behind its end, or that finds nothing new at
+// its end, is paced, with ReadSince's max as the piece: such a read may
+// park for a fraction of a millisecond
 // first, so that the reader leaves the CPUs to the child (design section
 // 10); it loses what the child writes meanwhile, counted in Chunk.Lost.
 func (p *Process) ReadSinceInto(cursor int64, buf []byte) Chunk {
