@@ -34,12 +34,6 @@ import (
 // after it. It is taken in real time whatever Options.Clock is, as the
 // pump's read deadline is: it decides only when a caller looks, never
 // what it sees.
-//
-// Measured (BenchmarkPolled, interleaved in one run, idle), four tight
-// pollers of the 512 MiB capture's own record slowed it 0.96x and 1.06x
-// with pacing against 1.31x and 1.29x without; of another, final record
-// 1.03x against 1.15x. A reader of 10 bytes a call (BenchmarkFollowCost)
-// slowed a 64 MiB capture 1.02x against 1.10x.
 
 // paceEpoch is the origin of a pacer's times.
 var paceEpoch = time.Now()
