@@ -7,14 +7,13 @@ import (
 )
 
 // The pump's side of the window and the holds (follow.go). It reads
-// straight into the window while one is kept (readTarget). It takes turns
-// with the followers: it
-// leaves a waiting follower asleep while the window keeps its bytes, and
-// wakes it when it must wait for room anyway, before a tee's Write, at
-// the end of its pipe, or followLatency after the first byte it left
-// unannounced (a read deadline), whichever comes first: every hand-off
-// costs more than the bytes it moves (a goroutine made runnable takes a
-// CPU from the child).
+// straight into the window while one is kept (readTarget), and takes
+// turns with the followers: it leaves a waiting follower asleep while the
+// window keeps its bytes, and wakes it when it must wait for room anyway,
+// before a tee's Write, at the end of its pipe, or followLatency after
+// the first byte it left unannounced (a read deadline), whichever comes
+// first. Every hand-off costs more than the bytes it moves: a goroutine
+// made runnable takes a CPU from the child.
 
 // followLatency is the longest the pump leaves a waiting follower
 // unwoken after writing bytes past its cursor (pump.armWake): short next
