@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/procvisor/proc"
+	"github.com/procvisor/proc/proctest"
 )
 
 // followAll reads f to io.EOF through a buffer of size bytes and returns
@@ -112,10 +113,11 @@ func TestFollowProcess(t *testing.T) {
 
 // TestFollowFloodLossless pins that a default follower reading 64 KiB a
 // call loses nothing of a child that writes as fast as it can, and reads
-// every byte as written (design section 20: the pump holds the child
-// for it while it keeps up). It compares each chunk as it comes: a
-// follower that grows a 16 MiB slice meanwhile pauses for the copies and
-// the collector, and does not keep up.
+// every byte as written (design section 20: the pump holds the child for
+// it while it keeps up). The clock is a mock that stands still, so that
+// no hold's bound passes however the machine schedules the follower: the
+// test pins the mechanism, the benchmarks its timing. It compares each
+// chunk as it comes.
 func TestFollowFloodLossless(t *testing.T) {
 	t.Parallel()
 	n := int64(16 << 20 / faultFloodLine * faultFloodLine)
@@ -123,7 +125,7 @@ func TestFollowFloodLossless(t *testing.T) {
 		n = 2 << 20 / faultFloodLine * faultFloodLine // the race detector is slow
 	}
 	want := faultFloodBytes(0, n)
-	ctx, m := testManager(t, proc.Options{})
+	ctx, _, m := testMockManager(t, proc.Options{})
 	// It writes once its stdin has a line: Follow(0) comes first.
 	req := helperReq("fault-flood", strconv.FormatInt(n, 10))
 	req.Args = append([]string{"sh", "-c", `read x; exec "$0" "$@"`}, req.Args...)
@@ -156,32 +158,39 @@ func TestFollowFloodLossless(t *testing.T) {
 	}
 }
 
-// TestStalledFollowerClose pins that a follower that never reads does not
-// keep Manager.Close from returning (it holds the child one MaxHold at
-// most), and reads the retained output to io.EOF after it.
+// TestStalledFollowerClose pins that a follower that never reads costs
+// the child one MaxHold (its Held), adds no wait to Manager.Close (which
+// stays bounded by KillGrace + DrainTimeout), and reads the retained
+// output to io.EOF after it. The clock is a mock: the hold ends when the
+// test moves it.
 func TestStalledFollowerClose(t *testing.T) {
 	t.Parallel()
-	ctx, m := testManager(t, proc.Options{})
+	ctx, mClock, m := testMockManager(t, proc.Options{})
+	hold := mClock.Trap().NewTimer("pump", "follower")
 	p := mustStart(t, m, helperReq("lc-flood"))
 	f, err := p.Follow(-1, proc.FollowOptions{MaxHold: proc.MaxFollowHold})
 	if err != nil {
 		t.Fatalf("Follow(-1) = %v", err)
 	}
 	defer f.Close()
-	// Well past one hold: the child is not held for the stalled follower.
-	for p.Info().OutputBytes < 8<<20 {
-		if err := p.WaitOutput(ctx, p.Info().OutputBytes); err != nil {
-			t.Fatalf("the child stopped writing beside a stalled follower: %v", err)
-		}
-	}
-	if err := recv(ctx, t, goClose(m), "Manager.Close"); err != nil {
+	from := f.Stats().Cursor
+	releaseTrapped(ctx, t, hold, proc.MaxFollowHold, "the pump's wait for the stalled follower")
+	mClock.Advance(proc.MaxFollowHold).MustWait(ctx)
+	hold.Close()
+	// Well past the hold: the child is not held for it again (the pump
+	// would wait on the mock clock for good).
+	waitLen(ctx, t, p, p.Info().OutputBytes+8<<20)
+	// Close waits for nothing of the follower's: the pump holds no more
+	// for it (Held stays one MaxHold), and Close's own bounds are timers
+	// CloseOnMock moves past.
+	if err := proctest.CloseOnMock(ctx, mClock, m); err != nil {
 		t.Fatalf("Close() = %v", err)
 	}
-	if st := f.Stats(); st.Held > proc.MaxFollowHold {
-		t.Errorf("the stalled follower held the pump %v; want at most %v", st.Held, proc.MaxFollowHold)
+	if st := f.Stats(); st.Held != proc.MaxFollowHold {
+		t.Errorf("the stalled follower held the pump %v; want one MaxHold, %v", st.Held, proc.MaxFollowHold)
 	}
 	got, lost := followAll(ctx, t, f, 64<<10)
-	if lost == 0 || len(got) == 0 {
-		t.Errorf("after Close the stalled follower read %d bytes, lost %d; want the retained bytes and a loss", len(got), lost)
+	if want := p.Info().OutputBytes - from; lost == 0 || len(got) == 0 || int64(len(got))+lost != want {
+		t.Errorf("after Close the stalled follower read %d bytes, lost %d; want the retained bytes and a loss, %d in all", len(got), lost, want)
 	}
 }
