@@ -330,11 +330,10 @@ func (b *HeadTailBuffer) dropHolds() {
 }
 
 // lazyWakeLocked reports whether a Write may leave the readers waiting
-// now for the pump to wake (writeQuiet): only followers wait, and the
-// window keeps what they have not read.
+// now for the pump to wake (writeQuiet, within followLatency): the window
+// keeps what they have not read, followers' and waiters' alike.
 func (b *HeadTailBuffer) lazyWakeLocked() bool {
-	f := b.flow
-	return f != nil && b.waiters == 0 && f.reading > 0 && len(f.window) > 0
+	return b.flow != nil && len(b.flow.window) > 0
 }
 
 // removeFollowerLocked unregisters s; a finished buffer nobody follows

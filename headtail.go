@@ -73,8 +73,7 @@ type HeadTailBuffer struct {
 	// one waits for one under way instead of rendering the same bytes.
 	rendered atomic.Pointer[rendering]
 	// waiters counts the goroutines blocked in WaitOutput, guarded by mu:
-	// a Write may leave waiting followers for the pump to wake, but not
-	// them (lazyWakeLocked), and the window is kept for them.
+	// the window is kept for them (follow.go).
 	waiters int32
 }
 
@@ -216,7 +215,9 @@ func (b *HeadTailBuffer) Finished() bool {
 // already holds, and otherwise an error wrapping ctx.Err() when ctx ends
 // first. It starts no goroutine. While WaitOutput waits, and for a moment
 // after, the buffer keeps the newest bytes beyond head and tail for every
-// cursor read (follow.go); it never holds back a writer.
+// cursor read (follow.go); it never holds back a writer. Write wakes it at
+// once; the pump of a Process, which keeps the bytes in that window, may
+// wake it up to a millisecond later, so as to wake it less often.
 func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()

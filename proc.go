@@ -602,8 +602,10 @@ func (p *Process) finalEOF(c Chunk) Chunk {
 // output beyond head and tail for every cursor read, so a loop that reads
 // each wake within a few milliseconds loses nothing at 50 MB/s; at a
 // flood it loses output, counted in Chunk.Lost, instead of slowing the
-// child. A reader that wants every byte uses [Process.Follow]; lossless
-// delivery to a slow consumer is OutputTee's.
+// child. The wake may come up to a millisecond after the output, so that
+// a flood wakes the waiters less often. A reader that wants every byte
+// uses [Process.Follow]; lossless delivery to a slow consumer is
+// OutputTee's.
 func (p *Process) WaitOutput(ctx context.Context, cursor int64) error {
 	if err := p.waitStream(ctx, p.out, cursor); err != nil {
 		return xerrors.Errorf("wait output of %q: %w", p.info.ID, err)

@@ -8,7 +8,7 @@ import (
 
 // The pump's side of the window and the holds (follow.go). It reads
 // straight into the window while one is kept (readTarget), and takes
-// turns with the followers: it leaves a waiting follower asleep while the
+// turns with the readers: it leaves a waiting reader asleep while the
 // window keeps its bytes, and wakes it when it must wait for room anyway,
 // before a tee's Write, at the end of its pipe, or followLatency after
 // the first byte it left unannounced (a read deadline), whichever comes
@@ -53,9 +53,9 @@ func (b *HeadTailBuffer) readTarget(buf []byte) (p []byte, size int) {
 }
 
 // writeQuiet stores b as pump.write does, but leaves waking the readers
-// waiting to the pump: at once when others than followers wait or there
-// is no window (lazyWakeLocked), and otherwise once the pump waits for
-// room, writes to a tee, ends, or followLatency has passed (armWake).
+// waiting to the pump: at once when there is no window to keep their
+// bytes (lazyWakeLocked), and otherwise once the pump waits for room,
+// writes to a tee, ends, or followLatency has passed (armWake).
 func (pu *pump) writeQuiet(b []byte) {
 	pu.log.write(b)
 	if pu.tee != nil {
