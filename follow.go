@@ -336,14 +336,14 @@ func (b *HeadTailBuffer) lazyWakeLocked() bool {
 	return b.flow != nil && len(b.flow.window) > 0
 }
 
-// removeFollowerLocked unregisters s; a finished buffer nobody follows
-// frees its window.
+// removeFollowerLocked unregisters s; a buffer nobody follows or waits
+// for frees its window at once.
 func (b *HeadTailBuffer) removeFollowerLocked(s *follower) {
 	f := b.flow
 	if i := slices.Index(f.followers, s); i >= 0 {
 		f.followers = slices.Delete(f.followers, i, i+1)
 	}
-	if b.finished && len(f.followers) == 0 {
+	if len(f.followers) == 0 && (b.finished || !b.waitedLocked(time.Since(paceEpoch))) {
 		f.window, f.windowPos, f.windowLen = nil, 0, 0
 	}
 	b.signalRoomLocked()

@@ -432,6 +432,16 @@ func TestSharedWindow(t *testing.T) {
 	if n, size := windowLen(); n != 0 || size != 0 {
 		t.Errorf("window of %d bytes (%d stored) once nobody waits; want none", n, size)
 	}
+	// A follower that closes: its window goes with it, at once.
+	g := mustFollow(t, b, -1, FollowOptions{MaxHold: -1})
+	_, _ = b.Write(testStream)
+	if n, _ := windowLen(); n != 64 {
+		t.Errorf("window holds %d bytes for an open follower behind by 64; want 64", n)
+	}
+	_ = g.Close()
+	if n, size := windowLen(); n != 0 || size != 0 {
+		t.Errorf("window of %d bytes (%d stored) once the only follower closed; want none", n, size)
+	}
 	// A follower: its window, from its cursor on.
 	f := mustFollow(t, b, -1, FollowOptions{MaxHold: -1})
 	_, _ = b.Write(testStream)
