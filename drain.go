@@ -84,7 +84,7 @@ wait:
 }
 
 // pumpsHolding reports whether a pump is waiting for a follower to read
-// (pump.writeFollowed), which followBound bounds.
+// (pump.writeFollowed), which MaxFollowHold bounds.
 func (p *Process) pumpsHolding() bool {
 	for _, pu := range p.pumps {
 		if pu.holding.Load() {

@@ -78,8 +78,9 @@ func ExampleManager_Scope() {
 	// alice sees it: true
 }
 
-// A follower streams the output with cursor reads while the command runs.
-// A reader that falls behind a long output learns how many bytes it lost.
+// A poller reads the output with cursor reads while the command runs, and
+// learns how many bytes it lost when it falls behind a long output. A
+// reader that wants every byte uses Process.Follow instead.
 func ExampleProcess_ReadSince() {
 	m := proc.NewManager(proc.Options{})
 	defer m.Close()

@@ -4,9 +4,9 @@ import (
 	"context"
 	"io"
 	"math"
-	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/xerrors"
 )
@@ -46,16 +46,10 @@ type HeadTailBuffer struct {
 	// waitc is created by the first waiter and closed (then cleared) by the
 	// next Write or Finish, so writes without waiters allocate nothing.
 	waitc chan struct{}
-	// flow is the followers' flow control (see followState), made by the
-	// first cursor read that reaches the end and dropped by Finish.
-	flow *followState
-	// read is set by every cursor read that reaches the end and every
-	// wait, and cleared by every Write; followed counts down the writes
-	// left before the stream is taken as no longer followed (see
-	// readSize). A byte: it packs with the bytes below.
-	read     bool
+	// flow is the window and the followers (follow.go), made by the
+	// first WaitOutput, Follow or paced read.
+	flow     *followState
 	finished bool
-	followed uint8
 	// dropped is the stream byte just before the tail when that byte was
 	// dropped (not in the head): it tells a line-based reader whether the
 	// tail starts a line.
@@ -79,8 +73,7 @@ type HeadTailBuffer struct {
 	// one waits for one under way instead of rendering the same bytes.
 	rendered atomic.Pointer[rendering]
 	// waiters counts the goroutines blocked in WaitOutput, guarded by mu:
-	// a Write may leave waiting followers for the pump to wake, but not
-	// other readers (lazyWakeLocked). It fills the 160-byte size class.
+	// the window is kept for them (follow.go).
 	waiters int32
 }
 
@@ -169,14 +162,8 @@ func (b *HeadTailBuffer) writeLocked(p []byte) {
 	if len(p) > 0 {
 		b.writeTailLocked(p)
 	}
-	if b.read {
-		b.followed = followHold
-	} else if b.followed > 0 {
-		b.followed--
-	}
-	b.read = false
 	if b.flow != nil {
-		b.flow.keepLocked(p0, b.total)
+		b.keepLocked(p0)
 	}
 }
 
@@ -187,7 +174,8 @@ func (b *HeadTailBuffer) Len() int64 {
 
 // Finish marks the buffer final: later Writes fail with [ErrClosed], the
 // storage shrinks to exactly the bytes held, and every
-// [HeadTailBuffer.WaitOutput] returns. Finish is idempotent.
+// [HeadTailBuffer.WaitOutput] returns. Finish is idempotent. The window
+// (follow.go) outlives it only for open followers, until they close.
 func (b *HeadTailBuffer) Finish() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -196,7 +184,9 @@ func (b *HeadTailBuffer) Finish() {
 	}
 	b.finished = true
 	b.signalRoomLocked()
-	b.flow = nil
+	if f := b.flow; f != nil && len(f.followers) == 0 {
+		b.flow = nil
+	}
 	if cap(b.head) > len(b.head) {
 		// Not append or bytes.Clone: they round the capacity up.
 		head := make([]byte, len(b.head))
@@ -223,37 +213,19 @@ func (b *HeadTailBuffer) Finished() bool {
 // WaitOutput blocks until the stream is longer than cursor, the buffer is
 // finished, or ctx ends. It returns nil at once if either of the first two
 // already holds, and otherwise an error wrapping ctx.Err() when ctx ends
-// first. It starts no goroutine.
-//
-// A WaitOutput at the cursor a read just reached the end with, a read
-// that could return at least followMinRead bytes or the tail's size if
-// that is less (a follower's loop), also holds back the pump of a
-// Process: from the wake that ends it until it waits again, the pump
-// does not overwrite bytes
-// the follower has not read, while it keeps up (follow.go, design section
-// 10). Write itself never waits, and wakes every waiter at once; the
-// pump of a Process, which writes otherwise, may leave such a follower
-// asleep for up to a millisecond while it keeps the bytes for it.
+// first. It starts no goroutine. While WaitOutput waits, and for a moment
+// after, the buffer keeps the newest bytes beyond head and tail for every
+// cursor read (follow.go); it never holds back a writer. Write wakes it at
+// once; the pump of a Process, which keeps the bytes in that window, may
+// wake it up to a millisecond later, so as to wake it less often.
 func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 	b.mu.Lock()
-	// A follower read to the end here, or holds a lease here: the wait
-	// makes one entry (claimLocked). Turning its lease into a waiting
-	// entry and back changes no room (room counts both), so neither wakes
-	// the pump. mine is the class of the entry.
-	f := b.flow
-	own, mine, follower := -1, readSmall, false
-	if f != nil && cursor >= 0 {
-		own, mine, follower = f.claimLocked(cursor)
+	defer b.mu.Unlock()
+	if b.peers != nil && !b.finished {
+		b.flowLocked().lastWait = time.Since(paceEpoch)
 	}
-	leased := own >= 0
 	for {
-		b.read = true
 		if b.total > cursor || b.finished {
-			if follower && !leased && !b.finished {
-				// It reads next: hold the bytes from cursor on.
-				f.leases = append(f.leases, lease{cursor: cursor, class: mine, waited: true})
-			}
-			b.mu.Unlock()
 			return nil
 		}
 		// The channel is taken under the same lock as the check above,
@@ -262,49 +234,19 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 			b.waitc = make(chan struct{})
 		}
 		waitc := b.waitc
-		if follower {
-			if leased {
-				// The lease claimed above, or the one the wake made.
-				i := own
-				if i < 0 {
-					i = entryAt(f.leases, cursor, mine)
-				}
-				if i >= 0 {
-					f.leases = slices.Delete(f.leases, i, i+1)
-				}
-				own, leased = -1, false
-			}
-			f.waiting = append(f.waiting, lease{cursor: cursor, class: mine})
-		}
 		b.waiters++
 		b.mu.Unlock()
-
 		select {
 		case <-waitc:
-			b.mu.Lock()
-			b.waiters--
-			// The wake made the waiting entry a lease (Finish dropped it;
-			// the check above returns then). The pump wakes followers
-			// after its writes (writeQuiet), so one that starts waiting
-			// in between is woken with nothing new, and its lease may be
-			// gone by the time it looks (hold): it then waits as a reader
-			// that is not helped.
-			leased = follower && f.indexLease(cursor) >= 0
-			follower = leased
 		case <-ctx.Done():
-			b.mu.Lock()
-			b.waiters--
-			if follower {
-				// A wake at the same moment made it a lease: give it up.
-				if tryRecv(waitc) {
-					b.takeLeaseLocked(cursor, mine)
-				} else {
-					b.takeWaitingLocked(cursor, mine)
-				}
-				f.unclaimLocked(cursor, mine)
-			}
-			b.mu.Unlock()
-			return xerrors.Errorf("wait output: %w", ctx.Err())
+		}
+		b.mu.Lock()
+		b.waiters--
+		if b.flow != nil && b.peers != nil {
+			b.flow.lastWait = time.Since(paceEpoch)
+		}
+		if err := ctx.Err(); err != nil {
+			return xerrors.Errorf("wait output: %w", err)
 		}
 	}
 }
@@ -324,11 +266,12 @@ func (b *HeadTailBuffer) WaitOutput(ctx context.Context, cursor int64) error {
 // the buffer; bytes written between that look and the copy are left for
 // the next read (Next < End tells).
 //
-// A tight loop of reads in pieces of an unfinished buffer, each able to
-// return less than the tail holds (max) and stopping short of the end, is
-// paced: once such reads come in a streak, each parks for a fraction of a
-// millisecond before it returns, so that the reader leaves the CPUs to
-// the writer (readPacedLocked, pace.go).
+// A tight loop of reads of an unfinished buffer of a Process, each either
+// finding nothing new at the end, or able to return less than the tail
+// holds (max) and stopping short of the end, is paced: once such reads
+// come in a streak, each parks for a fraction of a millisecond before it
+// returns, so that the reader leaves the CPUs to the writer
+// (readPacedLocked, pace.go).
 func (b *HeadTailBuffer) ReadSince(cursor int64, max int) Chunk {
 	return b.readSince(cursor, max, true)
 }
@@ -344,7 +287,7 @@ func (b *HeadTailBuffer) readSince(cursor int64, max int, paced bool) Chunk {
 		data = make([]byte, n)
 	}
 	b.mu.Lock()
-	c, pieces := b.readPacedLocked(cursor, data, readLimit(max))
+	c, pieces := b.readPacedLocked(cursor, data, readLimit(max), false)
 	b.mu.Unlock()
 	if paced && b.paceRead(pieces) {
 		return b.readSince(cursor, max, false)
@@ -368,34 +311,32 @@ func readLimit(max int) int {
 // as ReadSince does.
 func (b *HeadTailBuffer) ReadSinceInto(cursor int64, buf []byte) Chunk {
 	b.mu.Lock()
-	c, pieces := b.readPacedLocked(cursor, buf, len(buf))
+	c, pieces := b.readPacedLocked(cursor, buf, len(buf), false)
 	b.mu.Unlock()
 	if b.paceRead(pieces) {
 		// Read again: what is newest after the pause.
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return b.readIntoLocked(cursor, buf, len(buf))
+		return b.readIntoLocked(cursor, buf, false)
 	}
 	return c
 }
 
 // readPacedLocked is readIntoLocked for a caller's cursor read, which a
-// tight loop of reads in pieces pauses (pace.go): it also returns the
-// pacer of such reads when this one is one, and otherwise nil. A read in
-// pieces is one of a running stream of a Process that could return less
-// than a tail's worth (limit) but something (a read into an empty buffer
-// only skips lost bytes), and stops short of the end. A reader of a
-// tail's worth or more is not paced: a follower the pump helps reads so,
-// and so does one that lost the help and catches up to get it again.
-func (b *HeadTailBuffer) readPacedLocked(cursor int64, buf []byte, limit int) (Chunk, *pacer) {
-	c := b.readIntoLocked(cursor, buf, limit)
-	if b.peers == nil || b.finished || limit == 0 || limit >= b.tailMax || c.Next >= c.End {
+// tight loop of such reads pauses (pace.go): it also returns the pacer of
+// such reads when this one is one, and otherwise nil. Such a read is one
+// of a running stream of a Process that could return something (a read
+// into an empty buffer only skips lost bytes) and either found nothing
+// new (a poller spinning at the end; a Follower blocks there instead) or
+// could return less than a tail's worth (limit) and stops short of the
+// end (it reads in pieces). own says a follower reads (readRangeLocked).
+func (b *HeadTailBuffer) readPacedLocked(cursor int64, buf []byte, limit int, own bool) (Chunk, *pacer) {
+	c := b.readIntoLocked(cursor, buf, own)
+	empty := len(c.Data) == 0 && c.Lost == 0
+	if b.peers == nil || b.finished || limit == 0 || !empty && (limit >= b.tailMax || c.Next >= c.End) {
 		return c, nil
 	}
-	if b.flow == nil {
-		b.flow = newFollowState()
-	}
-	return c, &b.flow.pieces
+	return c, &b.flowLocked().pieces
 }
 
 // readSinceLine is ReadSince that also tells whether the first byte of
@@ -414,7 +355,7 @@ func (b *HeadTailBuffer) readSizeLocked(cursor int64, max int) int {
 	if cursor >= b.total {
 		return 0
 	}
-	from, end, _ := b.readRangeLocked(cursor)
+	from, end, _ := b.readRangeLocked(cursor, false)
 	n := end - from
 	if max > 0 && int64(max) < n {
 		n = int64(max)
@@ -430,7 +371,7 @@ func (b *HeadTailBuffer) readSinceLocked(cursor int64, max int) Chunk {
 	if n > 0 {
 		data = make([]byte, n)
 	}
-	return b.readIntoLocked(cursor, data, readLimit(max))
+	return b.readIntoLocked(cursor, data, false)
 }
 
 func nonNegative(cursor int64) int64 {
@@ -440,13 +381,13 @@ func nonNegative(cursor int64) int64 {
 	return cursor
 }
 
-// readIntoLocked does the work of ReadSinceInto; limit is the most bytes
-// the caller's read could return (ReadSince's max), for followReadLocked.
-func (b *HeadTailBuffer) readIntoLocked(cursor int64, buf []byte, limit int) Chunk {
+// readIntoLocked does the work of ReadSinceInto; own says a follower
+// reads (readRangeLocked).
+func (b *HeadTailBuffer) readIntoLocked(cursor int64, buf []byte, own bool) Chunk {
 	cursor = nonNegative(cursor)
 	c := Chunk{Next: cursor, End: b.total}
 	if cursor < b.total {
-		from, end, window := b.readRangeLocked(cursor)
+		from, end, window := b.readRangeLocked(cursor, own)
 		n := int(min(end-from, int64(len(buf))))
 		c.Lost = from - cursor
 		c.Data = buf[:n]
@@ -458,25 +399,20 @@ func (b *HeadTailBuffer) readIntoLocked(cursor int64, buf []byte, limit int) Chu
 		c.Next = from + int64(n)
 	}
 	c.EOF = b.finished && c.Next >= c.End
-	// Only a read that reaches the end counts as following: one that
-	// reads in pieces behind it is helped by no smaller pump reads.
-	b.read = b.read || c.Next >= c.End
-	if !b.finished {
-		b.followReadLocked(cursor, c, limit)
-	}
 	return c
 }
 
 // readRangeLocked returns the stored bytes a read from cursor < total can
 // return, as [from, end): from skips the omitted middle, and end stops at
 // the end of the head if bytes were dropped after it (the next read
-// reports them as Lost). window reports that they come from the follow
-// window instead (a lease's read, windowHoldsLocked): [cursor, total).
-func (b *HeadTailBuffer) readRangeLocked(cursor int64) (from, end int64, window bool) {
-	if cursor >= int64(len(b.head)) && b.windowHoldsLocked(cursor) {
-		return cursor, b.total, true
-	}
+// reports them as Lost). window reports that they come from the window
+// instead (follow.go): [from, total). Once the buffer is finished only a
+// follower's read (own) sees the window.
+func (b *HeadTailBuffer) readRangeLocked(cursor int64, own bool) (from, end int64, window bool) {
 	headLen := int64(len(b.head))
+	if start, ok := b.windowStartLocked(own); ok && cursor >= headLen {
+		return max(start, cursor), b.total, true
+	}
 	tailStart := b.total - int64(b.tailLen)
 	if cursor >= headLen && cursor < tailStart {
 		cursor = tailStart
@@ -614,13 +550,6 @@ func (b *HeadTailBuffer) wakeLocked() {
 	if b.waitc != nil {
 		close(b.waitc)
 		b.waitc = nil
-	}
-	// The followers woken hold leases until they read (followState).
-	if f := b.flow; f != nil {
-		for _, w := range f.waiting {
-			f.leases = append(f.leases, lease{cursor: w.cursor, class: w.class, waited: true})
-		}
-		f.waiting = f.waiting[:0]
 	}
 }
 

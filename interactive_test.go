@@ -430,19 +430,28 @@ func TestReadSinceFallenBehind(t *testing.T) {
 		dataLen   int
 		lost, end int64
 	}
-	reads := []read{
-		{cursor: 0, max: 0, dataOff: 0, dataLen: head, end: size},
-		{cursor: -5, max: 10, dataOff: 0, dataLen: 10, end: size},
-		{cursor: 100, max: 10, dataOff: 100, dataLen: 10, end: size},
-		{cursor: head - 5, max: 10, dataOff: head - 5, dataLen: 5, end: size}, // stops at the head
-		{cursor: head, max: 0, dataOff: size - tail, dataLen: tail, lost: size - tail - head, end: size},
-		{cursor: 20000, max: 100, dataOff: size - tail, dataLen: 100, lost: size - tail - 20000, end: size},
-		{cursor: size - 10, max: 100, dataOff: size - 10, dataLen: 10, end: size},
-		{cursor: size, max: 0, dataOff: size, dataLen: 0, end: size},
+	// kept is what cursor reads see after the head: while the record
+	// runs, the 1 MiB window kept for WaitOutput's callers (waitLen's),
+	// then the tail alone (design section 20).
+	reads := func(kept int64) []read {
+		return []read{
+			{cursor: 0, max: 0, dataOff: 0, dataLen: head, end: size},
+			{cursor: -5, max: 10, dataOff: 0, dataLen: 10, end: size},
+			{cursor: 100, max: 10, dataOff: 100, dataLen: 10, end: size},
+			{cursor: head - 5, max: 10, dataOff: head - 5, dataLen: 5, end: size}, // stops at the head
+			{cursor: head, max: 0, dataOff: size - kept, dataLen: int(kept), lost: size - kept - head, end: size},
+			{cursor: 20000, max: 100, dataOff: size - kept, dataLen: 100, lost: size - kept - 20000, end: size},
+			{cursor: size - 10, max: 100, dataOff: size - 10, dataLen: 10, end: size},
+			{cursor: size, max: 0, dataOff: size, dataLen: 0, end: size},
+		}
 	}
 	check := func(final bool) {
 		t.Helper()
-		for _, r := range reads {
+		kept := int64(1 << 20)
+		if final {
+			kept = tail
+		}
+		for _, r := range reads(kept) {
 			c := p.ReadSince(r.cursor, r.max)
 			next := r.dataOff + int64(r.dataLen)
 			if len(c.Data) != r.dataLen || c.Lost != r.lost || c.Next != next || c.End != r.end || c.EOF != (final && next == size) {

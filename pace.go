@@ -18,8 +18,7 @@ import (
 //   - a cursor read of a running stream that could return less than a
 //     tail's worth and stops short of its end: a reader that reads in
 //     pieces what the pump has long written, and loses it as it goes
-//     (followState.pieces). A follower the pump helps reads a tail's
-//     worth or more, and is not paced.
+//     (followState.pieces); a Follower's Read is paced the same way.
 //
 // Only buffers of a Process are paced, and only while a pump of its
 // Manager reads (within paceActive of its last read, pollSignal.pumped):
@@ -35,12 +34,6 @@ import (
 // after it. It is taken in real time whatever Options.Clock is, as the
 // pump's read deadline is: it decides only when a caller looks, never
 // what it sees.
-//
-// Measured (BenchmarkPolled, interleaved in one run, idle), four tight
-// pollers of the 512 MiB capture's own record slowed it 0.96x and 1.06x
-// with pacing against 1.31x and 1.29x without; of another, final record
-// 1.03x against 1.15x. A reader of 10 bytes a call (BenchmarkFollowCost)
-// slowed a 64 MiB capture 1.02x against 1.10x.
 
 // paceEpoch is the origin of a pacer's times.
 var paceEpoch = time.Now()
@@ -142,3 +135,45 @@ func (b *HeadTailBuffer) paceRead(p *pacer) bool {
 	}
 	return false
 }
+
+// pollSignal is what the buffers of one Manager share: set by Output
+// when it returns an unchanged rendering of any of them, and cleared by a
+// pump (takePeersPolled). Tight pollers of one record, final ones
+// included, keep the Ps from the pumps of the other records of the same
+// Manager as much as from their own record's; a Manager's pollers never
+// change how another Manager's pumps read (design section 10).
+type pollSignal struct {
+	atomic.Bool
+	// pumps counts the Manager's pumps that try their pipes between the
+	// pollers' turns (pump.read; render.go reads it).
+	pumps atomic.Int32
+	// pumped is when a pump of the Manager last read something, in
+	// microseconds since paceEpoch (pace.go).
+	pumped atomic.Int64
+	// nap, if not nil, is a paced call's pause instead of sleeping for
+	// pacePause (pause): set by tests before the buffers are shared.
+	nap func()
+}
+
+// polledLately reports whether Output returned an unchanged rendering of
+// b, or of another buffer of its Manager, since a pump last took the
+// signal.
+func (b *HeadTailBuffer) polledLately() bool {
+	return b.polled.Load() || b.peers != nil && b.peers.Load()
+}
+
+// takePolled reports whether Output returned an unchanged rendering of b
+// since the last call, and clears the signal.
+func (b *HeadTailBuffer) takePolled() bool {
+	return b.polled.Load() && b.polled.Swap(false)
+}
+
+// takePeersPolled is takePolled for the signal b shares with the other
+// buffers of its Manager; false for a buffer that shares none.
+func (b *HeadTailBuffer) takePeersPolled() bool {
+	return b.peers != nil && b.peers.Load() && b.peers.Swap(false)
+}
+
+// sharePolls makes b share the polling signal of the Manager that owns it
+// (Process.begin, before any pump or reader sees b).
+func (b *HeadTailBuffer) sharePolls(s *pollSignal) { b.peers = s }

@@ -140,12 +140,13 @@ func TestOutputPaced(t *testing.T) {
 	}
 }
 
-// TestReadPaced pins which cursor reads count in a streak of reads in
-// pieces (readPacedLocked): those of a running stream of a Process that
-// could return less than a tail's worth and stop short of the end. Not a
-// read that reaches the end (a follower's), nor one of a tail's worth or
-// more (a follower the pump helps, or one catching up to be helped
-// again), nor any read of a finished stream or of a buffer of no Process.
+// TestReadPaced pins which cursor reads count in a streak of tight reads
+// (readPacedLocked): those of a running stream of a Process that could
+// return less than a tail's worth and stop short of the end, and those
+// that find nothing new at the end (a poller spinning there; a Follower
+// blocks instead). Not a read that reaches the end with bytes, nor one of
+// a tail's worth or more short of it, nor any read of a finished stream
+// or of a buffer of no Process.
 func TestReadPaced(t *testing.T) {
 	t.Parallel()
 	const head, tail = 4, 8
@@ -159,7 +160,7 @@ func TestReadPaced(t *testing.T) {
 	read := func(b *HeadTailBuffer, cursor int64, size int) (Chunk, bool) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		c, p := b.readPacedLocked(cursor, make([]byte, size), size)
+		c, p := b.readPacedLocked(cursor, make([]byte, size), size, false)
 		return c, p != nil
 	}
 	for _, tc := range []struct {
@@ -172,7 +173,8 @@ func TestReadPaced(t *testing.T) {
 		{12, tail, false}, // a tail's worth
 		{0, 64, false},    // a tail's worth or more
 		{18, 2, false},    // reaches the end
-		{20, 2, false},    // at the end
+		{20, 2, true},     // at the end: nothing new
+		{20, 64, true},    // nothing new, whatever the size
 	} {
 		if c, paced := read(b, tc.cursor, tc.size); paced != tc.paced {
 			t.Errorf("running: read of %d from %d (%+v) paced %v; want %v", tc.size, tc.cursor, c, paced, tc.paced)
@@ -234,10 +236,7 @@ func TestPausedCallsLookAgain(t *testing.T) {
 		naps = 0
 		end := b.Len()
 		b.mu.Lock()
-		if b.flow == nil {
-			b.flow = newFollowState()
-		}
-		tightStreak(&b.flow.pieces)
+		tightStreak(&b.flowLocked().pieces)
 		b.mu.Unlock()
 		// A read of 2 from 0 is in pieces: the head's first 2 bytes,
 		// short of the end.

@@ -561,13 +561,14 @@ func (p *Process) ReadSince(cursor int64, max int) Chunk {
 }
 
 // ReadSinceInto is ReadSince that reads into buf instead of allocating: at
-// most len(buf) bytes, with Chunk.Data aliasing buf. A follower that passes
+// most len(buf) bytes, with Chunk.Data aliasing buf. A reader that passes
 // the same buffer each time reads without allocating. An empty buf reads no
 // bytes but still skips the lost ones.
 //
 // A loop that reads a running stream in pieces smaller than the tail
-// (StartRequest.TailBytes), behind its end, is paced, with ReadSince's
-// max as the piece: such a read may park for a fraction of a millisecond
+// (StartRequest.TailBytes), behind its end, or that finds nothing new at
+// its end, is paced, with ReadSince's max as the piece: such a read may
+// park for a fraction of a millisecond
 // first, so that the reader leaves the CPUs to the child (design section
 // 10); it loses what the child writes meanwhile, counted in Chunk.Lost.
 func (p *Process) ReadSinceInto(cursor int64, buf []byte) Chunk {
@@ -587,22 +588,14 @@ func (p *Process) finalEOF(c Chunk) Chunk {
 // record is final (nil), or ctx ends (an error wrapping ctx.Err()). It
 // starts no goroutine.
 //
-// A follower, a loop that reads with ReadSince or ReadSinceInto until
-// Next reaches End and then waits at Next, its reads able to return at
-// least 16 KiB or the tail's size if that is less, is helped to keep up
-// (design section 10): while it waits, the output pump keeps up to 1 MiB of new
-// output for it beyond what the buffer retains, and from the wake until
-// it waits again, the pump does not overwrite bytes it has not read, and
-// the child waits on its full pipe meanwhile, but only while it keeps
-// up. To wake a follower less often, the pump may wake it up to 1 ms
-// after the output came, or once that 1 MiB is full. A follower whose
-// read after a wake could return less than the tail holds and does not
-// reach the end (it reads in pieces), or that has not read up to where
-// the output ended at its wake 5 ms after it, loses the help until a
-// read of it reaches the end again, and meanwhile loses output as any
-// reader does, counted in Chunk.Lost. One that reads each wake's bytes
-// at once, in reads of at least the tail's size, loses nothing of a
-// child writing 50 MB/s. Lossless delivery to a slow consumer is
+// WaitOutput is for pollers: it never holds the child. While it waits,
+// and for 100 ms after it returns, the record keeps the newest 1 MiB of
+// output beyond head and tail for every cursor read, so a loop that reads
+// each wake within a few milliseconds loses nothing at 50 MB/s; at a
+// flood it loses output, counted in Chunk.Lost, instead of slowing the
+// child. The wake may come up to a millisecond after the output, so that
+// a flood wakes the waiters less often. A reader that wants every byte
+// uses [Process.Follow]; lossless delivery to a slow consumer is
 // OutputTee's.
 func (p *Process) WaitOutput(ctx context.Context, cursor int64) error {
 	if err := p.waitStream(ctx, p.out, cursor); err != nil {

@@ -98,7 +98,7 @@ type pump struct {
 	watch    *eventWatch     // nil unless this stream's lines are watched
 	activity chan<- struct{} // capacity 1: "bytes arrived", never blocks
 	done     chan<- struct{} // buffered to the number of pumps
-	clock    quartz.Clock    // Options.Clock, for followBound
+	clock    quartz.Clock    // Options.Clock, for the followers' MaxHold
 	bound    *quartz.Timer   // made by the first wait for a follower
 	// holding is set while the pump waits for a follower to read; the
 	// drain's quiet window does not end then.
@@ -278,20 +278,23 @@ func (pu *pump) read(buf []byte) (n int, err error) {
 }
 
 // writeFollowed stores b as write does, but does not drop bytes a
-// follower that keeps up has not read (design section 10), and wakes
-// waiting followers lazily (pump.writeQuiet, follow.go): while a
-// follower waits or holds a lease, the pump writes what the follow window
-// and the tail keep of its unread bytes (HeadTailBuffer.room) and waits
-// for the rest, as a pipe's writer waits for its reader; meanwhile the
-// child fills the pipe and then waits too. The wait ends when the
-// follower reads or waits again, when the drain stops the pump, or once
-// followBound has passed since the follower's wake without it reaching
-// where the stream ended then (HeadTailBuffer.hold): it then loses the
-// help until it catches up, and learns what it missed from Chunk.Lost.
-// So one wake holds the child at most followBound, on Options.Clock.
+// registered follower that keeps up has not read (design section 20),
+// and wakes waiting followers lazily (pump.writeQuiet, follow.go): the
+// pump writes what the window and the tail keep of their unread bytes
+// (HeadTailBuffer.room) and waits for the rest, as a pipe's writer waits
+// for its reader; meanwhile the child fills the pipe and then waits too.
+// The wait ends when a follower reads or closes, when the drain stops the
+// pump, or once a follower's MaxHold has passed since its wake without it
+// reaching where the stream ended then (HeadTailBuffer.hold): it then
+// loses the hold until one of its reads reaches the end, and learns what
+// it missed from Chunk.Lost. So one wake holds the child at most
+// MaxFollowHold, on Options.Clock.
 func (pu *pump) writeFollowed(b []byte) {
 	for len(b) > 0 {
-		k := pu.dst.room(len(b))
+		k := len(b)
+		if !pu.stopping.Load() {
+			k = pu.dst.room(k)
+		}
 		if k == 0 {
 			// A follower left waiting (writeQuiet) reads first.
 			pu.wakeNow()
@@ -312,11 +315,14 @@ func (pu *pump) writeFollowed(b []byte) {
 	}
 }
 
-// waitRoom waits until a lease moves or goes (roomc), the pump is
-// stopped, or wait has passed.
+// waitRoom waits until a follower reads or goes (roomc), the pump is
+// stopped, or wait has passed, and counts the wait to the followers it
+// was for (HeadTailBuffer.addHeld).
 func (pu *pump) waitRoom(wait time.Duration, roomc <-chan struct{}) {
 	pu.holding.Store(true)
 	defer pu.holding.Store(false)
+	start := pu.clock.Now("pump", "follower")
+	defer func() { pu.dst.addHeld(pu.clock.Since(start, "pump", "follower")) }()
 	// One timer per pump, made at its first wait: waits come every
 	// tail's worth of bytes while a follower keeps up.
 	if pu.bound == nil {
@@ -329,9 +335,9 @@ func (pu *pump) waitRoom(wait time.Duration, roomc <-chan struct{}) {
 		pu.bound.Stop("pump", "follower")
 	case <-pu.stopped():
 		pu.bound.Stop("pump", "follower")
-		pu.dst.dropLeases()
+		pu.dst.dropHolds()
 	case <-pu.bound.C:
-		// hold drops the leases whose bound has passed.
+		// hold ends the holds whose bound has passed.
 	}
 }
 

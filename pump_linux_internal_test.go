@@ -244,13 +244,16 @@ func TestFollowerWokenWhilePolled(t *testing.T) {
 	defer w.Close()
 	b := NewHeadTailBuffer(0, 0, 0)
 	pu := &pump{r: r, dst: b, clock: quartz.NewReal(), activity: make(chan struct{}, 1), done: make(chan struct{}, 1)}
-	// A follower: a read that reached the end, then a wait there.
-	c := b.ReadSince(0, 0)
+	// A follower blocked in Read.
+	f := mustFollow(t, b, 0, FollowOptions{})
 	waited := make(chan error, 1) // one send
-	// Ends when WaitOutput returns (ctx bounds it).
-	go func() { waited <- b.WaitOutput(ctx, c.Next) }()
+	// Ends when Read returns (ctx bounds it).
+	go func() {
+		_, err := f.Read(ctx, make([]byte, 64))
+		waited <- err
+	}()
 	spinUntil(ctx, t, "the follower to wait", func() bool {
-		return pumpTestLocked(b, func() bool { return len(b.flow.waiting) > 0 })
+		return pumpTestLocked(b, func() bool { return b.flow.reading > 0 })
 	})
 	pu.writeQuiet([]byte("hi\n"))
 	if !pu.wakeDue {
@@ -289,7 +292,7 @@ func TestFollowerWokenWhilePolled(t *testing.T) {
 	select {
 	case err := <-waited:
 		if err != nil {
-			t.Fatalf("WaitOutput = %v", err)
+			t.Fatalf("Read = %v", err)
 		}
 	case <-ctx.Done():
 		t.Fatalf("the follower was not woken while the pump tried its pipe between pollers' turns: %v", ctx.Err())

@@ -42,13 +42,10 @@ func (p *Process) WaitFor(ctx context.Context, re *regexp.Regexp, fromStart bool
 	found := func(l []byte) string {
 		return string(bytes.TrimSuffix(l, []byte{'\r'}))
 	}
-	// A match ends the follow: its lease (section 10) must not hold the
-	// pump back until followBound.
-	next := int64(-1)
-	defer func() { p.out.unfollow(next) }()
+	// WaitFor is a poller: it waits with WaitOutput, whose window keeps
+	// the newest bytes while it matches, and never holds the child.
 	for {
 		c, lineStart := p.out.readSinceLine(cursor, 0)
-		next = c.Next
 		c = p.finalEOF(c)
 		if c.Lost > 0 {
 			// The end of the current line was dropped; so was the beginning

@@ -9,11 +9,9 @@ import (
 	"time"
 )
 
-// TestWaitForLeavesNoLease pins that WaitFor, once it matched, holds no
-// lease: woken from its wait by the matching line, it read as a follower
-// does, and a lease left behind would hold the pump back for
-// followBound as soon as the child wrote a tail's worth more.
-func TestWaitForLeavesNoLease(t *testing.T) {
+// TestWaitForIsPoller pins that WaitFor registers no follower: it waits
+// as a poller (WaitOutput, the shared window) and never holds the child.
+func TestWaitForIsPoller(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -33,20 +31,17 @@ func TestWaitForLeavesNoLease(t *testing.T) {
 		errc <- err
 	}()
 	spinUntil(ctx, t, "WaitFor waiting", func() bool {
-		return pumpTestLocked(p.out, func() bool { return p.out.flow != nil && len(p.out.flow.waiting) == 1 })
+		return pumpTestLocked(p.out, func() bool { return p.out.waiters == 1 })
 	})
+	if pumpTestLocked(p.out, func() bool { return len(p.out.flow.followers) != 0 }) {
+		t.Errorf("WaitFor registered a follower; want none")
+	}
 	if _, err := p.Write([]byte("\n")); err != nil {
 		t.Fatalf("Write() = %v", err)
 	}
 	if err := <-errc; err != nil {
 		t.Fatalf("WaitFor(ready) = %v; want nil", err)
 	}
-	pumpTestLocked(p.out, func() bool {
-		if f := p.out.flow; f != nil && (len(f.leases) != 0 || len(f.waiting) != 0) {
-			t.Errorf("after WaitFor matched: leases %v, waiting %v; want none", f.leases, f.waiting)
-		}
-		return true
-	})
 	if _, err := p.Write([]byte("\n")); err != nil {
 		t.Fatalf("Write() = %v", err)
 	}

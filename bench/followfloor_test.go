@@ -53,6 +53,6 @@ func BenchmarkFollowFloor(b *testing.B) {
 	interleaved(b, []variant{capture("alone", 0), capture("copy1", 1), capture("copy2", 2)})
 }
 
-// followWindowBytes is the follow window's size (follow.go followWindow),
+// followWindowBytes is the follow window's size (proc.DefaultFollowWindow),
 // the ring BenchmarkFollowFloor's copiers read.
 const followWindowBytes = 1 << 20

@@ -41,12 +41,12 @@ import (
 //   - full-caught: as full, but room signalled only once the follower
 //     caught up (it emptied the ring);
 //   - lat1ms: the library's wakes: when the ring is full, or 1 ms
-//     (follow.go followLatency, as a read deadline: pump.armWake) after
+//     (pumpwake.go followLatency, as a read deadline: pump.armWake) after
 //     the first byte read while the follower waits, room per piece;
 //   - lat1ms-half: as lat1ms, and a wake when the ring is half full;
 //   - lat1ms-half-half: as lat1ms-half, room signalled only once the
 //     follower emptied half the ring;
-//   - full-bound5ms: as full, with a 5 ms timer (follow.go followBound)
+//   - full-bound5ms: as full, with a 5 ms timer (proc.DefaultFollowHold)
 //     reset before each wait for room and stopped after it, as
 //     pump.waitRoom does (it only costs here: the wait goes on);
 //   - lat1ms-bound5ms: lat1ms and full-bound5ms together, the library's
@@ -261,7 +261,7 @@ type handoff struct {
 	// pump.armWake and pump.wakeNow).
 	latency time.Duration
 	// bound, if not zero, is a timer's duration, reset before each wait
-	// for room and stopped after it (pump.waitRoom's followBound); here
+	// for room and stopped after it (pump.waitRoom's MaxHold); here
 	// the wait goes on when it fires.
 	bound time.Duration
 	// room says whether a follower signals room to a waiting pump after

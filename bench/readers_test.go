@@ -244,8 +244,9 @@ const followCostBytes = 64 << 20
 // a call, by one that reads up to 64 KiB a call, by two at once that read
 // 64 KiB and 256 KiB a call ("pair"), and by four at once that read 10
 // bytes, 4 KiB, 64 KiB and 256 KiB a call ("mixed"), interleaved in one
-// run. Target: x-10B, x-64KiB and x-mixed <= 1.1 (design section 10: a
-// follower is helped only while it keeps up). lost-%-<name> is the share
+// run. These loops are pollers (design section 20): the library never
+// waits for them; BenchmarkFollower measures registered Followers.
+// Target: x-10B, x-64KiB and x-mixed <= 1.1. lost-%-<name> is the share
 // of the stream a follower never saw, on average over the followers that
 // read 64 KiB or more a call (the 10 B follower's alone): a full-speed
 // child outruns the smaller ones.

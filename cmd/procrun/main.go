@@ -246,15 +246,27 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 	if cfg.shell {
 		req.Args, req.Command = nil, strings.Join(argv, " ")
 	}
-	if cfg.follow {
-		// The tee hands over every byte as the pump reads it; a terminal
-		// or pipe that falls behind holds the command back instead of
-		// losing output.
-		req.OutputTee = stdout
-	}
 	p, err := m.Start(req)
 	if err != nil {
 		return 0, err
+	}
+	streamed := make(chan struct{})
+	if cfg.follow {
+		// A follower gets every byte while it keeps up: the pump holds the
+		// command a few milliseconds at most for it. A terminal or pipe
+		// that falls behind further loses output, said on stderr, rather
+		// than hold the command back. Ends at the record's end (or when
+		// the Manager is closed); joined before the snapshot is printed.
+		f, err := p.Follow(0, proc.FollowOptions{})
+		if err != nil {
+			return 0, err
+		}
+		go func() {
+			defer close(streamed)
+			stream(f, stdout, stderr)
+		}()
+	} else {
+		close(streamed)
 	}
 
 	// Ctrl-C interrupts the command's process group, not procrun; SIGTERM
@@ -326,12 +338,14 @@ func runOne(ctx context.Context, cfg config, argv []string, stdin io.Reader, std
 			<-reported
 		}
 		<-matched
+		<-streamed
 		return 0, err
 	}
 	if cfg.follow {
 		<-reported
 	}
 	<-matched
+	<-streamed
 	snap := p.Snapshot()
 	// The one record's events, after the snapshot's fields.
 	evs, _, _ := m.Events(0, 0)
@@ -367,6 +381,22 @@ func printSnapshot(w io.Writer, snap proc.Snapshot, evs []proc.Event, plain bool
 		return xerrors.Errorf("print snapshot: %w", err)
 	}
 	return nil
+}
+
+// stream copies what f reads to w until the record's end, and says on
+// errw how many bytes it lost where it lost them. It closes f.
+func stream(f *proc.Follower, w, errw io.Writer) {
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		c, err := f.Read(context.Background(), buf)
+		if c.Lost > 0 {
+			fmt.Fprintf(errw, "procrun: [%d bytes of output lost]\n", c.Lost)
+		}
+		if _, werr := w.Write(c.Data); werr != nil || err != nil {
+			return
+		}
+	}
 }
 
 // activityPoll is how often -follow looks at what the command is doing.

@@ -1,0 +1,327 @@
+//go:build linux
+
+package bench
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/procvisor/proc"
+	"github.com/procvisor/proc/proctest"
+)
+
+// followerResult is what a Follower read of a stream.
+type followerResult struct {
+	got, lost int64
+	held      time.Duration
+}
+
+// followerAll reads f to io.EOF through buf, waiting stall first.
+func followerAll(ctx context.Context, f *proc.Follower, buf []byte, stall time.Duration) (followerResult, error) {
+	defer f.Close()
+	if stall > 0 {
+		t := time.NewTimer(stall)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	var r followerResult
+	for {
+		c, err := f.Read(ctx, buf)
+		r.got += int64(len(c.Data))
+		r.lost += c.Lost
+		if err != nil {
+			r.held = f.Stats().Held
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return r, err
+		}
+	}
+}
+
+// BenchmarkFollower captures 64 MiB of zeros (zerosArgs) alone and
+// followed from the start by one Follower (design section 20), interleaved
+// in one run with BenchmarkFollowHandoffFloor's no-library ring (ring-alone
+// and ring-half-only, its best lossless turns): 64KiB (a default follower
+// reading 64 KiB a call), 64KiB-nohold (MaxHold < 0) and 10B (a default
+// follower reading 10 bytes a call). Targets: lost-64KiB 0 and x-64KiB at
+// most the floor (x-ring-half-only / x-ring-alone) + 0.05; x-64KiB-nohold
+// at most 1.05 and held-ms-64KiB-nohold 0; x-10B at most 1.1, with
+// got + lost exact (the op fails otherwise).
+func BenchmarkFollower(b *testing.B) {
+	hb := newHandoffBench(b)
+	m := proctest.NewManager(b, proc.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	lost := map[string]int64{}
+	held := map[string]time.Duration{}
+	follow := func(name string, size int, opts proc.FollowOptions) variant {
+		buf := make([]byte, size)
+		return variant{name, func(stat string) {
+			var req proc.StartRequest
+			req.Args, req.Env = zerosArgs(followCostBytes, stat)
+			p, err := m.Start(req)
+			if err != nil {
+				b.Fatalf("Start() = %v", err)
+			}
+			if size == 0 {
+				<-p.Done()
+				checkFinal(b, p, followCostBytes)
+				return
+			}
+			f, err := p.Follow(0, opts)
+			if err != nil {
+				b.Fatalf("Follow() = %v", err)
+			}
+			r, err := followerAll(ctx, f, buf, 0)
+			if err != nil {
+				b.Fatalf("follow: %v", err)
+			}
+			<-p.Done()
+			checkFinal(b, p, followCostBytes)
+			if r.got+r.lost != followCostBytes {
+				b.Fatalf("%s: got %d + lost %d; want %d", name, r.got, r.lost, followCostBytes)
+			}
+			lost[name] += r.lost
+			held[name] += r.held
+		}}
+	}
+	var ringAlone, ringHalf handoff
+	for _, h := range handoffTurns() {
+		switch h.name {
+		case "alone":
+			ringAlone = h
+		case "half-only":
+			ringHalf = h
+		}
+	}
+	ringAlone.name, ringHalf.name = "ring-alone", "ring-half-only"
+	interleaved(b, []variant{
+		follow("alone", 0, proc.FollowOptions{}),
+		hb.variant(ringAlone), hb.variant(ringHalf),
+		follow("64KiB", 64<<10, proc.FollowOptions{}),
+		follow("64KiB-nohold", 64<<10, proc.FollowOptions{MaxHold: -1}),
+		follow("10B", 10, proc.FollowOptions{}),
+	})
+	for _, name := range []string{"64KiB", "64KiB-nohold", "10B"} {
+		b.ReportMetric(float64(lost[name])/float64(b.N), "lost-B-"+name)
+		b.ReportMetric(float64(held[name].Microseconds())/1e3/float64(b.N), "held-ms-"+name)
+	}
+}
+
+// BenchmarkFollowerBursts runs a child that writes 16 MiB in 64 KiB
+// bursts at about 50 MB/s, read from the start by a default Follower of
+// 64 KiB a call, beside two tight pollers (ReadSinceInto of 64 KiB from
+// their own cursors, never waiting) and a Follower that stalls for 300 ms
+// before it reads. Target: lost-B-follower 0 in every round (the op
+// fails otherwise); lost-%-stalled is what the stalled one lost.
+func BenchmarkFollowerBursts(b *testing.B) {
+	const total = 16 << 20
+	m := proctest.NewManager(b, proc.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var stalledLost int64
+	for b.Loop() {
+		var req proc.StartRequest
+		req.Args, req.Env = pacedArgs(total, 64<<10, 50e6)
+		p, err := m.Start(req)
+		if err != nil {
+			b.Fatalf("Start() = %v", err)
+		}
+		f, err := p.Follow(0, proc.FollowOptions{})
+		if err != nil {
+			b.Fatalf("Follow() = %v", err)
+		}
+		stalled, err := p.Follow(0, proc.FollowOptions{})
+		if err != nil {
+			b.Fatalf("Follow() = %v", err)
+		}
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Add(1)
+			// Ends when p is final.
+			go func() {
+				defer wg.Done()
+				buf := make([]byte, 64<<10)
+				for cursor := int64(0); ; {
+					c := p.ReadSinceInto(cursor, buf)
+					if c.EOF {
+						return
+					}
+					cursor = c.Next
+				}
+			}()
+		}
+		results := make([]followerResult, 2)
+		errs := make(chan error, 2)
+		for i, fl := range []*proc.Follower{f, stalled} {
+			stall := time.Duration(0)
+			if i == 1 {
+				stall = 300 * time.Millisecond
+			}
+			// Ends at EOF or when ctx does.
+			go func() {
+				var err error
+				results[i], err = followerAll(ctx, fl, make([]byte, 64<<10), stall)
+				errs <- err
+			}()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				b.Fatalf("follow: %v", err)
+			}
+		}
+		wg.Wait()
+		checkFinal(b, p, total)
+		if r := results[0]; r.lost != 0 || r.got != total {
+			b.Fatalf("the follower got %d, lost %d; want %d, none lost", r.got, r.lost, total)
+		}
+		stalledLost += results[1].lost
+	}
+	b.ReportMetric(0, "lost-B-follower")
+	b.ReportMetric(100*float64(stalledLost)/total/float64(b.N), "lost-%-stalled")
+}
+
+// BenchmarkOldAPILoop follows a child writing 32 MiB at about 64 MB/s in
+// 64 KiB and in 4 KiB writes with a WaitOutput + ReadSince(c, 0) loop, a
+// poller the library never waits for. Target: lost-B 0 (the shared window
+// keeps what the loop has not read between its wakes).
+func BenchmarkOldAPILoop(b *testing.B) {
+	const total = 32 << 20
+	for _, size := range []int64{64 << 10, 4 << 10} {
+		b.Run(sizeName(size), func(b *testing.B) {
+			m := proctest.NewManager(b, proc.Options{})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			var lost int64
+			for b.Loop() {
+				var req proc.StartRequest
+				req.Args, req.Env = pacedArgs(total, size, 64e6)
+				p, err := m.Start(req)
+				if err != nil {
+					b.Fatalf("Start() = %v", err)
+				}
+				var got int64
+				for cursor := int64(0); ; {
+					if err := p.WaitOutput(ctx, cursor); err != nil {
+						b.Fatalf("WaitOutput() = %v", err)
+					}
+					c := p.ReadSince(cursor, 0)
+					got += int64(len(c.Data))
+					lost += c.Lost
+					cursor = c.Next
+					if c.EOF {
+						break
+					}
+				}
+				checkFinal(b, p, total)
+			}
+			b.ReportMetric(float64(lost)/float64(b.N), "lost-B")
+		})
+	}
+}
+
+// BenchmarkStreamers captures 100 MB of zeros (zerosArgs) alone and beside
+// 8 old-API streamers (WaitOutput + ReadSince of 10 bytes a call, each
+// from the start) and 8 tight Snapshot callers, interleaved. Target:
+// x-loaded at most 2, every streamer's Data + Lost exactly the stream
+// (the op fails otherwise).
+func BenchmarkStreamers(b *testing.B) {
+	const total = 100e6
+	m := proctest.NewManager(b, proc.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var calls atomic.Int64
+	capture := func(loaded bool) func(string) {
+		return func(stat string) {
+			var req proc.StartRequest
+			req.Args, req.Env = zerosArgs(total, stat)
+			p, err := m.Start(req)
+			if err != nil {
+				b.Fatalf("Start() = %v", err)
+			}
+			var wg sync.WaitGroup
+			errs := make(chan error, 8)
+			for i := 0; loaded && i < 8; i++ {
+				wg.Add(2)
+				// Ends when p is final.
+				go func() {
+					defer wg.Done()
+					for n := int64(1); ; n++ {
+						select {
+						case <-p.Done():
+							calls.Add(n)
+							return
+						default:
+						}
+						_ = p.Snapshot()
+					}
+				}()
+				// Ends at EOF, or when ctx does.
+				go func() {
+					defer wg.Done()
+					var sum int64
+					for cursor := int64(0); ; {
+						c := p.ReadSince(cursor, 10)
+						sum += int64(len(c.Data)) + c.Lost
+						cursor = c.Next
+						if c.EOF {
+							break
+						}
+						if c.Next >= c.End {
+							if err := p.WaitOutput(ctx, cursor); err != nil {
+								errs <- err
+								return
+							}
+						}
+					}
+					if sum != total {
+						errs <- errors.New("a streamer's Data + Lost is not the stream")
+					}
+				}()
+			}
+			<-p.Done()
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				b.Fatalf("streamer: %v", err)
+			}
+			checkFinal(b, p, total)
+		}
+	}
+	interleaved(b, []variant{{"alone", capture(false)}, {"loaded", capture(true)}})
+}
+
+// BenchmarkFollowerHeap reports the heap an open Follower costs
+// (B/follower), besides the shared window. Target: < 256.
+func BenchmarkFollowerHeap(b *testing.B) {
+	m := proctest.NewManager(b, proc.Options{})
+	p := procRun(b, m, proc.StartRequest{Args: []string{"echo", "a final record"}})
+	const n = 1000
+	fs := make([]*proc.Follower, n)
+	var per float64
+	for b.Loop() {
+		before := heapAfterGC()
+		for i := range fs {
+			f, err := p.Follow(0, proc.FollowOptions{})
+			if err != nil {
+				b.Fatalf("Follow() = %v", err)
+			}
+			fs[i] = f
+		}
+		per = float64(heapAfterGC()-before) / n
+		for _, f := range fs {
+			_ = f.Close()
+		}
+		clear(fs)
+	}
+	b.ReportMetric(per, "B/follower")
+}
