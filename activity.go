@@ -108,6 +108,8 @@ func (p *Process) WaitInput(ctx context.Context) error {
 }
 
 // look reads the tree's activity; the listeners only if listeners is set.
+// Looks at one record share what they read (activityLooks), one at a
+// time.
 func (p *Process) look(op string, listeners bool) (Activity, error) {
 	if !activitySupported {
 		return Activity{}, xerrors.Errorf("%s of %q: Linux only: %w", op, p.info.ID, ErrUnsupported)
@@ -115,18 +117,14 @@ func (p *Process) look(op string, listeners bool) (Activity, error) {
 	if p.isFinal() {
 		return Activity{}, xerrors.Errorf("%s of %q: %w", op, p.info.ID, ErrNotRunning)
 	}
-	var pids []int
-	if t := p.tree(); !t.gone.Load() {
-		var ok bool
-		if pids, ok = t.sys.members(); !ok {
-			return Activity{}, xerrors.Errorf("%s of %q: the tree's members cannot be listed here: %w", op, p.info.ID, ErrUnsupported)
-		}
-	}
 	var input inputID
 	if p.input != nil {
 		input = *p.input
 	}
-	a := treeActivity(pids, input, listeners)
+	a, listed := p.looksOf().look(p.tree(), input, listeners)
+	if !listed {
+		return Activity{}, xerrors.Errorf("%s of %q: the tree's members cannot be listed here: %w", op, p.info.ID, ErrUnsupported)
+	}
 	if a.WaitingForInput && input.pipeIno != 0 && inputPending(p.in.w) {
 		// A reader blocked a moment ago has bytes to read: it is about to
 		// return, not waiting for an answer.
@@ -134,7 +132,29 @@ func (p *Process) look(op string, listeners bool) (Activity, error) {
 	}
 	// What was read may belong to a record that became final meanwhile.
 	if p.isFinal() {
+		p.dropLooks()
 		return Activity{}, xerrors.Errorf("%s of %q: %w", op, p.info.ID, ErrNotRunning)
 	}
 	return a, nil
+}
+
+// looksOf returns what the looks at p's tree keep, made at the first.
+func (p *Process) looksOf() *activityLooks {
+	if l := p.looks.Load(); l != nil {
+		return l
+	}
+	l := &activityLooks{}
+	if p.looks.CompareAndSwap(nil, l) {
+		return l
+	}
+	return p.looks.Load()
+}
+
+// dropLooks closes what the looks at p's tree keep (descriptors held
+// open), once the record is final: finish calls it, and so does a look
+// that began before. A look that has it still closes what it opens.
+func (p *Process) dropLooks() {
+	if l := p.looks.Swap(nil); l != nil {
+		l.close()
+	}
 }

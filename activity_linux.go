@@ -5,7 +5,9 @@ package proc
 import (
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/procvisor/proc/internal/procfs"
@@ -72,24 +74,89 @@ func inputPending(w *os.File) bool {
 	return n > 0
 }
 
-// treeActivity reads the activity of the members pids of a tree whose
-// record was given in; the listeners only if listeners is set. A member
-// that is gone, or that the host may not trace, shows nothing.
-func treeActivity(pids []int, in inputID, listeners bool) Activity {
-	a := Activity{Members: len(pids)}
-	var s procfs.Scanner
-	if files := in.files(); !files.None() {
-		for _, pid := range pids {
-			if s.WaitsToRead(pid, files) {
-				a.WaitingForInput = true
-				break
-			}
+// activityLooks is what the looks at a record's tree keep from one look
+// to the next: a procfs.Tracker, which reads again only the members that
+// ran since the last look. It is closed when the record becomes final (a
+// look after that reads afresh and keeps nothing). Its methods are safe
+// for concurrent use; looks take turns.
+type activityLooks struct {
+	mu     sync.Mutex
+	t      procfs.Tracker
+	closed bool
+}
+
+// look reads the activity of tree t, whose record was given in; the
+// listeners only if listeners is set. A member that is gone, or that the
+// host may not trace, shows nothing. listed is false where the tree's
+// members cannot be listed.
+func (l *activityLooks) look(t *tree, in inputID, listeners bool) (_ Activity, listed bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	tr := &l.t
+	if l.closed {
+		tr = &procfs.Tracker{}
+		defer tr.Close()
+	}
+	tr.Begin()
+	var pids []int
+	if !t.gone.Load() {
+		if pids, listed = treeMembers(t, tr); !listed {
+			return Activity{}, false
 		}
 	}
+	a := Activity{Members: len(pids)}
+	waiting, socks := tr.Look(pids, in.files(), listeners)
+	a.WaitingForInput = waiting && !in.files().None()
 	if listeners {
-		a.Listeners = listenersOf(s.Listeners(pids))
+		a.Listeners = listenersOf(socks)
 	}
-	return a
+	return a, true
+}
+
+// close closes what l holds.
+func (l *activityLooks) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	l.t.Close()
+}
+
+// treeMembers lists the live members of t, as its mechanism does
+// (treeSys.members); a process group's with tr's help.
+func treeMembers(t *tree, tr *procfs.Tracker) ([]int, bool) {
+	if g, ok := t.sys.(*groupTree); ok {
+		return groupMembers(g, tr)
+	}
+	return t.sys.members()
+}
+
+// groupMembers lists the live members of the process group g as
+// groupTree.members does (one getpgid per process in /proc, and the stat
+// line of those of the group, to leave out zombies), but takes the state
+// of a member from tr, instead of its stat line, where tr's last read of
+// it still stands: it has not run since, so it is not a zombie now.
+func groupMembers(g *groupTree, tr *procfs.Tracker) (pids []int, ok bool) {
+	names, ok := procPIDs()
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		if pgid, err := unix.Getpgid(pid); err != nil || pgid != g.pgid {
+			continue
+		}
+		if state, known := tr.Known(pid); known {
+			if state != 'Z' && state != 'X' {
+				pids = append(pids, pid)
+			}
+			continue
+		}
+		st, ok := procfs.ReadStat(pid)
+		if ok && (st.State != 'Z' && st.State != 'X' || st.State == 'Z' && zombieLeaderLives(name)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, ok
 }
 
 // listenersOf are the sockets as Activity reports them: sorted by port,

@@ -463,6 +463,7 @@ func (p *Process) finish(exitedAt time.Time, timedOut bool) {
 	p.mu.Unlock()
 
 	p.stopTimeout()
+	p.dropLooks()
 	t := p.tree()
 	t.final.Store(true)
 	// The common case: the tree died with the child. It leaves the
