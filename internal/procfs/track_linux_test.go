@@ -418,9 +418,6 @@ func TestTrackerKernel(t *testing.T) {
 		}
 	}
 	held := th.r.threads[0]
-	if !counting.unmoved(&held) {
-		t.Fatalf("the sleep's counters moved")
-	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	if counting.unmoved(&held) {
