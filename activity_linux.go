@@ -82,6 +82,7 @@ func inputPending(w *os.File) bool {
 type activityLooks struct {
 	mu     sync.Mutex
 	t      procfs.Tracker
+	group  groupListing // in group mode
 	closed bool
 }
 
@@ -100,7 +101,7 @@ func (l *activityLooks) look(t *tree, in inputID, listeners bool) (_ Activity, l
 	tr.Begin()
 	var pids []int
 	if !t.gone.Load() {
-		if pids, listed = treeMembers(t, tr); !listed {
+		if pids, listed = l.treeMembers(t, tr); !listed {
 			return Activity{}, false
 		}
 	}
@@ -122,28 +123,62 @@ func (l *activityLooks) close() {
 }
 
 // treeMembers lists the live members of t, as its mechanism does
-// (treeSys.members); a process group's with tr's help.
-func treeMembers(t *tree, tr *procfs.Tracker) ([]int, bool) {
+// (treeSys.members); a process group's with the help of what l keeps.
+func (l *activityLooks) treeMembers(t *tree, tr *procfs.Tracker) ([]int, bool) {
 	if g, ok := t.sys.(*groupTree); ok {
-		return groupMembers(g, tr)
+		return l.group.members(g, tr)
 	}
 	return t.sys.members()
 }
 
-// groupMembers lists the live members of the process group g as
-// groupTree.members does (one getpgid per process in /proc, and the stat
-// line of those of the group, to leave out zombies), but takes the state
-// of a member from tr, instead of its stat line, where tr's last read of
-// it still stands: it has not run since, so it is not a zombie now.
-func groupMembers(g *groupTree, tr *procfs.Tracker) (pids []int, ok bool) {
+// groupListing is the last listing of a process group's members from
+// /proc (groupTree.members), and what tells that it still stands.
+type groupListing struct {
+	valid   bool
+	pids    []int
+	lastPID int  // procfs.LastPID before it was made
+	others  bool // processes of the group's session outside the group
+}
+
+// members lists the live members of the process group g as
+// groupTree.members does: one getpgid per process in /proc, and the stat
+// line of those of the group, to leave out zombies. It differs in two
+// ways, both from the kernel's rules, so that a look at an idle group
+// reads almost nothing but its members' counters:
+//
+//   - A member whose last read by tr still stands has not run since, so
+//     it is no zombie now: its stat line is not read.
+//   - The last listing stands, and /proc is not read, when no process was
+//     made since (procfs.LastPID), and every member of it still stands by
+//     tr, and the session had no other process then. A process joins or
+//     leaves a group only by setpgid from its own session (the session
+//     the group's leader started): itself, or its parent before it runs
+//     a program; it leaves it also by setsid, or by dying, all of which
+//     run a process of the session.
+func (c *groupListing) members(g *groupTree, tr *procfs.Tracker) (pids []int, ok bool) {
+	last, lastOK := procfs.LastPID()
+	if c.valid && lastOK && last == c.lastPID && !c.others && tr.AllKnown(c.pids) {
+		return c.pids, true
+	}
+	c.valid = false
 	names, ok := procPIDs()
+	var others []int
+	sid := -1
 	for _, name := range names {
 		pid, err := strconv.Atoi(name)
 		if err != nil {
 			continue
 		}
 		if pgid, err := unix.Getpgid(pid); err != nil || pgid != g.pgid {
+			if err == nil {
+				others = append(others, pid)
+			}
 			continue
+		}
+		if sid < 0 {
+			if sid, err = unix.Getsid(pid); err != nil {
+				sid = -1
+			}
 		}
 		if state, known := tr.Known(pid); known {
 			if state != 'Z' && state != 'X' {
@@ -156,7 +191,18 @@ func groupMembers(g *groupTree, tr *procfs.Tracker) (pids []int, ok bool) {
 			pids = append(pids, pid)
 		}
 	}
-	return pids, ok
+	if !ok || !lastOK || sid < 0 {
+		return pids, ok
+	}
+	c.others = false
+	for _, pid := range others {
+		if s, err := unix.Getsid(pid); err == nil && s == sid {
+			c.others = true
+			break
+		}
+	}
+	c.valid, c.pids, c.lastPID = true, pids, last
+	return pids, true
 }
 
 // listenersOf are the sockets as Activity reports them: sorted by port,

@@ -121,6 +121,17 @@ func (t *Tracker) Known(pid int) (state byte, ok bool) {
 	return 0, false
 }
 
+// AllKnown reports whether the last reads of the processes pids all
+// still stand (see [Tracker.Known]).
+func (t *Tracker) AllKnown(pids []int) bool {
+	for _, pid := range pids {
+		if t.check(pid) == nil {
+			return false
+		}
+	}
+	return true
+}
+
 // Look is one look at the processes pids, after Begin: whether one of
 // them waits to read one of files (see [Scanner.WaitsToRead]), and, if
 // listeners is set, the sockets they listen on (see [Scanner.Listeners]);
