@@ -132,38 +132,38 @@ func (l *activityLooks) treeMembers(t *tree, tr *procfs.Tracker) ([]int, bool) {
 }
 
 // groupListing is the last listing of a process group's members from
-// /proc (groupTree.members), and what tells that it still stands.
+// /proc (groupTree.members), and whether it still stands while its
+// members do.
 type groupListing struct {
-	valid   bool
 	pids    []int
-	lastPID int  // procfs.LastPID before it was made
-	others  bool // processes of the group's session outside the group
+	trusted bool
 }
 
 // members lists the live members of the process group g as
 // groupTree.members does: one getpgid per process in /proc, and the stat
 // line of those of the group, to leave out zombies. It differs in two
 // ways, both from the kernel's rules, so that a look at an idle group
-// reads almost nothing but its members' counters:
+// reads nothing but its members' counters, however busy the host:
 //
 //   - A member whose last read by tr still stands has not run since, so
 //     it is no zombie now: its stat line is not read.
-//   - The last listing stands, and /proc is not read, when no process was
-//     made since (procfs.LastPID), and every member of it still stands by
-//     tr, and the session had no other process then. A process joins or
-//     leaves a group only by setpgid from its own session (the session
-//     the group's leader started): itself, or its parent before it runs
-//     a program; it leaves it also by setsid, or by dying, all of which
-//     run a process of the session.
+//   - The last listing stands, and /proc is not read, while every member
+//     in it still stands by tr, if every one of them already stood when
+//     the listing was made (so none ran since before it was begun: a
+//     process present throughout is listed), and the group's session had
+//     no other process then. A process enters or leaves a group by a fork
+//     from a member, by setpgid from its own session (itself, or its
+//     parent before it runs a program), by setsid, or by dying: each is
+//     done by a running process of the session, and a new process of the
+//     session can only be forked from one.
 func (c *groupListing) members(g *groupTree, tr *procfs.Tracker) (pids []int, ok bool) {
-	last, lastOK := procfs.LastPID()
-	if c.valid && lastOK && last == c.lastPID && !c.others && tr.AllKnown(c.pids) {
+	if c.trusted && tr.AllKnown(c.pids) {
 		return c.pids, true
 	}
-	c.valid = false
+	c.pids, c.trusted = nil, false
 	names, ok := procPIDs()
 	var others []int
-	sid := -1
+	sid, trusted := -1, true
 	for _, name := range names {
 		pid, err := strconv.Atoi(name)
 		if err != nil {
@@ -186,22 +186,21 @@ func (c *groupListing) members(g *groupTree, tr *procfs.Tracker) (pids []int, ok
 			}
 			continue
 		}
+		trusted = false
 		st, ok := procfs.ReadStat(pid)
 		if ok && (st.State != 'Z' && st.State != 'X' || st.State == 'Z' && zombieLeaderLives(name)) {
 			pids = append(pids, pid)
 		}
 	}
-	if !ok || !lastOK || sid < 0 {
+	if !ok || !trusted || sid < 0 {
 		return pids, ok
 	}
-	c.others = false
 	for _, pid := range others {
 		if s, err := unix.Getsid(pid); err == nil && s == sid {
-			c.others = true
-			break
+			return pids, true
 		}
 	}
-	c.valid, c.pids, c.lastPID = true, pids, last
+	c.pids, c.trusted = pids, true
 	return pids, true
 }
 

@@ -1,11 +1,9 @@
 package procfs
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"slices"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -58,29 +56,4 @@ func readFileAt(dirfd int, path string, buf []byte, show bool) ([]byte, error) {
 			return buf, nil
 		}
 	}
-}
-
-// LastPID is the PID the kernel gave last in the caller's PID namespace,
-// to a process or a thread, from the last field of /proc/loadavg; ok is
-// false when it cannot be read. PIDs are given in turn, so while it reads
-// the same, no process was made, however briefly it lived.
-func LastPID() (pid int, ok bool) {
-	var buf [128]byte
-	data, err := ReadShowAt(unix.AT_FDCWD, "/proc/loadavg", buf[:0])
-	if err != nil {
-		return 0, false
-	}
-	return parseLoadavgPID(data)
-}
-
-// parseLoadavgPID reads the last field of a /proc/loadavg line, "0.70
-// 0.18 0.06 1/94 8727".
-func parseLoadavgPID(data []byte) (int, bool) {
-	data = bytes.TrimRight(data, "\n")
-	i := bytes.LastIndexByte(data, ' ')
-	if i < 0 {
-		return 0, false
-	}
-	pid, err := strconv.Atoi(string(data[i+1:]))
-	return pid, err == nil && pid > 0
 }

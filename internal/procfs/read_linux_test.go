@@ -52,23 +52,3 @@ func TestReadFileAt(t *testing.T) {
 		t.Errorf("ReadFileAt(absent) = %v; want an error wrapping os.ErrNotExist", err)
 	}
 }
-
-// TestLastPID reads the last PID of /proc/loadavg lines, and of this
-// machine.
-func TestLastPID(t *testing.T) {
-	t.Parallel()
-	for line, want := range map[string]int{
-		"0.70 0.18 0.06 1/94 8727\n": 8727,
-		"0.00 0.00 0.00 1/1 1":       1,
-		"0.70 0.18 0.06 1/94 x\n":    0,
-		"8727":                       0,
-		"":                           0,
-	} {
-		if got, ok := parseLoadavgPID([]byte(line)); got != want || ok != (want > 0) {
-			t.Errorf("parseLoadavgPID(%q) = %d, %v; want %d", line, got, ok, want)
-		}
-	}
-	if pid, ok := LastPID(); !ok || pid < 1 {
-		t.Errorf("LastPID() = %d, %v; want a PID", pid, ok)
-	}
-}
