@@ -348,8 +348,9 @@ func TestTrackerHeldBound(t *testing.T) {
 
 // TestTrackerKernel runs a Tracker on /proc: a shell reading a pipe
 // waits, and looks at it come to read nothing again; once it got its
-// line and sleeps, the next looks find it not waiting, and once it is gone and
-// reaped its held file reads nothing.
+// line and sleeps, the next looks find it not waiting; once it is gone
+// and reaped its held file reads nothing; and Close gives back the room
+// its held files took.
 func TestTrackerKernel(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -374,6 +375,7 @@ func TestTrackerKernel(t *testing.T) {
 	files := Files{PipeIno: st.Ino}
 	counting := &countingSys{}
 	tr := Tracker{sys: counting}
+	room := heldRoom().Load()
 	defer tr.Close()
 	look := func() bool {
 		tr.Begin()
@@ -422,6 +424,13 @@ func TestTrackerKernel(t *testing.T) {
 	_ = cmd.Wait()
 	if counting.unmoved(&held) {
 		t.Errorf("the held file of a reaped process still reads")
+	}
+	if heldRoom().Load() >= room {
+		t.Errorf("the room for held files did not shrink while the Tracker held one")
+	}
+	tr.Close()
+	if got := heldRoom().Load(); got != room {
+		t.Errorf("room for held files after Close: %d; want %d, as before", got, room)
 	}
 }
 
