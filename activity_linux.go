@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/procvisor/proc/internal/procfs"
@@ -83,7 +84,10 @@ type activityLooks struct {
 	mu     sync.Mutex
 	t      procfs.Tracker
 	group  groupListing // in group mode
-	closed bool
+	closed bool         // t was closed; guarded by mu
+	// dropped is set by close; whoever holds mu then closes t when it
+	// lets go.
+	dropped atomic.Bool
 }
 
 // look reads the activity of tree t, whose record was given in; the
@@ -92,7 +96,7 @@ type activityLooks struct {
 // members cannot be listed.
 func (l *activityLooks) look(t *tree, in inputID, listeners bool) (_ Activity, listed bool) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	tr := &l.t
 	if l.closed {
 		tr = &procfs.Tracker{}
@@ -114,12 +118,36 @@ func (l *activityLooks) look(t *tree, in inputID, listeners bool) (_ Activity, l
 	return a, true
 }
 
-// close closes what l holds.
+// close closes what l holds, at once or, if a look is under way, when it
+// ends: it never waits for a look (finish calls it).
 func (l *activityLooks) close() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.closed = true
-	l.t.Close()
+	l.dropped.Store(true)
+	if l.mu.TryLock() {
+		l.closeDropped()
+		l.mu.Unlock()
+	}
+}
+
+// unlock lets go of l.mu, closing what l holds first once it was
+// dropped. A close that found mu held set dropped before it looked: if
+// this does not see it before letting go, it sees it after, and closes
+// unless another look holds mu by then (whose unlock does).
+func (l *activityLooks) unlock() {
+	l.closeDropped()
+	l.mu.Unlock()
+	if l.dropped.Load() && l.mu.TryLock() {
+		l.closeDropped()
+		l.mu.Unlock()
+	}
+}
+
+// closeDropped closes t if l was dropped and t is not closed yet; mu is
+// held.
+func (l *activityLooks) closeDropped() {
+	if l.dropped.Load() && !l.closed {
+		l.closed = true
+		l.t.Close()
+	}
 }
 
 // treeMembers lists the live members of t, as its mechanism does
