@@ -301,8 +301,10 @@ func (k *kernelSys) read(pid int, files Files, listeners bool, room int) (r proc
 	r.state = st.State
 	dir := "/proc/" + tid
 	if st.Threads <= 1 {
-		waits, blocked := s.threadCall(dir)
-		r.waits, stable = waits, stable && blocked
+		if stable || !files.None() {
+			waits, blocked := s.threadCall(dir)
+			r.waits, stable = waits, stable && blocked
+		}
 	} else {
 		tasks, err := readDirNames(dir + "/task")
 		if err != nil {
@@ -319,8 +321,8 @@ func (k *kernelSys) read(pid int, files Files, listeners bool, room int) (r proc
 					}
 				}
 			}
-			if !stable && r.waits {
-				continue // WaitsToRead would stop at the first
+			if !stable && (r.waits || files.None()) {
+				continue // nothing more to learn (WaitsToRead stops at the first)
 			}
 			waits, blocked := s.threadCall(dir + "/task/" + task)
 			r.waits = r.waits || waits
