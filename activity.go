@@ -45,10 +45,12 @@ type Listener struct {
 	PID int `json:"pid"`
 }
 
-// inputPoll is how often WaitInput looks. A look at a tree that did not
-// change reads one small file a member (a few microseconds), so a tree
-// that starts to wait is noticed within the 250 ms the design promises,
-// with room for a busy machine.
+// inputPoll is how often WaitInput (and WatchActivity's poller) looks.
+// A poller's look is sparse (procfs.Tracker.Begin): it checks a member
+// that did not change at every second look, and one that waits to read or
+// holds a socket at every look, so that polling an idle tree costs half
+// as much; a tree that starts to wait is noticed within two periods and a
+// look, inside the 250 ms the design promises.
 const inputPoll = 100 * time.Millisecond
 
 // Activity reports what the process tree is doing now, read from the OS at
@@ -81,7 +83,7 @@ const inputPoll = 100 * time.Millisecond
 // 64-bit kernel, on architectures other than amd64 and arm64 the older
 // poll, select and epoll_wait calls) is not seen waiting.
 func (p *Process) Activity() (Activity, error) {
-	return p.look("activity", true)
+	return p.lookAt("activity", true, false)
 }
 
 // WaitInput blocks until a member of the tree waits for input, as
@@ -95,7 +97,7 @@ func (p *Process) Activity() (Activity, error) {
 // returns an error wrapping ErrUnsupported at once.
 func (p *Process) WaitInput(ctx context.Context) error {
 	const op = "wait input"
-	a, err := p.look(op, false)
+	a, err := p.lookAt(op, false, false)
 	if err != nil || a.WaitingForInput {
 		return err
 	}
@@ -116,10 +118,17 @@ func (p *Process) WaitInput(ctx context.Context) error {
 	}
 }
 
-// look reads the tree's activity; the listeners only if listeners is set.
-// Looks at one record share what they read (activityLooks), one at a
-// time.
+// look is a poller's look at the tree (WaitInput's at its ticks,
+// WatchActivity's): sparse, so that what it reports was true at its look
+// before or since, which is within the 250 ms pollers promise.
 func (p *Process) look(op string, listeners bool) (Activity, error) {
+	return p.lookAt(op, listeners, true)
+}
+
+// lookAt reads the tree's activity; the listeners only if listeners is
+// set; sparsely if sparse is set (see procfs.Tracker.Begin). Looks at one
+// record share what they read (activityLooks), one at a time.
+func (p *Process) lookAt(op string, listeners, sparse bool) (Activity, error) {
 	if !activitySupported {
 		return Activity{}, xerrors.Errorf("%s of %q: Linux only: %w", op, p.info.ID, ErrUnsupported)
 	}
@@ -130,7 +139,7 @@ func (p *Process) look(op string, listeners bool) (Activity, error) {
 	if p.input != nil {
 		input = *p.input
 	}
-	a, listed := p.looksOf().look(p.tree(), input, listeners)
+	a, listed := p.looksOf().look(p.tree(), input, listeners, sparse)
 	if !listed {
 		return Activity{}, xerrors.Errorf("%s of %q: the tree's members cannot be listed here: %w", op, p.info.ID, ErrUnsupported)
 	}

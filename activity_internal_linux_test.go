@@ -25,7 +25,7 @@ func TestActivityLooksClose(t *testing.T) {
 	if !free.closed {
 		t.Fatalf("not closed at once without a look")
 	}
-	if _, listed := free.look(goneTree, inputID{}, true); !listed || free.closed != true {
+	if _, listed := free.look(goneTree, inputID{}, true, false); !listed || free.closed != true {
 		t.Fatalf("a look after close: listed %v, closed %v", listed, free.closed)
 	}
 }

@@ -91,10 +91,11 @@ type activityLooks struct {
 }
 
 // look reads the activity of tree t, whose record was given in; the
-// listeners only if listeners is set. A member that is gone, or that the
-// host may not trace, shows nothing. listed is false where the tree's
-// members cannot be listed.
-func (l *activityLooks) look(t *tree, in inputID, listeners bool) (_ Activity, listed bool) {
+// listeners only if listeners is set; sparsely for a poller (see
+// procfs.Tracker.Begin). A member that is gone, or that the host may not
+// trace, shows nothing. listed is false where the tree's members cannot
+// be listed.
+func (l *activityLooks) look(t *tree, in inputID, listeners, sparse bool) (_ Activity, listed bool) {
 	l.mu.Lock()
 	defer l.unlock()
 	tr := &l.t
@@ -102,7 +103,7 @@ func (l *activityLooks) look(t *tree, in inputID, listeners bool) (_ Activity, l
 		tr = &procfs.Tracker{}
 		defer tr.Close()
 	}
-	tr.Begin()
+	tr.Begin(sparse)
 	var pids []int
 	if !t.gone.Load() {
 		if pids, listed = l.treeMembers(t, tr); !listed {

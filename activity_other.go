@@ -15,7 +15,7 @@ func inputOf(*os.File) inputID { return inputID{} }
 // activityLooks keeps nothing here.
 type activityLooks struct{}
 
-func (*activityLooks) look(*tree, inputID, bool) (Activity, bool) { return Activity{}, false }
+func (*activityLooks) look(*tree, inputID, bool, bool) (Activity, bool) { return Activity{}, false }
 
 func (*activityLooks) close() {}
 

@@ -47,11 +47,12 @@ import (
 // with one in it is not seen changing that socket until one in the set
 // runs.
 type Tracker struct {
-	sys   trackSys // nil: the kernel's (*kernelSys)
-	procs map[int]*tracked
-	files Files // what the reads looked for
-	look  uint64
-	held  int // threads held, at most maxHeld
+	sys    trackSys // nil: the kernel's (*kernelSys)
+	procs  map[int]*tracked
+	files  Files // what the reads looked for
+	look   uint64
+	sparse bool // the look is sparse (Begin)
+	held   int  // threads held, at most maxHeld
 
 	// The listeners the socket tables gave at the last look that read
 	// them, and whether they still stand.
@@ -125,8 +126,17 @@ type trackSys interface {
 	release(th *heldThread)
 }
 
-// Begin starts a look: every process is checked again (once) by [Tracker.Known] and [Tracker.Look].
-func (t *Tracker) Begin() { t.look++ }
+// Begin starts a look: every process is checked again, once, by the
+// first [Tracker.Known], [Tracker.AllKnown] or [Tracker.Look] that asks
+// for it. In a sparse look, a process whose read stands and was checked
+// at the look before is not checked, unless it waits to read or holds a
+// socket: each is checked at least every second look, and what a sparse
+// look reports was true at the look before or since. Pollers use it; a
+// look asked for by a caller, which reads the OS at the call, does not.
+func (t *Tracker) Begin(sparse bool) {
+	t.look++
+	t.sparse = sparse
+}
 
 // Known reports the state (Stat.State) of process pid as the last read
 // of it found it, if that read still stands (ok); the check is made once
@@ -199,7 +209,6 @@ func (t *Tracker) Look(pids []int, files Files, listeners bool) (waiting bool, s
 		t.socks = sys.tables(h, t.socks[:0])
 		t.socksValid = true
 	}
-	t.look++
 	if !listeners {
 		return waiting, nil
 	}
@@ -222,12 +231,16 @@ func (t *Tracker) forget() {
 }
 
 // check returns what is known of process pid if its last read still
-// stands, checked once a look; otherwise it forgets the process and
-// returns nil.
+// stands, checked once a look (or, in a sparse look, not checked if it
+// was at the look before; see Begin); otherwise it forgets the process
+// and returns nil.
 func (t *Tracker) check(pid int) *tracked {
 	e := t.procs[pid]
 	if e == nil || e.checked == t.look {
 		return e
+	}
+	if t.sparse && e.r.stable && e.checked+1 == t.look && !e.r.waits && len(e.r.inos) == 0 {
+		return e // checked at the look before, and at the next
 	}
 	ok := e.r.stable
 	for i := 0; ok && i < len(e.r.threads); i++ {

@@ -111,7 +111,7 @@ func (f *fakeSys) release(th *heldThread) {
 // look is one look of tr at pids, reporting what was read whole in it.
 func (f *fakeSys) look(tr *Tracker, pids []int, files Files, listeners bool) (waiting bool, socks []Socket, read []int) {
 	f.reads = f.reads[:0]
-	tr.Begin()
+	tr.Begin(false)
 	waiting, socks = tr.Look(pids, files, listeners)
 	read = slices.Clone(f.reads)
 	slices.Sort(read)
@@ -301,13 +301,13 @@ func TestTrackerKnown(t *testing.T) {
 	t.Parallel()
 	f := newFakeSys(map[int]*fakeProc{70: {state: 'S', stable: true}, 71: {state: 'D', stable: true}})
 	tr := Tracker{sys: f}
-	tr.Begin()
+	tr.Begin(false)
 	if _, ok := tr.Known(70); ok {
 		t.Fatalf("Known(70) before any read: ok")
 	}
 	tr.Look([]int{70, 71}, stdinPipe, false)
 	f.procs[71].runs++
-	tr.Begin()
+	tr.Begin(false)
 	f.unmovedCalls = 0
 	if st, ok := tr.Known(70); !ok || st != 'S' {
 		t.Errorf("Known(70) = %c, %v; want S, true", st, ok)
@@ -378,7 +378,7 @@ func TestTrackerKernel(t *testing.T) {
 	room := heldRoom().Load()
 	defer tr.Close()
 	look := func() bool {
-		tr.Begin()
+		tr.Begin(false)
 		waiting, _ := tr.Look([]int{pid}, files, true)
 		return waiting
 	}
@@ -458,5 +458,50 @@ func TestCounted(t *testing.T) {
 		if got := counted([]byte(line)); got != want {
 			t.Errorf("counted(%q) = %v; want %v", line, got, want)
 		}
+	}
+}
+
+// TestTrackerSparse: a sparse look checks a process whose read stands
+// only if it was not checked at the look before, or it waits to read, or
+// holds a socket; one that runs meanwhile is read at the second look at
+// the latest. A look that is not sparse checks every process.
+func TestTrackerSparse(t *testing.T) {
+	t.Parallel()
+	f := newFakeSys(map[int]*fakeProc{
+		90: {state: 'S', stable: true},
+		91: {state: 'S', stable: true, inos: []uint64{910}},
+		92: {state: 'S', stable: true, waits: true},
+		93: {state: 'R'},
+	})
+	tr := Tracker{sys: f}
+	pids := []int{90, 91, 92, 93}
+	look := func(sparse bool) (waiting bool, checked int, read []int) {
+		t.Helper()
+		f.unmovedCalls, f.reads = 0, f.reads[:0]
+		tr.Begin(sparse)
+		waiting, _ = tr.Look(pids, stdinPipe, true)
+		return waiting, f.unmovedCalls, slices.Clone(f.reads)
+	}
+	look(false)
+	if _, checked, read := look(true); checked != 2 || !slices.Equal(read, []int{93}) {
+		t.Fatalf("sparse look after a full one: %d checked, read %v; want 2 (91 and 92), [93]", checked, read)
+	}
+	if _, checked, _ := look(true); checked != 3 {
+		t.Fatalf("second sparse look: %d checked; want 3 (90 is due)", checked)
+	}
+	// 92 stops waiting; 90 begins to, just after it was checked.
+	f.procs[92].runs++
+	f.procs[92].waits = false
+	f.procs[90].runs++
+	f.procs[90].waits = true
+	if waiting, _, read := look(true); waiting || !slices.Equal(read, []int{92, 93}) {
+		t.Fatalf("sparse look: waiting %v, read %v; want false (92 checked, 90 not due), [92 93]", waiting, read)
+	}
+	if waiting, _, read := look(true); !waiting || !slices.Equal(read, []int{90, 93}) {
+		t.Fatalf("next sparse look: waiting %v, read %v; want true, [90 93]", waiting, read)
+	}
+	look(true)
+	if _, checked, _ := look(false); checked != 3 {
+		t.Fatalf("a full look after sparse ones: %d checked; want 3", checked)
 	}
 }
