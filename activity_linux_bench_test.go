@@ -81,21 +81,31 @@ func cpuTime(b *testing.B) time.Duration {
 // BenchmarkActivityWide is one Activity() of an idle 500-member tree
 // with stdin, in each process-tree mode: the looks an agent makes of a
 // wide build or test run. It also reports the CPU time per look
-// (cpu-us/op), which is what a poller pays. Target (design section 15):
+// (cpu-us/op), which is what a poller pays. "warm" looks again and again,
+// as callers and pollers do; "afresh" forgets what earlier looks kept
+// before each, as the first look at a tree. Target (design section 15):
 // under 5 ms a look.
 func BenchmarkActivityWide(b *testing.B) {
 	for _, mode := range treeModes {
 		b.Run(mode.name, func(b *testing.B) {
 			p := startWide(b, mode, 500, false)
-			b.ReportAllocs()
-			cpu := cpuTime(b)
-			for b.Loop() {
-				a, err := p.Activity()
-				if err != nil || a.Members != 500 {
-					b.Fatalf("Activity() = %+v, %v; want 500 members", a, err)
+			for _, afresh := range []bool{false, true} {
+				name, activity := "warm", p.Activity
+				if afresh {
+					name, activity = "afresh", func() (proc.Activity, error) { return proc.ActivityAfresh(p) }
 				}
+				b.Run(name, func(b *testing.B) {
+					b.ReportAllocs()
+					cpu := cpuTime(b)
+					for b.Loop() {
+						a, err := activity()
+						if err != nil || a.Members != 500 {
+							b.Fatalf("Activity() = %+v, %v; want 500 members", a, err)
+						}
+					}
+					b.ReportMetric(float64((cpuTime(b)-cpu).Microseconds())/float64(b.N), "cpu-us/op")
+				})
 			}
-			b.ReportMetric(float64((cpuTime(b)-cpu).Microseconds())/float64(b.N), "cpu-us/op")
 		})
 	}
 }
