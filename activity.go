@@ -61,11 +61,14 @@ const inputPoll = 100 * time.Millisecond
 //
 // Looks at a record (Activity, WaitInput, WatchActivity's) share what they
 // read: a member whose threads were not switched onto a CPU since it was
-// last read is not read again, for it cannot have changed; that costs one
-// read of a descriptor held open for each of its threads (up to 1,024 a
-// record, released when the record is final), a few microseconds, so an
-// idle 500-member tree costs about a millisecond a look. A member that
-// runs is read whole at each look.
+// last read is not read again, for it cannot have changed. Telling costs
+// one read of a descriptor held open for each of its threads, a few
+// microseconds, so a look at an idle 500-member tree costs about a
+// millisecond. The descriptors are released when the record is final;
+// there are at most 1,024 a record, and a quarter of RLIMIT_NOFILE for
+// all, beyond which members are read whole at each look, as is a member
+// that runs. A socket a member shares with a process outside the tree is
+// seen to begin listening once a member that holds it runs.
 //
 // Once the record is final it returns an error wrapping ErrNotRunning.
 // Between the child's exit and the final record the tree may still have
