@@ -159,7 +159,10 @@ func (p *Process) lookAt(op string, listeners, sparse bool) (Activity, error) {
 	return a, nil
 }
 
-// looksOf returns what the looks at p's tree keep, made at the first.
+// looksOf returns what the looks at p's tree keep, made at the first. A
+// look that began before the record became final may make it after
+// finish dropped it: it drops it again itself (lookAt sees the record
+// final at its end).
 func (p *Process) looksOf() *activityLooks {
 	if l := p.looks.Load(); l != nil {
 		return l
@@ -168,12 +171,17 @@ func (p *Process) looksOf() *activityLooks {
 	if p.looks.CompareAndSwap(nil, l) {
 		return l
 	}
-	return p.looks.Load()
+	if cur := p.looks.Load(); cur != nil {
+		return cur
+	}
+	l.close() // dropped meanwhile: this look keeps nothing
+	return l
 }
 
 // dropLooks closes what the looks at p's tree keep (descriptors held
-// open), once the record is final: finish calls it, and so does a look
-// that began before. A look that has it still closes what it opens.
+// open), once the record is final: finish calls it once done is closed,
+// and so does a look that began before. A look under way closes it when
+// it ends.
 func (p *Process) dropLooks() {
 	if l := p.looks.Swap(nil); l != nil {
 		l.close()
