@@ -27,8 +27,8 @@ import (
 // A thread that was on its CPU when they were taken moves them when it
 // leaves (its run time grows), so it is read again at the next look. A
 // process can gain a thread only by running one it has, so the read also
-// stands for the threads it lists. A held file stays with the process
-// that was opened: once it is gone, the file reads nothing, however soon
+// stands for the threads it lists. A held file stays with the thread it
+// was opened on: once that is gone, the file reads nothing, however soon
 // its PID names another process, which is read afresh.
 //
 // What is read of a process again at each look is then one read of a
@@ -46,6 +46,9 @@ import (
 // process that asks runs. A process outside the set that shares a socket
 // with one in it is not seen changing that socket until one in the set
 // runs.
+//
+// The zero value is ready to use; Close lets go of what it holds. It is
+// used by one goroutine at a time.
 type Tracker struct {
 	sys    trackSys // nil: the kernel's (*kernelSys)
 	procs  map[int]*tracked
