@@ -416,3 +416,46 @@ func TestWaitInputMock(t *testing.T) {
 		}
 	})
 }
+
+// TestActivityFollowsChanges looks at a tree again and again while it
+// changes, so that each look but the first finds what the looks before
+// it read (members that did not run are not read again): a shell waiting
+// for input starts two members and waits again, then kills one, then
+// replaces itself with a listener. Each change shows in the next looks.
+func TestActivityFollowsChanges(t *testing.T) {
+	t.Parallel()
+	treeEachMode(t, func(t *testing.T, mode treeMode) {
+		ctx := testCtx(t)
+		req := helperReq("activity-listen", "tcp4", "127.0.0.1:0")
+		req.Args = append([]string{"sh", "-c", `read x; sleep 60 & sleep 60 & read y; kill $!; wait $!; read z; exec "$@"`, "sh"}, req.Args...)
+		req.Stdin = true
+		p := startIn(t, mode, req)
+		stage := func(what string, members int, waiting bool, listeners int) {
+			t.Helper()
+			waitActivity(ctx, t, p, what, func(a proc.Activity) bool {
+				return a.Members == members && a.WaitingForInput == waiting && len(a.Listeners) == listeners
+			})
+			// Looked at again, the idle tree shows the same.
+			for range 3 {
+				a, err := p.Activity()
+				if err != nil || a.Members != members || a.WaitingForInput != waiting || len(a.Listeners) != listeners {
+					t.Fatalf("%s, looked at again: Activity() = %+v, %v; want %d members, waiting %v, %d listeners", what, a, err, members, waiting, listeners)
+				}
+			}
+		}
+		stage("the shell reads x", 1, true, 0)
+		if _, err := p.Write([]byte("x\n")); err != nil {
+			t.Fatal(err)
+		}
+		stage("two sleeps, the shell reads y", 3, true, 0)
+		if _, err := p.Write([]byte("y\n")); err != nil {
+			t.Fatal(err)
+		}
+		stage("one sleep killed, the shell reads z", 2, true, 0)
+		if _, err := p.Write([]byte("z\n")); err != nil {
+			t.Fatal(err)
+		}
+		waitLine(ctx, t, p, regexp.MustCompile(`^listening `))
+		stage("the shell became a listener", 2, false, 1)
+	})
+}

@@ -461,6 +461,8 @@ func (p *Process) finish(exitedAt time.Time, timedOut bool) {
 	// close: a Start right after Wait finds the slot free.
 	after := p.m.recordFinal(p, now)
 	p.finalStep(now) // closes p.done with the final event
+	// After done: a look that began before closes what it made.
+	p.dropLooks()
 	after()
 	if later != nil {
 		later()

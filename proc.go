@@ -261,6 +261,8 @@ type Process struct {
 	log    *logFile        // nil without LogPath
 	tees   tees            // the state StartRequest.OutputTee and StderrTee share
 	watch  *eventWatch     // nil without StartRequest.Watch and WatchActivity
+	// looks is what looks at the tree keep (activity.go); nil when final.
+	looks atomic.Pointer[activityLooks]
 	// treeP is the one owner of the tree's end (tree.go), read with tree().
 	// Once the record is final and the tree was seen empty it is
 	// goneTree: a retained record keeps nothing of its tree (a cgroup's

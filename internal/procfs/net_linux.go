@@ -44,47 +44,74 @@ var socketTables = [...]struct {
 // network namespace of those that do. A process that is gone, or that the
 // caller may not trace, holds none.
 func (s *Scanner) Listeners(pids []int) []Socket {
-	var socks map[uint64]int // socket inode: the lowest PID holding it
-	var netns map[string]int // a network namespace: a process in it
+	var h holders
+	var inos []uint64
 	for _, pid := range pids {
-		s.pid = strconv.Itoa(pid)
-		dir := "/proc/" + s.pid + "/fd/"
-		fds, err := readDirNames(dir)
-		if err != nil {
-			continue
-		}
-		found := false
-		for _, fd := range fds {
-			ino, ok := SocketInode(s.readlink(dir + fd))
-			if !ok {
-				continue
-			}
-			if socks == nil {
-				socks = make(map[uint64]int)
-			}
-			if held, ok := socks[ino]; !ok || pid < held {
-				socks[ino] = pid
-			}
-			found = true
-		}
-		if !found {
-			continue
-		}
-		ns := string(s.readlink("/proc/" + s.pid + "/ns/net"))
-		if netns == nil {
-			netns = make(map[string]int)
-		}
-		if _, ok := netns[ns]; !ok {
-			netns[ns] = pid
+		var ns string
+		inos, ns = s.sockets(pid, inos[:0])
+		h.add(pid, inos, ns)
+	}
+	return s.tables(h, nil)
+}
+
+// holders are the sockets a set of processes hold, and their network
+// namespaces. The zero value holds none.
+type holders struct {
+	socks map[uint64]int // socket inode: the lowest PID holding it
+	netns map[string]int // a network namespace: a process in it that holds a socket
+}
+
+// add records that process pid, in network namespace ns, holds the
+// sockets inos.
+func (h *holders) add(pid int, inos []uint64, ns string) {
+	if len(inos) == 0 {
+		return
+	}
+	if h.socks == nil {
+		h.socks = make(map[uint64]int)
+		h.netns = make(map[string]int)
+	}
+	for _, ino := range inos {
+		if held, ok := h.socks[ino]; !ok || pid < held {
+			h.socks[ino] = pid
 		}
 	}
-	if len(socks) == 0 {
-		return nil
+	if _, ok := h.netns[ns]; !ok {
+		h.netns[ns] = pid
 	}
-	var ls []Socket
-	seen := make(map[uint64]bool, len(socks))
+}
+
+// sockets appends to inos the inodes of the sockets process pid holds
+// (its /proc/PID/fd links "socket:[INODE]") and returns them, with its
+// network namespace (the /proc/PID/ns/net link) if it holds any.
+func (s *Scanner) sockets(pid int, inos []uint64) ([]uint64, string) {
+	s.pid = strconv.Itoa(pid)
+	dir := "/proc/" + s.pid + "/fd/"
+	fds, err := readDirNames(dir)
+	if err != nil {
+		return inos, ""
+	}
+	n := len(inos)
+	for _, fd := range fds {
+		if ino, ok := SocketInode(s.readlink(dir + fd)); ok {
+			inos = append(inos, ino)
+		}
+	}
+	if len(inos) == n {
+		return inos, ""
+	}
+	return inos, string(s.readlink("/proc/" + s.pid + "/ns/net"))
+}
+
+// tables appends to ls the listeners among the sockets h holds, read from
+// the socket tables of their network namespaces, and returns them.
+func (s *Scanner) tables(h holders, ls []Socket) []Socket {
+	if len(h.socks) == 0 {
+		return ls
+	}
+	seen := make(map[uint64]bool, len(h.socks))
 	self := string(s.readlink("/proc/self/ns/net"))
-	for ns, pid := range netns {
+	for ns, pid := range h.netns {
 		for _, table := range socketTables {
 			if ns == self && strings.HasPrefix(table.network, "tcp") {
 				// /proc/net/tcp walks the whole connection hash table
@@ -92,7 +119,7 @@ func (s *Scanner) Listeners(pids []int) []Socket {
 				// asks for listening sockets alone. It answers for this
 				// process's namespace only.
 				var ok bool
-				if ls, ok = diagListeners(table.network, socks, seen, ls); ok {
+				if ls, ok = diagListeners(table.network, h.socks, seen, ls); ok {
 					continue
 				}
 			}
@@ -100,7 +127,7 @@ func (s *Scanner) Listeners(pids []int) []Socket {
 			if !ok {
 				continue
 			}
-			ls = s.parseTable(data, table.network, table.listen, socks, seen, ls)
+			ls = s.parseTable(data, table.network, table.listen, h.socks, seen, ls)
 		}
 	}
 	return ls

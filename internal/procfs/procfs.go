@@ -8,7 +8,9 @@
 // The parsers are pure functions over the kernel's text (or bytes) and are
 // table-tested; the readers around them open the files. On systems without
 // /proc the readers fail (ok false or an error), and the Linux-only readers
-// (the activity [Scanner]) are not built.
+// (the activity [Scanner], and the [Tracker] that looks at the same
+// processes again and again, reading again only those that ran) are not
+// built.
 package procfs
 
 import (

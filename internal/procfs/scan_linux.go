@@ -130,6 +130,30 @@ func (s *Scanner) WaitsToRead(pid int, files Files) bool {
 	if files.None() {
 		return false
 	}
+	st, ok := s.begin(pid, files)
+	if !ok || st.State == 'Z' || st.State == 'X' {
+		return false
+	}
+	dir := "/proc/" + s.pid
+	if st.Threads <= 1 {
+		waits, _ := s.threadCall(dir)
+		return waits
+	}
+	tasks, err := readDirNames(dir + "/task")
+	if err != nil {
+		return false
+	}
+	for _, tid := range tasks {
+		if waits, _ := s.threadCall(dir + "/task/" + tid); waits {
+			return true
+		}
+	}
+	return false
+}
+
+// begin sets the scanner to look at process pid for files and reads its
+// stat line; ok is false when the process is gone.
+func (s *Scanner) begin(pid int, files Files) (_ Stat, ok bool) {
 	if s.files.PipeIno != files.PipeIno {
 		s.pipeLink = ""
 		if files.PipeIno != 0 {
@@ -138,53 +162,48 @@ func (s *Scanner) WaitsToRead(pid int, files Files) bool {
 	}
 	s.files = files
 	s.pid = strconv.Itoa(pid)
-	dir := "/proc/" + s.pid
-	data, ok := s.read(dir + "/stat")
+	data, ok := s.read("/proc/" + s.pid + "/stat")
 	if !ok {
-		return false
+		return Stat{}, false
 	}
 	st, ok := ParseStat(data)
-	if !ok || st.State == 'Z' || st.State == 'X' {
-		return false
+	if !ok {
+		return Stat{}, false
 	}
 	s.ctty = st.TTYNr
-	if st.Threads <= 1 {
-		return s.threadWaits(dir)
-	}
-	tasks, err := readDirNames(dir + "/task")
-	if err != nil {
-		return false
-	}
-	for _, tid := range tasks {
-		if s.threadWaits(dir + "/task/" + tid) {
-			return true
-		}
-	}
-	return false
+	return st, true
 }
 
-// threadWaits reports whether the thread whose /proc directory is dir is
-// blocked in a system call waiting to read one of s.files.
-func (s *Scanner) threadWaits(dir string) bool {
+// threadCall reads the system call the thread whose /proc directory is
+// dir is blocked in. waits reports whether it waits to read one of
+// s.files (none when s.files is zero). blocked reports whether the kernel
+// showed the thread off its CPU: its syscall file names a call, or -1 for
+// a thread blocked outside one; it reads "running" for a thread that runs
+// or may run at once, and cannot be read by a caller that may not trace
+// it.
+func (s *Scanner) threadCall(dir string) (waits, blocked bool) {
 	data, ok := s.read(dir + "/syscall")
-	if !ok {
-		return false
+	if !ok || len(data) == 0 || data[0] < '0' && data[0] != '-' || data[0] > '9' {
+		return false, false
+	}
+	if s.files.None() {
+		return false, true
 	}
 	nr, args, ok := parseSyscall(s.split(data))
 	if !ok {
-		return false
+		return false, true
 	}
 	switch readCalls[nr] {
 	case callRead:
-		return args[0] <= math.MaxInt32 && s.ours(int(args[0]))
+		return args[0] <= math.MaxInt32 && s.ours(int(args[0])), true
 	case callPoll:
-		return s.pollWaits(args[0], args[1])
+		return s.pollWaits(args[0], args[1]), true
 	case callSelect:
-		return s.selectWaits(args[0], args[1])
+		return s.selectWaits(args[0], args[1]), true
 	case callEpoll:
-		return args[0] <= math.MaxInt32 && s.epollWaits(int(args[0]))
+		return args[0] <= math.MaxInt32 && s.epollWaits(int(args[0])), true
 	}
-	return false
+	return false, true
 }
 
 // parseSyscall reads the fields of a /proc/.../syscall line: "running",
