@@ -1079,6 +1079,10 @@ func (pu *pump) wakeLate(err error) bool {
 	return true
 }
 
+// tagsPumpFollower are settleFollowers' clock tags, made once: every
+// pump settles at its end (tagsProcessStart says why).
+var tagsPumpFollower = []string{"pump", "follower"}
+
 // settleFollowers is called by a pump at the end of its pipe: it waits
 // until the followers it helps have read what only the follow window
 // holds, which Finish drops, each within its bound (followBound), or
@@ -1099,7 +1103,7 @@ func (pu *pump) settleFollowers() {
 	pu.holding.Store(true)
 	defer pu.holding.Store(false)
 	for {
-		done, wait, roomc := pu.dst.settle(pu.clock.Now("pump", "follower"))
+		done, wait, roomc := pu.dst.settle(pu.clock.Now(tagsPumpFollower...))
 		if done {
 			return
 		}
