@@ -12,8 +12,8 @@
 //	go run ./cmd/startprof -mode group -n 2000 -g 8 -cpuprofile cpu.out
 //
 // Modes: "group" and "cgroup" start through a proc.Manager of that
-// containment and wait for the final record; "exec" is os/exec doing the
-// same (pipes through a buffer, Setsid, Run).
+// containment and wait for the final record (sandboxed with -sandbox);
+// "exec" is os/exec doing the same (pipes through a buffer, Setsid, Run).
 package main
 
 import (
@@ -37,6 +37,7 @@ func main() {
 	mode := flag.String("mode", "group", "group, cgroup or exec")
 	n := flag.Int("n", 1000, "timed starts (in total, over all goroutines)")
 	g := flag.Int("g", 8, "goroutines starting at once")
+	sandboxed := flag.Bool("sandbox", false, "start each child sandboxed (the zero proc.Sandbox: read-only, no network); group and cgroup only")
 	warm := flag.Int("warm", 100, "untimed starts before the timed ones")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the timed starts here")
 	memProfile := flag.String("memprofile", "", "write a heap profile (alloc_space) of the timed starts here")
@@ -55,8 +56,12 @@ func main() {
 	case "group", "cgroup":
 		m := proc.NewManager(proc.Options{Containment: proc.Containment(*mode)})
 		defer m.Close()
+		var sb *proc.Sandbox
+		if *sandboxed {
+			sb = &proc.Sandbox{}
+		}
 		run = func() error {
-			p, err := m.Start(proc.StartRequest{Args: []string{"true"}})
+			p, err := m.Start(proc.StartRequest{Args: []string{"true"}, Sandbox: sb})
 			if err != nil {
 				return err
 			}
@@ -131,6 +136,9 @@ func main() {
 	}
 	done := float64(*n / *g * *g)
 	cpu := time.Duration(ru1.Utime.Nano() - ru0.Utime.Nano() + ru1.Stime.Nano() - ru0.Stime.Nano())
+	if *sandboxed {
+		*mode += "+sandbox"
+	}
 	fmt.Printf("mode=%s starts=%.0f goroutines=%d wall/start=%v host-cpu/start=%v allocs/start=%.1f bytes/start=%.0f goroutines-created/start=%.2f\n",
 		*mode, done, *g, wall/time.Duration(done), cpu/time.Duration(done),
 		float64(after.Mallocs-before.Mallocs)/done, float64(after.TotalAlloc-before.TotalAlloc)/done,
