@@ -33,10 +33,10 @@ func (p *Process) drain() {
 	default:
 	}
 	clock := p.m.clock
-	quiet := clock.NewTimer(p.drainQuiet, "drain", "quiet")
-	defer quiet.Stop("drain", "quiet")
-	hardCap := clock.NewTimer(p.drainTimeout, "drain", "cap")
-	defer hardCap.Stop("drain", "cap")
+	quiet := clock.NewTimer(p.drainQuiet, tagsDrainQuiet...)
+	defer quiet.Stop(tagsDrainQuiet...)
+	hardCap := clock.NewTimer(p.drainTimeout, tagsDrainCap...)
+	defer hardCap.Stop(tagsDrainCap...)
 
 	capped := false
 wait:
@@ -45,12 +45,12 @@ wait:
 		case <-p.pumpDone:
 			remaining--
 		case <-p.activity:
-			quiet.Reset(p.drainQuiet, "drain", "quiet")
+			quiet.Reset(p.drainQuiet, tagsDrainQuiet...)
 		case <-quiet.C:
 			if p.pumpsHolding() {
 				// Bytes are waiting for a follower to read them, not
 				// missing: a quiet window starts when it has.
-				quiet.Reset(p.drainQuiet, "drain", "quiet")
+				quiet.Reset(p.drainQuiet, tagsDrainQuiet...)
 				continue
 			}
 			break wait
@@ -82,6 +82,12 @@ wait:
 		}
 	}
 }
+
+// The drain's clock tags, made once (tagsProcessStart says why).
+var (
+	tagsDrainQuiet = []string{"drain", "quiet"}
+	tagsDrainCap   = []string{"drain", "cap"}
+)
 
 // pumpsHolding reports whether a pump is waiting for a follower to read
 // (pump.writeFollowed), which MaxFollowHold bounds.

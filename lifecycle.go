@@ -138,6 +138,16 @@ func (m *Manager) launch(sp *spec, seq uint64) (*Process, error) {
 	}
 }
 
+// The Options.Clock tags of the calls every start makes, each list made
+// once: a list written at the call escapes through the quartz.Clock
+// interface and is a new allocation on every call. The tags are the same
+// strings, so traps match them as before; nothing may change the lists.
+var (
+	tagsProcessStart = []string{"process", "start"}
+	tagsProcessExit  = []string{"process", "exit"}
+	tagsProcessFinal = []string{"process", "final"}
+)
+
 // cgroupTries is how many cgroups a start tries that an outsider removed
 // (launch): each failed try discarded its cgroup, and spares run out.
 const cgroupTries = 3
@@ -304,7 +314,7 @@ func (m *Manager) startInTree(p *Process, cmd *exec.Cmd, sp *spec) error {
 	if sp.req.Command != "" {
 		setCommandLine(cmd, m.opts.Shell, sp.req.Command)
 	}
-	p.info.StartedAt = m.clock.Now("process", "start")
+	p.info.StartedAt = m.clock.Now(tagsProcessStart...)
 	release, startErr := fork(setup, sp, cmd)
 	gone := startErr != nil && setup.cgroupGone(startErr)
 	t, err := setup.started(cmd, sp.req.Owner)
@@ -412,7 +422,7 @@ func (p *Process) supervise() {
 	timedOut := p.timeoutFired && (!unreached || exitSignaled(p.cmd.ProcessState))
 	p.mu.Unlock()
 	p.tree().sys.reaped()
-	exitedAt := p.m.clock.Now("process", "exit")
+	exitedAt := p.m.clock.Now(tagsProcessExit...)
 	p.drain()
 	p.finish(exitedAt, timedOut)
 }
@@ -438,7 +448,7 @@ func (p *Process) finish(exitedAt time.Time, timedOut bool) {
 		code = ExitTimedOut
 	}
 	p.setFinal(exitedAt, code, sigName, timedOut, usage)
-	now := p.m.clock.Now("process", "final")
+	now := p.m.clock.Now(tagsProcessFinal...)
 
 	p.mu.Lock()
 	p.final = true

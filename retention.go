@@ -13,8 +13,12 @@ import (
 // prune drops records that retention says must go. It runs on access as
 // well as from the reap timer, so memory stays bounded either way.
 func (m *Manager) prune() {
-	m.pruneAt(m.clock.Now("manager", "prune"))
+	m.pruneAt(m.clock.Now(tagsManagerPrune...))
 }
+
+// tagsManagerPrune are prune's clock tags, made once: every start prunes
+// (tagsProcessStart says why).
+var tagsManagerPrune = []string{"manager", "prune"}
 
 // pruneAt drops expired and surplus final records.
 func (m *Manager) pruneAt(now time.Time) {

@@ -186,3 +186,30 @@ func TestBootTicksMatchStartTimes(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchdogSlotContent pins the bytes of a slot of the groups file,
+// which the watchdog script parses: a group ID or a pending mark
+// right-aligned in blanks before the newline, all blanks when empty; and
+// that making one allocates nothing (a start writes two or three).
+// Not parallel: testing.AllocsPerRun refuses to run in a parallel test.
+func TestWatchdogSlotContent(t *testing.T) {
+	for _, tc := range []struct {
+		got  [slotSize]byte
+		want string
+	}{
+		{slot(0), "               \n"},
+		{slot(1), "              1\n"},
+		{slot(4194304), "        4194304\n"},
+		{slotOf([]byte("p1234567890123")), " p1234567890123\n"},
+		{slotOf(nil), "               \n"},
+	} {
+		if string(tc.got[:]) != tc.want {
+			t.Errorf("slot = %q; want %q", tc.got[:], tc.want)
+		}
+	}
+	var sink [slotSize]byte
+	if n := testing.AllocsPerRun(100, func() { sink = slot(4194304) }); n != 0 {
+		t.Errorf("slot(4194304) made %v allocations; want 0", n)
+	}
+	_ = sink
+}

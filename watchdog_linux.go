@@ -39,7 +39,9 @@ func (d *watchdog) mark(ticks int64, sandboxed bool) (int64, error) {
 	if sandboxed {
 		kind = "w"
 	}
-	off, err := d.write(slotOf(kind+strconv.FormatInt(ticks, 10)), -1)
+	var mark [slotSize]byte
+	s := slotOf(strconv.AppendInt(append(mark[:0], kind...), ticks, 10))
+	off, err := d.write(s[:], -1)
 	if err != nil {
 		return -1, xerrors.Errorf("host-death watchdog: mark a start: %w", err)
 	}

@@ -3,7 +3,6 @@
 package proc
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"strconv"
@@ -304,7 +303,8 @@ func (d *watchdog) lost() bool {
 // replacing the mark in one write. The slot is -1 when there is no
 // watchdog or it was closed.
 func (d *watchdog) guard(pgid int, pending int64) (int64, error) {
-	off, err := d.write(slot(pgid), pending)
+	s := slot(pgid)
+	off, err := d.write(s[:], pending)
 	if err != nil {
 		return -1, xerrors.Errorf("host-death watchdog: register group %d: %w", pgid, err)
 	}
@@ -352,7 +352,8 @@ func (d *watchdog) forget(off int64) {
 		}
 		delete(d.used, off)
 		// A slot that could not be blanked may still name the group.
-		if _, err := d.groups.WriteAt(slot(0), off); err != nil {
+		blank := slot(0)
+		if _, err := d.groups.WriteAt(blank[:], off); err != nil {
 			d.broken = true
 			return nil
 		}
@@ -362,18 +363,24 @@ func (d *watchdog) forget(off int64) {
 }
 
 // slot is the content of a slot: pgid, or blanks for 0.
-func slot(pgid int) []byte {
+func slot(pgid int) [slotSize]byte {
 	if pgid == 0 {
-		return slotOf("")
+		return slotOf(nil)
 	}
-	return slotOf(strconv.Itoa(pgid))
+	var digits [slotSize]byte
+	return slotOf(strconv.AppendInt(digits[:0], int64(pgid), 10))
 }
 
 // slotOf is the content of a slot holding s (a group ID or a pending
 // mark, at most slotSize-1 bytes), right-aligned in blanks before the
-// newline; all blanks for "".
-func slotOf(s string) []byte {
-	b := bytes.Repeat([]byte{' '}, slotSize)
+// newline; all blanks for an empty s. An array rather than a slice: slots
+// are written on every start (a mark, a registration, a blank), and the
+// writes keep no reference, so it stays on the stack.
+func slotOf(s []byte) [slotSize]byte {
+	var b [slotSize]byte
+	for i := range slotSize - 1 {
+		b[i] = ' '
+	}
 	b[slotSize-1] = '\n'
 	copy(b[slotSize-1-len(s):], s)
 	return b

@@ -1,0 +1,146 @@
+//go:build linux
+
+// Command startprof runs a sustained stream of starts of `true` and says
+// what each start costs: heap allocations, goroutines created, and
+// optionally a CPU and a heap profile of the stream. It is the tool
+// behind docs/start-path.md; run it under `strace -f -c` to count the
+// system calls of a start (subtract two runs of different -n to cancel
+// the program's own start-up).
+//
+// Run it from the bench directory:
+//
+//	go run ./cmd/startprof -mode group -n 2000 -g 8 -cpuprofile cpu.out
+//
+// Modes: "group" and "cgroup" start through a proc.Manager of that
+// containment and wait for the final record (sandboxed with -sandbox);
+// "exec" is os/exec doing the same (pipes through a buffer, Setsid, Run).
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/procvisor/proc"
+)
+
+func main() {
+	mode := flag.String("mode", "group", "group, cgroup or exec")
+	n := flag.Int("n", 1000, "timed starts (in total, over all goroutines)")
+	g := flag.Int("g", 8, "goroutines starting at once")
+	sandboxed := flag.Bool("sandbox", false, "start each child sandboxed (the zero proc.Sandbox: read-only, no network); group and cgroup only")
+	warm := flag.Int("warm", 100, "untimed starts before the timed ones")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the timed starts here")
+	memProfile := flag.String("memprofile", "", "write a heap profile (alloc_space) of the timed starts here")
+	flag.Parse()
+
+	var run func() error
+	switch *mode {
+	case "exec":
+		run = func() error {
+			var buf bytes.Buffer
+			cmd := exec.Command("true")
+			cmd.Stdout, cmd.Stderr = &buf, &buf
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			return cmd.Run()
+		}
+	case "group", "cgroup":
+		m := proc.NewManager(proc.Options{Containment: proc.Containment(*mode)})
+		defer m.Close()
+		var sb *proc.Sandbox
+		if *sandboxed {
+			sb = &proc.Sandbox{}
+		}
+		run = func() error {
+			p, err := m.Start(proc.StartRequest{Args: []string{"true"}, Sandbox: sb})
+			if err != nil {
+				return err
+			}
+			<-p.Done()
+			if info := p.Info(); info.ExitCode == nil || *info.ExitCode != 0 || info.Containment != *mode {
+				return fmt.Errorf("true: exit %v in %q; want 0 in %q", info.ExitCode, info.Containment, *mode)
+			}
+			return nil
+		}
+	default:
+		log.Fatalf("-mode %q: want group, cgroup or exec", *mode)
+	}
+	stream := func(total int) {
+		var wg sync.WaitGroup
+		per := total / *g
+		for range *g {
+			wg.Add(1)
+			// Ends after per starts; a failure ends the program.
+			go func() {
+				defer wg.Done()
+				for range per {
+					if err := run(); err != nil {
+						log.Fatal(err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	stream(*warm)
+
+	if *memProfile != "" {
+		// Finer samples of a few small allocations per start; it costs CPU,
+		// so a CPU profile is better taken in a run without -memprofile.
+		runtime.MemProfileRate = 4096
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+	}
+	samples := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	metrics.Read(samples)
+	created := samples[0].Value.Uint64()
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	start := time.Now()
+	stream(*n)
+	wall := time.Since(start)
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	metrics.Read(samples)
+	runtime.ReadMemStats(&after)
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	if *memProfile != "" {
+		f, err := os.Create(*memProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			log.Fatal(err)
+		}
+		_ = f.Close()
+	}
+	done := float64(*n / *g * *g)
+	cpu := time.Duration(ru1.Utime.Nano() - ru0.Utime.Nano() + ru1.Stime.Nano() - ru0.Stime.Nano())
+	if *sandboxed {
+		*mode += "+sandbox"
+	}
+	fmt.Printf("mode=%s starts=%.0f goroutines=%d wall/start=%v host-cpu/start=%v allocs/start=%.1f bytes/start=%.0f goroutines-created/start=%.2f\n",
+		*mode, done, *g, wall/time.Duration(done), cpu/time.Duration(done),
+		float64(after.Mallocs-before.Mallocs)/done, float64(after.TotalAlloc-before.TotalAlloc)/done,
+		float64(samples[0].Value.Uint64()-created)/done)
+}
