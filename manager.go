@@ -64,8 +64,9 @@ type Options struct {
 	// request's Owner to the child.
 	OwnerEnv string
 	// DropEnv is the default of StartRequest.DropEnv: path.Match patterns
-	// of inherited variable names removed from every child's environment
-	// (a request with a DropEnv of its own, even empty, replaces it). A
+	// of inherited variable names, matched regardless of case, removed
+	// from every child's environment (a request with a DropEnv of its own,
+	// even empty, replaces it). [SecretEnv] is the usual choice. A
 	// malformed pattern is ErrInvalid at Start.
 	DropEnv []string
 	// HeadBytes and TailBytes size each output buffer. 0: 16 KiB each.
@@ -190,10 +191,10 @@ type StartRequest struct {
 	// that a command neither pages, nor prompts for git credentials, nor
 	// paints colours. UnsetEnv still removes them.
 	NonInteractive bool `json:"non_interactive,omitempty"`
-	// DropEnv holds path.Match patterns ("*_TOKEN", "*SECRET*", "AWS_*")
-	// of variable names removed from the inherited environment
-	// (os.Environ() and Options.UpdateEnv); Env, Options.OwnerEnv and what
-	// NonInteractive sets are never dropped. The names removed, never the
+	// DropEnv holds path.Match patterns ([SecretEnv], "AWS_*") of
+	// variable names, matched regardless of case, removed from the
+	// inherited environment (os.Environ() and Options.UpdateEnv); Env,
+	// Options.OwnerEnv and what NonInteractive sets are never dropped. The names removed, never the
 	// values, are in Info.DroppedEnv. nil: Options.DropEnv; an empty list
 	// drops nothing (and encodes as [], where nil is left out). A
 	// malformed pattern is ErrInvalid.

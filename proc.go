@@ -210,8 +210,10 @@ type Info struct {
 	// received nothing more. The process and its Output were unaffected.
 	TeeError string `json:"tee_error,omitempty"`
 	// DroppedEnv names the inherited variables StartRequest.DropEnv (or
-	// Options.DropEnv) removed from the child's environment, sorted. It
-	// never holds their values.
+	// Options.DropEnv) removed from the child's environment, sorted and
+	// spelled as the environment spelled them. It never holds their
+	// values, nor a name the request's own Env set (that one was
+	// replaced, not dropped).
 	DroppedEnv []string `json:"dropped_env,omitempty"`
 }
 
