@@ -41,8 +41,9 @@ import (
 // Plain runs in time linear in len(text) and makes one allocation, which
 // the result keeps: the result's bytes, and, when a row wider than 256
 // columns is overwritten or erased, 4 bytes per column of the widest such
-// row (8 more when erases to its left and to its right both changed it):
-// at most 768 KiB, however long the line.
+// row (8 more when erases to its left and to its right both changed it;
+// twice that for a text of 4 GiB or more): at most 768 KiB, however long
+// the line.
 func Plain(text string) string {
 	if text == "" {
 		return ""

@@ -1,6 +1,7 @@
 package proc_test
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -408,6 +409,46 @@ func BenchmarkPlain(b *testing.B) {
 					}
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkPlainWriter feeds inputs of BenchmarkPlain to a PlainWriter in
+// 4 KiB writes, to io.Discard: its cost per byte against Plain's on the
+// whole (BenchmarkPlain), and its allocations, which stay few (its
+// buffers are reused from line to line).
+func BenchmarkPlainWriter(b *testing.B) {
+	const size = 8 << 20
+	var bar strings.Builder
+	for bar.Len() < size {
+		for i := 0; i <= 100; i++ {
+			bar.WriteString("\r\x1b[36m" + strings.Repeat("━", i/5) + strings.Repeat(" ", 20-i/5) + "\x1b[0m " + strconv.Itoa(i) + "%")
+		}
+		bar.WriteString("\ndone\n")
+	}
+	for _, bc := range []struct{ name, in string }{
+		{"plain-log", strings.Repeat("2026-11-25T14:10:00Z INFO request served path=/api/v1/items status=200\n", size/72)},
+		{"progress-bar", bar.String()},
+		{"progress-bar-no-newline", strings.ReplaceAll(bar.String(), "\n", "\r")},
+		{"overwrite-4MiB-line", strings.Repeat("x", 4<<20) + "\rb"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bc.in)))
+			in := []byte(bc.in)
+			for b.Loop() {
+				w := proc.NewPlainWriter(io.Discard)
+				for p := in; len(p) > 0; {
+					k := min(len(p), 4096)
+					if _, err := w.Write(p[:k]); err != nil {
+						b.Fatal(err)
+					}
+					p = p[k:]
+				}
+				if err := w.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }

@@ -22,8 +22,10 @@ import (
 // that being written out in rows of 65,536 columns, each ended by a
 // newline, as Plain wraps it (a carriage return then goes back to the
 // start of the last row). A redraw written a million times costs no more
-// room than once. Each Write makes plain what it can and writes it to w
-// at once, in one call of w.Write per 64 KiB of input at most.
+// room than once: it holds about twice the unfinished row's plain text,
+// and 64 KiB, at most about 1.3 MiB whatever it is fed. Each Write makes
+// plain what it can and writes it to w at once, with one call of w.Write
+// per 64 KiB of input at most.
 //
 // Close writes the unfinished line, without adding a newline; a second
 // Close does nothing. A Write after Close returns an error wrapping
@@ -52,6 +54,8 @@ type plainWriter struct {
 	compactAt  int    // line is compacted when it grows to this
 	minCompact int    // compactAt after a newline: plainWriterChunk (smaller in tests)
 	out        []byte // plain text not written yet
+	spare      []byte // room for the next compacted line
+	cells      []byte // room for the cells of the compacted row
 	err        error  // w's first error
 	closed     bool
 }
@@ -142,9 +146,12 @@ func (pw *plainWriter) compact() {
 		pw.out = append(appendPlain(pw.out, text[r:re], pw.width), '\n')
 		r = re
 	}
-	line := plainLineState(nil, text, r, safe)
+	var line []byte
+	line, pw.cells = plainLineState(pw.spare[:0], pw.cells, text, r, safe)
 	line = append(line, text[safe:]...)
-	pw.line = line
+	// text reads the old line: it is not needed any more, and its room
+	// serves the next compaction.
+	pw.line, pw.spare = line, pw.line
 	pw.compactAt = max(pw.minCompact, 2*len(line))
 }
 
@@ -234,8 +241,9 @@ func plainEscapeOpen(text string, i int) bool {
 // row, which no width wraps, made of complete tokens): each cell's character or blank, the row's extent
 // and the cursor, and nothing else, since whatever follows acts on those
 // only. Its length is about that of the row's plain text, whatever the
-// length of the text that drew it.
-func plainLineState(dst []byte, text string, s, e int) []byte {
+// length of the text that drew it. cellBuf is room for the row's cells,
+// replaced by a larger one if too small: it returns the one it used.
+func plainLineState(dst, cellBuf []byte, text string, s, e int) (_, cellsUsed []byte) {
 	_, edited, cells, pre, suf := plainRow(text, s, e, plainRowWidth, true)
 	if !edited {
 		// Nothing overwritten nor erased: its characters, and the cursor
@@ -253,9 +261,12 @@ func plainLineState(dst []byte, text string, s, e int) []byte {
 			}
 			i = t.end
 		}
-		return plainAppendColumn(dst, c.col)
+		return plainAppendColumn(dst, c.col), cellBuf
 	}
-	cl := newPlainCells(make([]byte, plainCellsSize(len(text), cells, pre, suf)), len(text), cells, pre, suf)
+	if size := plainCellsSize(len(text), cells, pre, suf); len(cellBuf) < size {
+		cellBuf = make([]byte, size)
+	}
+	cl := newPlainCells(cellBuf, len(text), cells, pre, suf)
 	c, cleared := plainEditCells(text, s, e, cl)
 	latest := cleared
 	blanks := 0
@@ -274,7 +285,7 @@ func plainLineState(dst []byte, text string, s, e int) []byte {
 		dst = plainAppendCells(dst, text, src, src+size)
 	}
 	dst = plainAppendBlanks(dst, blanks)
-	return plainAppendColumn(dst, c.col)
+	return plainAppendColumn(dst, c.col), cellBuf
 }
 
 // plainAppendCells appends the characters of text[i:j], a run of text,
