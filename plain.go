@@ -86,9 +86,10 @@ const (
 // when the row has such erases, the pre and the suf ones.
 type plainCells struct {
 	b        []byte
-	wide     bool // 64-bit fields
-	n        int  // cells
-	pre, suf bool // the fields are there
+	wide     bool   // 64-bit fields
+	pre, suf bool   // the fields are there
+	base     [3]int // where each field's array starts in b
+	size     int    // of a field: 4 or 8 bytes
 }
 
 // plainCellSize is the size of a cell field for a text of n bytes.
@@ -99,7 +100,7 @@ func plainCellSize(n int) int {
 	return 4
 }
 
-// plainCellsSize is the room cells of a row need (see plainMeasure).
+// plainCellsSize is the room cells of a row need (see plainRow).
 func plainCellsSize(textLen, cells int, pre, suf bool) int {
 	fields := 1
 	if pre {
@@ -111,40 +112,35 @@ func plainCellsSize(textLen, cells int, pre, suf bool) int {
 	return fields * cells * plainCellSize(textLen)
 }
 
-func newPlainCells(b []byte, textLen, cells int, pre, suf bool) plainCells {
-	return plainCells{b: b, wide: plainCellSize(textLen) == 8, n: cells, pre: pre, suf: suf}
-}
-
-// at is the offset in c.b of field of cell i.
-func (c plainCells) at(i, field int) int {
-	k := 0 // cellSrc
-	switch field {
-	case cellPre:
-		k = 1
-	case cellSuf:
-		k = 1
-		if c.pre {
-			k = 2
-		}
+// newPlainCells lays out cells of size-byte fields (plainCellSize) in b.
+func newPlainCells(b []byte, size, cells int, pre, suf bool) plainCells {
+	c := plainCells{b: b, size: size, pre: pre, suf: suf}
+	c.wide = c.size == 8
+	next := cells * c.size
+	if pre {
+		c.base[cellPre] = next
+		next += cells * c.size
 	}
-	if c.wide {
-		return (k*c.n + i) * 8
+	if suf {
+		c.base[cellSuf] = next
 	}
-	return (k*c.n + i) * 4
+	return c
 }
 
 func (c plainCells) get(i, field int) int {
+	off := c.base[field] + i*c.size
 	if c.wide {
-		return int(binary.NativeEndian.Uint64(c.b[c.at(i, field):]))
+		return int(binary.NativeEndian.Uint64(c.b[off:]))
 	}
-	return int(binary.NativeEndian.Uint32(c.b[c.at(i, field):]))
+	return int(binary.NativeEndian.Uint32(c.b[off:]))
 }
 
 func (c plainCells) set(i, field, v int) {
+	off := c.base[field] + i*c.size
 	if c.wide {
-		binary.NativeEndian.PutUint64(c.b[c.at(i, field):], uint64(v))
+		binary.NativeEndian.PutUint64(c.b[off:], uint64(v))
 	} else {
-		binary.NativeEndian.PutUint32(c.b[c.at(i, field):], uint32(v))
+		binary.NativeEndian.PutUint32(c.b[off:], uint32(v))
 	}
 }
 
@@ -424,7 +420,7 @@ func plainAppend(buf []byte, w int, text string, width int, scratch []byte) int 
 				if plainCellsSize(len(text), cells, pre, suf) > len(b) {
 					b = scratch
 				}
-				w = plainEditLine(buf, w, text, r, re, newPlainCells(b, len(text), cells, pre, suf))
+				w = plainEditLine(buf, w, text, r, re, newPlainCells(b, plainCellSize(len(text)), cells, pre, suf))
 			}
 			if re == e {
 				break

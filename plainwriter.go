@@ -266,7 +266,7 @@ func plainLineState(dst, cellBuf []byte, text string, s, e int) (_, cellsUsed []
 	if size := plainCellsSize(len(text), cells, pre, suf); len(cellBuf) < size {
 		cellBuf = make([]byte, size)
 	}
-	cl := newPlainCells(cellBuf, len(text), cells, pre, suf)
+	cl := newPlainCells(cellBuf, plainCellSize(len(text)), cells, pre, suf)
 	c, cleared := plainEditCells(text, s, e, cl)
 	latest := cleared
 	blanks := 0
