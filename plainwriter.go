@@ -148,7 +148,7 @@ func (pw *plainWriter) compact() {
 	}
 	var line []byte
 	line, pw.cells = plainLineState(pw.spare[:0], pw.cells, text, r, safe)
-	line = append(line, text[safe:]...)
+	line = plainAppendOpen(line, text[safe:])
 	// text reads the old line: it is not needed any more, and its room
 	// serves the next compaction.
 	pw.line, pw.spare = line, pw.line
@@ -181,6 +181,56 @@ func plainSafeEnd(text string) int {
 		i = t.end
 	}
 	return len(text)
+}
+
+// plainAppendOpen appends to dst a text equivalent to open, what follows
+// plainSafeEnd (a sequence not ended yet, or the start of a character),
+// and short whatever open's length: a CSI as its first parameter, whether
+// it has more and whether it is private; an OSC, DCS, SOS, PM or APC
+// string as its start, and its last byte if it may begin an ST; an
+// escape as its first intermediate. Nothing but these bytes changes
+// what open does with what follows.
+func plainAppendOpen(dst []byte, open string) []byte {
+	if len(open) < 3 || open[0] != 0x1b {
+		return append(dst, open...)
+	}
+	switch open[1] {
+	case '[':
+		// Its bytes are all parameters, ';' or ':', and private markers
+		// or intermediates (0x20-0x3F): it has no final byte yet.
+		rest := open[2:]
+		param, more, private := 0, false, false
+		for i := 0; i < len(rest); i++ {
+			switch b := rest[i]; {
+			case b >= '0' && b <= '9':
+				if !more {
+					param = min(param*10+int(b-'0'), plainMaxParam)
+				}
+			case b == ';' || b == ':':
+				more = true
+			default:
+				private = true
+			}
+		}
+		dst = append(dst, "\x1b["...)
+		if param > 0 {
+			dst = strconv.AppendInt(dst, int64(param), 10)
+		}
+		if more {
+			dst = append(dst, ';')
+		}
+		if private {
+			dst = append(dst, '?')
+		}
+		return dst
+	case ']', 'P', 'X', '^', '_':
+		dst = append(dst, open[:2]...)
+		if open[len(open)-1] == 0xc2 {
+			dst = append(dst, 0xc2)
+		}
+		return dst
+	}
+	return append(dst, open[:2]...)
 }
 
 // plainFullRunes returns the length of the longest prefix of s, a run of

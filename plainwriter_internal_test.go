@@ -185,14 +185,17 @@ func plainWriterRun(t testing.TB, in string, width, minCompact int, r *rand.Rand
 func TestPlainWriterBounded(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name string
-		unit string
-		n    int
+		name   string
+		prefix string // then unit n times
+		unit   string
+		n      int
 	}{
-		{"progress", "\r\x1b[36m━━━━━━━━━━ 50%\x1b[0m", 200_000},
-		{"erase-redraw", "\x1b[2K\rstep 12345 of 99999", 200_000},
-		{"wide", "abcdefghé", 200_000},
-		{"blank-runs", "ab\x1b[D\x1b[K\x1b[C", 200_000},
+		{"progress", "", "\r\x1b[36m━━━━━━━━━━ 50%\x1b[0m", 200_000},
+		{"erase-redraw", "", "\x1b[2K\rstep 12345 of 99999", 200_000},
+		{"wide", "", "abcdefghé", 200_000},
+		{"blank-runs", "", "ab\x1b[D\x1b[K\x1b[C", 200_000},
+		{"osc-never-ended", "text\x1b]0;", "a title that goes on ", 200_000},
+		{"csi-never-ended", "text\x1b[?", "12;", 200_000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -200,6 +203,10 @@ func TestPlainWriterBounded(t *testing.T) {
 			pw := newPlainWriter(&out, plainRowWidth)
 			peak := 0
 			var all strings.Builder
+			all.WriteString(tc.prefix)
+			if _, err := pw.Write([]byte(tc.prefix)); err != nil {
+				t.Fatal(err)
+			}
 			for range tc.n / 1000 {
 				chunk := strings.Repeat(tc.unit, 1000)
 				all.WriteString(chunk)
