@@ -195,7 +195,7 @@ func TestPlainWriterBounded(t *testing.T) {
 		{"wide", "", "abcdefghé", 200_000},
 		{"blank-runs", "", "ab\x1b[D\x1b[K\x1b[C", 200_000},
 		{"osc-never-ended", "text\x1b]0;", "a title that goes on ", 200_000},
-		{"csi-never-ended", "text\x1b[?", "12;", 200_000},
+		{"csi-never-ended", "text\x1b[?", "1234567890;", 400_000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
