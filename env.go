@@ -12,6 +12,16 @@ import (
 	"golang.org/x/xerrors"
 )
 
+// SecretEnv holds DropEnv patterns for the names that commonly carry a
+// credential: any name holding KEY, SECRET, TOKEN, PASSWORD, PASSWD or
+// CREDENTIAL, in any case ("OPENAI_API_KEY", "GH_TOKEN", "db_password").
+// It casts a wide net on purpose: a harmless variable that is dropped is
+// named in Info.DroppedEnv, a secret that leaks is not seen at all. Pass
+// it as Options.DropEnv or StartRequest.DropEnv, alone or appended to
+// patterns of one's own (append(slices.Clone(proc.SecretEnv), "AWS_*")).
+// Callers must not modify it.
+var SecretEnv = []string{"*KEY*", "*SECRET*", "*TOKEN*", "*PASSWORD*", "*PASSWD*", "*CREDENTIAL*"}
+
 func validEnvName(name string) error {
 	if name == "" || strings.ContainsAny(name, "=\x00") {
 		return xerrors.Errorf("start: environment variable name %q is empty or holds '=' or NUL: %w", name, ErrInvalid)
@@ -122,10 +132,15 @@ func (m *Manager) dropPatterns(req StartRequest) []string {
 	return m.opts.DropEnv
 }
 
-// validDropEnv checks DropEnv patterns: path.Match must accept each.
+// validDropEnv checks DropEnv patterns: path.Match must accept each, as
+// written and as matchesAny uses it (case-folded).
 func validDropEnv(field string, patterns []string) error {
 	for _, p := range patterns {
-		if _, err := path.Match(p, ""); err != nil {
+		_, err := path.Match(p, "")
+		if err == nil {
+			_, err = path.Match(foldName(p), "")
+		}
+		if err != nil {
 			return xerrors.Errorf("start: %s pattern %q: %v: %w", field, p, err, ErrInvalid)
 		}
 	}
@@ -136,8 +151,9 @@ func validDropEnv(field string, patterns []string) error {
 // entries) the variables whose names match a pattern, except those keep
 // reports (the request's own, the owner's, NonInteractive's: they replace
 // the inherited ones anyway). It returns what is left and the names it
-// removed, sorted and once each; never a value. Names compare as the OS
-// does (case-insensitively on Windows).
+// removed, sorted and once each, spelled as env spells them; never a
+// value. Patterns match names regardless of case; keep compares names as
+// the OS does (case-insensitively on Windows only).
 func dropInherited(env, patterns []string, keep func(key string) bool) (kept, dropped []string) {
 	if len(patterns) == 0 {
 		return env, nil
@@ -155,12 +171,20 @@ func dropInherited(env, patterns []string, keep func(key string) bool) (kept, dr
 	return kept, slices.Compact(dropped)
 }
 
+// matchesAny reports whether name matches one of the patterns, both
+// upper-cased first, so "*key*" drops OPENAI_API_KEY and "*KEY*" drops
+// ssh_key. (In a character class a range is folded bound by bound:
+// "[a-z]" matches any letter.)
 func matchesAny(patterns []string, name string) bool {
+	name = foldName(name)
 	for _, p := range patterns {
 		// Validated before: Match cannot fail here.
-		if ok, _ := path.Match(envKey(p), envKey(name)); ok {
+		if ok, _ := path.Match(foldName(p), name); ok {
 			return true
 		}
 	}
 	return false
 }
+
+// foldName upper-cases s for DropEnv's case-insensitive match.
+func foldName(s string) string { return strings.ToUpper(s) }

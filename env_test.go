@@ -239,3 +239,54 @@ func TestDropEnvJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretEnv: the six patterns drop what commonly holds a credential,
+// in any case, keep what merely looks near (AWS_CA_BUNDLE), and never drop
+// the request's own Env; Info.DroppedEnv names, never values.
+func TestSecretEnv(t *testing.T) {
+	t.Parallel()
+	if want := []string{"*KEY*", "*SECRET*", "*TOKEN*", "*PASSWORD*", "*PASSWD*", "*CREDENTIAL*"}; !slices.Equal(proc.SecretEnv, want) {
+		t.Fatalf("SecretEnv = %q; want %q", proc.SecretEnv, want)
+	}
+	inherited := []string{
+		"OPENAI_API_KEY=v-openai", "ANTHROPIC_API_KEY=v-anthropic", "GH_TOKEN=v-gh",
+		"db_password=v-db", "MYSQL_PWD_PASSWD=v-mysql", "Google_Application_Credentials=v-google",
+		"client_secret=v-client", "SSH_KEY=v-ssh",
+		"AWS_CA_BUNDLE=/etc/ca.pem", "KEEP_ME=1", "PATH=/usr/bin:/bin",
+	}
+	m := newManager(t, proc.Options{
+		UpdateEnv: func([]string) ([]string, error) { return slices.Clone(inherited), nil },
+		DropEnv:   proc.SecretEnv,
+	})
+	env, info := envChild(t, m, func(r *proc.StartRequest) { r.Env["SSH_KEY"] = "mine" })
+	for _, kv := range inherited {
+		name, value, _ := strings.Cut(kv, "=")
+		keep := name == "AWS_CA_BUNDLE" || name == "KEEP_ME" || name == "PATH"
+		if got, ok := env[name]; keep && got != value {
+			t.Errorf("SecretEnv: the child has %s=%q (set %v); want %q", name, got, ok, value)
+		} else if !keep && name != "SSH_KEY" && ok {
+			t.Errorf("SecretEnv: the child has %s=%q; want it dropped", name, got)
+		}
+	}
+	if env["SSH_KEY"] != "mine" {
+		t.Errorf("SecretEnv: the child has SSH_KEY=%q; want the request's own mine", env["SSH_KEY"])
+	}
+	want := []string{"ANTHROPIC_API_KEY", "GH_TOKEN", "Google_Application_Credentials", "MYSQL_PWD_PASSWD", "OPENAI_API_KEY", "client_secret", "db_password"}
+	if !slices.Equal(info.DroppedEnv, want) {
+		t.Errorf("Info.DroppedEnv = %q; want %q (the request's own SSH_KEY replaced, not dropped)", info.DroppedEnv, want)
+	}
+	encoded, err := json.Marshal(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(encoded), "v-") {
+		t.Errorf("Info as JSON holds a dropped value: %s", encoded)
+	}
+
+	// Patterns of any case match names of any case.
+	env, info = envChild(t, m, func(r *proc.StartRequest) { r.DropEnv = []string{"*_token", "Db_*"} })
+	if _, ok := env["GH_TOKEN"]; ok || env["OPENAI_API_KEY"] != "v-openai" || !slices.Equal(info.DroppedEnv, []string{"GH_TOKEN", "db_password"}) {
+		t.Errorf("DropEnv [*_token Db_*]: GH_TOKEN present %v, OPENAI_API_KEY=%q, DroppedEnv %q; want absent, v-openai, [GH_TOKEN db_password]",
+			ok, env["OPENAI_API_KEY"], info.DroppedEnv)
+	}
+}

@@ -105,14 +105,19 @@ type Watch struct {
 // caller has seen; 0: from the first), at most max of them (max <= 0: all
 // there are), the cursor to pass next time, and lost: how many events
 // after cursor are no longer kept (Options.EventHistory) and so were
-// skipped. A consumer that lost events learns the state of the records
-// from List. It is safe for concurrent use, and works after Close.
+// skipped, never negative. A consumer that lost events learns the state
+// of the records from List. A negative cursor means "now": Events(-1, 0)
+// returns no events, the newest Seq as next (0 when there is none yet)
+// and 0 lost, so a consumer can start from the present without copying
+// the history. A cursor beyond the newest Seq returns no events and
+// itself as next. It is safe for concurrent use, and works after Close.
 func (m *Manager) Events(cursor int64, max int) (evs []Event, next int64, lost int64) {
 	return m.events.read(cursor, max, nil)
 }
 
 // WaitEvent blocks until an event after cursor exists (nil, at once if
-// there is one already, even after Close), until ctx ends (an error
+// there is one already, even after Close; a negative cursor is the newest
+// Seq at the call, so WaitEvent(ctx, -1) waits for the next event), until ctx ends (an error
 // wrapping ctx.Err()), or until Close has stopped every record and
 // returned with no event after cursor (an error wrapping ErrClosed). Close
 // wakes every WaitEvent. It starts no goroutine.
@@ -124,6 +129,7 @@ func (m *Manager) WaitEvent(ctx context.Context, cursor int64) error {
 // owners are skipped, and Seq stays the Manager's. lost counts every
 // event after cursor no longer kept, whoever's it was; next is the Seq of
 // the last event looked at, so that the next call does not look again.
+// A negative cursor is "now", the Manager's newest Seq, as there.
 func (s *Scope) Events(cursor int64, max int) (evs []Event, next int64, lost int64) {
 	return s.m.events.read(cursor, max, s)
 }
@@ -319,11 +325,17 @@ type numberedSlot struct {
 
 // slotsLocked copies the slots read returns. The caller holds l.mu.
 func (l *eventLog) slotsLocked(cursor int64, max int, s *Scope) (slots []numberedSlot, next int64, lost int64) {
-	cursor = positiveOr(cursor, 0)
+	if cursor < 0 {
+		cursor = l.last // now
+	}
+	if cursor >= l.last {
+		return nil, cursor, 0
+	}
 	next = cursor
+	// cursor < l.last: cursor+1 cannot overflow, and oldest-1 >= 0.
 	from := l.oldestLocked()
-	if from > cursor+1 {
-		lost = from - cursor - 1
+	if from-1 > cursor {
+		lost = from - 1 - cursor
 	} else {
 		from = cursor + 1
 	}
@@ -351,12 +363,16 @@ func slotEvents(slots []numberedSlot) []Event {
 
 // wait is WaitEvent: of every owner (s nil), or of s's owner.
 func (l *eventLog) wait(ctx context.Context, cursor int64, s *Scope) error {
-	cursor = positiveOr(cursor, 0)
+	if cursor < 0 {
+		l.mu.Lock()
+		cursor = l.last // now
+		l.mu.Unlock()
+	}
 	scanned := cursor // a Scope's waiter looks at each event once
 	for {
 		l.mu.Lock()
 		found := false
-		if l.oldestLocked() > scanned+1 && l.last > cursor {
+		if l.oldestLocked()-1 > scanned && l.last > cursor {
 			found = true // events after cursor were lost: Events says so
 		}
 		for ; !found && scanned < l.last; scanned++ {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -179,6 +180,87 @@ func TestEventsHistory(t *testing.T) {
 	if err := m.Scope("b").WaitEvent(ctx, 1); err != nil {
 		t.Errorf("Scope(b).WaitEvent(1) = %v; want nil (events lost)", err)
 	}
+}
+
+// TestEventsFromNow: a negative cursor means "now" (no events, the
+// newest Seq as next, 0 lost), a cursor beyond the newest Seq returns
+// nothing with itself as next, and lost is never negative, at the ends of
+// int64 too; the same on a Scope, whose "now" is the Manager's newest
+// Seq; WaitEvent with a negative cursor waits for the next event.
+func TestEventsFromNow(t *testing.T) {
+	t.Parallel()
+	ctx, m := testManager(t, proc.Options{EventHistory: 3})
+	for _, cursor := range []int64{-1, math.MinInt64} {
+		if evs, next, lost := m.Events(cursor, 0); evs != nil || next != 0 || lost != 0 {
+			t.Errorf("Events(%d, 0) with no event yet = %v, next %d, lost %d; want none, 0, 0", cursor, evs, next, lost)
+		}
+	}
+	for _, owner := range []string{"a", "b", "a"} {
+		waitFinal(ctx, t, mustStart(t, m.Scope(owner), mgrExitReq(0)))
+	}
+	// Events 1..6 (1..3 no longer kept): a, b, a started/final.
+	readers := []struct {
+		name   string
+		events func(int64, int) ([]proc.Event, int64, int64)
+	}{{"Manager", m.Events}, {"Scope(a)", m.Scope("a").Events}, {"Scope(c)", m.Scope("c").Events}}
+	for _, r := range readers {
+		for _, tc := range []struct {
+			cursor   int64
+			max      int
+			wantNext int64
+		}{
+			{-1, 0, 6}, {-1, 1, 6}, {-2, 0, 6}, {math.MinInt64, 0, 6}, {math.MinInt64 + 1, 0, 6},
+			{6, 0, 6}, {7, 0, 7}, {1 << 40, 0, 1 << 40},
+			{math.MaxInt64 - 1, 0, math.MaxInt64 - 1}, {math.MaxInt64, 0, math.MaxInt64}, {math.MaxInt64, 1, math.MaxInt64},
+		} {
+			if evs, next, lost := r.events(tc.cursor, tc.max); evs != nil || next != tc.wantNext || lost != 0 {
+				t.Errorf("%s.Events(%d, %d) = %v, next %d, lost %d; want none, next %d, lost 0",
+					r.name, tc.cursor, tc.max, evs, next, lost, tc.wantNext)
+			}
+		}
+		for cursor := int64(0); cursor <= 6; cursor++ {
+			if _, next, lost := r.events(cursor, 0); lost < 0 || lost != max(0, 3-cursor) || next != 6 {
+				t.Errorf("%s.Events(%d, 0): next %d, lost %d; want next 6, lost %d", r.name, cursor, next, lost, max(0, 3-cursor))
+			}
+		}
+	}
+
+	// WaitEvent: "now" and beyond wait (an ended ctx says so at once).
+	over, cancel := context.WithCancel(ctx)
+	cancel()
+	for _, cursor := range []int64{-1, math.MinInt64, 6, math.MaxInt64} {
+		if err := m.WaitEvent(over, cursor); !errors.Is(err, context.Canceled) {
+			t.Errorf("WaitEvent(ended ctx, %d) = %v; want context.Canceled (no event after now)", cursor, err)
+		}
+		if err := m.Scope("a").WaitEvent(over, cursor); !errors.Is(err, context.Canceled) {
+			t.Errorf("Scope(a).WaitEvent(ended ctx, %d) = %v; want context.Canceled", cursor, err)
+		}
+	}
+	if err := m.WaitEvent(over, 0); err != nil {
+		t.Errorf("WaitEvent(ended ctx, 0) = %v; want nil (events after 0 exist)", err)
+	}
+	// WaitEvent(-1) wakes at the next event; the Scope's at its owner's.
+	errc := make(chan error, 2)
+	mctx, actx := newCVBlockedCtx(ctx), newCVBlockedCtx(ctx)
+	// Each ends with the next event of a.
+	go func() { errc <- m.WaitEvent(mctx, -1) }()
+	go func() { errc <- m.Scope("a").WaitEvent(actx, -1) }()
+	for _, bctx := range []*cvBlockedCtx{mctx, actx} {
+		select {
+		case <-bctx.waiting.Done():
+		case err := <-errc:
+			t.Fatalf("WaitEvent(-1) = %v before any new event; want it to wait", err)
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
+	}
+	p := mustStart(t, m.Scope("a"), mgrExitReq(0))
+	for range 2 {
+		if err := recv(ctx, t, errc, "WaitEvent(-1)"); err != nil {
+			t.Errorf("WaitEvent(-1) = %v; want nil at the started event of %s", err, p.ID())
+		}
+	}
+	waitFinal(ctx, t, p)
 }
 
 // TestEventsWatch runs watches on a real pump: a line written a byte at a

@@ -124,8 +124,9 @@ func (m *Manager) Run(ctx context.Context, req StartRequest) (Snapshot, error) {
 }
 
 // StartOrGet makes retried starts idempotent. If req.ID names a running or
-// retained record started with the same Command, Args, WorkDir (as
-// requested), Owner, Env, UnsetEnv, ClearEnv, Background, NonInteractive,
+// retained record started with the same Command, Args, WorkDir ("" as it
+// is, any other resolved: "src" asks for what its absolute path does),
+// Owner, Env, UnsetEnv, ClearEnv, Background, NonInteractive,
 // DropEnv (nil and empty differ), Sandbox, Watch and WatchActivity, it
 // returns that record with started == false; other parameters are
 // ErrDuplicateID. Calls with one ID start at most one
@@ -376,7 +377,9 @@ func (m *Manager) startOrGet(req StartRequest, s *Scope) (*Process, bool, error)
 		case inProgress != nil:
 			<-inProgress // then look again
 		case existing != nil:
-			if !existing.startedWith(req) {
+			asked := req
+			asked.WorkDir = m.askedWorkDir(req.WorkDir)
+			if !existing.startedWith(asked) {
 				return nil, false, xerrors.Errorf("start %q: id is held by a process with other parameters: %w", req.ID, ErrDuplicateID)
 			}
 			return existing, false, nil

@@ -962,14 +962,15 @@ func TestUpdateEnvWarningNamesProcess(t *testing.T) {
 	}
 }
 
-// TestStartWorkDir pins the work dir: the request's (made absolute), else
-// Options.WorkingDir when it names an existing directory, else $HOME.
+// TestStartWorkDir pins the work dir: the request's (a relative one joined
+// to the base an empty one gets), else Options.WorkingDir when it names an
+// existing directory, else $HOME.
 func TestStartWorkDir(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing")
-	testdata, err := filepath.Abs("testdata")
-	if err != nil {
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	home, homeErr := os.UserHomeDir()
@@ -988,7 +989,9 @@ func TestStartWorkDir(t *testing.T) {
 		hookCalled bool
 	}{
 		{name: "request", workDir: dir, want: dir},
-		{name: "request-relative", workDir: "testdata", want: testdata},
+		{name: "request-relative", workDir: "sub", hook: func() string { return dir }, want: sub, hookCalled: true},
+		{name: "request-relative-up", workDir: "..", hook: func() string { return sub }, want: dir, hookCalled: true},
+		{name: "request-relative-home", workDir: ".", hook: func() string { return missing }, want: home, needsHome: true, hookCalled: true},
 		{name: "hook", hook: func() string { return dir }, want: dir, hookCalled: true},
 		{name: "hook-missing", hook: func() string { return missing }, want: home, needsHome: true, hookCalled: true},
 		{name: "hook-empty", hook: func() string { return "" }, want: home, needsHome: true, hookCalled: true},

@@ -52,8 +52,9 @@ type Options struct {
 	// request's Owner to the child.
 	OwnerEnv string
 	// DropEnv is the default of StartRequest.DropEnv: path.Match patterns
-	// of inherited variable names removed from every child's environment
-	// (a request with a DropEnv of its own, even empty, replaces it). A
+	// of inherited variable names, matched regardless of case, removed
+	// from every child's environment (a request with a DropEnv of its own,
+	// even empty, replaces it). [SecretEnv] is the usual choice. A
 	// malformed pattern is ErrInvalid at Start.
 	DropEnv []string
 	// HeadBytes and TailBytes size each output buffer. 0: 16 KiB each.

@@ -3,6 +3,7 @@ package proc
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 	"strings"
 	"unicode/utf8"
 	"unsafe"
@@ -30,66 +31,116 @@ import (
 // that Plain(Plain(s)) == Plain(s)). C1 control characters (U+0080 to
 // U+009F) are dropped like the others.
 //
-// The result is never longer than text. Plain runs in time linear in
-// len(text) and makes one allocation, which the result keeps: a line that
-// is overwritten and wider than 256 columns may make it larger than text
-// (by up to 12 bytes per column of such a line).
+// The terminal Plain models is 65,536 columns wide: a line that grows
+// past that wraps, as a terminal's does, into rows of 65,536 columns
+// ended by a newline, and a carriage return, cursor moves and erases
+// then act on the last row. (So a stream can be made plain as it comes,
+// in bounded memory: see [NewPlainWriter].) The result is never longer
+// than text but for those newlines.
+//
+// Plain runs in time linear in len(text) and makes one allocation, which
+// the result keeps: the result's bytes, and, when a row wider than 256
+// columns is overwritten or erased, 4 bytes per column of the widest such
+// row (8 more when erases to its left and to its right both changed it;
+// twice that for a text of 4 GiB or more): at most 768 KiB, however long
+// the line.
 func Plain(text string) string {
 	if text == "" {
 		return ""
 	}
-	buf := make([]byte, plainNeed(0, text))
-	n := plainAppend(buf, 0, text)
+	out, scratch := plainNeed(text, plainRowWidth)
+	buf := make([]byte, out+scratch)
+	n := plainAppend(buf, 0, text, plainRowWidth, buf[out:])
 	if n == 0 {
 		return ""
 	}
 	return unsafe.String(&buf[0], n)
 }
 
-// A line that an overwrite or an erase changes is edited as an array of
-// cells, one per column. A cell is three offsets into the text (32 bits
-// each, 64 for a text of 4 GiB or more): src, the
-// first byte of the character it holds (which is also when it was
-// written), and pre and suf, when an erase-in-line to the left (CSI 1 K)
-// or to the right (CSI 0 K) was made with the cursor on this cell (0:
-// never). A cell is blank if an erase covering it came after its
-// character: every operation is O(1), and the line is rendered once, in
-// two sweeps, when it ends. Without the markers an erase would blank each
-// cell it covers, and a line erased over and over would cost its width
-// each time.
+// A row that an overwrite or an erase changes is edited as an array of
+// cells, one per column. A cell is up to three offsets into the text (32
+// bits each, 64 for a text of 4 GiB or more): src, the first byte of the
+// character it holds (which is also when it was written), and, only when
+// the row holds such erases, pre and suf, when an erase-in-line to the
+// left (CSI 1 K) or to the right (CSI 0 K) was made with the cursor on
+// this cell (0: never). A cell is blank if an erase covering it came
+// after its character: every operation is O(1), and the row is rendered
+// once, in two sweeps, when it ends. Without the markers an erase would
+// blank each cell it covers, and a line erased over and over would cost
+// its width each time.
 const (
-	// plainStackCells cells are kept on the stack; a wider edited line
-	// uses the end of the result's allocation, which plainNeed sizes.
+	// plainStackCells cells are kept on the stack; a wider edited row
+	// uses scratch at the end of the result's allocation, which plainNeed
+	// sizes.
 	plainStackCells = 256
+	plainStackBytes = plainStackCells * 3 * 8
 	// plainMaxParam caps a CSI parameter (no line is that wide).
 	plainMaxParam = 1 << 30
+	// plainRowWidth is the width of the terminal Plain models: a line
+	// wider than that wraps, as a terminal's does, so that a row, and the
+	// cells an edited one needs, stays bounded whatever a line's length.
+	plainRowWidth = 1 << 16
 )
 
+// plainCells are the cells of one row: the src field of each, then,
+// when the row has such erases, the pre and the suf ones.
 type plainCells struct {
-	b    []byte
-	wide bool // 64-bit fields
+	b        []byte
+	wide     bool   // 64-bit fields
+	pre, suf bool   // the fields are there
+	base     [3]int // where each field's array starts in b
+	size     int    // of a field: 4 or 8 bytes
 }
 
-// plainCellSize is the size of a cell for a text of n bytes.
+// plainCellSize is the size of a cell field for a text of n bytes.
 func plainCellSize(n int) int {
 	if uint64(n) > math.MaxUint32 {
-		return 24
+		return 8
 	}
-	return 12
+	return 4
+}
+
+// plainCellsSize is the room cells of a row need (see plainRow).
+func plainCellsSize(textLen, cells int, pre, suf bool) int {
+	fields := 1
+	if pre {
+		fields++
+	}
+	if suf {
+		fields++
+	}
+	return fields * cells * plainCellSize(textLen)
+}
+
+// newPlainCells lays out cells of size-byte fields (plainCellSize) in b.
+func newPlainCells(b []byte, size, cells int, pre, suf bool) plainCells {
+	c := plainCells{b: b, size: size, pre: pre, suf: suf}
+	c.wide = c.size == 8
+	next := cells * c.size
+	if pre {
+		c.base[cellPre] = next
+		next += cells * c.size
+	}
+	if suf {
+		c.base[cellSuf] = next
+	}
+	return c
 }
 
 func (c plainCells) get(i, field int) int {
+	off := c.base[field] + i*c.size
 	if c.wide {
-		return int(binary.NativeEndian.Uint64(c.b[(3*i+field)*8:]))
+		return int(binary.NativeEndian.Uint64(c.b[off:]))
 	}
-	return int(binary.NativeEndian.Uint32(c.b[(3*i+field)*4:]))
+	return int(binary.NativeEndian.Uint32(c.b[off:]))
 }
 
 func (c plainCells) set(i, field, v int) {
+	off := c.base[field] + i*c.size
 	if c.wide {
-		binary.NativeEndian.PutUint64(c.b[(3*i+field)*8:], uint64(v))
+		binary.NativeEndian.PutUint64(c.b[off:], uint64(v))
 	} else {
-		binary.NativeEndian.PutUint32(c.b[(3*i+field)*4:], uint32(v))
+		binary.NativeEndian.PutUint32(c.b[off:], uint32(v))
 	}
 }
 
@@ -258,64 +309,125 @@ func plainLineEnd(text string, s int) (e int, special bool) {
 	return e, false
 }
 
-// plainMeasure reports whether the line text[s:e] is edited (an overwrite
-// or an erase changes it) and how many cells it ends with.
-func plainMeasure(text string, s, e int) (edited bool, cells int) {
-	var c plainCursor
-	for i := s; i < e; {
-		t := plainScan(text, i, e)
-		if t.kind == tokText {
-			edited = edited || c.col < c.ext
-			c.col += utf8.RuneCountInString(text[i:t.end])
-			c.ext = max(c.ext, c.col)
-		} else if k := c.move(t); k >= 0 && c.erases(k) {
-			edited = true
+// plainRow measures the row that starts at r in the line that ends at
+// e: its end, where a character is written with the cursor past the last
+// of width columns (the terminal wraps there), or e; whether it is
+// edited (an overwrite or an erase changes it), how many cells it ends
+// with, and whether it holds an erase to the left (pre) or to the right
+// (suf) that changes it. special is plainLineEnd's: without it the line
+// is characters only. It reads the row's bytes only, not the rest of the
+// line's.
+func plainRow(text string, r, e, width int, special bool) (re int, edited bool, cells int, pre, suf bool) {
+	if !special {
+		if e-r <= width {
+			return e, false, utf8.RuneCountInString(text[r:e]), false, false
 		}
-		i = t.end
+		j, col := r, 0
+		for ; j < e && col < width; col++ {
+			_, size := utf8.DecodeRuneInString(text[j:e])
+			j += size
+		}
+		return j, false, col, false, false
 	}
-	return edited, c.ext
+	var c plainCursor
+	for i := r; i < e; {
+		if !plainTextByte(text, i, e) {
+			t := plainScan(text, i, e)
+			if k := c.move(t); k >= 0 && c.erases(k) {
+				edited = true
+				pre = pre || k == 1
+				suf = suf || k == 0
+			}
+			i = t.end
+			continue
+		}
+		edited = edited || c.col < c.ext
+		// A run of more than 4 bytes a column left holds more characters
+		// than there are columns: scan no further than that.
+		lim := min(e, i+utf8.UTFMax*(width-c.col+1))
+		t := plainScan(text, i, lim)
+		if t.end < lim || lim == e {
+			if n := utf8.RuneCountInString(text[i:t.end]); c.col+n <= width {
+				c.col += n
+				c.ext = max(c.ext, c.col)
+				i = t.end
+				continue
+			}
+		}
+		// The row wraps in this run: a character at a time to there. No
+		// control byte, nor 0xC2, continues a character, so this decodes
+		// as the run does.
+		for c.col < width {
+			_, size := utf8.DecodeRuneInString(text[i:e])
+			i += size
+			c.col++
+		}
+		return i, edited, max(c.ext, c.col), pre, suf
+	}
+	return e, edited, c.ext, pre, suf
 }
 
-// plainNeed returns the length of the buffer plainAppend(buf, w, text)
-// needs: w plus len(text), or more for an edited line too wide for the
-// stack, whose cells go after the place its output ends at the latest.
-func plainNeed(w int, text string) int {
-	need := w + len(text)
-	if len(text) <= plainStackCells {
-		return need // no line has more cells than bytes
+// plainTextByte reports whether text[i] is part of a run of text, as
+// plainScan finds it.
+func plainTextByte(text string, i, e int) bool {
+	b := text[i]
+	return !(b < 0x20 && b != '\t' || b == 0x7f || isC1(text, i, e))
+}
+
+// plainNeed returns the room Plain(text) needs: out bytes of output (the
+// text's length, and a newline for each wrap), and scratch bytes for the
+// cells of the widest edited row too wide for the stack. A pass over
+// the text finds them, when it is longer than the stack's cells.
+func plainNeed(text string, width int) (out, scratch int) {
+	out = len(text)
+	if len(text) <= min(plainStackCells, width) {
+		return out, 0 // no row has more cells or columns than bytes
 	}
 	for s := 0; s < len(text); {
 		e, special := plainLineEnd(text, s)
-		if special {
-			if edited, cells := plainMeasure(text, s, e); edited && cells > plainStackCells {
-				need = max(need, w+e+cells*plainCellSize(len(text)))
+		for r := s; ; {
+			re, edited, cells, pre, suf := plainRow(text, r, e, width, special)
+			if size := plainCellsSize(len(text), cells, pre, suf); edited && size > plainStackBytes {
+				scratch = max(scratch, size)
 			}
+			if re == e {
+				break
+			}
+			out++
+			r = re
 		}
 		s = e + 1
 	}
-	return need
+	return out, scratch
 }
 
-// plainAppend writes Plain(text) into buf at w and returns where it ends.
-// len(buf) must be at least plainNeed(w, text). The output of each line
-// ends at or before where the line ends in text (shifted by w), so cells
-// placed after that are never overwritten while they are in use.
-func plainAppend(buf []byte, w int, text string) int {
-	base := w
-	var stack [plainStackCells * 24]byte
-	wide := plainCellSize(len(text)) == 24
+// plainAppend writes Plain(text), in rows of width columns, into buf at w
+// and returns where it ends. buf must have room for the out bytes
+// plainNeed counts after w, and scratch for its scratch bytes.
+func plainAppend(buf []byte, w int, text string, width int, scratch []byte) int {
+	var stack [plainStackBytes]byte
 	for s := 0; s < len(text); {
 		e, special := plainLineEnd(text, s)
-		if !special {
-			w += copy(buf[w:], text[s:e])
-		} else if edited, cells := plainMeasure(text, s, e); !edited {
-			w = plainCopyLine(buf, w, text, s, e)
-		} else {
-			scratch := plainCells{b: stack[:], wide: wide}
-			if cells > plainStackCells {
-				scratch.b = buf[base+e:]
+		for r := s; ; {
+			re, edited, cells, pre, suf := plainRow(text, r, e, width, special)
+			switch {
+			case !special:
+				w += copy(buf[w:], text[r:re])
+			case !edited:
+				w = plainCopyLine(buf, w, text, r, re)
+			default:
+				b := stack[:]
+				if plainCellsSize(len(text), cells, pre, suf) > len(b) {
+					b = scratch
+				}
+				w = plainEditLine(buf, w, text, r, re, newPlainCells(b, plainCellSize(len(text)), cells, pre, suf))
 			}
-			w = plainEditLine(buf, w, text, s, e, scratch)
+			if re == e {
+				break
+			}
+			buf[w] = '\n'
+			w++
+			r = re
 		}
 		if e < len(text) {
 			buf[w] = '\n'
@@ -334,7 +446,7 @@ func dropStray(buf []byte, w int, text string, i, size int) bool {
 	return size == 1 && b >= 0x80 && b <= 0x9f && w > 0 && buf[w-1] == 0xc2
 }
 
-// plainCopyLine writes a line that nothing overwrites or erases: its text
+// plainCopyLine writes a row that nothing overwrites or erases: its text
 // without escape sequences and control characters.
 func plainCopyLine(buf []byte, w int, text string, s, e int) int {
 	for i := s; i < e; {
@@ -351,19 +463,25 @@ func plainCopyLine(buf []byte, w int, text string, s, e int) int {
 	return w
 }
 
-// plainEditLine writes a line that overwrites or erases, using cells
-// (room for as many cells as plainMeasure counted).
-func plainEditLine(buf []byte, w int, text string, s, e int, cells plainCells) int {
-	var c plainCursor
-	cleared := 0 // when CSI 2 K last blanked the whole line
+// plainEditCells plays the row text[s:e] on cells (room for as many cells,
+// and fields, as plainMeasure counted) and returns the cursor and when CSI
+// 2 K last blanked the whole row. Then each cell's pre holds the latest
+// CSI 1 K at or right of it: a cell is blank if its src is before that,
+// before the returned cleared, or before the latest CSI 0 K at or left of
+// it (the caller's sweep, left to right).
+func plainEditCells(text string, s, e int, cells plainCells) (c plainCursor, cleared int) {
 	for i := s; i < e; {
 		t := plainScan(text, i, e)
 		if t.kind == tokText {
 			for j := i; j < t.end; {
 				_, size := utf8.DecodeRuneInString(text[j:t.end])
 				if c.col == c.ext {
-					cells.set(c.ext, cellPre, 0)
-					cells.set(c.ext, cellSuf, 0)
+					if cells.pre {
+						cells.set(c.ext, cellPre, 0)
+					}
+					if cells.suf {
+						cells.set(c.ext, cellSuf, 0)
+					}
 					c.ext++
 				}
 				cells.set(c.col, cellSrc, j)
@@ -382,20 +500,27 @@ func plainEditLine(buf []byte, w int, text string, s, e int, cells plainCells) i
 		}
 		i = t.end
 	}
-	// A cell is blank if written before the latest CSI 1 K at or right
-	// of it, or CSI 0 K at or left of it: sweep right to left to turn
-	// pre into the former, then left to right, rendering.
-	latest := 0
-	for x := c.ext - 1; x >= 0; x-- {
-		latest = max(latest, cells.get(x, cellPre))
-		cells.set(x, cellPre, latest)
+	if cells.pre {
+		latest := 0
+		for x := c.ext - 1; x >= 0; x-- {
+			latest = max(latest, cells.get(x, cellPre))
+			cells.set(x, cellPre, latest)
+		}
 	}
-	latest = cleared
+	return c, cleared
+}
+
+// plainEditLine writes a row that overwrites or erases, using cells.
+func plainEditLine(buf []byte, w int, text string, s, e int, cells plainCells) int {
+	c, cleared := plainEditCells(text, s, e, cells)
+	latest := cleared
 	blanks := 0 // blank cells not written yet: only text after them does
 	for x := range c.ext {
-		latest = max(latest, cells.get(x, cellSuf))
+		if cells.suf {
+			latest = max(latest, cells.get(x, cellSuf))
+		}
 		src := cells.get(x, cellSrc)
-		if src < latest || src < cells.get(x, cellPre) {
+		if src < latest || cells.pre && src < cells.get(x, cellPre) {
 			blanks++
 			continue
 		}
@@ -412,6 +537,15 @@ func plainEditLine(buf []byte, w int, text string, s, e int, cells plainCells) i
 	return w
 }
 
+// appendPlain appends Plain(text), in rows of width columns, to dst.
+func appendPlain(dst []byte, text string, width int) []byte {
+	out, scratch := plainNeed(text, width)
+	n := len(dst)
+	dst = slices.Grow(dst, out+scratch)
+	buf := dst[:n+out+scratch]
+	return dst[:plainAppend(buf, n, text, width, buf[n+out:])]
+}
+
 // Plain returns o.Text as [Plain] leaves it, with the head and the tail
 // (the text before and after the omission marker) made plain separately
 // and the marker between them as it is. The rendering recorded where the
@@ -426,10 +560,14 @@ func (o Output) Plain() string {
 		return Plain(o.Text)
 	}
 	head, tail := o.Text[:start], o.Text[end:]
-	buf := make([]byte, max(plainNeed(0, head), plainNeed(end, tail)))
-	w := plainAppend(buf, 0, head)
+	headOut, headScratch := plainNeed(head, plainRowWidth)
+	tailOut, tailScratch := plainNeed(tail, plainRowWidth)
+	out := headOut + end - start + tailOut
+	buf := make([]byte, out+max(headScratch, tailScratch))
+	scratch := buf[out:]
+	w := plainAppend(buf, 0, head, plainRowWidth, scratch)
 	w += copy(buf[w:], o.Text[start:end])
-	w = plainAppend(buf, w, tail)
+	w = plainAppend(buf, w, tail, plainRowWidth, scratch)
 	if w == 0 {
 		return ""
 	}

@@ -16,7 +16,12 @@ func TestPlainWideCells(t *testing.T) {
 		var got [2]string
 		for i, wide := range []bool{false, true} {
 			buf := make([]byte, len(in))
-			cells := plainCells{b: make([]byte, 24*len(in)), wide: wide}
+			_, _, n, pre, suf := plainRow(in, 0, len(in), plainRowWidth, true)
+			size := 4
+			if wide {
+				size = 8
+			}
+			cells := newPlainCells(make([]byte, 24*n), size, n, pre, suf)
 			got[i] = string(buf[:plainEditLine(buf, 0, in, 0, len(in), cells)])
 		}
 		if got[0] != got[1] || got[0] != Plain(in) {

@@ -1,8 +1,10 @@
 package proc_test
 
 import (
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -131,6 +133,46 @@ func TestPlainWideLine(t *testing.T) {
 	}
 }
 
+// TestPlainWraps: a line wider than 65,536 columns wraps into rows of
+// that width, as a terminal's, and a carriage return, a cursor move or an
+// erase then acts on the last row; an edited row that wide keeps the one
+// allocation small (it was 12 bytes a column of the line, the cells of
+// which now stop at a row).
+//
+// Not parallel: testing.AllocsPerRun refuses to run in a parallel test.
+func TestPlainWraps(t *testing.T) {
+	const width = 1 << 16
+	row := strings.Repeat("x", width)
+	for _, tc := range []struct{ name, in, want string }{
+		{"exactly-a-row", row + "\rb", "b" + row[1:]},
+		{"one-more", row + "y\rb", row + "\nb"},
+		{"back-stops-at-the-row", row + "yz\x1b[99D\x1b[Kq\n", row + "\nq\n"},
+		{"three-rows", row + row + "tail\rT", row + "\n" + row + "\nTail"},
+		{"wide-chars", strings.Repeat("é", width+2) + "\r\x1b[1C!", strings.Repeat("é", width) + "\né!"},
+		{"next-line-unwrapped", row + "y\nshort\rS", row + "\ny\nShort"},
+	} {
+		if got := proc.Plain(tc.in); got != tc.want {
+			t.Errorf("%s: Plain(%d bytes) = %d bytes %q...%q; want %d bytes %q...%q", tc.name, len(tc.in),
+				len(got), head(got), got[max(0, len(got)-8):], len(tc.want), head(tc.want), tc.want[max(0, len(tc.want)-8):])
+		}
+	}
+	huge := strings.Repeat("x", 4<<20) + "\rb"
+	var out string
+	if n := testing.AllocsPerRun(2, func() { out = proc.Plain(huge) }); n != 1 {
+		t.Errorf("Plain(4 MiB line + \\rb) made %v allocations; want 1", n)
+	}
+	if want := len(huge) - 2 + (4<<20)/width - 1; len(out) != want || !strings.HasSuffix(out, "\nb"+row[1:]) {
+		t.Errorf("Plain(4 MiB line + \\rb) is %d bytes ending %q; want %d ending in a last row \"bxxx...\"", len(out), out[len(out)-8:], want)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	out = proc.Plain(huge)
+	runtime.ReadMemStats(&after)
+	if got, limit := after.TotalAlloc-before.TotalAlloc, uint64(len(huge))+uint64(len(huge))/4; got > limit {
+		t.Errorf("Plain(4 MiB line + \\rb) allocated %d bytes; want at most %d (the output and one row's cells)", got, limit)
+	}
+}
+
 func head(s string) string {
 	if len(s) > 40 {
 		return s[:40]
@@ -161,7 +203,7 @@ func TestPlainOneAllocation(t *testing.T) {
 }
 
 // FuzzPlain checks Plain's invariants: it never panics, its output is
-// never longer than its input, Plain(Plain(s)) == Plain(s), and valid
+// never longer than its input but for the newlines of its wraps, Plain(Plain(s)) == Plain(s), and valid
 // UTF-8 stays valid. Seeds: testdata/plain/*.txt and
 // testdata/fuzz/FuzzPlain.
 func FuzzPlain(f *testing.F) {
@@ -181,7 +223,7 @@ func FuzzPlain(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in string) {
 		out := proc.Plain(in)
-		if len(out) > len(in) {
+		if len(out) > len(in)+len(in)>>16 { // a newline per wrap at most
 			t.Fatalf("Plain(%q) = %q: longer than the input", in, out)
 		}
 		if again := proc.Plain(out); again != out {
@@ -354,17 +396,59 @@ func BenchmarkPlain(b *testing.B) {
 		{"erase-prefix-wide-line", wide + fill("\x1b[99999D\x1b[50000C\x1b[1K")},
 		{"erase-whole-line", strings.Repeat("y", size/4) + fill("\x1b[2Kz")},
 		{"cr-overwrite-wide", wide + fill("\r\x1b[99999Gé")},
+		{"overwrite-4MiB-line", strings.Repeat("x", 4<<20) + "\rb"},
+		{"overwrite-60k-line", strings.Repeat("x", 60_000) + "\rb"},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(bc.in)))
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if out := proc.Plain(bc.in); len(out) > len(bc.in) {
-						b.Fatal("longer than the input")
+					if out := proc.Plain(bc.in); len(out) > len(bc.in)+len(bc.in)>>16 {
+						b.Fatal("longer than the input and its wraps")
 					}
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkPlainWriter feeds inputs of BenchmarkPlain to a PlainWriter in
+// 4 KiB writes, to io.Discard: its cost per byte against Plain's on the
+// whole (BenchmarkPlain), and its allocations, which stay few (its
+// buffers are reused from line to line).
+func BenchmarkPlainWriter(b *testing.B) {
+	const size = 8 << 20
+	var bar strings.Builder
+	for bar.Len() < size {
+		for i := 0; i <= 100; i++ {
+			bar.WriteString("\r\x1b[36m" + strings.Repeat("━", i/5) + strings.Repeat(" ", 20-i/5) + "\x1b[0m " + strconv.Itoa(i) + "%")
+		}
+		bar.WriteString("\ndone\n")
+	}
+	for _, bc := range []struct{ name, in string }{
+		{"plain-log", strings.Repeat("2026-11-25T14:10:00Z INFO request served path=/api/v1/items status=200\n", size/72)},
+		{"progress-bar", bar.String()},
+		{"progress-bar-no-newline", strings.ReplaceAll(bar.String(), "\n", "\r")},
+		{"overwrite-4MiB-line", strings.Repeat("x", 4<<20) + "\rb"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bc.in)))
+			in := []byte(bc.in)
+			for b.Loop() {
+				w := proc.NewPlainWriter(io.Discard)
+				for p := in; len(p) > 0; {
+					k := min(len(p), 4096)
+					if _, err := w.Write(p[:k]); err != nil {
+						b.Fatal(err)
+					}
+					p = p[k:]
+				}
+				if err := w.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }

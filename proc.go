@@ -201,8 +201,10 @@ type Info struct {
 	// received nothing more. The process and its Output were unaffected.
 	TeeError string `json:"tee_error,omitempty"`
 	// DroppedEnv names the inherited variables StartRequest.DropEnv (or
-	// Options.DropEnv) removed from the child's environment, sorted. It
-	// never holds their values.
+	// Options.DropEnv) removed from the child's environment, sorted and
+	// spelled as the environment spelled them. It never holds their
+	// values, nor a name the request's own Env set (that one was
+	// replaced, not dropped).
 	DroppedEnv []string `json:"dropped_env,omitempty"`
 }
 
@@ -405,8 +407,8 @@ func (f *finalStatus) compose(dst, static *Info) {
 }
 
 // asked holds the fields of a request that StartOrGet compares and Info
-// does not carry as requested: the work dir before it was resolved, and the
-// environment (copied, so that a caller changing its map later changes
+// does not carry as requested: the work dir ("" if none was asked for,
+// else the resolved one, which Info carries too), and the environment (copied, so that a caller changing its map later changes
 // nothing here).
 type asked struct {
 	workDir  string
@@ -419,7 +421,8 @@ type asked struct {
 }
 
 // startedWith reports whether req asks for what p was started with, as
-// StartOrGet compares: Command, Args, WorkDir as requested, Owner, Env,
+// StartOrGet compares: Command, Args, WorkDir (req's as askedWorkDir
+// makes it), Owner, Env,
 // UnsetEnv, ClearEnv, Background, NonInteractive, DropEnv, Sandbox (as
 // requested: nil, the default, equals only nil), Watch and WatchActivity.
 // A nil Env, UnsetEnv or Watch equals an empty one.

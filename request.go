@@ -36,7 +36,9 @@ type StartRequest struct {
 	// Args is an exact argv; Args[0] is looked up in $PATH.
 	Args []string `json:"args,omitempty"`
 	// WorkDir must be an existing directory; "" falls back to
-	// Options.WorkingDir, then $HOME.
+	// Options.WorkingDir, then $HOME. A relative WorkDir is resolved
+	// against that same base, never against the host's current
+	// directory. Info.WorkDir holds the absolute path.
 	WorkDir string `json:"work_dir,omitempty"`
 	// Env overrides variables of the base environment.
 	Env map[string]string `json:"env,omitempty"`
@@ -53,10 +55,10 @@ type StartRequest struct {
 	// that a command neither pages, nor prompts for git credentials, nor
 	// paints colours. UnsetEnv still removes them.
 	NonInteractive bool `json:"non_interactive,omitempty"`
-	// DropEnv holds path.Match patterns ("*_TOKEN", "*SECRET*", "AWS_*")
-	// of variable names removed from the inherited environment
-	// (os.Environ() and Options.UpdateEnv); Env, Options.OwnerEnv and what
-	// NonInteractive sets are never dropped. The names removed, never the
+	// DropEnv holds path.Match patterns ([SecretEnv], "AWS_*") of
+	// variable names, matched regardless of case, removed from the
+	// inherited environment (os.Environ() and Options.UpdateEnv); Env,
+	// Options.OwnerEnv and what NonInteractive sets are never dropped. The names removed, never the
 	// values, are in Info.DroppedEnv. nil: Options.DropEnv; an empty list
 	// drops nothing (and encodes as [], where nil is left out). A
 	// malformed pattern is ErrInvalid.
@@ -195,6 +197,9 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 		return nil, err
 	}
 	sp.dir = dir
+	if req.WorkDir != "" {
+		sp.asked.workDir = dir
+	}
 	if sp.watch, err = newEventWatch(req, sp.maxLine); err != nil {
 		return nil, err
 	}
@@ -219,7 +224,6 @@ func (m *Manager) validOptions(req StartRequest) error {
 // that the caller's later changes to req do not reach the record.
 func askedOf(req StartRequest) asked {
 	return asked{
-		workDir:  req.WorkDir,
 		env:      maps.Clone(req.Env),
 		unsetEnv: slices.Clone(req.UnsetEnv),
 		clearEnv: req.ClearEnv,
@@ -296,19 +300,40 @@ func validate(req StartRequest) error {
 	return validDropEnv("StartRequest.DropEnv", req.DropEnv)
 }
 
-// workDir resolves the work dir: the request's (which must exist), then
-// Options.WorkingDir (if it exists), then $HOME, then the current directory.
+// workDir resolves the work dir, absolute: the request's if absolute;
+// a relative one joined to the base an empty one gets (workBase), never to
+// the host's current directory; it must be an existing directory. An
+// empty one is the base itself, else the host's current directory.
 func (m *Manager) workDir(requested string) (string, error) {
-	if requested != "" {
-		fi, err := os.Stat(requested)
-		if err != nil {
-			return "", xerrors.Errorf("start: work dir %s: %v: %w", quotePath(requested), err, ErrInvalid)
+	if requested == "" {
+		if base, ok := m.workBase(); ok {
+			return base, nil
 		}
-		if !fi.IsDir() {
-			return "", xerrors.Errorf("start: work dir %s is not a directory: %w", quotePath(requested), ErrInvalid)
-		}
-		return filepath.Abs(requested)
+		return os.Getwd()
 	}
+	dir := requested
+	if !filepath.IsAbs(requested) {
+		base, ok := m.workBase()
+		if !ok {
+			return "", xerrors.Errorf("start: relative work dir %s: neither Options.WorkingDir nor $HOME is an existing directory to resolve it against: %w",
+				quotePath(requested), ErrInvalid)
+		}
+		dir = filepath.Join(base, requested)
+		if err := isDir(dir); err != nil {
+			return "", xerrors.Errorf("start: work dir %s, resolved against %s: %v: %w", quotePath(requested), quotePath(base), err, ErrInvalid)
+		}
+		return dir, nil
+	}
+	if err := isDir(dir); err != nil {
+		return "", xerrors.Errorf("start: work dir %s: %v: %w", quotePath(requested), err, ErrInvalid)
+	}
+	return filepath.Clean(dir), nil
+}
+
+// workBase is the work dir of a request that names none, absolute:
+// Options.WorkingDir() if it is an existing directory, else $HOME if it is
+// one; ok is false when neither is.
+func (m *Manager) workBase() (base string, ok bool) {
 	var candidates []string
 	if m.opts.WorkingDir != nil {
 		candidates = append(candidates, m.opts.WorkingDir())
@@ -317,12 +342,42 @@ func (m *Manager) workDir(requested string) (string, error) {
 		candidates = append(candidates, home)
 	}
 	for _, dir := range candidates {
-		if dir == "" {
+		if dir == "" || isDir(dir) != nil {
 			continue
 		}
-		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
-			return filepath.Abs(dir)
+		if abs, err := filepath.Abs(dir); err == nil {
+			return abs, true
 		}
 	}
-	return os.Getwd()
+	return "", false
+}
+
+// isDir returns why dir is not an existing directory, or nil.
+func isDir(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return xerrors.New("not a directory")
+	}
+	return nil
+}
+
+// askedWorkDir is the WorkDir StartOrGet compares: "" as it is (the
+// base, whatever it is at the time), any other resolved as workDir would
+// (without looking whether it exists), so that "src" and the absolute path
+// it resolves to ask for the same, and "src" against another base does
+// not. A relative one with no base stays as it is, equal to no record's.
+func (m *Manager) askedWorkDir(requested string) string {
+	switch {
+	case requested == "":
+		return ""
+	case filepath.IsAbs(requested):
+		return filepath.Clean(requested)
+	}
+	if base, ok := m.workBase(); ok {
+		return filepath.Join(base, requested)
+	}
+	return requested
 }

@@ -199,14 +199,15 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if flags.NArg() == 0 {
 		return 0, demo(ctx, stdout)
 	}
-	if cfg.dir == "" {
-		// The library's default is $HOME; a command-line tool runs where
-		// it is called.
+	if cfg.dir == "" || !filepath.IsAbs(cfg.dir) {
+		// The library's default is $HOME, and it resolves a relative
+		// WorkDir against that; a command-line tool runs where it is
+		// called, and resolves -dir against it.
 		wd, err := os.Getwd()
 		if err != nil {
 			return 0, xerrors.Errorf("current directory: %w", err)
 		}
-		cfg.dir = wd
+		cfg.dir = filepath.Join(wd, cfg.dir)
 	}
 	return runOne(ctx, cfg, flags.Args(), stdin, stdout, stderr)
 }

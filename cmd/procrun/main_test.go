@@ -162,6 +162,17 @@ func TestProcrun(t *testing.T) {
 		if got := strings.TrimSpace(prSnapshot(t, r).Output.Text); prRealDir(t, got) != prRealDir(t, there) {
 			t.Errorf("pwd under procrun -dir %s printed %q", there, got)
 		}
+		// A relative -dir is resolved against procrun's current directory
+		// (the library would resolve it against $HOME).
+		if err := os.Mkdir(filepath.Join(here, "sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		r = prRun(ctx, t, bin, here, "-dir", "sub", "--", "pwd")
+		snap := prSnapshot(t, r)
+		want := filepath.Join(here, "sub")
+		if got := strings.TrimSpace(snap.Output.Text); prRealDir(t, got) != prRealDir(t, want) || snap.Info.WorkDir != want {
+			t.Errorf("pwd under procrun -dir sub in %s printed %q, Info.WorkDir %q; want %s", here, got, snap.Info.WorkDir, want)
+		}
 	})
 
 	// The snapshot is for people and scripts: <, > and & stay as they are.
