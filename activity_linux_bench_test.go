@@ -83,8 +83,9 @@ func cpuTime(b *testing.B) time.Duration {
 // wide build or test run. It also reports the CPU time per look
 // (cpu-us/op), which is what a poller pays. "warm" looks again and again,
 // as callers and pollers do; "afresh" forgets what earlier looks kept
-// before each, as the first look at a tree. Target (design section 15):
-// under 5 ms a look.
+// before each, as the first look at a tree. Run it with -benchtime=100x
+// or more, so that each figure is a block of looks. Target (design
+// section 15): under 5 ms a look.
 func BenchmarkActivityWide(b *testing.B) {
 	for _, mode := range treeModes {
 		b.Run(mode.name, func(b *testing.B) {

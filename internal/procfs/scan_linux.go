@@ -183,7 +183,7 @@ func (s *Scanner) begin(pid int, files Files) (_ Stat, ok bool) {
 // it.
 func (s *Scanner) threadCall(dir string) (waits, blocked bool) {
 	data, ok := s.read(dir + "/syscall")
-	if !ok || len(data) == 0 || data[0] < '0' && data[0] != '-' || data[0] > '9' {
+	if !ok || !offCPU(data) {
 		return false, false
 	}
 	if s.files.None() {
@@ -204,6 +204,13 @@ func (s *Scanner) threadCall(dir string) (waits, blocked bool) {
 		return args[0] <= math.MaxInt32 && s.epollWaits(int(args[0])), true
 	}
 	return false, true
+}
+
+// offCPU reports whether a /proc/.../syscall line shows its thread off
+// its CPU: it names a call, or reads -1 for a thread blocked outside one,
+// and not "running".
+func offCPU(line []byte) bool {
+	return len(line) > 0 && (line[0] == '-' || line[0] >= '0' && line[0] <= '9')
 }
 
 // parseSyscall reads the fields of a /proc/.../syscall line: "running",
