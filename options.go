@@ -32,7 +32,8 @@ type Options struct {
 	// Shell runs StartRequest.Command as Shell + [Command].
 	// nil: {"sh", "-c"}; on Windows {"cmd.exe", "/C"}.
 	Shell []string
-	// WorkingDir is the work dir of requests that name none, when it returns
+	// WorkingDir is the work dir of requests that name none, and the base
+	// a relative StartRequest.WorkDir is resolved against, when it returns
 	// an existing directory; otherwise $HOME is used.
 	WorkingDir func() string
 	// UpdateEnv may rewrite the base environment (os.Environ()) of every
