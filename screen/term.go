@@ -68,13 +68,36 @@ type term struct {
 
 	// reply holds answers to queries not yet sent; bounded by maxReply.
 	reply []byte
+
+	// widthCache remembers the widths of recent characters beyond ASCII,
+	// by their low bits: measuring one is a table search.
+	widthCache [256]cachedWidth
 }
 
+type cachedWidth struct {
+	r rune // 0: empty
+	w int8
+}
+
+// What the program writes is bounded by these, whatever it writes: the
+// state of a sequence in progress, the marks of a cell and the replies
+// waiting to be sent have a fixed maximum size, and every byte costs at
+// most a fixed amount of work beside what it draws.
 const (
+	// maxParams parameters of a control sequence are kept, each at most
+	// maxParam; further ones and further digits are read and dropped.
 	maxParams = 16
 	maxParam  = 65535
-	maxStr    = 64 // long enough for every OSC query answered here
-	maxReply  = 64 << 10
+	// maxStr bytes of an OSC, DCS, SOS, PM or APC string are kept (long
+	// enough for every query answered here); the rest is swallowed up to
+	// the string's terminator and the string is not acted on.
+	maxStr = 64
+	// maxMarks combining marks are kept on a cell; more are dropped, as
+	// terminals do.
+	maxMarks = 16
+	// maxReply bytes of replies to queries wait to be sent; queries
+	// beyond it go unanswered.
+	maxReply = 64 << 10
 	// wideTail marks the right half of a two-column character.
 	wideTail rune = -1
 )
@@ -96,26 +119,46 @@ const (
 var widths = &runewidth.Condition{StrictEmojiNeutral: true}
 
 // line is one row of cells. A cell is 0 (blank), a character, or
-// wideTail. Combining marks sit in marks, keyed by their base's column.
-// Every cell from end on is blank, so that clearing, trimming and keeping
-// a row cost what it holds, not its width.
+// wideTail. Every cell from end on is blank, so that clearing, trimming
+// and keeping a row cost what it holds, not its width.
 type line struct {
-	c     []rune
-	end   int
-	marks map[int]string
+	c   []rune
+	end int
+	// marks holds the combining marks of the cell of the same column, at
+	// most maxMarks each, only on cells that are not blank; it is empty or
+	// as long as c, and marked reports whether a mark may be set.
+	marks  []string
+	marked bool
+	// epoch is the grid's clear count when the line was last blanked or
+	// written: a line from an older epoch is blank (see grid.row).
+	epoch uint64
 }
 
 // blank clears the whole line.
 func (l *line) blank() {
 	clear(l.c[:l.end])
+	if l.marked {
+		clear(l.marks[:l.end])
+		l.marked = false
+	}
 	l.end = 0
-	l.marks = nil
+}
+
+// clearMarks drops the marks of columns from..to-1.
+func (l *line) clearMarks(from, to int) {
+	if l.marked && from < l.end {
+		clear(l.marks[from:min(to, l.end)])
+	}
 }
 
 // grid is a screen: a ring of rows, row y at lines[(off+y) % rows].
+// Clearing the whole screen only counts a new epoch, so that it costs the
+// same whatever the size (programs clear on every alternate-screen
+// switch); a row is blanked when it is next reached.
 type grid struct {
 	lines []line
 	off   int
+	epoch uint64
 	saved savedCursor // DECSC for this screen
 }
 
@@ -142,7 +185,7 @@ func (s *scrollback) push(l *line) {
 		return
 	}
 	end := l.end
-	for end > 0 && l.c[end-1] == 0 && len(l.marks) == 0 {
+	for end > 0 && l.c[end-1] == 0 {
 		end--
 	}
 	var slot *line
@@ -155,12 +198,10 @@ func (s *scrollback) push(l *line) {
 	}
 	slot.c = append(slot.c[:0], l.c[:end]...)
 	slot.end = end
-	slot.marks = nil
-	if len(l.marks) > 0 {
-		slot.marks = make(map[int]string, len(l.marks))
-		for x, m := range l.marks {
-			slot.marks[x] = m
-		}
+	clear(slot.marks)
+	slot.marks, slot.marked = slot.marks[:0], l.marked
+	if l.marked {
+		slot.marks = append(slot.marks, l.marks[:end]...)
 	}
 }
 
@@ -217,11 +258,15 @@ func (t *term) resetTabs() {
 	}
 }
 
-// write feeds the terminal's output to the emulator.
+// write feeds the terminal's output to the emulator. Runs of printable
+// ASCII, whole UTF-8 characters and the bytes of a string are read in
+// loops of their own; everything else goes through advance, a byte at a
+// time.
 func (t *term) write(p []byte) {
 	for i := 0; i < len(p); {
 		b := p[i]
-		if t.state == sGround && t.utfN == 0 && b >= 0x20 && b < 0x7f {
+		switch {
+		case t.state == sGround && t.utfN == 0 && b >= 0x20 && b < 0x7f:
 			j := i + 1
 			for j < len(p) && p[j] >= 0x20 && p[j] < 0x7f {
 				j++
@@ -229,10 +274,38 @@ func (t *term) write(p []byte) {
 			t.printASCII(p[i:j])
 			i = j
 			continue
+		case t.state == sGround && t.utfN == 0 && b >= 0x80:
+			// A whole, valid character decodes here as advance would
+			// decode it byte by byte; anything else goes there.
+			if r, size := utf8.DecodeRune(p[i:]); size > 1 {
+				t.print(r)
+				i += size
+				continue
+			}
+		case t.state == sStr:
+			j := i
+			for j < len(p) && !strEnds(p[j]) {
+				j++
+			}
+			if len(t.str)+(j-i) > maxStr {
+				t.strLong = true
+			}
+			if keep := min(j-i, maxStr-len(t.str)); keep > 0 {
+				t.str = append(t.str, p[i:i+keep]...)
+			}
+			if j == len(p) {
+				return
+			}
+			i = j
 		}
-		t.advance(b)
+		t.advance(p[i])
 		i++
 	}
+}
+
+// strEnds reports whether b ends a string or may (ESC starts ST).
+func strEnds(b byte) bool {
+	return b == 0x1b || b == 0x07 || b == 0x18 || b == 0x1a
 }
 
 // advance runs the parser over one byte that is not part of a run of
@@ -697,9 +770,7 @@ func (t *term) switchScreen(alt, clearAlt bool) {
 }
 
 func (t *term) clearGrid(g *grid) {
-	for i := range g.lines {
-		g.lines[i].blank()
-	}
+	g.epoch++
 }
 
 func (t *term) fullReset() {
@@ -837,8 +908,8 @@ func put(l *line, x int, r rune) {
 	if x >= l.end {
 		l.end = x + 1
 	}
-	if len(l.marks) > 0 {
-		delete(l.marks, x)
+	if l.marked {
+		l.marks[x] = ""
 	}
 }
 
@@ -851,7 +922,7 @@ func (t *term) print(r rune) {
 		if r < 0xa0 { // C1 controls, as UTF-8: nothing on the screen
 			return
 		}
-		w = widths.RuneWidth(r)
+		w = t.width(r)
 	}
 	if w == 0 {
 		t.addMark(r)
@@ -892,6 +963,15 @@ func (t *term) print(r rune) {
 	t.x += w
 }
 
+// width is widths.RuneWidth(r), remembered.
+func (t *term) width(r rune) int {
+	c := &t.widthCache[r&0xff]
+	if c.r != r {
+		c.r, c.w = r, int8(widths.RuneWidth(r))
+	}
+	return int(c.w)
+}
+
 // addMark attaches a zero-width character to the one before the cursor.
 func (t *term) addMark(r rune) {
 	x := t.x
@@ -905,10 +985,31 @@ func (t *term) addMark(r rune) {
 	if x < 0 || l.c[x] == 0 {
 		return
 	}
-	if l.marks == nil {
-		l.marks = make(map[int]string)
+	if len(l.marks) == 0 {
+		l.marks = make([]string, len(l.c))
 	}
-	l.marks[x] += string(r)
+	m := l.marks[x]
+	if fullMarks(m) {
+		return
+	}
+	l.marks[x] = m + string(r)
+	l.marked = true
+}
+
+// fullMarks reports whether the marks m of a cell are maxMarks already.
+// Marks are U+00A0 and above, two bytes or more each: fewer than
+// 2*maxMarks bytes leave room.
+func fullMarks(m string) bool {
+	if len(m) < 2*maxMarks {
+		return false
+	}
+	n := 0
+	for i := 0; i < len(m); i++ {
+		if m[i]&0xc0 != 0x80 {
+			n++
+		}
+	}
+	return n >= maxMarks
 }
 
 // Cursor movement.
@@ -1029,13 +1130,19 @@ func (t *term) scrollDownIn(from, n int) {
 	}
 }
 
-// row returns screen row y.
+// row returns screen row y, blanked first if the screen was cleared
+// since the row was last reached.
 func (g *grid) row(y int) *line {
 	i := g.off + y
 	if i >= len(g.lines) {
 		i -= len(g.lines)
 	}
-	return &g.lines[i]
+	l := &g.lines[i]
+	if l.epoch != g.epoch {
+		l.blank()
+		l.epoch = g.epoch
+	}
+	return l
 }
 
 // rotate moves screen rows from..to-1 up by k: row from+k becomes row
@@ -1072,17 +1179,13 @@ func (t *term) clearCells(y, from, to int) {
 	if to < len(c) && c[to] == wideTail {
 		c[to] = 0
 	}
-	clear(c[from:to])
+	// Cells from end on are blank already: clearing costs what the row
+	// holds, not its width.
+	clear(c[from:min(to, max(l.end, from))])
 	if to >= l.end {
 		l.end = min(l.end, from)
 	}
-	if len(l.marks) > 0 {
-		for x := range l.marks {
-			if x >= from-1 && x < to {
-				delete(l.marks, x)
-			}
-		}
-	}
+	l.clearMarks(max(from-1, 0), to)
 }
 
 func (t *term) eraseLine(mode int) {
@@ -1128,13 +1231,17 @@ func (t *term) shiftRight(l *line, x, n int) {
 	if c[x] == wideTail && x > 0 {
 		c[x-1], c[x] = 0, 0
 	}
-	copy(c[x+n:], c[x:t.cols-n])
-	clear(c[x : x+n])
+	l.clearMarks(x, t.cols)
+	if l.end <= x {
+		return
+	}
+	// Cells from end on are blank: only what the row holds moves.
+	copy(c[x+n:], c[x:min(l.end, t.cols-n)])
+	clear(c[x:min(x+n, l.end)])
 	l.end = min(l.end+n, t.cols)
-	if c[t.cols-1] != wideTail && t.cols > 1 && widths.RuneWidth(c[t.cols-1]) == 2 {
+	if c[t.cols-1] != wideTail && t.cols > 1 && t.width(c[t.cols-1]) == 2 {
 		c[t.cols-1] = 0
 	}
-	dropMarksFrom(l, x)
 }
 
 func (t *term) deleteCells(n int) {
@@ -1145,21 +1252,21 @@ func (t *term) deleteCells(n int) {
 	if c[t.x] == wideTail && t.x > 0 {
 		c[t.x-1] = 0
 	}
-	copy(c[t.x:], c[t.x+n:])
-	clear(c[t.cols-n:])
+	// The marks of the cells that move are dropped (rare enough not to
+	// move them along).
+	l.clearMarks(t.x, t.cols)
+	if l.end <= t.x {
+		return
+	}
+	// Cells from end on are blank: only what the row holds moves.
+	end := l.end
+	if t.x+n < end {
+		copy(c[t.x:], c[t.x+n:end])
+	}
+	clear(c[max(end-n, t.x):end])
+	l.end = max(end-n, t.x)
 	if c[t.x] == wideTail {
 		c[t.x] = 0
-	}
-	dropMarksFrom(l, t.x)
-}
-
-// dropMarksFrom drops the combining marks from column x on, whose cells
-// moved (rare enough not to move them along).
-func dropMarksFrom(l *line, x int) {
-	for k := range l.marks {
-		if k >= x {
-			delete(l.marks, k)
-		}
 	}
 }
 
@@ -1168,7 +1275,7 @@ func dropMarksFrom(l *line, x int) {
 // appendRow appends a row as text, trailing blanks trimmed, to b.
 func appendRow(b []byte, l *line) []byte {
 	end := l.end
-	for end > 0 && (l.c[end-1] == 0 || l.c[end-1] == ' ') && (len(l.marks) == 0 || l.marks[end-1] == "") {
+	for end > 0 && (l.c[end-1] == 0 || l.c[end-1] == ' ') && (!l.marked || l.marks[end-1] == "") {
 		end--
 	}
 	for x, r := range l.c[:end] {
@@ -1182,7 +1289,7 @@ func appendRow(b []byte, l *line) []byte {
 		default:
 			b = utf8.AppendRune(b, r)
 		}
-		if len(l.marks) > 0 {
+		if l.marked {
 			b = append(b, l.marks[x]...)
 		}
 	}
@@ -1211,7 +1318,7 @@ func (t *term) resize(rows, cols int) {
 		for i := range t.rows - dropTop - dropBottom {
 			copyLine(&lines[i], g.row(dropTop+i))
 		}
-		g.lines, g.off = lines, 0
+		g.lines, g.off, g.epoch = lines, 0, 0
 		s := &g.saved
 		s.x, s.y = min(s.x, cols-1), min(max(s.y-dropTop, 0), rows-1)
 	}
@@ -1233,12 +1340,16 @@ func copyLine(dst, src *line) {
 	if n > 0 && n < len(src.c) && src.c[n] == wideTail {
 		dst.c[n-1] = 0
 	}
-	for x, m := range src.marks {
-		if x < n && dst.c[x] != 0 {
-			if dst.marks == nil {
-				dst.marks = make(map[int]string)
+	if !src.marked {
+		return
+	}
+	for x, m := range src.marks[:n] {
+		if m != "" && dst.c[x] != 0 {
+			if len(dst.marks) == 0 {
+				dst.marks = make([]string, len(dst.c))
 			}
 			dst.marks[x] = m
+			dst.marked = true
 		}
 	}
 }
