@@ -144,6 +144,14 @@ func (l *line) blank() {
 	l.end = 0
 }
 
+// zero blanks cell x, which is before end.
+func (l *line) zero(x int) {
+	l.c[x] = 0
+	if l.marked {
+		l.marks[x] = ""
+	}
+}
+
 // clearMarks drops the marks of columns from..to-1.
 func (l *line) clearMarks(from, to int) {
 	if l.marked && from < l.end {
@@ -159,7 +167,10 @@ type grid struct {
 	lines []line
 	off   int
 	epoch uint64
-	saved savedCursor // DECSC for this screen
+	// Screen rows spanTop..spanBot-1 are turned by rot: row y of the span
+	// is the (y+rot)-th of the ring, cyclically within the span.
+	spanTop, spanBot, rot int
+	saved                 savedCursor // DECSC for this screen
 }
 
 type savedCursor struct {
@@ -899,7 +910,7 @@ func (t *term) printASCII(run []byte) {
 func put(l *line, x int, r rune) {
 	c := l.c
 	if c[x] == wideTail && x > 0 {
-		c[x-1] = 0
+		l.zero(x - 1)
 	}
 	if x+1 < len(c) && c[x+1] == wideTail {
 		c[x+1] = 0
@@ -1088,7 +1099,11 @@ func (t *term) reverseIndex() {
 }
 
 // Scrolling moves rows, not cells: the whole screen scrolls by turning
-// its ring of rows, a region by swapping rows.
+// its ring of rows, a span of rows (a scroll region, or the rows below
+// the cursor for inserting and deleting lines) by turning a ring of its
+// own (grid.rot), so that a scroll costs the rows it blanks whatever the
+// span's height. Only scrolling another span than the last one moves the
+// rows of the last one into place first.
 
 // scrollUpIn moves rows from..bot-1 up by n, blank rows entering at the
 // bottom of the region. Rows leaving the top of the main screen go to the
@@ -1106,13 +1121,14 @@ func (t *term) scrollUpIn(from, n int, toScrollback bool) {
 		}
 	}
 	if from == 0 && t.bot == t.rows {
+		g.settle()
 		for i := 0; i < n; i++ {
 			g.row(i).blank()
 		}
 		g.off = (g.off + n) % t.rows
 		return
 	}
-	g.rotate(from, t.bot, n)
+	g.turn(from, t.bot, n)
 	for i := t.bot - n; i < t.bot; i++ {
 		g.row(i).blank()
 	}
@@ -1124,15 +1140,46 @@ func (t *term) scrollDownIn(from, n int) {
 	if n <= 0 {
 		return
 	}
-	t.g.rotate(from, t.bot, t.bot-from-n)
+	t.g.turn(from, t.bot, -n)
 	for i := from; i < from+n; i++ {
 		t.g.row(i).blank()
 	}
 }
 
+// turn moves screen rows from..to-1 up by k (down for a negative k),
+// cyclically: the rows that leave at one end enter at the other.
+func (g *grid) turn(from, to, k int) {
+	size := to - from
+	if k%size == 0 {
+		return
+	}
+	if g.rot != 0 && (g.spanTop != from || g.spanBot != to) {
+		g.settle()
+	}
+	g.spanTop, g.spanBot = from, to
+	g.rot = ((g.rot+k)%size + size) % size
+}
+
+// settle moves the rows of the turned span into place: row y of the
+// screen is the y-th of the ring of lines again.
+func (g *grid) settle() {
+	if g.rot == 0 {
+		return
+	}
+	k := g.rot
+	g.rot = 0
+	g.rotate(g.spanTop, g.spanBot, k)
+}
+
 // row returns screen row y, blanked first if the screen was cleared
 // since the row was last reached.
 func (g *grid) row(y int) *line {
+	if g.rot != 0 && y >= g.spanTop && y < g.spanBot {
+		y += g.rot
+		if y >= g.spanBot {
+			y -= g.spanBot - g.spanTop
+		}
+	}
 	i := g.off + y
 	if i >= len(g.lines) {
 		i -= len(g.lines)
@@ -1182,10 +1229,10 @@ func (t *term) clearCells(y, from, to int) {
 	// Cells from end on are blank already: clearing costs what the row
 	// holds, not its width.
 	clear(c[from:min(to, max(l.end, from))])
+	l.clearMarks(max(from-1, 0), to)
 	if to >= l.end {
 		l.end = min(l.end, from)
 	}
-	l.clearMarks(max(from-1, 0), to)
 }
 
 func (t *term) eraseLine(mode int) {
@@ -1229,7 +1276,8 @@ func (t *term) shiftRight(l *line, x, n int) {
 	n = min(n, t.cols-x)
 	c := l.c
 	if c[x] == wideTail && x > 0 {
-		c[x-1], c[x] = 0, 0
+		l.zero(x - 1)
+		c[x] = 0
 	}
 	l.clearMarks(x, t.cols)
 	if l.end <= x {
@@ -1250,7 +1298,7 @@ func (t *term) deleteCells(n int) {
 	l := t.g.row(t.y)
 	c := l.c
 	if c[t.x] == wideTail && t.x > 0 {
-		c[t.x-1] = 0
+		l.zero(t.x - 1)
 	}
 	// The marks of the cells that move are dropped (rare enough not to
 	// move them along).
@@ -1318,7 +1366,7 @@ func (t *term) resize(rows, cols int) {
 		for i := range t.rows - dropTop - dropBottom {
 			copyLine(&lines[i], g.row(dropTop+i))
 		}
-		g.lines, g.off, g.epoch = lines, 0, 0
+		g.lines, g.off, g.epoch, g.rot = lines, 0, 0, 0
 		s := &g.saved
 		s.x, s.y = min(s.x, cols-1), min(max(s.y-dropTop, 0), rows-1)
 	}
