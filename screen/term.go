@@ -1,6 +1,8 @@
 package screen
 
 import (
+	"bytes"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 
@@ -40,7 +42,7 @@ type term struct {
 	insert     bool // IRM
 	// modes keeps the DEC private modes programs set or reset, for DECRQM.
 	modes map[int]bool
-	tabs  []bool
+	tabs  []byte // 1 at a tab stop, 0 elsewhere
 	// charsets: G0 and G1 are DEC special graphics (line drawing) when
 	// true; gl is the one in use (SI selects G0, SO G1).
 	charsets [2]bool
@@ -165,6 +167,9 @@ func (l *line) clearMarks(from, to int) {
 // switch); a row is blanked when it is next reached.
 type grid struct {
 	lines []line
+	// used has a bit per line of lines, set when the line may hold
+	// something: every line reached for writing gets it.
+	used  []uint64
 	off   int
 	epoch uint64
 	// Screen rows spanTop..spanBot-1 are turned by rot: row y of the span
@@ -238,12 +243,14 @@ func (s *scrollback) clear() { s.rows, s.start = nil, 0 }
 
 func newTerm(rows, cols, scrollbackRows int) *term {
 	t := &term{rows: rows, cols: cols, sb: scrollback{limit: scrollbackRows}}
-	t.main.lines = newLines(rows, cols)
-	t.alt.lines = newLines(rows, cols)
+	t.main.lines, t.main.used = newLines(rows, cols), newUsed(rows)
+	t.alt.lines, t.alt.used = newLines(rows, cols), newUsed(rows)
 	t.g = &t.main
 	t.resetModes()
 	return t
 }
+
+func newUsed(rows int) []uint64 { return make([]uint64, (rows+63)/64) }
 
 func newLines(rows, cols int) []line {
 	cells := make([]rune, rows*cols)
@@ -263,9 +270,9 @@ func (t *term) resetModes() {
 }
 
 func (t *term) resetTabs() {
-	t.tabs = make([]bool, t.cols)
+	t.tabs = make([]byte, t.cols)
 	for i := 8; i < t.cols; i += 8 {
-		t.tabs[i] = true
+		t.tabs[i] = 1
 	}
 }
 
@@ -461,7 +468,7 @@ func (t *term) escByte(b byte) {
 	case 'M':
 		t.reverseIndex()
 	case 'H':
-		t.tabs[t.x] = true
+		t.tabs[t.x] = 1
 	case 'c':
 		t.fullReset()
 	}
@@ -638,7 +645,7 @@ func (t *term) csi(final byte) {
 	case 'g': // TBC
 		switch t.param0(0) {
 		case 0:
-			t.tabs[t.x] = false
+			t.tabs[t.x] = 0
 		case 3:
 			clear(t.tabs)
 		}
@@ -1008,19 +1015,29 @@ func (t *term) addMark(r rune) {
 }
 
 // fullMarks reports whether the marks m of a cell are maxMarks already.
-// Marks are U+00A0 and above, two bytes or more each: fewer than
-// 2*maxMarks bytes leave room.
+// Marks are U+00A0 and above, two to four bytes each: fewer than
+// 2*maxMarks bytes leave room, 4*maxMarks bytes do not; in between, the
+// bytes that start a character are counted, eight at a time.
 func fullMarks(m string) bool {
 	if len(m) < 2*maxMarks {
 		return false
 	}
-	n := 0
-	for i := 0; i < len(m); i++ {
-		if m[i]&0xc0 != 0x80 {
-			n++
+	if len(m) >= 4*maxMarks {
+		return true
+	}
+	cont := 0 // continuation bytes, 10xxxxxx
+	i := 0
+	for ; i+8 <= len(m); i += 8 {
+		w := uint64(m[i]) | uint64(m[i+1])<<8 | uint64(m[i+2])<<16 | uint64(m[i+3])<<24 |
+			uint64(m[i+4])<<32 | uint64(m[i+5])<<40 | uint64(m[i+6])<<48 | uint64(m[i+7])<<56
+		cont += bits.OnesCount64(w & 0x8080808080808080 &^ (w << 1))
+	}
+	for ; i < len(m); i++ {
+		if m[i]&0xc0 == 0x80 {
+			cont++
 		}
 	}
-	return n >= maxMarks
+	return len(m)-cont >= maxMarks
 }
 
 // Cursor movement.
@@ -1057,23 +1074,34 @@ func (t *term) cursorDown(n int) {
 	t.moveTo(t.x, min(t.y+n, limit))
 }
 
+// tab moves to the n-th tab stop to the right, or to the last column.
+// Stops are searched for with bytes.IndexByte, which reads many at a
+// time: a wide row without stops costs a fraction of its width.
 func (t *term) tab(n int) {
 	t.wrapPending = false
+	if n > 1 && t.x < t.cols-1 && bytes.Count(t.tabs[t.x+1:t.cols-1], []byte{1}) < n {
+		t.x = t.cols - 1
+		return
+	}
 	for ; n > 0 && t.x < t.cols-1; n-- {
-		t.x++
-		for t.x < t.cols-1 && !t.tabs[t.x] {
-			t.x++
+		j := bytes.IndexByte(t.tabs[t.x+1:t.cols-1], 1)
+		if j < 0 {
+			t.x = t.cols - 1
+			return
 		}
+		t.x += 1 + j
 	}
 }
 
+// backTab moves to the n-th tab stop to the left, or to the first column.
 func (t *term) backTab(n int) {
 	t.wrapPending = false
+	if n > 1 && t.x > 0 && bytes.Count(t.tabs[1:t.x], []byte{1}) < n {
+		t.x = 0
+		return
+	}
 	for ; n > 0 && t.x > 0; n-- {
-		t.x--
-		for t.x > 0 && !t.tabs[t.x] {
-			t.x--
-		}
+		t.x = 1 + bytes.LastIndexByte(t.tabs[1:t.x], 1)
 	}
 }
 
@@ -1116,22 +1144,20 @@ func (t *term) scrollUpIn(from, n int, toScrollback bool) {
 	}
 	g := t.g
 	if toScrollback && from == 0 && g == &t.main {
-		for i := 0; i < n; i++ {
-			t.sb.push(g.row(i))
+		// Of more rows than the scrollback keeps, only the last would
+		// stay.
+		for i := max(n-t.sb.limit, 0); i < n; i++ {
+			t.sb.push(g.peek(i))
 		}
 	}
 	if from == 0 && t.bot == t.rows {
 		g.settle()
-		for i := 0; i < n; i++ {
-			g.row(i).blank()
-		}
+		g.blankRows(0, n)
 		g.off = (g.off + n) % t.rows
 		return
 	}
 	g.turn(from, t.bot, n)
-	for i := t.bot - n; i < t.bot; i++ {
-		g.row(i).blank()
-	}
+	g.blankRows(t.bot-n, t.bot)
 }
 
 // scrollDownIn moves rows from..bot-1 down by n; blank rows enter at from.
@@ -1141,8 +1167,65 @@ func (t *term) scrollDownIn(from, n int) {
 		return
 	}
 	t.g.turn(from, t.bot, -n)
-	for i := from; i < from+n; i++ {
-		t.g.row(i).blank()
+	t.g.blankRows(from, from+n)
+}
+
+// blankRows blanks screen rows a..b-1, at a cost of the rows that may
+// hold something (grid.used), not of their number.
+func (g *grid) blankRows(a, b int) {
+	if a >= b {
+		return
+	}
+	if g.rot == 0 || b <= g.spanTop || a >= g.spanBot {
+		g.blankRing(a, b)
+		return
+	}
+	if a < g.spanTop {
+		g.blankRing(a, g.spanTop)
+		a = g.spanTop
+	}
+	if b > g.spanBot {
+		g.blankRing(g.spanBot, b)
+		b = g.spanBot
+	}
+	start := g.spanTop + (a-g.spanTop+g.rot)%(g.spanBot-g.spanTop)
+	first := min(b-a, g.spanBot-start)
+	g.blankRing(start, start+first)
+	g.blankRing(g.spanTop, g.spanTop+b-a-first)
+}
+
+// blankRing blanks the rows at positions u..v-1 of the ring, before a
+// turned span is applied.
+func (g *grid) blankRing(u, v int) {
+	if u >= v {
+		return
+	}
+	p := g.off + u
+	if p >= len(g.lines) {
+		p -= len(g.lines)
+	}
+	first := min(v-u, len(g.lines)-p)
+	g.blankSlots(p, p+first)
+	g.blankSlots(0, v-u-first)
+}
+
+// blankSlots blanks the lines i..j-1 of g.lines that may hold something.
+func (g *grid) blankSlots(i, j int) {
+	for i < j {
+		w := g.used[i>>6] >> (i & 63)
+		if w == 0 {
+			i = (i | 63) + 1
+			continue
+		}
+		i += bits.TrailingZeros64(w)
+		if i >= j {
+			return
+		}
+		l := &g.lines[i]
+		l.blank()
+		l.epoch = g.epoch
+		g.used[i>>6] &^= 1 << (i & 63)
+		i++
 	}
 }
 
@@ -1171,9 +1254,30 @@ func (g *grid) settle() {
 	g.rotate(g.spanTop, g.spanBot, k)
 }
 
-// row returns screen row y, blanked first if the screen was cleared
-// since the row was last reached.
+// row returns screen row y to be written, blanked first if the screen was
+// cleared since the row was last reached.
 func (g *grid) row(y int) *line {
+	i := g.slot(y)
+	g.used[i>>6] |= 1 << (i & 63)
+	return g.at(i)
+}
+
+// peek returns screen row y to be read.
+func (g *grid) peek(y int) *line { return g.at(g.slot(y)) }
+
+// at returns g.lines[i], blanked first if the screen was cleared since
+// the line was last reached.
+func (g *grid) at(i int) *line {
+	l := &g.lines[i]
+	if l.epoch != g.epoch {
+		l.blank()
+		l.epoch = g.epoch
+	}
+	return l
+}
+
+// slot returns the index in g.lines of screen row y.
+func (g *grid) slot(y int) int {
 	if g.rot != 0 && y >= g.spanTop && y < g.spanBot {
 		y += g.rot
 		if y >= g.spanBot {
@@ -1184,12 +1288,7 @@ func (g *grid) row(y int) *line {
 	if i >= len(g.lines) {
 		i -= len(g.lines)
 	}
-	l := &g.lines[i]
-	if l.epoch != g.epoch {
-		l.blank()
-		l.epoch = g.epoch
-	}
-	return l
+	return i
 }
 
 // rotate moves screen rows from..to-1 up by k: row from+k becomes row
@@ -1250,13 +1349,9 @@ func (t *term) eraseDisplay(mode int) {
 	switch mode {
 	case 0:
 		t.clearCells(t.y, t.x, t.cols)
-		for y := t.y + 1; y < t.rows; y++ {
-			t.clearCells(y, 0, t.cols)
-		}
+		t.g.blankRows(t.y+1, t.rows)
 	case 1:
-		for y := 0; y < t.y; y++ {
-			t.clearCells(y, 0, t.cols)
-		}
+		t.g.blankRows(0, t.y)
 		t.clearCells(t.y, 0, t.x+1)
 	case 2:
 		t.clearGrid(t.g)
@@ -1359,14 +1454,15 @@ func (t *term) resize(rows, cols int) {
 		dropTop = need - dropBottom
 	}
 	for i := 0; i < dropTop; i++ {
-		t.sb.push(t.main.row(i))
+		t.sb.push(t.main.peek(i))
 	}
 	for _, g := range []*grid{&t.main, &t.alt} {
-		lines := newLines(rows, cols)
+		lines, used := newLines(rows, cols), newUsed(rows)
 		for i := range t.rows - dropTop - dropBottom {
-			copyLine(&lines[i], g.row(dropTop+i))
+			copyLine(&lines[i], g.peek(dropTop+i))
+			used[i>>6] |= 1 << (i & 63)
 		}
-		g.lines, g.off, g.epoch, g.rot = lines, 0, 0, 0
+		g.lines, g.used, g.off, g.epoch, g.rot = lines, used, 0, 0, 0
 		s := &g.saved
 		s.x, s.y = min(s.x, cols-1), min(max(s.y-dropTop, 0), rows-1)
 	}
@@ -1404,7 +1500,7 @@ func copyLine(dst, src *line) {
 
 // rowText returns row y of the visible screen as text.
 func (t *term) rowText(y int) string {
-	t.scratch = appendRow(t.scratch[:0], t.g.row(y))
+	t.scratch = appendRow(t.scratch[:0], t.g.peek(y))
 	return string(t.scratch)
 }
 
@@ -1414,7 +1510,7 @@ func (t *term) text() string {
 	var out []byte
 	blank := 0 // blank rows seen since the last row with text
 	for y := range t.g.lines {
-		t.scratch = appendRow(t.scratch[:0], t.g.row(y))
+		t.scratch = appendRow(t.scratch[:0], t.g.peek(y))
 		if len(t.scratch) == 0 {
 			blank++
 			continue

@@ -56,6 +56,11 @@ func check(t *testing.T, tm *term) {
 		t.Fatalf("%d rows of text on %d rows", n, tm.rows)
 	}
 	for _, g := range []*grid{&tm.main, &tm.alt} {
+		for i := range g.lines {
+			if l := &g.lines[i]; l.epoch == g.epoch && l.end > 0 && g.used[i>>6]&(1<<(i&63)) == 0 {
+				t.Fatalf("line %d holds %q but is not marked used", i, l.c[:l.end])
+			}
+		}
 		for y := range tm.rows {
 			l := g.row(y)
 			for x := l.end; x < len(l.c); x++ {

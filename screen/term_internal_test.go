@@ -37,6 +37,10 @@ func TestTermText(t *testing.T) {
 		{"pending-wrap-then-cr", "0123456789\rX", "X123456789"},
 		{"no-autowrap", "\x1b[?7l0123456789ab", "012345678b"},
 		{"tab", "a\tb", "a       b"},
+		{"tab-to-last-column", "a\t\tb", "a        b"},
+		{"tabs-cleared", "\x1b[3ga\tb", "a        b"},
+		{"tab-stop-set", "\x1b[3g\x1b[4G\x1bH\ra\tb\x1b[2Ic", "a  b     c"},
+		{"cht-cbt", "\x1b[2Ia\x1b[Zb\x1b[9Zc", "c       ba"},
 		{"colours-dropped", "\x1b[1;31mred\x1b[0m ok", "red ok"},
 		{"osc-title-skipped", "\x1b]0;title\x07a\x1b]2;t\x1b\\b", "ab"},
 		{"dcs-skipped", "\x1bP1$r0m\x1b\\x", "x"},
@@ -196,3 +200,37 @@ func TestTermResize(t *testing.T) {
 type writerFunc func([]byte)
 
 func (f writerFunc) Write(b []byte) (int, error) { f(b); return len(b), nil }
+
+// TestMarksBounded: a cell keeps at most maxMarks combining marks, of any
+// length in UTF-8, and drops the rest; 1 MB of U+0301 on one cell leaves
+// one cell with 16.
+func TestMarksBounded(t *testing.T) {
+	t.Parallel()
+	for _, mark := range []string{"\u0301", "\u20d0", "\U000e0100", "\u0301\u20d0\U000e0100"} {
+		tm := newTerm(5, 10, 3)
+		tm.write([]byte("e"))
+		for range 40 {
+			tm.write([]byte(mark))
+		}
+		want := "e" + strings.Repeat(mark, 40)
+		want = string([]rune(want)[:1+maxMarks])
+		if got := tm.text(); got != want {
+			t.Errorf("e and 40 times %q: text %q; want %q (16 marks)", mark, got, want)
+		}
+	}
+	tm := newTerm(5, 10, 3)
+	tm.write([]byte("e"))
+	chunk := []byte(strings.Repeat("\u0301", 2048))
+	for written := 0; written < 1<<20; written += len(chunk) {
+		tm.write(chunk)
+	}
+	l := tm.g.row(0)
+	if got, want := l.marks[0], strings.Repeat("\u0301", maxMarks); got != want || l.end != 1 || tm.x != 1 {
+		t.Errorf("after 1 MB of U+0301: marks %q (%d bytes), end %d, cursor %d; want %d marks, end 1, cursor 1", got, len(got), l.end, tm.x, maxMarks)
+	}
+	// The cell's mark count is kept through scrolling into the scrollback.
+	tm.write([]byte("\r\n\r\n\r\n\r\n\r\n"))
+	if got := tm.sb.last(1); len(got) != 1 || got[0] != "e"+strings.Repeat("\u0301", maxMarks) {
+		t.Errorf("scrollback = %q; want the row with 16 marks", got)
+	}
+}
