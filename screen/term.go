@@ -189,12 +189,23 @@ type savedCursor struct {
 // scrollback is a ring of the rows that scrolled off the top of the main
 // screen. A row is kept as cells (its trailing blanks cut) and made text
 // only when read, so that scrolling a line costs a copy, not an
-// allocation, once the ring is full.
+// allocation, once the ring is full. It keeps at most limit rows, and
+// rows holding at most maxScrollbackCells cells, marks counted by their
+// size, so that its memory is bounded on the widest screen too; the
+// oldest rows go first.
 type scrollback struct {
-	rows  []line
-	start int // index of the oldest row once the ring is full
+	rows  []line // the ring, limit long once a row was kept
+	cost  []int  // the cells rows[i] holds, in its buffers' capacity
+	start int    // index of the oldest row
+	n     int    // rows kept
+	cells int    // sum of cost over the rows kept
 	limit int
 }
+
+// maxScrollbackCells bounds the cells the scrollback holds: twice the
+// largest screen's, so that the rows of any screen up to 1,000 columns
+// wide are all kept.
+const maxScrollbackCells = 2 * maxCells
 
 func (s *scrollback) push(l *line) {
 	if s.limit <= 0 {
@@ -204,42 +215,71 @@ func (s *scrollback) push(l *line) {
 	for end > 0 && l.c[end-1] == 0 {
 		end--
 	}
-	var slot *line
-	if len(s.rows) < s.limit {
-		s.rows = append(s.rows, line{})
-		slot = &s.rows[len(s.rows)-1]
-	} else {
-		slot = &s.rows[s.start]
-		s.start = (s.start + 1) % len(s.rows)
+	if s.rows == nil {
+		s.rows, s.cost = make([]line, s.limit), make([]int, s.limit)
 	}
+	if s.n == s.limit {
+		s.drop(true)
+	}
+	// The cells a row costs once kept; a row no wider than the largest
+	// screen always fits.
+	need := end
+	if l.marked {
+		need += end * 4 // a string header per cell
+		for _, m := range l.marks[:end] {
+			need += (len(m) + 3) / 4
+		}
+	}
+	for s.n > 0 && s.cells+need > maxScrollbackCells {
+		s.drop(false)
+	}
+	i := (s.start + s.n) % s.limit
+	slot := &s.rows[i]
 	slot.c = append(slot.c[:0], l.c[:end]...)
 	slot.end = end
-	clear(slot.marks)
-	slot.marks, slot.marked = slot.marks[:0], l.marked
+	slot.marks, slot.marked = nil, l.marked
 	if l.marked {
-		slot.marks = append(slot.marks, l.marks[:end]...)
+		slot.marks = append([]string(nil), l.marks[:end]...)
 	}
+	s.cost[i] = cap(slot.c) + need - end
+	if slot.marked {
+		s.cost[i] += (cap(slot.marks) - end) * 4
+	}
+	s.cells += s.cost[i]
+	s.n++
 }
 
-func (s *scrollback) len() int { return len(s.rows) }
+// drop drops the oldest row; its buffers stay for the next row when
+// reuse is set, and are released otherwise.
+func (s *scrollback) drop(reuse bool) {
+	s.cells -= s.cost[s.start]
+	s.cost[s.start] = 0
+	if !reuse {
+		s.rows[s.start] = line{}
+	}
+	s.start = (s.start + 1) % s.limit
+	s.n--
+}
+
+func (s *scrollback) len() int { return s.n }
 
 // last returns the newest n rows as text, oldest first.
 func (s *scrollback) last(n int) []string {
-	n = min(n, len(s.rows))
+	n = min(n, s.n)
 	if n <= 0 {
 		return nil
 	}
 	out := make([]string, n)
-	first := len(s.rows) - n
+	first := s.n - n
 	var buf []byte
 	for i := range out {
-		buf = appendRow(buf[:0], &s.rows[(s.start+first+i)%len(s.rows)])
+		buf = appendRow(buf[:0], &s.rows[(s.start+first+i)%s.limit])
 		out[i] = string(buf)
 	}
 	return out
 }
 
-func (s *scrollback) clear() { s.rows, s.start = nil, 0 }
+func (s *scrollback) clear() { s.rows, s.cost, s.start, s.n, s.cells = nil, nil, 0, 0, 0 }
 
 func newTerm(rows, cols, scrollbackRows int) *term {
 	t := &term{rows: rows, cols: cols, sb: scrollback{limit: scrollbackRows}}

@@ -234,3 +234,39 @@ func TestMarksBounded(t *testing.T) {
 		t.Errorf("scrollback = %q; want the row with 16 marks", got)
 	}
 }
+
+// TestScrollbackBoundedInCells: on the widest screen, the scrollback keeps
+// fewer than ScrollbackRows rows, and at most maxScrollbackCells cells.
+func TestScrollbackBoundedInCells(t *testing.T) {
+	t.Parallel()
+	tm := newTerm(15, 65535, ScrollbackRows)
+	row := []byte(strings.Repeat("x", 65535) + "\r\n")
+	for range 100 {
+		tm.write(row)
+	}
+	if tm.sb.cells > maxScrollbackCells {
+		t.Errorf("scrollback holds %d cells; want at most %d", tm.sb.cells, maxScrollbackCells)
+	}
+	held := 0
+	for i := range tm.sb.rows {
+		held += cap(tm.sb.rows[i].c)
+	}
+	if held > maxScrollbackCells {
+		t.Errorf("scrollback rows have room for %d cells; want at most %d", held, maxScrollbackCells)
+	}
+	if n := tm.sb.len(); n != maxScrollbackCells/65536 {
+		t.Errorf("scrollback keeps %d rows of 65535 cells; want %d", n, maxScrollbackCells/65536)
+	}
+	if got := tm.sb.last(1); len(got) != 1 || got[0] != strings.Repeat("x", 65535) {
+		t.Errorf("newest scrollback row is not the last full row")
+	}
+	// On an ordinary screen every row up to ScrollbackRows is kept.
+	tm = newTerm(24, 1000, ScrollbackRows)
+	row = []byte(strings.Repeat("y", 1000) + "\r\n")
+	for range 2 * ScrollbackRows {
+		tm.write(row)
+	}
+	if n := tm.sb.len(); n != ScrollbackRows {
+		t.Errorf("scrollback of a 1000-column screen keeps %d rows; want %d", n, ScrollbackRows)
+	}
+}
