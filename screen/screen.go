@@ -66,6 +66,9 @@ type Screen struct {
 	mu   sync.Mutex
 	p    *proc.Process
 	term *term
+	// write feeds the emulator (term.write; tests watch it), at most
+	// feedChunk bytes at a time.
+	write func([]byte)
 	// changed, if not nil, is closed (and set to nil) when the screen
 	// changes: Wait's wake-up.
 	changed chan struct{}
@@ -135,10 +138,7 @@ func Start(s interface {
 	if err := checkCells(req.Size); err != nil {
 		return nil, xerrors.Errorf("screen: start: %w", err)
 	}
-	scr := &Screen{
-		started: make(chan struct{}),
-		term:    newTerm(int(req.Size.Rows), int(req.Size.Cols), ScrollbackRows),
-	}
+	scr := newScreen(int(req.Size.Rows), int(req.Size.Cols))
 	req.TTY, req.Stdin = true, true
 	req.OutputTee = &tee{scr: scr, own: req.OutputTee}
 	p, err := s.Start(req)
@@ -150,6 +150,15 @@ func Start(s interface {
 		return nil, xerrors.Errorf("screen: %w", err)
 	}
 	return scr, nil
+}
+
+func newScreen(rows, cols int) *Screen {
+	s := &Screen{
+		started: make(chan struct{}),
+		term:    newTerm(rows, cols, ScrollbackRows),
+	}
+	s.write = s.term.write
+	return s
 }
 
 // Process returns the process the screen shows.
@@ -310,7 +319,7 @@ func (t *tee) Write(b []byte) (int, error) {
 		s.inMu.Unlock()
 		for p := b; len(p) > 0; {
 			chunk := p[:min(len(p), feedChunk)]
-			s.look(func() { s.term.write(chunk) })
+			s.look(func() { s.write(chunk) })
 			p = p[len(chunk):]
 		}
 	}
@@ -385,7 +394,7 @@ func (s *Screen) feedLocked() {
 		s.inMu.Unlock()
 	}
 	n := min(len(s.taken)-s.took, feedChunk)
-	s.term.write(s.taken[s.took : s.took+n])
+	s.write(s.taken[s.took : s.took+n])
 	s.took += n
 	s.fed += int64(n)
 }

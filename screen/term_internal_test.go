@@ -1,6 +1,7 @@
 package screen
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -241,7 +242,7 @@ func TestScrollbackBoundedInCells(t *testing.T) {
 	t.Parallel()
 	tm := newTerm(15, 65535, ScrollbackRows)
 	row := []byte(strings.Repeat("x", 65535) + "\r\n")
-	for range 100 {
+	for range 50 { // 36 rows scroll off, more than the 30 that fit
 		tm.write(row)
 	}
 	if tm.sb.cells > maxScrollbackCells {
@@ -263,10 +264,86 @@ func TestScrollbackBoundedInCells(t *testing.T) {
 	// On an ordinary screen every row up to ScrollbackRows is kept.
 	tm = newTerm(24, 1000, ScrollbackRows)
 	row = []byte(strings.Repeat("y", 1000) + "\r\n")
-	for range 2 * ScrollbackRows {
+	for range ScrollbackRows + 30 {
 		tm.write(row)
 	}
 	if n := tm.sb.len(); n != ScrollbackRows {
 		t.Errorf("scrollback of a 1000-column screen keeps %d rows; want %d", n, ScrollbackRows)
+	}
+}
+
+// TestUnterminatedStrings: 100 MB (a tenth under the race detector) of an
+// OSC or DCS string that never ends, written in pieces as the pump hands them over, keeps at most
+// maxStr bytes of it, allocates nothing per piece, and is not acted on
+// once it ends; what follows is text again.
+func TestUnterminatedStrings(t *testing.T) {
+	for _, kind := range []string{"\x1b]11;?", "\x1bP$q"} {
+		tm := newTerm(5, 10, 3)
+		tm.write([]byte("a" + kind))
+		piece := bytes.Repeat([]byte("0123456789abcdef"), 4096) // 64 KiB
+		total := 100 << 20
+		if raceEnabled {
+			total /= 10
+		}
+		allocs := testing.AllocsPerRun(1, func() {
+			for written := 0; written < total; written += len(piece) {
+				tm.write(piece)
+			}
+		})
+		if allocs > 10 {
+			t.Errorf("%q: %v allocations for 100 MB; want none per piece", kind, allocs)
+		}
+		if len(tm.str) > maxStr || cap(tm.str) > 2*maxStr || !tm.strLong || tm.state != sStr {
+			t.Errorf("%q: after 100 MB: kept %d bytes (capacity %d), long %v, state %d; want at most %d, long, in the string", kind, len(tm.str), cap(tm.str), tm.strLong, tm.state, maxStr)
+		}
+		tm.write([]byte("\x1b\\b"))
+		if got := tm.text(); got != "ab" || len(tm.reply) != 0 {
+			t.Errorf("%q: after the terminator: text %q, reply %q; want %q and none", kind, got, tm.reply, "ab")
+		}
+	}
+}
+
+// TestMillionAltToggles: a million switches (a tenth under the race
+// detector) to the alternate screen and
+// back (each clearing it) leave the main screen as it was, and nothing
+// grows.
+func TestMillionAltToggles(t *testing.T) {
+	t.Parallel()
+	tm := newTerm(24, 80, 3)
+	tm.write([]byte("shell$ "))
+	toggle := bytes.Repeat([]byte("\x1b[?1049h\x1b[2;3Hx\x1b[?1049l"), 1000)
+	rounds := 1000
+	if raceEnabled {
+		rounds /= 10
+	}
+	for range rounds {
+		tm.write(toggle)
+	}
+	if tm.g != &tm.main || tm.text() != "shell$" || tm.y != 0 || tm.x != 7 {
+		t.Errorf("after a million toggles: alt %v, text %q, cursor %d,%d; want main, %q, 0,7", tm.g == &tm.alt, tm.text(), tm.y, tm.x, "shell$")
+	}
+	if len(tm.modes) > len(decModeDefaults) || len(tm.reply) != 0 || tm.sb.len() != 0 {
+		t.Errorf("after a million toggles: %d modes kept, %d bytes of replies, %d scrollback rows; want at most %d, none, none", len(tm.modes), len(tm.reply), tm.sb.len(), len(decModeDefaults))
+	}
+	tm.write([]byte("\x1b[?1049h"))
+	if got := tm.text(); got != "" {
+		t.Errorf("the alternate screen after a million toggles: %q; want it clear", got)
+	}
+}
+
+// TestLongSequences: control sequences of any length keep a bounded
+// state: parameters beyond maxParams and digits beyond maxParam are
+// dropped.
+func TestLongSequences(t *testing.T) {
+	t.Parallel()
+	tm := newTerm(5, 10, 3)
+	long := "\x1b[" + strings.Repeat("9", 1<<18) + ";" + strings.Repeat("1;", 1<<18) + "H"
+	tm.write([]byte(long))
+	if tm.nparams > maxParams || tm.params[0] != maxParam || tm.y != 4 || tm.x != 0 {
+		t.Errorf("after a 768 KB CUP: %d params, first %d, cursor %d,%d; want at most %d, %d, 4,0", tm.nparams, tm.params[0], tm.y, tm.x, maxParams, maxParam)
+	}
+	tm.write([]byte("\x1b" + strings.Repeat(" ", 1<<18) + "(0q"))
+	if got := tm.text(); got != "\n\n\n\n─" {
+		t.Errorf("after an escape with 256 KB of intermediates: text %q; want the line-drawing q", got)
 	}
 }
