@@ -1276,6 +1276,11 @@ func (g *grid) turn(from, to, k int) {
 	if k%size == 0 {
 		return
 	}
+	if size == len(g.lines) {
+		g.settle()
+		g.off = ((g.off+k)%size + size) % size
+		return
+	}
 	if g.rot != 0 && (g.spanTop != from || g.spanBot != to) {
 		g.settle()
 	}
@@ -1284,14 +1289,35 @@ func (g *grid) turn(from, to, k int) {
 }
 
 // settle moves the rows of the turned span into place: row y of the
-// screen is the y-th of the ring of lines again.
+// screen is the y-th of the ring of lines again. It moves the fewer rows
+// of two ways: the span's own (its height), or, turning the whole ring
+// instead, the rows outside the span and the shorter part of the span.
 func (g *grid) settle() {
 	if g.rot == 0 {
 		return
 	}
-	k := g.rot
+	k, a := g.rot, g.spanTop
 	g.rot = 0
-	g.rotate(g.spanTop, g.spanBot, k)
+	r, s := len(g.lines), g.spanBot-g.spanTop
+	c := r - s // the rows outside the span, one block around the ring
+	if s <= c+min(k, s-k) {
+		g.rotate(a, g.spanBot, k)
+		return
+	}
+	// The ring turned so that the span's first row is row 0, the span S
+	// is rows 0..s-1 and the rest C rows s..r-1. Wanted, from row 0:
+	// S[k:] S[:k] C.
+	g.off = (g.off + a) % r
+	if k <= s-k {
+		g.off = (g.off + s) % r // C S[:k] S[k:]
+		g.rotate(0, c+k, c)     // S[:k] C S[k:]
+		g.off = (g.off + k + c) % r
+	} else {
+		g.off = (g.off + k) % r // S[k:] C S[:k]
+		g.rotate(0, s-k+c, s-k) // C S[k:] S[:k]
+		g.off = (g.off + c) % r
+	}
+	g.off = (g.off - a + r) % r
 }
 
 // row returns screen row y to be written, blanked first if the screen was

@@ -3,6 +3,7 @@ package screen
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -345,5 +346,45 @@ func TestLongSequences(t *testing.T) {
 	tm.write([]byte("\x1b" + strings.Repeat(" ", 1<<18) + "(0q"))
 	if got := tm.text(); got != "\n\n\n\n─" {
 		t.Errorf("after an escape with 256 KB of intermediates: text %q; want the line-drawing q", got)
+	}
+}
+
+// TestTurnedSpans: scrolling regions and the rows below the cursor, in
+// any order, shows the same screen as moving every row into place after
+// each step (settle, the plain rotation).
+func TestTurnedSpans(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 200 {
+		rows := 2 + rng.IntN(30)
+		a, b := newTerm(rows, 8, 50), newTerm(rows, 8, 50)
+		var steps []string
+		for i := range 60 {
+			var step string
+			switch rng.IntN(7) {
+			case 0:
+				top := 1 + rng.IntN(rows)
+				step = fmt.Sprintf("\x1b[%d;%dr", top, top+rng.IntN(rows-top+1))
+			case 1:
+				step = fmt.Sprintf("\x1b[%dH%s", 1+rng.IntN(rows), strings.Repeat("\n", 1+rng.IntN(rows)))
+			case 2:
+				step = fmt.Sprintf("\x1b[%dH%s", 1+rng.IntN(rows), strings.Repeat("\x1bM", 1+rng.IntN(rows)))
+			case 3:
+				step = fmt.Sprintf("\x1b[%dH\x1b[%dL", 1+rng.IntN(rows), 1+rng.IntN(rows))
+			case 4:
+				step = fmt.Sprintf("\x1b[%dH\x1b[%dM", 1+rng.IntN(rows), 1+rng.IntN(rows))
+			case 5:
+				step = fmt.Sprintf("\x1b[%d%c", 1+rng.IntN(rows), "ST"[rng.IntN(2)])
+			default:
+				step = fmt.Sprintf("\x1b[%dH%d", 1+rng.IntN(rows), round*100+i)
+			}
+			steps = append(steps, step)
+			a.write([]byte(step))
+			b.write([]byte(step))
+			b.main.settle()
+			if a.text() != b.text() || strings.Join(a.sb.last(50), "|") != strings.Join(b.sb.last(50), "|") {
+				t.Fatalf("%d rows, after %q:\nturned:  %q\nsettled: %q", rows, steps, a.text(), b.text())
+			}
+		}
 	}
 }
