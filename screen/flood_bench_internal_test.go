@@ -55,6 +55,7 @@ func floods(rows, cols int) []struct {
 		{"insert-lines", repeat("", "\x1b[2H\x1b[L")},
 		{"scroll-up", repeat("", "\x1b[65535S")},
 		{"tabs-cleared", repeat("\x1b[3g", "\r\t")},
+		{"repeats", repeat("x", "\x1b[65535b")},
 		{"delete-chars", repeat(fullRow+"\r", "\x1b[P")},
 		{"insert-mode", repeat(fullRow+"\r\x1b[4h", "y")},
 	}

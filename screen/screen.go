@@ -18,6 +18,24 @@
 // TTY and BenchmarkEmulator against github.com/charmbracelet/x/vt). It
 // does not reflow rows when the width changes.
 //
+// A Screen is bounded by construction, whatever the program writes: a
+// size above 1,000,000 cells (rows × columns) is refused at Start and
+// Resize; a cell keeps at most 16 combining marks (more are dropped, as
+// terminals do); an OSC, DCS, SOS, PM or APC string is kept up to 64
+// bytes (the rest is swallowed up to its terminator, and a cut string is
+// not acted on) and a control sequence up to 16 parameters; replies to
+// queries wait in a queue of 64 KiB, and queries beyond it go unanswered
+// rather than block anyone; the scrollback keeps at most [ScrollbackRows]
+// rows and 2,000,000 cells. The work per byte is bounded too: clearing the
+// screen, switching to the alternate screen, scrolling a region and
+// moving the cursor cost the same on any size, erasing rows costs the rows
+// that hold something, and the emulator reads at most 16 KiB at a time
+// under the screen's lock, so no reader waits longer than that takes.
+// Only a few sequences cost up to a row's width in memory moves (inserting
+// and deleting characters, a row scrolling off) or up to the screen's
+// height in row moves (scrolling one region after another); see
+// BenchmarkFlood.
+//
 // It is a module of its own (github.com/procvisor/proc/screen) so that
 // users of proc who do not need it never download its dependencies.
 // Terminals are a Unix feature of proc: on Windows, Start returns an error

@@ -189,16 +189,19 @@ type savedCursor struct {
 // scrollback is a ring of the rows that scrolled off the top of the main
 // screen. A row is kept as cells (its trailing blanks cut) and made text
 // only when read, so that scrolling a line costs a copy, not an
-// allocation, once the ring is full. It keeps at most limit rows, and
-// rows holding at most maxScrollbackCells cells, marks counted by their
-// size, so that its memory is bounded on the widest screen too; the
-// oldest rows go first.
+// allocation, once the ring is full; blank rows in a row are kept as one
+// entry with a count, so that scrolling a blank screen costs what it
+// holds. It keeps at most limit rows, and rows holding at most
+// maxScrollbackCells cells, marks counted by their size, so that its
+// memory is bounded on the widest screen too; the oldest rows go first.
 type scrollback struct {
-	rows  []line // the ring, limit long once a row was kept
-	cost  []int  // the cells rows[i] holds, in its buffers' capacity
-	start int    // index of the oldest row
-	n     int    // rows kept
-	cells int    // sum of cost over the rows kept
+	rows  []line // the ring of entries, limit long once a row was kept
+	reps  []int  // the rows entry i stands for: more than one only if blank
+	cost  []int  // the cells entry i holds, in its buffers' capacity
+	start int    // index of the oldest entry
+	used  int    // entries in use
+	n     int    // rows kept, the sum of reps
+	cells int    // sum of cost over the entries in use
 	limit int
 }
 
@@ -206,6 +209,12 @@ type scrollback struct {
 // largest screen's, so that the rows of any screen up to 1,000 columns
 // wide are all kept.
 const maxScrollbackCells = 2 * maxCells
+
+func (s *scrollback) alloc() {
+	if s.rows == nil {
+		s.rows, s.reps, s.cost = make([]line, s.limit), make([]int, s.limit), make([]int, s.limit)
+	}
+}
 
 func (s *scrollback) push(l *line) {
 	if s.limit <= 0 {
@@ -215,11 +224,15 @@ func (s *scrollback) push(l *line) {
 	for end > 0 && l.c[end-1] == 0 {
 		end--
 	}
-	if s.rows == nil {
-		s.rows, s.cost = make([]line, s.limit), make([]int, s.limit)
+	if end == 0 {
+		s.pushBlanks(1)
+		return
 	}
-	if s.n == s.limit {
-		s.drop(true)
+	s.alloc()
+	// Room for a row and an entry; the slot of the oldest entry is the
+	// next one's when the ring is full, and keeps its buffers for it.
+	for s.n >= s.limit || s.used >= s.limit {
+		s.drop(s.used == s.limit)
 	}
 	// The cells a row costs once kept; a row no wider than the largest
 	// screen always fits.
@@ -233,7 +246,7 @@ func (s *scrollback) push(l *line) {
 	for s.n > 0 && s.cells+need > maxScrollbackCells {
 		s.drop(false)
 	}
-	i := (s.start + s.n) % s.limit
+	i := (s.start + s.used) % s.limit
 	slot := &s.rows[i]
 	slot.c = append(slot.c[:0], l.c[:end]...)
 	slot.end = end
@@ -245,20 +258,51 @@ func (s *scrollback) push(l *line) {
 	if slot.marked {
 		s.cost[i] += (cap(slot.marks) - end) * 4
 	}
+	s.reps[i] = 1
 	s.cells += s.cost[i]
+	s.used++
 	s.n++
 }
 
-// drop drops the oldest row; its buffers stay for the next row when
-// reuse is set, and are released otherwise.
-func (s *scrollback) drop(reuse bool) {
-	s.cells -= s.cost[s.start]
-	s.cost[s.start] = 0
-	if !reuse {
-		s.rows[s.start] = line{}
+// pushBlanks pushes k blank rows.
+func (s *scrollback) pushBlanks(k int) {
+	if k <= 0 || s.limit <= 0 {
+		return
 	}
-	s.start = (s.start + 1) % s.limit
+	s.alloc()
+	k = min(k, s.limit)
+	if newest := (s.start + s.used - 1) % s.limit; s.used > 0 && s.rows[newest].end == 0 {
+		s.reps[newest] += k
+	} else {
+		for s.used >= s.limit {
+			s.drop(false)
+		}
+		i := (s.start + s.used) % s.limit
+		s.rows[i], s.reps[i], s.cost[i] = line{}, k, 0
+		s.used++
+	}
+	s.n += k
+	for s.n > s.limit {
+		s.drop(false)
+	}
+}
+
+// drop drops the oldest row; the buffers of an entry it empties stay for
+// the next row when reuse is set, and are released otherwise.
+func (s *scrollback) drop(reuse bool) {
+	i := s.start
 	s.n--
+	if s.reps[i] > 1 {
+		s.reps[i]--
+		return
+	}
+	s.cells -= s.cost[i]
+	s.cost[i], s.reps[i] = 0, 0
+	if !reuse {
+		s.rows[i] = line{}
+	}
+	s.start = (i + 1) % s.limit
+	s.used--
 }
 
 func (s *scrollback) len() int { return s.n }
@@ -270,16 +314,23 @@ func (s *scrollback) last(n int) []string {
 		return nil
 	}
 	out := make([]string, n)
-	first := s.n - n
 	var buf []byte
-	for i := range out {
-		buf = appendRow(buf[:0], &s.rows[(s.start+first+i)%s.limit])
-		out[i] = string(buf)
+	for e := s.used - 1; n > 0; e-- {
+		i := (s.start + e) % s.limit
+		buf = appendRow(buf[:0], &s.rows[i])
+		text := string(buf)
+		for r := 0; r < s.reps[i] && n > 0; r++ {
+			n--
+			out[n] = text
+		}
 	}
 	return out
 }
 
-func (s *scrollback) clear() { s.rows, s.cost, s.start, s.n, s.cells = nil, nil, 0, 0, 0 }
+func (s *scrollback) clear() {
+	s.rows, s.reps, s.cost = nil, nil, nil
+	s.start, s.used, s.n, s.cells = 0, 0, 0, 0
+}
 
 func newTerm(rows, cols, scrollbackRows int) *term {
 	t := &term{rows: rows, cols: cols, sb: scrollback{limit: scrollbackRows}}
@@ -669,11 +720,7 @@ func (t *term) csi(final byte) {
 	case 'Z': // CBT
 		t.backTab(n)
 	case 'b': // REP
-		if t.last != 0 {
-			for range min(n, t.rows*t.cols) {
-				t.print(t.last)
-			}
-		}
+		t.repeat(n)
 	case 'c': // DA1
 		if t.param0(0) == 0 {
 			t.answer("\x1b[?62;22c")
@@ -724,6 +771,31 @@ func (t *term) csi(final byte) {
 		if t.param0(0) == 18 {
 			t.answer("\x1b[8;" + strconv.Itoa(t.rows) + ";" + strconv.Itoa(t.cols) + "t")
 		}
+	}
+}
+
+// repeat is REP: the last character printed, n more times, at most a
+// row's width of them, so that the work per byte of output stays bounded
+// (a repeat is for drawing a run within a row).
+func (t *term) repeat(n int) {
+	if t.last == 0 {
+		return
+	}
+	n = min(n, t.cols)
+	if t.last >= 0x20 && t.last < 0x7f {
+		var run [64]byte
+		for i := range run {
+			run[i] = byte(t.last)
+		}
+		for n > 0 {
+			k := min(n, len(run))
+			t.printASCII(run[:k])
+			n -= k
+		}
+		return
+	}
+	for range n {
+		t.print(t.last)
 	}
 }
 
@@ -1184,11 +1256,7 @@ func (t *term) scrollUpIn(from, n int, toScrollback bool) {
 	}
 	g := t.g
 	if toScrollback && from == 0 && g == &t.main {
-		// Of more rows than the scrollback keeps, only the last would
-		// stay.
-		for i := max(n-t.sb.limit, 0); i < n; i++ {
-			t.sb.push(g.peek(i))
-		}
+		t.pushRows(n)
 	}
 	if from == 0 && t.bot == t.rows {
 		g.settle()
@@ -1198,6 +1266,45 @@ func (t *term) scrollUpIn(from, n int, toScrollback bool) {
 	}
 	g.turn(from, t.bot, n)
 	g.blankRows(t.bot-n, t.bot)
+}
+
+// pushRows pushes rows 0..n-1 of the main screen to the scrollback, at a
+// cost of the rows that may hold something (grid.used): of more rows than
+// the scrollback keeps, only the last would stay, and blank rows are
+// pushed as runs.
+func (t *term) pushRows(n int) {
+	g := &t.main
+	g.settle()
+	a := max(n-t.sb.limit, 0)
+	next := a // the first row not pushed yet
+	// pushSlots pushes the rows in g.lines[i:j], screen rows y.. on.
+	pushSlots := func(i, j, y int) {
+		for p := i; p < j; {
+			w := g.used[p>>6] >> (p & 63)
+			if w == 0 {
+				p = (p | 63) + 1
+				continue
+			}
+			p += bits.TrailingZeros64(w)
+			if p >= j {
+				return
+			}
+			row := y + p - i
+			t.sb.pushBlanks(row - next)
+			t.sb.push(g.peek(row))
+			next = row + 1
+			p++
+		}
+	}
+	r := len(g.lines)
+	p := g.off + a
+	if p >= r {
+		p -= r
+	}
+	first := min(n-a, r-p)
+	pushSlots(p, p+first, a)
+	pushSlots(0, n-a-first, a+first)
+	t.sb.pushBlanks(n - next)
 }
 
 // scrollDownIn moves rows from..bot-1 down by n; blank rows enter at from.

@@ -61,6 +61,8 @@ func TestTermText(t *testing.T) {
 		{"reverse-index-at-top", "a\x1b[H\x1bMz", "z\na"},
 		{"dec-graphics", "\x1b(0lqk\x1b(Bq", "┌─┐q"},
 		{"repeat", "x\x1b[3b", "xxxx"},
+		{"repeat-cut-at-a-row", "x\x1b[65535b", "xxxxxxxxxx\nx"},
+		{"repeat-line-drawing", "\x1b(0q\x1b[2b", "───"},
 		{"save-restore", "ab\x1b7\r\ncd\x1b8X", "abX\ncd"},
 		{"invalid-utf8", "a\xffb", "a\ufffdb"},
 		{"csi-split", "ab\x1b[", "ab"},
@@ -384,6 +386,45 @@ func TestTurnedSpans(t *testing.T) {
 			b.main.settle()
 			if a.text() != b.text() || strings.Join(a.sb.last(50), "|") != strings.Join(b.sb.last(50), "|") {
 				t.Fatalf("%d rows, after %q:\nturned:  %q\nsettled: %q", rows, steps, a.text(), b.text())
+			}
+		}
+	}
+}
+
+// TestScrollbackRuns: rows scrolled off, blank or not, one at a time or
+// many at once, give the scrollback the rows as they were shown, the
+// newest limit of them, however blank rows are kept.
+func TestScrollbackRuns(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 100 {
+		rows, limit := 1+rng.IntN(12), 1+rng.IntN(9)
+		tm := newTerm(rows, 6, limit)
+		var want []string
+		for i := range 80 {
+			var step string
+			scrolled := 0
+			switch rng.IntN(5) {
+			case 0:
+				step = fmt.Sprintf("\x1b[%dH%d", 1+rng.IntN(rows), i)
+			case 1:
+				step = fmt.Sprintf("\x1b[%dH\x1b[K", 1+rng.IntN(rows))
+			case 2:
+				scrolled = 1 + rng.IntN(2*rows+limit)
+				step = fmt.Sprintf("\x1b[%dS", scrolled)
+			case 3:
+				step = fmt.Sprintf("\x1b[%dH\n", rows)
+				scrolled = 1
+			default:
+				step = "\x1b[2J"
+			}
+			for y := range min(scrolled, rows) { // SU scrolls the screen's height at most
+				want = append(want, tm.rowText(y))
+			}
+			want = want[max(len(want)-limit, 0):]
+			tm.write([]byte(step))
+			if got := tm.sb.last(limit + 1); strings.Join(got, "|") != strings.Join(want, "|") || tm.sb.len() != len(want) {
+				t.Fatalf("%d rows, limit %d, after %q: scrollback %q (len %d); want %q", rows, limit, step, got, tm.sb.len(), want)
 			}
 		}
 	}
