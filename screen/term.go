@@ -97,6 +97,9 @@ const (
 	// maxMarks combining marks are kept on a cell; more are dropped, as
 	// terminals do.
 	maxMarks = 16
+	// maxRepeat bounds the characters one REP draws (a row's width
+	// too).
+	maxRepeat = 1024
 	// maxReply bytes of replies to queries wait to be sent; queries
 	// beyond it go unanswered.
 	maxReply = 64 << 10
@@ -775,28 +778,59 @@ func (t *term) csi(final byte) {
 }
 
 // repeat is REP: the last character printed, n more times, at most a
-// row's width of them, so that the work per byte of output stays bounded
-// (a repeat is for drawing a run within a row).
+// row's width and maxRepeat of them, so that the work per byte of output
+// stays bounded (a repeat draws a run within a row).
 func (t *term) repeat(n int) {
 	if t.last == 0 {
 		return
 	}
-	n = min(n, t.cols)
-	if t.last >= 0x20 && t.last < 0x7f {
-		var run [64]byte
-		for i := range run {
-			run[i] = byte(t.last)
-		}
-		for n > 0 {
-			k := min(n, len(run))
-			t.printASCII(run[:k])
-			n -= k
-		}
+	n = min(n, t.cols, maxRepeat)
+	if t.last >= 0x20 && t.last < 0x7f && !t.charsets[t.gl] && !t.insert {
+		t.fill(t.last, n)
 		return
 	}
 	for range n {
 		t.print(t.last)
 	}
+}
+
+// fill prints the printable ASCII character r n times, as printASCII
+// would, a row's run at a time.
+func (t *term) fill(r rune, n int) {
+	l := t.g.row(t.y)
+	for n > 0 {
+		if t.wrapPending {
+			if !t.autowrap {
+				// Every character lands on the last column.
+				put(l, t.x, r)
+				break
+			}
+			t.wrapPending = false
+			t.x = 0
+			t.index()
+			l = t.g.row(t.y)
+		}
+		x, k := t.x, min(n, t.cols-t.x)
+		c := l.c
+		if c[x] == wideTail && x > 0 {
+			l.zero(x - 1)
+		}
+		if x+k < len(c) && c[x+k] == wideTail {
+			c[x+k] = 0
+		}
+		for i := x; i < x+k; i++ {
+			c[i] = r
+		}
+		l.clearMarks(x, x+k)
+		l.end = max(l.end, x+k)
+		n -= k
+		if x+k == t.cols {
+			t.x, t.wrapPending = t.cols-1, true
+		} else {
+			t.x = x + k
+		}
+	}
+	t.last = r
 }
 
 // originLeft is 0: there are no left and right margins here.

@@ -429,3 +429,19 @@ func TestScrollbackRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestRepeatAsPrinted: REP draws what printing the character again would,
+// wrapping, with or without autowrap, over wide characters and marks, up
+// to a row's width.
+func TestRepeatAsPrinted(t *testing.T) {
+	t.Parallel()
+	for _, before := range []string{"", "中文中文中", "中文中文中\r", "e\u0301\u0301abc", "a\u0301b\u0301c\u0301d\u0301\r", "\x1b[?7l", "\x1b[3G", "\x1b[9G", "\x1b[10G", "0123456789\x1b[2;2H中"} {
+		for n := range 14 {
+			rep := feed(before, "x", fmt.Sprintf("\x1b[%db", n), "yz")
+			printed := feed(before, "x", strings.Repeat("x", min(max(n, 1), 10)), "yz")
+			if rep.text() != printed.text() || rep.x != printed.x || rep.y != printed.y || rep.wrapPending != printed.wrapPending {
+				t.Errorf("%q then x and REP %d: text %q cursor %d,%d; printed: %q cursor %d,%d", before, n, rep.text(), rep.y, rep.x, printed.text(), printed.y, printed.x)
+			}
+		}
+	}
+}
