@@ -172,7 +172,7 @@ type grid struct {
 	lines []line
 	// used has a bit per line of lines, set when the line may hold
 	// something: every line reached for writing gets it.
-	used  []uint64
+	used  bitset
 	off   int
 	epoch uint64
 	// Screen rows spanTop..spanBot-1 are turned by rot: row y of the span
@@ -337,14 +337,65 @@ func (s *scrollback) clear() {
 
 func newTerm(rows, cols, scrollbackRows int) *term {
 	t := &term{rows: rows, cols: cols, sb: scrollback{limit: scrollbackRows}}
-	t.main.lines, t.main.used = newLines(rows, cols), newUsed(rows)
-	t.alt.lines, t.alt.used = newLines(rows, cols), newUsed(rows)
+	t.main.lines, t.main.used = newLines(rows, cols), newBitset(rows)
+	t.alt.lines, t.alt.used = newLines(rows, cols), newBitset(rows)
 	t.g = &t.main
 	t.resetModes()
 	return t
 }
 
-func newUsed(rows int) []uint64 { return make([]uint64, (rows+63)/64) }
+// bitset is a set of the integers 0..n-1 with a summary bit per word of
+// members, so that finding the next member reads a few words whatever n
+// is (at most n/4096 summary words).
+type bitset struct {
+	w   []uint64 // bit i%64 of w[i/64]: i is a member
+	sum []uint64 // bit j%64 of sum[j/64]: w[j] is not 0
+}
+
+func newBitset(n int) bitset {
+	words := (n + 63) / 64
+	return bitset{w: make([]uint64, words), sum: make([]uint64, (words+63)/64)}
+}
+
+func (b *bitset) set(i int) {
+	b.w[i>>6] |= 1 << (i & 63)
+	b.sum[i>>12] |= 1 << ((i >> 6) & 63)
+}
+
+func (b *bitset) unset(i int) {
+	j := i >> 6
+	if b.w[j] &^= 1 << (i & 63); b.w[j] == 0 {
+		b.sum[j>>6] &^= 1 << (j & 63)
+	}
+}
+
+func (b *bitset) has(i int) bool { return b.w[i>>6]&(1<<(i&63)) != 0 }
+
+// next returns the smallest member from i on, or -1.
+func (b *bitset) next(i int) int {
+	j := i >> 6
+	if j >= len(b.w) {
+		return -1
+	}
+	if w := b.w[j] >> (i & 63); w != 0 {
+		return i + bits.TrailingZeros64(w)
+	}
+	j++ // the next word with a member, by the summary
+	k := j >> 6
+	if k >= len(b.sum) {
+		return -1
+	}
+	for s := b.sum[k] >> (j & 63); ; s = b.sum[k] {
+		if s != 0 {
+			j += bits.TrailingZeros64(s)
+			return j<<6 + bits.TrailingZeros64(b.w[j])
+		}
+		if k++; k >= len(b.sum) {
+			return -1
+		}
+		j = k << 6
+	}
+}
 
 func newLines(rows, cols int) []line {
 	cells := make([]rune, rows*cols)
@@ -1313,21 +1364,11 @@ func (t *term) pushRows(n int) {
 	next := a // the first row not pushed yet
 	// pushSlots pushes the rows in g.lines[i:j], screen rows y.. on.
 	pushSlots := func(i, j, y int) {
-		for p := i; p < j; {
-			w := g.used[p>>6] >> (p & 63)
-			if w == 0 {
-				p = (p | 63) + 1
-				continue
-			}
-			p += bits.TrailingZeros64(w)
-			if p >= j {
-				return
-			}
+		for p := g.used.next(i); p >= 0 && p < j; p = g.used.next(p + 1) {
 			row := y + p - i
 			t.sb.pushBlanks(row - next)
 			t.sb.push(g.peek(row))
 			next = row + 1
-			p++
 		}
 	}
 	r := len(g.lines)
@@ -1392,21 +1433,11 @@ func (g *grid) blankRing(u, v int) {
 
 // blankSlots blanks the lines i..j-1 of g.lines that may hold something.
 func (g *grid) blankSlots(i, j int) {
-	for i < j {
-		w := g.used[i>>6] >> (i & 63)
-		if w == 0 {
-			i = (i | 63) + 1
-			continue
-		}
-		i += bits.TrailingZeros64(w)
-		if i >= j {
-			return
-		}
+	for i = g.used.next(i); i >= 0 && i < j; i = g.used.next(i + 1) {
 		l := &g.lines[i]
 		l.blank()
 		l.epoch = g.epoch
-		g.used[i>>6] &^= 1 << (i & 63)
-		i++
+		g.used.unset(i)
 	}
 }
 
@@ -1465,7 +1496,7 @@ func (g *grid) settle() {
 // cleared since the row was last reached.
 func (g *grid) row(y int) *line {
 	i := g.slot(y)
-	g.used[i>>6] |= 1 << (i & 63)
+	g.used.set(i)
 	return g.at(i)
 }
 
@@ -1664,10 +1695,10 @@ func (t *term) resize(rows, cols int) {
 		t.sb.push(t.main.peek(i))
 	}
 	for _, g := range []*grid{&t.main, &t.alt} {
-		lines, used := newLines(rows, cols), newUsed(rows)
+		lines, used := newLines(rows, cols), newBitset(rows)
 		for i := range t.rows - dropTop - dropBottom {
 			copyLine(&lines[i], g.peek(dropTop+i))
-			used[i>>6] |= 1 << (i & 63)
+			used.set(i)
 		}
 		g.lines, g.used, g.off, g.epoch, g.rot = lines, used, 0, 0, 0
 		s := &g.saved

@@ -57,7 +57,7 @@ func check(t *testing.T, tm *term) {
 	}
 	for _, g := range []*grid{&tm.main, &tm.alt} {
 		for i := range g.lines {
-			if l := &g.lines[i]; l.epoch == g.epoch && l.end > 0 && g.used[i>>6]&(1<<(i&63)) == 0 {
+			if l := &g.lines[i]; l.epoch == g.epoch && l.end > 0 && !g.used.has(i) {
 				t.Fatalf("line %d holds %q but is not marked used", i, l.c[:l.end])
 			}
 		}

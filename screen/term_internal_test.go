@@ -445,3 +445,37 @@ func TestRepeatAsPrinted(t *testing.T) {
 		}
 	}
 }
+
+// TestBitsetNext: next finds the smallest member from any point, across
+// words and summary words.
+func TestBitsetNext(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{1, 63, 64, 65, 4095, 4096, 4097, 65535} {
+		for range 20 {
+			b := newBitset(n)
+			member := make([]bool, n)
+			for range rng.IntN(8) {
+				i := rng.IntN(n)
+				b.set(i)
+				member[i] = true
+				if rng.IntN(3) == 0 {
+					b.unset(i)
+					member[i] = false
+				}
+			}
+			want := -1
+			for i := n - 1; i >= 0; i-- {
+				if member[i] {
+					want = i
+				}
+				if got := b.next(i); got != want {
+					t.Fatalf("n %d: next(%d) = %d; want %d", n, i, got, want)
+				}
+			}
+			if got := b.next(n); got != -1 {
+				t.Fatalf("n %d: next(n) = %d; want -1", n, got)
+			}
+		}
+	}
+}
