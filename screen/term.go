@@ -1,7 +1,6 @@
 package screen
 
 import (
-	"bytes"
 	"math/bits"
 	"strconv"
 	"unicode/utf8"
@@ -42,7 +41,7 @@ type term struct {
 	insert     bool // IRM
 	// modes keeps the DEC private modes programs set or reset, for DECRQM.
 	modes map[int]bool
-	tabs  []byte // 1 at a tab stop, 0 elsewhere
+	tabs  bitset // the columns of the tab stops
 	// charsets: G0 and G1 are DEC special graphics (line drawing) when
 	// true; gl is the one in use (SI selects G0, SO G1).
 	charsets [2]bool
@@ -371,6 +370,74 @@ func (b *bitset) unset(i int) {
 
 func (b *bitset) has(i int) bool { return b.w[i>>6]&(1<<(i&63)) != 0 }
 
+// prev returns the largest member up to i, or -1.
+func (b *bitset) prev(i int) int {
+	if i < 0 {
+		return -1
+	}
+	j := i >> 6
+	if w := b.w[j] << (63 - i&63); w != 0 {
+		return i - bits.LeadingZeros64(w)
+	}
+	j-- // the previous word with a member, by the summary
+	if j < 0 {
+		return -1
+	}
+	k := j >> 6
+	for s := b.sum[k] << (63 - j&63); ; s = b.sum[k] {
+		if s != 0 {
+			j -= bits.LeadingZeros64(s)
+			return j<<6 + 63 - bits.LeadingZeros64(b.w[j])
+		}
+		if k--; k < 0 {
+			return -1
+		}
+		j = k<<6 + 63
+	}
+}
+
+// nth returns the n-th member (n >= 1) from i on, or -1, counting the
+// members a word at a time.
+func (b *bitset) nth(i, n int) int {
+	for j := i >> 6; j < len(b.w); j++ {
+		w := b.w[j]
+		if j == i>>6 {
+			w &^= 1<<(i&63) - 1
+		}
+		if c := bits.OnesCount64(w); c < n {
+			n -= c
+			continue
+		}
+		for ; n > 1; n-- {
+			w &= w - 1
+		}
+		return j<<6 + bits.TrailingZeros64(w)
+	}
+	return -1
+}
+
+// nthBack returns the n-th member (n >= 1) from i down, or -1.
+func (b *bitset) nthBack(i, n int) int {
+	if i < 0 {
+		return -1
+	}
+	for j := i >> 6; j >= 0; j-- {
+		w := b.w[j]
+		if j == i>>6 && i&63 != 63 {
+			w &= 1<<(i&63+1) - 1
+		}
+		if c := bits.OnesCount64(w); c < n {
+			n -= c
+			continue
+		}
+		for ; n > 1; n-- {
+			w &^= 1 << (63 - bits.LeadingZeros64(w))
+		}
+		return j<<6 + 63 - bits.LeadingZeros64(w)
+	}
+	return -1
+}
+
 // next returns the smallest member from i on, or -1.
 func (b *bitset) next(i int) int {
 	j := i >> 6
@@ -415,9 +482,9 @@ func (t *term) resetModes() {
 }
 
 func (t *term) resetTabs() {
-	t.tabs = make([]byte, t.cols)
+	t.tabs = newBitset(t.cols)
 	for i := 8; i < t.cols; i += 8 {
-		t.tabs[i] = 1
+		t.tabs.set(i)
 	}
 }
 
@@ -613,7 +680,7 @@ func (t *term) escByte(b byte) {
 	case 'M':
 		t.reverseIndex()
 	case 'H':
-		t.tabs[t.x] = 1
+		t.tabs.set(t.x)
 	case 'c':
 		t.fullReset()
 	}
@@ -786,9 +853,10 @@ func (t *term) csi(final byte) {
 	case 'g': // TBC
 		switch t.param0(0) {
 		case 0:
-			t.tabs[t.x] = 0
+			t.tabs.unset(t.x)
 		case 3:
-			clear(t.tabs)
+			clear(t.tabs.w)
+			clear(t.tabs.sum)
 		}
 	case 'h', 'l': // SM, RM
 		for i := 0; i < max(t.nparams, 1); i++ {
@@ -1271,35 +1339,35 @@ func (t *term) cursorDown(n int) {
 	t.moveTo(t.x, min(t.y+n, limit))
 }
 
-// tab moves to the n-th tab stop to the right, or to the last column.
-// Stops are searched for with bytes.IndexByte, which reads many at a
-// time: a wide row without stops costs a fraction of its width.
+// tab moves to the n-th tab stop to the right, or to the last column:
+// the next stop by the stops' summary, the n-th by counting them a word
+// at a time.
 func (t *term) tab(n int) {
 	t.wrapPending = false
-	if n > 1 && t.x < t.cols-1 && bytes.Count(t.tabs[t.x+1:t.cols-1], []byte{1}) < n {
-		t.x = t.cols - 1
+	if t.x >= t.cols-1 {
 		return
 	}
-	for ; n > 0 && t.x < t.cols-1; n-- {
-		j := bytes.IndexByte(t.tabs[t.x+1:t.cols-1], 1)
-		if j < 0 {
-			t.x = t.cols - 1
-			return
-		}
-		t.x += 1 + j
+	p := t.tabs.next(t.x + 1)
+	if n > 1 {
+		p = t.tabs.nth(t.x+1, n)
 	}
+	if p < 0 || p >= t.cols-1 {
+		p = t.cols - 1
+	}
+	t.x = p
 }
 
 // backTab moves to the n-th tab stop to the left, or to the first column.
 func (t *term) backTab(n int) {
 	t.wrapPending = false
-	if n > 1 && t.x > 0 && bytes.Count(t.tabs[1:t.x], []byte{1}) < n {
-		t.x = 0
+	if t.x == 0 {
 		return
 	}
-	for ; n > 0 && t.x > 0; n-- {
-		t.x = 1 + bytes.LastIndexByte(t.tabs[1:t.x], 1)
+	p := t.tabs.prev(t.x - 1)
+	if n > 1 {
+		p = t.tabs.nthBack(t.x-1, n)
 	}
+	t.x = max(p, 0)
 }
 
 // index is LF: down one row, scrolling the region at its bottom.

@@ -446,8 +446,8 @@ func TestRepeatAsPrinted(t *testing.T) {
 	}
 }
 
-// TestBitsetNext: next finds the smallest member from any point, across
-// words and summary words.
+// TestBitsetNext: next, prev, nth and nthBack find the members from any
+// point, across words and summary words.
 func TestBitsetNext(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -475,6 +475,45 @@ func TestBitsetNext(t *testing.T) {
 			}
 			if got := b.next(n); got != -1 {
 				t.Fatalf("n %d: next(n) = %d; want -1", n, got)
+			}
+			var members []int
+			for i, m := range member {
+				if m {
+					members = append(members, i)
+				}
+			}
+			for _, i := range []int{0, n / 3, n / 2, n - 1, rng.IntN(n)} {
+				var after, before []int
+				for _, m := range members {
+					if m >= i {
+						after = append(after, m)
+					} else if m < i {
+						before = append([]int{m}, before...)
+					}
+				}
+				if b.has(i) {
+					before = append([]int{i}, before...)
+				}
+				for k := 1; k <= 3; k++ {
+					want, wantBack := -1, -1
+					if k <= len(after) {
+						want = after[k-1]
+					}
+					if k <= len(before) {
+						wantBack = before[k-1]
+					}
+					if got := b.nth(i, k); got != want {
+						t.Fatalf("n %d: nth(%d, %d) = %d; want %d", n, i, k, got, want)
+					}
+					if got := b.nthBack(i, k); got != wantBack {
+						t.Fatalf("n %d: nthBack(%d, %d) = %d; want %d", n, i, k, got, wantBack)
+					}
+					if k == 1 {
+						if got := b.prev(i); got != wantBack {
+							t.Fatalf("n %d: prev(%d) = %d; want %d", n, i, got, wantBack)
+						}
+					}
+				}
 			}
 		}
 	}
