@@ -13,7 +13,10 @@ const floodSize = 1 << 20
 
 // floods are what a hostile or broken program may write without end,
 // each cut to about floodSize bytes: every one must cost, per byte, a
-// bounded multiple of plain text, whatever the size of the screen.
+// bounded multiple of plain text, whatever the size of the screen. The
+// first is plain text, lines of 78 characters; "newlines" scrolls the
+// whole screen on every byte, the reference for the floods that scroll
+// part of it.
 func floods(rows, cols int) []struct {
 	name string
 	data []byte
@@ -43,6 +46,7 @@ func floods(rows, cols int) []struct {
 		{"marks-one-cell", repeat("e", "\u0301")},
 		{"marks-two-kinds", repeat("e", "\u0301\u0302")},
 		{"cursor-moves", moves.Bytes()},
+		{"newlines", repeat(fmt.Sprintf("\x1b[%dH", rows), "\n")},
 		{"region-scroll", repeat(fmt.Sprintf("\x1b[2;%dr\x1b[%dH", rows, rows), "\n")},
 		{"region-changes", regions.Bytes()},
 		{"alt-toggles", repeat("", "\x1b[?1049h\x1b[?1049l")},
