@@ -1427,6 +1427,10 @@ func (t *term) scrollUpIn(from, n int, toScrollback bool) {
 // pushed as runs.
 func (t *term) pushRows(n int) {
 	g := &t.main
+	if n == 1 {
+		t.sb.push(g.peek(0))
+		return
+	}
 	g.settle()
 	a := max(n-t.sb.limit, 0)
 	next := a // the first row not pushed yet
@@ -1463,7 +1467,10 @@ func (t *term) scrollDownIn(from, n int) {
 // blankRows blanks screen rows a..b-1, at a cost of the rows that may
 // hold something (grid.used), not of their number.
 func (g *grid) blankRows(a, b int) {
-	if a >= b {
+	if b-a <= 4 {
+		for y := a; y < b; y++ {
+			g.peek(y).blank()
+		}
 		return
 	}
 	if g.rot == 0 || b <= g.spanTop || a >= g.spanBot {
