@@ -69,9 +69,9 @@ func floods(rows, cols int) []struct {
 // of 4 KiB as the pump hands them over (taking the replies after each,
 // as Screen does), on screens of several shapes, and reports its time
 // per byte as a multiple of plain text's on the same screen ("x-plain"),
-// fed alternately in the same run. The targets (DESIGN section 18 and
-// issue 39): marks-one-cell at most 5 x-plain; every flood a bounded
-// multiple, whatever the size.
+// fed alternately in the same run. The targets: marks-one-cell at most
+// 5 x-plain; every flood a bounded multiple, whatever the size (DESIGN
+// section 18).
 func BenchmarkFlood(b *testing.B) {
 	for _, size := range []struct{ rows, cols int }{{24, 80}, {1000, 1000}, {65535, 15}, {15, 65535}} {
 		all := floods(size.rows, size.cols)
