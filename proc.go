@@ -235,6 +235,20 @@ type TermSize struct {
 	Cols uint16 `json:"cols"`
 }
 
+// maxTermCells bounds a terminal's size, rows × columns: the size is a
+// number a request chooses, and whoever keeps the screen of that terminal
+// (the screen module) holds memory in proportion to it (section 8).
+const maxTermCells = 1_000_000
+
+// checkCells returns an error wrapping ErrInvalid, naming the cap, when s
+// has more than maxTermCells cells.
+func (s TermSize) checkCells() error {
+	if cells := int(s.Rows) * int(s.Cols); cells > maxTermCells {
+		return xerrors.Errorf("size %dx%d is %d cells, above the cap of %d: %w", s.Rows, s.Cols, cells, maxTermCells, ErrInvalid)
+	}
+	return nil
+}
+
 // Process is one supervised process record, returned by [Manager.Start]
 // (and Get, StartOrGet, Scope.Start); the zero value is not usable.
 // All methods are safe for concurrent use. Nobody has to call Wait: one
@@ -537,14 +551,18 @@ func (p *Process) Signal(sig Signal) error {
 }
 
 // Resize sets the terminal size of a TTY process; the child gets SIGWINCH.
-// Without TTY, or with a zero dimension, it returns an error wrapping
-// ErrInvalid; once the child exited, ErrNotRunning.
+// Without TTY, with a zero dimension or above 1,000,000 cells (rows ×
+// columns), it returns an error wrapping ErrInvalid; once the child
+// exited, ErrNotRunning.
 func (p *Process) Resize(size TermSize) error {
 	if p.tty == nil {
 		return xerrors.Errorf("resize %q: started without TTY: %w", p.info.ID, ErrInvalid)
 	}
 	if size.Rows == 0 || size.Cols == 0 {
 		return xerrors.Errorf("resize %q: size %dx%d has a zero dimension: %w", p.info.ID, size.Rows, size.Cols, ErrInvalid)
+	}
+	if err := size.checkCells(); err != nil {
+		return xerrors.Errorf("resize %q: %w", p.info.ID, err)
 	}
 	if err := p.in.check(p); err != nil {
 		return err

@@ -267,6 +267,8 @@ func validate(req StartRequest) error {
 		return xerrors.Errorf("start: negative MaxLineLength %d: %w", req.MaxLineLength, ErrInvalid)
 	case (req.Size.Rows == 0) != (req.Size.Cols == 0):
 		return xerrors.Errorf("start: Size %dx%d has a zero dimension: %w", req.Size.Rows, req.Size.Cols, ErrInvalid)
+	case req.Size.checkCells() != nil:
+		return xerrors.Errorf("start: Size: %w", req.Size.checkCells())
 	case req.TTY && req.SeparateStderr:
 		return xerrors.Errorf("start: a TTY has one output stream, SeparateStderr is not possible: %w", ErrInvalid)
 	case req.TTY && !ttySupported:

@@ -18,6 +18,24 @@
 // TTY and BenchmarkEmulator against github.com/charmbracelet/x/vt). It
 // does not reflow rows when the width changes.
 //
+// A Screen is bounded by construction, whatever the program writes: a
+// size above 1,000,000 cells (rows × columns) is refused at Start and
+// Resize; a cell keeps at most 16 combining marks (more are dropped, as
+// terminals do); an OSC, DCS, SOS, PM or APC string is kept up to 64
+// bytes (the rest is swallowed up to its terminator, and a cut string is
+// not acted on) and a control sequence up to 16 parameters; replies to
+// queries wait in a queue of 64 KiB, and queries beyond it go unanswered
+// rather than block anyone; the scrollback keeps at most [ScrollbackRows]
+// rows and 2,000,000 cells. The work per byte is bounded too: clearing the
+// screen, switching to the alternate screen, scrolling a region and
+// moving the cursor cost the same on any size, erasing rows costs the rows
+// that hold something, and the emulator reads at most 16 KiB at a time
+// under the screen's lock, so no reader waits longer than that takes.
+// Only a few sequences cost up to a row's width in memory moves (inserting
+// and deleting characters, a row scrolling off) or up to the screen's
+// height in row moves (scrolling one region after another); see
+// BenchmarkFlood.
+//
 // It is a module of its own (github.com/procvisor/proc/screen) so that
 // users of proc who do not need it never download its dependencies.
 // Terminals are a Unix feature of proc: on Windows, Start returns an error
@@ -41,6 +59,11 @@ var defaultSize = proc.TermSize{Rows: 24, Cols: 80}
 // keeps; older ones are dropped.
 const ScrollbackRows = 1000
 
+// maxCells bounds a screen's size, rows × columns, as proc bounds a
+// terminal's: each screen, the main and the alternate one, holds a cell
+// per character of that size.
+const maxCells = 1_000_000
+
 // Screen is the terminal screen of a process started by [Start]. Its
 // methods are safe for concurrent use; each reads the screen after every
 // byte the pump has handed over so far. It needs no closing: it holds no
@@ -61,6 +84,9 @@ type Screen struct {
 	mu   sync.Mutex
 	p    *proc.Process
 	term *term
+	// write feeds the emulator (term.write; tests watch it), at most
+	// feedChunk bytes at a time.
+	write func([]byte)
 	// changed, if not nil, is closed (and set to nil) when the screen
 	// changes: Wait's wake-up.
 	changed chan struct{}
@@ -73,15 +99,22 @@ type Screen struct {
 	// teeErr is why the request's own OutputTee stopped.
 	teeErr error
 
+	// taken is the backlog the emulator is reading, taken[took:] not
+	// read yet; fed counts the bytes of the backlog it read.
+	taken []byte
+	took  int
+	fed   int64
+
 	// inMu guards the fields below; it is a leaf (taken alone or under
 	// mu), so that the pump never waits for the emulator to hand over
 	// bytes, only to append them.
 	inMu sync.Mutex
-	// backlog holds bytes from the pump that the emulator has not read
-	// yet, at most maxBacklog; spare is the buffer it swaps with. feeding
-	// is set while the goroutine that feeds the backlog to the emulator
-	// runs.
+	// backlog holds bytes from the pump that the emulator has not taken
+	// yet, at most maxBacklog; spare is the buffer it swaps with. handed
+	// counts the bytes ever appended to it. feeding is set while the
+	// goroutine that feeds the backlog to the emulator runs.
 	backlog, spare []byte
+	handed         int64
 	feeding        bool
 }
 
@@ -89,6 +122,11 @@ type Screen struct {
 // emulator reads them; beyond it the pump feeds the emulator itself,
 // which holds it, and the program, as a slow terminal would.
 const maxBacklog = 256 << 10
+
+// feedChunk bounds the bytes the emulator reads while it holds the lock:
+// as the work per byte is bounded, so is the time a reader, a resize or
+// the pump waits for the lock.
+const feedChunk = 16 << 10
 
 // Start starts req on s (a *proc.Manager or *proc.Scope) under a terminal,
 // with a Screen as its OutputTee, and returns the Screen; the process is
@@ -100,8 +138,9 @@ const maxBacklog = 256 << 10
 // every byte, in order, from the pump, as proc feeds a tee; if its Write
 // fails (or writes short) it is fed no more, [Screen.TeeError] says why,
 // and the screen goes on. Start's errors are those of s.Start, and an error
-// wrapping proc.ErrInvalid for a Size with one zero dimension; on Windows
-// (no terminals in proc) it wraps proc.ErrUnsupported.
+// wrapping proc.ErrInvalid for a Size with one zero dimension or above
+// 1,000,000 cells (rows × columns); on Windows (no terminals in proc) it
+// wraps proc.ErrUnsupported.
 func Start(s interface {
 	Start(proc.StartRequest) (*proc.Process, error)
 }, req proc.StartRequest) (*Screen, error) {
@@ -114,10 +153,10 @@ func Start(s interface {
 	if req.Size.Rows == 0 || req.Size.Cols == 0 {
 		return nil, xerrors.Errorf("screen: start: Size %dx%d has a zero dimension: %w", req.Size.Rows, req.Size.Cols, proc.ErrInvalid)
 	}
-	scr := &Screen{
-		started: make(chan struct{}),
-		term:    newTerm(int(req.Size.Rows), int(req.Size.Cols), ScrollbackRows),
+	if err := checkCells(req.Size); err != nil {
+		return nil, xerrors.Errorf("screen: start: %w", err)
 	}
+	scr := newScreen(int(req.Size.Rows), int(req.Size.Cols))
 	req.TTY, req.Stdin = true, true
 	req.OutputTee = &tee{scr: scr, own: req.OutputTee}
 	p, err := s.Start(req)
@@ -129,6 +168,15 @@ func Start(s interface {
 		return nil, xerrors.Errorf("screen: %w", err)
 	}
 	return scr, nil
+}
+
+func newScreen(rows, cols int) *Screen {
+	s := &Screen{
+		started: make(chan struct{}),
+		term:    newTerm(rows, cols, ScrollbackRows),
+	}
+	s.write = s.term.write
+	return s
 }
 
 // Process returns the process the screen shows.
@@ -171,13 +219,26 @@ func (s *Screen) AltScreen() bool {
 	return alt
 }
 
+// checkCells returns an error wrapping proc.ErrInvalid, naming the cap,
+// for a size above maxCells.
+func checkCells(size proc.TermSize) error {
+	if cells := int(size.Rows) * int(size.Cols); cells > maxCells {
+		return xerrors.Errorf("size %dx%d is %d cells, above the cap of %d: %w", size.Rows, size.Cols, cells, maxCells, proc.ErrInvalid)
+	}
+	return nil
+}
+
 // Resize resizes the process's terminal (the program gets SIGWINCH) and
 // the screen together, so that what the program draws for the new size is
 // read at that size. Fewer rows push the top rows into the scrollback and
 // keep the cursor's row, as a terminal does; rows are cut or padded on the
 // right, not reflowed. Its errors are those of Process.Resize: a zero
-// dimension is proc.ErrInvalid, a process that exited proc.ErrNotRunning.
+// dimension or a size above 1,000,000 cells (rows × columns) is
+// proc.ErrInvalid, a process that exited proc.ErrNotRunning.
 func (s *Screen) Resize(size proc.TermSize) error {
+	if err := checkCells(size); err != nil {
+		return xerrors.Errorf("screen: resize: %w", err)
+	}
 	var err error
 	s.look(func() {
 		// The bytes before the resize were read at the old size (look
@@ -263,17 +324,22 @@ func (t *tee) Write(b []byte) (int, error) {
 	s.inMu.Lock()
 	if len(s.backlog)+len(b) <= maxBacklog {
 		s.backlog = append(s.backlog, b...)
+		s.handed += int64(len(b))
 		start := !s.feeding
 		s.feeding = true
 		s.inMu.Unlock()
 		if start {
-			// Stopped by an empty backlog; a Write after that starts
-			// another.
+			// Stopped once the emulator read every byte handed over; a
+			// Write after that starts another.
 			go s.feed()
 		}
 	} else {
 		s.inMu.Unlock()
-		s.look(func() { s.term.write(b) })
+		for p := b; len(p) > 0; {
+			chunk := p[:min(len(p), feedChunk)]
+			s.look(func() { s.write(chunk) })
+			p = p[len(chunk):]
+		}
 	}
 	if t.own != nil {
 		n, err := t.own.Write(b)
@@ -290,39 +356,65 @@ func (t *tee) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// feed feeds the backlog to the emulator until it is empty.
+// feed feeds the backlog to the emulator until it read every byte
+// handed over.
 func (s *Screen) feed() {
 	for {
+		s.mu.Lock()
 		s.inMu.Lock()
-		if len(s.backlog) == 0 {
+		if s.fed == s.handed {
 			s.feeding = false
 			s.inMu.Unlock()
+			s.mu.Unlock()
 			return
 		}
 		s.inMu.Unlock()
+		s.mu.Unlock()
 		s.look(func() {})
 	}
 }
 
-// look runs f on the emulator under mu once the emulator has read the
-// backlog, then sends what the emulator produced (replies, Wait's
-// wake-up) after releasing the lock.
+// look runs f on the emulator under mu once the emulator has read every
+// byte handed over before the call, then sends what the emulator produced
+// (replies, Wait's wake-up) after releasing the lock. The emulator reads
+// at most feedChunk bytes at a time under the lock, which is released
+// between chunks.
 func (s *Screen) look(f func()) {
 	s.mu.Lock()
 	s.inMu.Lock()
-	in := s.backlog
-	s.backlog = s.spare[:0]
+	target := s.handed
 	s.inMu.Unlock()
-	if len(in) > 0 {
-		s.term.write(in)
+	for s.fed < target {
+		s.feedLocked()
+		if s.fed < target {
+			ch, answer := s.publishLocked()
+			s.mu.Unlock()
+			s.after(ch, answer)
+			s.mu.Lock()
+		}
 	}
-	s.inMu.Lock()
-	s.spare = in[:0]
-	s.inMu.Unlock()
 	f()
 	ch, answer := s.publishLocked()
 	s.mu.Unlock()
 	s.after(ch, answer)
+}
+
+// feedLocked feeds the emulator up to feedChunk bytes of the backlog,
+// taking the backlog when what it took before was read.
+func (s *Screen) feedLocked() {
+	if s.took == len(s.taken) {
+		s.inMu.Lock()
+		if s.taken != nil {
+			s.spare = s.taken[:0]
+		}
+		s.taken, s.took = s.backlog, 0
+		s.backlog, s.spare = s.spare[:0], nil
+		s.inMu.Unlock()
+	}
+	n := min(len(s.taken)-s.took, feedChunk)
+	s.write(s.taken[s.took : s.took+n])
+	s.took += n
+	s.fed += int64(n)
 }
 
 // publishLocked takes the emulator's replies into the queue and the Wait

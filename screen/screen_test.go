@@ -27,8 +27,11 @@ import (
 const helperEnv = "PROC_SCREEN_HELPER"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) == "redraw" {
+	switch os.Getenv(helperEnv) {
+	case "redraw":
 		os.Exit(redraw(os.Args[1:]))
+	case "flood":
+		os.Exit(flood(os.Args[1:]))
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -64,6 +67,27 @@ func redraw(args []string) int {
 	}
 	w.WriteString("\x1b[?25h")
 	w.Flush()
+	return 0
+}
+
+// flood writes, for each pair of arguments COUNT UNIT, UNIT (a Go string
+// literal) COUNT times.
+func flood(args []string) int {
+	w := bufio.NewWriterSize(os.Stdout, 64<<10)
+	for ; len(args) >= 2; args = args[2:] {
+		n, err := strconv.Atoi(args[0])
+		unit, err2 := strconv.Unquote(args[1])
+		if err != nil || err2 != nil {
+			fmt.Fprintln(os.Stderr, "flood: want COUNT UNIT pairs")
+			return 2
+		}
+		for range n {
+			w.WriteString(unit)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return 1
+	}
 	return 0
 }
 
@@ -504,4 +528,77 @@ func TestRealPrograms(t *testing.T) {
 			t.Errorf("less quit: AltScreen() = true")
 		}
 	})
+}
+
+// TestSizeCap: a size above 1,000,000 cells is refused at Start, before
+// anything starts (on every platform), and at Resize, which leaves the
+// terminal as it was; the cap itself is allowed.
+func TestSizeCap(t *testing.T) {
+	t.Parallel()
+	m := proctest.NewManager(t, proc.Options{})
+	huge := []proc.TermSize{{Rows: 65535, Cols: 65535}, {Rows: 1000, Cols: 1001}, {Rows: 65535, Cols: 16}, {Rows: 16, Cols: 65535}}
+	for _, size := range huge {
+		s, err := screen.Start(m, proc.StartRequest{Args: []string{"true"}, Size: size})
+		if !errors.Is(err, proc.ErrInvalid) || !strings.Contains(err.Error(), "1000000") || s != nil {
+			t.Errorf("Start(Size %dx%d) = %v, %v; want nil and ErrInvalid naming the cap of 1000000", size.Rows, size.Cols, s, err)
+		}
+	}
+	if n := len(m.List()); n != 0 {
+		t.Errorf("records after refused starts: %d; want none", n)
+	}
+	skipWithoutTTY(t)
+	ctx := testCtx(t)
+	s, err := screen.Start(m, proc.StartRequest{Args: []string{"bash", "-c", `stty -echo; read x; stty size`}})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	for _, size := range huge {
+		if err := s.Resize(size); !errors.Is(err, proc.ErrInvalid) || !strings.Contains(err.Error(), "1000000") {
+			t.Errorf("Resize(%dx%d) = %v; want ErrInvalid naming the cap of 1000000", size.Rows, size.Cols, err)
+		}
+	}
+	if err := s.Resize(proc.TermSize{Rows: 1000, Cols: 1000}); err != nil {
+		t.Fatalf("Resize(1000x1000) = %v; want nil (at the cap)", err)
+	}
+	if _, err := s.Process().Write([]byte("\n")); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	if row, err := s.Wait(ctx, regexp.MustCompile(`^\d+ \d+$`)); err != nil || row != "1000 1000" {
+		t.Errorf("stty size after the refused resizes = %q, %v; want 1000 1000", row, err)
+	}
+}
+
+// TestFloodsUnderTerminal: a program that writes 1 MB of combining marks
+// on one cell, asks 100,000 questions without reading an answer, and
+// writes 1 MB of an OSC string before ending it, runs to its end (nothing
+// waits for the answers it never reads), and leaves its text with one
+// cell of 16 marks.
+func TestFloodsUnderTerminal(t *testing.T) {
+	t.Parallel()
+	skipWithoutTTY(t)
+	ctx := testCtx(t)
+	m := proctest.NewManager(t, proc.Options{})
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatalf("Executable: %v", err)
+	}
+	s, err := screen.Start(m, proc.StartRequest{
+		Args: []string{"bash", "-c", `stty raw -echo && exec "$@"`, "bash", exe,
+			"1", `"e"`, "524288", `"\u0301"`, "1", `"\r\n"`,
+			"100000", `"\x1b[6n"`,
+			"1", `"\x1b]0;"`, "131072", `"title..."`, "1", `"\adone"`},
+		Env: map[string]string{helperEnv: "flood"},
+	})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := s.Process().Wait(ctx); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if code := s.Process().Info().ExitCode; code == nil || *code != 0 {
+		t.Errorf("exit code %v; want 0", code)
+	}
+	if got, want := s.Text(), "e"+strings.Repeat("\u0301", 16)+"\ndone"; got != want {
+		t.Errorf("Text() = %q; want %q", got, want)
+	}
 }

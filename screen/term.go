@@ -1,6 +1,7 @@
 package screen
 
 import (
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 
@@ -40,7 +41,7 @@ type term struct {
 	insert     bool // IRM
 	// modes keeps the DEC private modes programs set or reset, for DECRQM.
 	modes map[int]bool
-	tabs  []bool
+	tabs  bitset // the columns of the tab stops
 	// charsets: G0 and G1 are DEC special graphics (line drawing) when
 	// true; gl is the one in use (SI selects G0, SO G1).
 	charsets [2]bool
@@ -68,13 +69,39 @@ type term struct {
 
 	// reply holds answers to queries not yet sent; bounded by maxReply.
 	reply []byte
+
+	// widthCache remembers the widths of recent characters beyond ASCII,
+	// by their low bits: measuring one is a table search.
+	widthCache [256]cachedWidth
 }
 
+type cachedWidth struct {
+	r rune // 0: empty
+	w int8
+}
+
+// What the program writes is bounded by these, whatever it writes: the
+// state of a sequence in progress, the marks of a cell and the replies
+// waiting to be sent have a fixed maximum size, and every byte costs at
+// most a fixed amount of work beside what it draws.
 const (
+	// maxParams parameters of a control sequence are kept, each at most
+	// maxParam; further ones and further digits are read and dropped.
 	maxParams = 16
 	maxParam  = 65535
-	maxStr    = 64 // long enough for every OSC query answered here
-	maxReply  = 64 << 10
+	// maxStr bytes of an OSC, DCS, SOS, PM or APC string are kept (long
+	// enough for every query answered here); the rest is swallowed up to
+	// the string's terminator and the string is not acted on.
+	maxStr = 64
+	// maxMarks combining marks are kept on a cell; more are dropped, as
+	// terminals do.
+	maxMarks = 16
+	// maxRepeat bounds the characters one REP draws (a row's width
+	// too).
+	maxRepeat = 1024
+	// maxReply bytes of replies to queries wait to be sent; queries
+	// beyond it go unanswered.
+	maxReply = 64 << 10
 	// wideTail marks the right half of a two-column character.
 	wideTail rune = -1
 )
@@ -96,27 +123,61 @@ const (
 var widths = &runewidth.Condition{StrictEmojiNeutral: true}
 
 // line is one row of cells. A cell is 0 (blank), a character, or
-// wideTail. Combining marks sit in marks, keyed by their base's column.
-// Every cell from end on is blank, so that clearing, trimming and keeping
-// a row cost what it holds, not its width.
+// wideTail. Every cell from end on is blank, so that clearing, trimming
+// and keeping a row cost what it holds, not its width.
 type line struct {
-	c     []rune
-	end   int
-	marks map[int]string
+	c   []rune
+	end int
+	// marks holds the combining marks of the cell of the same column, at
+	// most maxMarks each, only on cells that are not blank; it is empty or
+	// as long as c, and marked reports whether a mark may be set.
+	marks  []string
+	marked bool
+	// epoch is the grid's clear count when the line was last blanked or
+	// written: a line from an older epoch is blank (see grid.row).
+	epoch uint64
 }
 
 // blank clears the whole line.
 func (l *line) blank() {
 	clear(l.c[:l.end])
+	if l.marked {
+		clear(l.marks[:l.end])
+		l.marked = false
+	}
 	l.end = 0
-	l.marks = nil
+}
+
+// zero blanks cell x, which is before end.
+func (l *line) zero(x int) {
+	l.c[x] = 0
+	if l.marked {
+		l.marks[x] = ""
+	}
+}
+
+// clearMarks drops the marks of columns from..to-1.
+func (l *line) clearMarks(from, to int) {
+	if l.marked && from < l.end {
+		clear(l.marks[from:min(to, l.end)])
+	}
 }
 
 // grid is a screen: a ring of rows, row y at lines[(off+y) % rows].
+// Clearing the whole screen only counts a new epoch, so that it costs the
+// same whatever the size (programs clear on every alternate-screen
+// switch); a row is blanked when it is next reached.
 type grid struct {
 	lines []line
+	// used has a bit per line of lines, set when the line may hold
+	// something: every line reached for writing gets it.
+	used  bitset
 	off   int
-	saved savedCursor // DECSC for this screen
+	epoch uint64
+	// Screen rows spanTop..spanBot-1 are turned by rot: row y of the span
+	// is the (y+rot)-th of the ring, cyclically within the span.
+	spanTop, spanBot, rot int
+	saved                 savedCursor // DECSC for this screen
 }
 
 type savedCursor struct {
@@ -130,11 +191,31 @@ type savedCursor struct {
 // scrollback is a ring of the rows that scrolled off the top of the main
 // screen. A row is kept as cells (its trailing blanks cut) and made text
 // only when read, so that scrolling a line costs a copy, not an
-// allocation, once the ring is full.
+// allocation, once the ring is full; blank rows in a row are kept as one
+// entry with a count, so that scrolling a blank screen costs what it
+// holds. It keeps at most limit rows, and rows holding at most
+// maxScrollbackCells cells, marks counted by their size, so that its
+// memory is bounded on the widest screen too; the oldest rows go first.
 type scrollback struct {
-	rows  []line
-	start int // index of the oldest row once the ring is full
+	rows  []line // the ring of entries, limit long once a row was kept
+	reps  []int  // the rows entry i stands for: more than one only if blank
+	cost  []int  // the cells entry i holds, in its buffers' capacity
+	start int    // index of the oldest entry
+	used  int    // entries in use
+	n     int    // rows kept, the sum of reps
+	cells int    // sum of cost over the entries in use
 	limit int
+}
+
+// maxScrollbackCells bounds the cells the scrollback holds: twice the
+// largest screen's, so that the rows of any screen up to 1,000 columns
+// wide are all kept.
+const maxScrollbackCells = 2 * maxCells
+
+func (s *scrollback) alloc() {
+	if s.rows == nil {
+		s.rows, s.reps, s.cost = make([]line, s.limit), make([]int, s.limit), make([]int, s.limit)
+	}
 }
 
 func (s *scrollback) push(l *line) {
@@ -142,55 +223,245 @@ func (s *scrollback) push(l *line) {
 		return
 	}
 	end := l.end
-	for end > 0 && l.c[end-1] == 0 && len(l.marks) == 0 {
+	for end > 0 && l.c[end-1] == 0 {
 		end--
 	}
-	var slot *line
-	if len(s.rows) < s.limit {
-		s.rows = append(s.rows, line{})
-		slot = &s.rows[len(s.rows)-1]
-	} else {
-		slot = &s.rows[s.start]
-		s.start = (s.start + 1) % len(s.rows)
+	if end == 0 {
+		s.pushBlanks(1)
+		return
 	}
+	s.alloc()
+	// Room for a row and an entry; the slot of the oldest entry is the
+	// next one's when the ring is full, and keeps its buffers for it.
+	for s.n >= s.limit || s.used >= s.limit {
+		s.drop(s.used == s.limit)
+	}
+	// The cells a row costs once kept; a row no wider than the largest
+	// screen always fits.
+	need := end
+	if l.marked {
+		need += end * 4 // a string header per cell
+		for _, m := range l.marks[:end] {
+			need += (len(m) + 3) / 4
+		}
+	}
+	for s.n > 0 && s.cells+need > maxScrollbackCells {
+		s.drop(false)
+	}
+	i := (s.start + s.used) % s.limit
+	slot := &s.rows[i]
 	slot.c = append(slot.c[:0], l.c[:end]...)
 	slot.end = end
-	slot.marks = nil
-	if len(l.marks) > 0 {
-		slot.marks = make(map[int]string, len(l.marks))
-		for x, m := range l.marks {
-			slot.marks[x] = m
+	slot.marks, slot.marked = nil, l.marked
+	if l.marked {
+		slot.marks = append([]string(nil), l.marks[:end]...)
+	}
+	s.cost[i] = cap(slot.c) + need - end
+	if slot.marked {
+		s.cost[i] += (cap(slot.marks) - end) * 4
+	}
+	s.reps[i] = 1
+	s.cells += s.cost[i]
+	s.used++
+	s.n++
+}
+
+// pushBlanks pushes k blank rows.
+func (s *scrollback) pushBlanks(k int) {
+	if k <= 0 || s.limit <= 0 {
+		return
+	}
+	s.alloc()
+	k = min(k, s.limit)
+	if newest := (s.start + s.used - 1) % s.limit; s.used > 0 && s.rows[newest].end == 0 {
+		s.reps[newest] += k
+	} else {
+		for s.used >= s.limit {
+			s.drop(false)
 		}
+		i := (s.start + s.used) % s.limit
+		s.rows[i], s.reps[i], s.cost[i] = line{}, k, 0
+		s.used++
+	}
+	s.n += k
+	for s.n > s.limit {
+		s.drop(false)
 	}
 }
 
-func (s *scrollback) len() int { return len(s.rows) }
+// drop drops the oldest row; the buffers of an entry it empties stay for
+// the next row when reuse is set, and are released otherwise.
+func (s *scrollback) drop(reuse bool) {
+	i := s.start
+	s.n--
+	if s.reps[i] > 1 {
+		s.reps[i]--
+		return
+	}
+	s.cells -= s.cost[i]
+	s.cost[i], s.reps[i] = 0, 0
+	if !reuse {
+		s.rows[i] = line{}
+	}
+	s.start = (i + 1) % s.limit
+	s.used--
+}
+
+func (s *scrollback) len() int { return s.n }
 
 // last returns the newest n rows as text, oldest first.
 func (s *scrollback) last(n int) []string {
-	n = min(n, len(s.rows))
+	n = min(n, s.n)
 	if n <= 0 {
 		return nil
 	}
 	out := make([]string, n)
-	first := len(s.rows) - n
 	var buf []byte
-	for i := range out {
-		buf = appendRow(buf[:0], &s.rows[(s.start+first+i)%len(s.rows)])
-		out[i] = string(buf)
+	for e := s.used - 1; n > 0; e-- {
+		i := (s.start + e) % s.limit
+		buf = appendRow(buf[:0], &s.rows[i])
+		text := string(buf)
+		for r := 0; r < s.reps[i] && n > 0; r++ {
+			n--
+			out[n] = text
+		}
 	}
 	return out
 }
 
-func (s *scrollback) clear() { s.rows, s.start = nil, 0 }
+func (s *scrollback) clear() {
+	s.rows, s.reps, s.cost = nil, nil, nil
+	s.start, s.used, s.n, s.cells = 0, 0, 0, 0
+}
 
 func newTerm(rows, cols, scrollbackRows int) *term {
 	t := &term{rows: rows, cols: cols, sb: scrollback{limit: scrollbackRows}}
-	t.main.lines = newLines(rows, cols)
-	t.alt.lines = newLines(rows, cols)
+	t.main.lines, t.main.used = newLines(rows, cols), newBitset(rows)
+	t.alt.lines, t.alt.used = newLines(rows, cols), newBitset(rows)
 	t.g = &t.main
 	t.resetModes()
 	return t
+}
+
+// bitset is a set of the integers 0..n-1 with a summary bit per word of
+// members, so that finding the next member reads a few words whatever n
+// is (at most n/4096 summary words).
+type bitset struct {
+	w   []uint64 // bit i%64 of w[i/64]: i is a member
+	sum []uint64 // bit j%64 of sum[j/64]: w[j] is not 0
+}
+
+func newBitset(n int) bitset {
+	words := (n + 63) / 64
+	return bitset{w: make([]uint64, words), sum: make([]uint64, (words+63)/64)}
+}
+
+func (b *bitset) set(i int) {
+	b.w[i>>6] |= 1 << (i & 63)
+	b.sum[i>>12] |= 1 << ((i >> 6) & 63)
+}
+
+func (b *bitset) unset(i int) {
+	j := i >> 6
+	if b.w[j] &^= 1 << (i & 63); b.w[j] == 0 {
+		b.sum[j>>6] &^= 1 << (j & 63)
+	}
+}
+
+func (b *bitset) has(i int) bool { return b.w[i>>6]&(1<<(i&63)) != 0 }
+
+// prev returns the largest member up to i, or -1.
+func (b *bitset) prev(i int) int {
+	if i < 0 {
+		return -1
+	}
+	j := i >> 6
+	if w := b.w[j] << (63 - i&63); w != 0 {
+		return i - bits.LeadingZeros64(w)
+	}
+	j-- // the previous word with a member, by the summary
+	if j < 0 {
+		return -1
+	}
+	k := j >> 6
+	for s := b.sum[k] << (63 - j&63); ; s = b.sum[k] {
+		if s != 0 {
+			j -= bits.LeadingZeros64(s)
+			return j<<6 + 63 - bits.LeadingZeros64(b.w[j])
+		}
+		if k--; k < 0 {
+			return -1
+		}
+		j = k<<6 + 63
+	}
+}
+
+// nth returns the n-th member (n >= 1) from i on, or -1, counting the
+// members a word at a time.
+func (b *bitset) nth(i, n int) int {
+	for j := i >> 6; j < len(b.w); j++ {
+		w := b.w[j]
+		if j == i>>6 {
+			w &^= 1<<(i&63) - 1
+		}
+		if c := bits.OnesCount64(w); c < n {
+			n -= c
+			continue
+		}
+		for ; n > 1; n-- {
+			w &= w - 1
+		}
+		return j<<6 + bits.TrailingZeros64(w)
+	}
+	return -1
+}
+
+// nthBack returns the n-th member (n >= 1) from i down, or -1.
+func (b *bitset) nthBack(i, n int) int {
+	if i < 0 {
+		return -1
+	}
+	for j := i >> 6; j >= 0; j-- {
+		w := b.w[j]
+		if j == i>>6 && i&63 != 63 {
+			w &= 1<<(i&63+1) - 1
+		}
+		if c := bits.OnesCount64(w); c < n {
+			n -= c
+			continue
+		}
+		for ; n > 1; n-- {
+			w &^= 1 << (63 - bits.LeadingZeros64(w))
+		}
+		return j<<6 + 63 - bits.LeadingZeros64(w)
+	}
+	return -1
+}
+
+// next returns the smallest member from i on, or -1.
+func (b *bitset) next(i int) int {
+	j := i >> 6
+	if j >= len(b.w) {
+		return -1
+	}
+	if w := b.w[j] >> (i & 63); w != 0 {
+		return i + bits.TrailingZeros64(w)
+	}
+	j++ // the next word with a member, by the summary
+	k := j >> 6
+	if k >= len(b.sum) {
+		return -1
+	}
+	for s := b.sum[k] >> (j & 63); ; s = b.sum[k] {
+		if s != 0 {
+			j += bits.TrailingZeros64(s)
+			return j<<6 + bits.TrailingZeros64(b.w[j])
+		}
+		if k++; k >= len(b.sum) {
+			return -1
+		}
+		j = k << 6
+	}
 }
 
 func newLines(rows, cols int) []line {
@@ -211,17 +482,21 @@ func (t *term) resetModes() {
 }
 
 func (t *term) resetTabs() {
-	t.tabs = make([]bool, t.cols)
+	t.tabs = newBitset(t.cols)
 	for i := 8; i < t.cols; i += 8 {
-		t.tabs[i] = true
+		t.tabs.set(i)
 	}
 }
 
-// write feeds the terminal's output to the emulator.
+// write feeds the terminal's output to the emulator. Runs of printable
+// ASCII, whole UTF-8 characters and the bytes of a string are read in
+// loops of their own; everything else goes through advance, a byte at a
+// time.
 func (t *term) write(p []byte) {
 	for i := 0; i < len(p); {
 		b := p[i]
-		if t.state == sGround && t.utfN == 0 && b >= 0x20 && b < 0x7f {
+		switch {
+		case t.state == sGround && t.utfN == 0 && b >= 0x20 && b < 0x7f:
 			j := i + 1
 			for j < len(p) && p[j] >= 0x20 && p[j] < 0x7f {
 				j++
@@ -229,10 +504,38 @@ func (t *term) write(p []byte) {
 			t.printASCII(p[i:j])
 			i = j
 			continue
+		case t.state == sGround && t.utfN == 0 && b >= 0x80:
+			// A whole, valid character decodes here as advance would
+			// decode it byte by byte; anything else goes there.
+			if r, size := utf8.DecodeRune(p[i:]); size > 1 {
+				t.print(r)
+				i += size
+				continue
+			}
+		case t.state == sStr:
+			j := i
+			for j < len(p) && !strEnds(p[j]) {
+				j++
+			}
+			if len(t.str)+(j-i) > maxStr {
+				t.strLong = true
+			}
+			if keep := min(j-i, maxStr-len(t.str)); keep > 0 {
+				t.str = append(t.str, p[i:i+keep]...)
+			}
+			if j == len(p) {
+				return
+			}
+			i = j
 		}
-		t.advance(b)
+		t.advance(p[i])
 		i++
 	}
+}
+
+// strEnds reports whether b ends a string or may (ESC starts ST).
+func strEnds(b byte) bool {
+	return b == 0x1b || b == 0x07 || b == 0x18 || b == 0x1a
 }
 
 // advance runs the parser over one byte that is not part of a run of
@@ -377,7 +680,7 @@ func (t *term) escByte(b byte) {
 	case 'M':
 		t.reverseIndex()
 	case 'H':
-		t.tabs[t.x] = true
+		t.tabs.set(t.x)
 	case 'c':
 		t.fullReset()
 	}
@@ -538,11 +841,7 @@ func (t *term) csi(final byte) {
 	case 'Z': // CBT
 		t.backTab(n)
 	case 'b': // REP
-		if t.last != 0 {
-			for range min(n, t.rows*t.cols) {
-				t.print(t.last)
-			}
-		}
+		t.repeat(n)
 	case 'c': // DA1
 		if t.param0(0) == 0 {
 			t.answer("\x1b[?62;22c")
@@ -554,9 +853,10 @@ func (t *term) csi(final byte) {
 	case 'g': // TBC
 		switch t.param0(0) {
 		case 0:
-			t.tabs[t.x] = false
+			t.tabs.unset(t.x)
 		case 3:
-			clear(t.tabs)
+			clear(t.tabs.w)
+			clear(t.tabs.sum)
 		}
 	case 'h', 'l': // SM, RM
 		for i := 0; i < max(t.nparams, 1); i++ {
@@ -594,6 +894,62 @@ func (t *term) csi(final byte) {
 			t.answer("\x1b[8;" + strconv.Itoa(t.rows) + ";" + strconv.Itoa(t.cols) + "t")
 		}
 	}
+}
+
+// repeat is REP: the last character printed, n more times, at most a
+// row's width and maxRepeat of them, so that the work per byte of output
+// stays bounded (a repeat draws a run within a row).
+func (t *term) repeat(n int) {
+	if t.last == 0 {
+		return
+	}
+	n = min(n, t.cols, maxRepeat)
+	if t.last >= 0x20 && t.last < 0x7f && !t.charsets[t.gl] && !t.insert {
+		t.fill(t.last, n)
+		return
+	}
+	for range n {
+		t.print(t.last)
+	}
+}
+
+// fill prints the printable ASCII character r n times, as printASCII
+// would, a row's run at a time.
+func (t *term) fill(r rune, n int) {
+	l := t.g.row(t.y)
+	for n > 0 {
+		if t.wrapPending {
+			if !t.autowrap {
+				// Every character lands on the last column.
+				put(l, t.x, r)
+				break
+			}
+			t.wrapPending = false
+			t.x = 0
+			t.index()
+			l = t.g.row(t.y)
+		}
+		x, k := t.x, min(n, t.cols-t.x)
+		c := l.c
+		if c[x] == wideTail && x > 0 {
+			l.zero(x - 1)
+		}
+		if x+k < len(c) && c[x+k] == wideTail {
+			c[x+k] = 0
+		}
+		for i := x; i < x+k; i++ {
+			c[i] = r
+		}
+		l.clearMarks(x, x+k)
+		l.end = max(l.end, x+k)
+		n -= k
+		if x+k == t.cols {
+			t.x, t.wrapPending = t.cols-1, true
+		} else {
+			t.x = x + k
+		}
+	}
+	t.last = r
 }
 
 // originLeft is 0: there are no left and right margins here.
@@ -697,9 +1053,7 @@ func (t *term) switchScreen(alt, clearAlt bool) {
 }
 
 func (t *term) clearGrid(g *grid) {
-	for i := range g.lines {
-		g.lines[i].blank()
-	}
+	g.epoch++
 }
 
 func (t *term) fullReset() {
@@ -828,7 +1182,7 @@ func (t *term) printASCII(run []byte) {
 func put(l *line, x int, r rune) {
 	c := l.c
 	if c[x] == wideTail && x > 0 {
-		c[x-1] = 0
+		l.zero(x - 1)
 	}
 	if x+1 < len(c) && c[x+1] == wideTail {
 		c[x+1] = 0
@@ -837,8 +1191,8 @@ func put(l *line, x int, r rune) {
 	if x >= l.end {
 		l.end = x + 1
 	}
-	if len(l.marks) > 0 {
-		delete(l.marks, x)
+	if l.marked {
+		l.marks[x] = ""
 	}
 }
 
@@ -851,7 +1205,7 @@ func (t *term) print(r rune) {
 		if r < 0xa0 { // C1 controls, as UTF-8: nothing on the screen
 			return
 		}
-		w = widths.RuneWidth(r)
+		w = t.width(r)
 	}
 	if w == 0 {
 		t.addMark(r)
@@ -892,6 +1246,15 @@ func (t *term) print(r rune) {
 	t.x += w
 }
 
+// width is widths.RuneWidth(r), remembered.
+func (t *term) width(r rune) int {
+	c := &t.widthCache[r&0xff]
+	if c.r != r {
+		c.r, c.w = r, int8(widths.RuneWidth(r))
+	}
+	return int(c.w)
+}
+
 // addMark attaches a zero-width character to the one before the cursor.
 func (t *term) addMark(r rune) {
 	x := t.x
@@ -905,10 +1268,41 @@ func (t *term) addMark(r rune) {
 	if x < 0 || l.c[x] == 0 {
 		return
 	}
-	if l.marks == nil {
-		l.marks = make(map[int]string)
+	if len(l.marks) == 0 {
+		l.marks = make([]string, len(l.c))
 	}
-	l.marks[x] += string(r)
+	m := l.marks[x]
+	if fullMarks(m) {
+		return
+	}
+	l.marks[x] = m + string(r)
+	l.marked = true
+}
+
+// fullMarks reports whether the marks m of a cell are maxMarks already.
+// Marks are U+00A0 and above, two to four bytes each: fewer than
+// 2*maxMarks bytes leave room, 4*maxMarks bytes do not; in between, the
+// bytes that start a character are counted, eight at a time.
+func fullMarks(m string) bool {
+	if len(m) < 2*maxMarks {
+		return false
+	}
+	if len(m) >= 4*maxMarks {
+		return true
+	}
+	cont := 0 // continuation bytes, 10xxxxxx
+	i := 0
+	for ; i+8 <= len(m); i += 8 {
+		w := uint64(m[i]) | uint64(m[i+1])<<8 | uint64(m[i+2])<<16 | uint64(m[i+3])<<24 |
+			uint64(m[i+4])<<32 | uint64(m[i+5])<<40 | uint64(m[i+6])<<48 | uint64(m[i+7])<<56
+		cont += bits.OnesCount64(w & 0x8080808080808080 &^ (w << 1))
+	}
+	for ; i < len(m); i++ {
+		if m[i]&0xc0 == 0x80 {
+			cont++
+		}
+	}
+	return len(m)-cont >= maxMarks
 }
 
 // Cursor movement.
@@ -945,24 +1339,35 @@ func (t *term) cursorDown(n int) {
 	t.moveTo(t.x, min(t.y+n, limit))
 }
 
+// tab moves to the n-th tab stop to the right, or to the last column:
+// the next stop by the stops' summary, the n-th by counting them a word
+// at a time.
 func (t *term) tab(n int) {
 	t.wrapPending = false
-	for ; n > 0 && t.x < t.cols-1; n-- {
-		t.x++
-		for t.x < t.cols-1 && !t.tabs[t.x] {
-			t.x++
-		}
+	if t.x >= t.cols-1 {
+		return
 	}
+	p := t.tabs.next(t.x + 1)
+	if n > 1 {
+		p = t.tabs.nth(t.x+1, n)
+	}
+	if p < 0 || p >= t.cols-1 {
+		p = t.cols - 1
+	}
+	t.x = p
 }
 
+// backTab moves to the n-th tab stop to the left, or to the first column.
 func (t *term) backTab(n int) {
 	t.wrapPending = false
-	for ; n > 0 && t.x > 0; n-- {
-		t.x--
-		for t.x > 0 && !t.tabs[t.x] {
-			t.x--
-		}
+	if t.x == 0 {
+		return
 	}
+	p := t.tabs.prev(t.x - 1)
+	if n > 1 {
+		p = t.tabs.nthBack(t.x-1, n)
+	}
+	t.x = max(p, 0)
 }
 
 // index is LF: down one row, scrolling the region at its bottom.
@@ -987,7 +1392,11 @@ func (t *term) reverseIndex() {
 }
 
 // Scrolling moves rows, not cells: the whole screen scrolls by turning
-// its ring of rows, a region by swapping rows.
+// its ring of rows, a span of rows (a scroll region, or the rows below
+// the cursor for inserting and deleting lines) by turning a ring of its
+// own (grid.rot), so that a scroll costs the rows it blanks whatever the
+// span's height. Only scrolling another span than the last one moves the
+// rows of the last one into place first.
 
 // scrollUpIn moves rows from..bot-1 up by n, blank rows entering at the
 // bottom of the region. Rows leaving the top of the main screen go to the
@@ -1000,21 +1409,49 @@ func (t *term) scrollUpIn(from, n int, toScrollback bool) {
 	}
 	g := t.g
 	if toScrollback && from == 0 && g == &t.main {
-		for i := 0; i < n; i++ {
-			t.sb.push(g.row(i))
-		}
+		t.pushRows(n)
 	}
 	if from == 0 && t.bot == t.rows {
-		for i := 0; i < n; i++ {
-			g.row(i).blank()
-		}
+		g.settle()
+		g.blankRows(0, n)
 		g.off = (g.off + n) % t.rows
 		return
 	}
-	g.rotate(from, t.bot, n)
-	for i := t.bot - n; i < t.bot; i++ {
-		g.row(i).blank()
+	g.turn(from, t.bot, n)
+	g.blankRows(t.bot-n, t.bot)
+}
+
+// pushRows pushes rows 0..n-1 of the main screen to the scrollback, at a
+// cost of the rows that may hold something (grid.used): of more rows than
+// the scrollback keeps, only the last would stay, and blank rows are
+// pushed as runs.
+func (t *term) pushRows(n int) {
+	g := &t.main
+	if n == 1 {
+		t.sb.push(g.peek(0))
+		return
 	}
+	g.settle()
+	a := max(n-t.sb.limit, 0)
+	next := a // the first row not pushed yet
+	// pushSlots pushes the rows in g.lines[i:j], screen rows y.. on.
+	pushSlots := func(i, j, y int) {
+		for p := g.used.next(i); p >= 0 && p < j; p = g.used.next(p + 1) {
+			row := y + p - i
+			t.sb.pushBlanks(row - next)
+			t.sb.push(g.peek(row))
+			next = row + 1
+		}
+	}
+	r := len(g.lines)
+	p := g.off + a
+	if p >= r {
+		p -= r
+	}
+	first := min(n-a, r-p)
+	pushSlots(p, p+first, a)
+	pushSlots(0, n-a-first, a+first)
+	t.sb.pushBlanks(n - next)
 }
 
 // scrollDownIn moves rows from..bot-1 down by n; blank rows enter at from.
@@ -1023,19 +1460,148 @@ func (t *term) scrollDownIn(from, n int) {
 	if n <= 0 {
 		return
 	}
-	t.g.rotate(from, t.bot, t.bot-from-n)
-	for i := from; i < from+n; i++ {
-		t.g.row(i).blank()
+	t.g.turn(from, t.bot, -n)
+	t.g.blankRows(from, from+n)
+}
+
+// blankRows blanks screen rows a..b-1, at a cost of the rows that may
+// hold something (grid.used), not of their number.
+func (g *grid) blankRows(a, b int) {
+	if b-a <= 4 {
+		for y := a; y < b; y++ {
+			g.peek(y).blank()
+		}
+		return
+	}
+	if g.rot == 0 || b <= g.spanTop || a >= g.spanBot {
+		g.blankRing(a, b)
+		return
+	}
+	if a < g.spanTop {
+		g.blankRing(a, g.spanTop)
+		a = g.spanTop
+	}
+	if b > g.spanBot {
+		g.blankRing(g.spanBot, b)
+		b = g.spanBot
+	}
+	start := g.spanTop + (a-g.spanTop+g.rot)%(g.spanBot-g.spanTop)
+	first := min(b-a, g.spanBot-start)
+	g.blankRing(start, start+first)
+	g.blankRing(g.spanTop, g.spanTop+b-a-first)
+}
+
+// blankRing blanks the rows at positions u..v-1 of the ring, before a
+// turned span is applied.
+func (g *grid) blankRing(u, v int) {
+	if u >= v {
+		return
+	}
+	p := g.off + u
+	if p >= len(g.lines) {
+		p -= len(g.lines)
+	}
+	first := min(v-u, len(g.lines)-p)
+	g.blankSlots(p, p+first)
+	g.blankSlots(0, v-u-first)
+}
+
+// blankSlots blanks the lines i..j-1 of g.lines that may hold something.
+func (g *grid) blankSlots(i, j int) {
+	for i = g.used.next(i); i >= 0 && i < j; i = g.used.next(i + 1) {
+		l := &g.lines[i]
+		l.blank()
+		l.epoch = g.epoch
+		g.used.unset(i)
 	}
 }
 
-// row returns screen row y.
+// turn moves screen rows from..to-1 up by k (down for a negative k),
+// cyclically: the rows that leave at one end enter at the other.
+func (g *grid) turn(from, to, k int) {
+	size := to - from
+	if k%size == 0 {
+		return
+	}
+	if size == len(g.lines) {
+		g.settle()
+		g.off = ((g.off+k)%size + size) % size
+		return
+	}
+	if g.rot != 0 && (g.spanTop != from || g.spanBot != to) {
+		g.settle()
+	}
+	g.spanTop, g.spanBot = from, to
+	g.rot = ((g.rot+k)%size + size) % size
+}
+
+// settle moves the rows of the turned span into place: row y of the
+// screen is the y-th of the ring of lines again. It moves the fewer rows
+// of two ways: the span's own (its height), or, turning the whole ring
+// instead, the rows outside the span and the shorter part of the span.
+func (g *grid) settle() {
+	if g.rot == 0 {
+		return
+	}
+	k, a := g.rot, g.spanTop
+	g.rot = 0
+	r, s := len(g.lines), g.spanBot-g.spanTop
+	c := r - s // the rows outside the span, one block around the ring
+	if s <= c+min(k, s-k) {
+		g.rotate(a, g.spanBot, k)
+		return
+	}
+	// The ring turned so that the span's first row is row 0, the span S
+	// is rows 0..s-1 and the rest C rows s..r-1. Wanted, from row 0:
+	// S[k:] S[:k] C.
+	g.off = (g.off + a) % r
+	if k <= s-k {
+		g.off = (g.off + s) % r // C S[:k] S[k:]
+		g.rotate(0, c+k, c)     // S[:k] C S[k:]
+		g.off = (g.off + k + c) % r
+	} else {
+		g.off = (g.off + k) % r // S[k:] C S[:k]
+		g.rotate(0, s-k+c, s-k) // C S[k:] S[:k]
+		g.off = (g.off + c) % r
+	}
+	g.off = (g.off - a + r) % r
+}
+
+// row returns screen row y to be written, blanked first if the screen was
+// cleared since the row was last reached.
 func (g *grid) row(y int) *line {
+	i := g.slot(y)
+	g.used.set(i)
+	return g.at(i)
+}
+
+// peek returns screen row y to be read.
+func (g *grid) peek(y int) *line { return g.at(g.slot(y)) }
+
+// at returns g.lines[i], blanked first if the screen was cleared since
+// the line was last reached.
+func (g *grid) at(i int) *line {
+	l := &g.lines[i]
+	if l.epoch != g.epoch {
+		l.blank()
+		l.epoch = g.epoch
+	}
+	return l
+}
+
+// slot returns the index in g.lines of screen row y.
+func (g *grid) slot(y int) int {
+	if g.rot != 0 && y >= g.spanTop && y < g.spanBot {
+		y += g.rot
+		if y >= g.spanBot {
+			y -= g.spanBot - g.spanTop
+		}
+	}
 	i := g.off + y
 	if i >= len(g.lines) {
 		i -= len(g.lines)
 	}
-	return &g.lines[i]
+	return i
 }
 
 // rotate moves screen rows from..to-1 up by k: row from+k becomes row
@@ -1072,16 +1638,12 @@ func (t *term) clearCells(y, from, to int) {
 	if to < len(c) && c[to] == wideTail {
 		c[to] = 0
 	}
-	clear(c[from:to])
+	// Cells from end on are blank already: clearing costs what the row
+	// holds, not its width.
+	clear(c[from:min(to, max(l.end, from))])
+	l.clearMarks(max(from-1, 0), to)
 	if to >= l.end {
 		l.end = min(l.end, from)
-	}
-	if len(l.marks) > 0 {
-		for x := range l.marks {
-			if x >= from-1 && x < to {
-				delete(l.marks, x)
-			}
-		}
 	}
 }
 
@@ -1100,13 +1662,9 @@ func (t *term) eraseDisplay(mode int) {
 	switch mode {
 	case 0:
 		t.clearCells(t.y, t.x, t.cols)
-		for y := t.y + 1; y < t.rows; y++ {
-			t.clearCells(y, 0, t.cols)
-		}
+		t.g.blankRows(t.y+1, t.rows)
 	case 1:
-		for y := 0; y < t.y; y++ {
-			t.clearCells(y, 0, t.cols)
-		}
+		t.g.blankRows(0, t.y)
 		t.clearCells(t.y, 0, t.x+1)
 	case 2:
 		t.clearGrid(t.g)
@@ -1126,15 +1684,20 @@ func (t *term) shiftRight(l *line, x, n int) {
 	n = min(n, t.cols-x)
 	c := l.c
 	if c[x] == wideTail && x > 0 {
-		c[x-1], c[x] = 0, 0
+		l.zero(x - 1)
+		c[x] = 0
 	}
-	copy(c[x+n:], c[x:t.cols-n])
-	clear(c[x : x+n])
+	l.clearMarks(x, t.cols)
+	if l.end <= x {
+		return
+	}
+	// Cells from end on are blank: only what the row holds moves.
+	copy(c[x+n:], c[x:min(l.end, t.cols-n)])
+	clear(c[x:min(x+n, l.end)])
 	l.end = min(l.end+n, t.cols)
-	if c[t.cols-1] != wideTail && t.cols > 1 && widths.RuneWidth(c[t.cols-1]) == 2 {
+	if c[t.cols-1] != wideTail && t.cols > 1 && t.width(c[t.cols-1]) == 2 {
 		c[t.cols-1] = 0
 	}
-	dropMarksFrom(l, x)
 }
 
 func (t *term) deleteCells(n int) {
@@ -1143,23 +1706,23 @@ func (t *term) deleteCells(n int) {
 	l := t.g.row(t.y)
 	c := l.c
 	if c[t.x] == wideTail && t.x > 0 {
-		c[t.x-1] = 0
+		l.zero(t.x - 1)
 	}
-	copy(c[t.x:], c[t.x+n:])
-	clear(c[t.cols-n:])
+	// The marks of the cells that move are dropped (rare enough not to
+	// move them along).
+	l.clearMarks(t.x, t.cols)
+	if l.end <= t.x {
+		return
+	}
+	// Cells from end on are blank: only what the row holds moves.
+	end := l.end
+	if t.x+n < end {
+		copy(c[t.x:], c[t.x+n:end])
+	}
+	clear(c[max(end-n, t.x):end])
+	l.end = max(end-n, t.x)
 	if c[t.x] == wideTail {
 		c[t.x] = 0
-	}
-	dropMarksFrom(l, t.x)
-}
-
-// dropMarksFrom drops the combining marks from column x on, whose cells
-// moved (rare enough not to move them along).
-func dropMarksFrom(l *line, x int) {
-	for k := range l.marks {
-		if k >= x {
-			delete(l.marks, k)
-		}
 	}
 }
 
@@ -1168,7 +1731,7 @@ func dropMarksFrom(l *line, x int) {
 // appendRow appends a row as text, trailing blanks trimmed, to b.
 func appendRow(b []byte, l *line) []byte {
 	end := l.end
-	for end > 0 && (l.c[end-1] == 0 || l.c[end-1] == ' ') && (len(l.marks) == 0 || l.marks[end-1] == "") {
+	for end > 0 && (l.c[end-1] == 0 || l.c[end-1] == ' ') && (!l.marked || l.marks[end-1] == "") {
 		end--
 	}
 	for x, r := range l.c[:end] {
@@ -1182,7 +1745,7 @@ func appendRow(b []byte, l *line) []byte {
 		default:
 			b = utf8.AppendRune(b, r)
 		}
-		if len(l.marks) > 0 {
+		if l.marked {
 			b = append(b, l.marks[x]...)
 		}
 	}
@@ -1204,14 +1767,15 @@ func (t *term) resize(rows, cols int) {
 		dropTop = need - dropBottom
 	}
 	for i := 0; i < dropTop; i++ {
-		t.sb.push(t.main.row(i))
+		t.sb.push(t.main.peek(i))
 	}
 	for _, g := range []*grid{&t.main, &t.alt} {
-		lines := newLines(rows, cols)
+		lines, used := newLines(rows, cols), newBitset(rows)
 		for i := range t.rows - dropTop - dropBottom {
-			copyLine(&lines[i], g.row(dropTop+i))
+			copyLine(&lines[i], g.peek(dropTop+i))
+			used.set(i)
 		}
-		g.lines, g.off = lines, 0
+		g.lines, g.used, g.off, g.epoch, g.rot = lines, used, 0, 0, 0
 		s := &g.saved
 		s.x, s.y = min(s.x, cols-1), min(max(s.y-dropTop, 0), rows-1)
 	}
@@ -1233,19 +1797,23 @@ func copyLine(dst, src *line) {
 	if n > 0 && n < len(src.c) && src.c[n] == wideTail {
 		dst.c[n-1] = 0
 	}
-	for x, m := range src.marks {
-		if x < n && dst.c[x] != 0 {
-			if dst.marks == nil {
-				dst.marks = make(map[int]string)
+	if !src.marked {
+		return
+	}
+	for x, m := range src.marks[:n] {
+		if m != "" && dst.c[x] != 0 {
+			if len(dst.marks) == 0 {
+				dst.marks = make([]string, len(dst.c))
 			}
 			dst.marks[x] = m
+			dst.marked = true
 		}
 	}
 }
 
 // rowText returns row y of the visible screen as text.
 func (t *term) rowText(y int) string {
-	t.scratch = appendRow(t.scratch[:0], t.g.row(y))
+	t.scratch = appendRow(t.scratch[:0], t.g.peek(y))
 	return string(t.scratch)
 }
 
@@ -1255,7 +1823,7 @@ func (t *term) text() string {
 	var out []byte
 	blank := 0 // blank rows seen since the last row with text
 	for y := range t.g.lines {
-		t.scratch = appendRow(t.scratch[:0], t.g.row(y))
+		t.scratch = appendRow(t.scratch[:0], t.g.peek(y))
 		if len(t.scratch) == 0 {
 			blank++
 			continue

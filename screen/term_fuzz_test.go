@@ -7,8 +7,8 @@ import (
 )
 
 // FuzzTerm: any bytes, in any pieces, with resizes between them, never
-// panic, keep the cursor on the screen, give the same screen however they
-// are split, and leave valid UTF-8.
+// panic, keep the cursor on the screen and the cells' marks bounded, give
+// the same screen however they are split, and leave valid UTF-8.
 func FuzzTerm(f *testing.F) {
 	for _, seed := range []string{
 		"Working\rDo\n", "\x1b[2J\x1b[H\x1b[1;31mred\x1b[0m\x1b[K", "中文\u0301\x1b[2@\x1b[3P",
@@ -25,6 +25,10 @@ func FuzzTerm(f *testing.F) {
 		at := int(split) % (len(in) + 1)
 		parts := newTerm(r, c, 5)
 		parts.write(in[:at])
+		// Turned spans moved into place between the writes change
+		// nothing either.
+		parts.main.settle()
+		parts.alt.settle()
 		parts.write(in[at:])
 		if whole.text() != parts.text() || string(whole.reply) != string(parts.reply) {
 			t.Fatalf("split at %d: %q / %q; whole: %q / %q", at, parts.text(), parts.reply, whole.text(), whole.reply)
@@ -52,11 +56,21 @@ func check(t *testing.T, tm *term) {
 		t.Fatalf("%d rows of text on %d rows", n, tm.rows)
 	}
 	for _, g := range []*grid{&tm.main, &tm.alt} {
+		for i := range g.lines {
+			if l := &g.lines[i]; l.epoch == g.epoch && l.end > 0 && !g.used.has(i) {
+				t.Fatalf("line %d holds %q but is not marked used", i, l.c[:l.end])
+			}
+		}
 		for y := range tm.rows {
 			l := g.row(y)
 			for x := l.end; x < len(l.c); x++ {
 				if l.c[x] != 0 {
 					t.Fatalf("row %d: cell %d set beyond end %d", y, x, l.end)
+				}
+			}
+			for x, m := range l.marks {
+				if n := utf8.RuneCountInString(m); n > maxMarks || n > 0 && (!l.marked || x >= l.end || l.c[x] == 0) {
+					t.Fatalf("row %d: %d marks on cell %d (%q), end %d, marked %v", y, n, x, l.c[x], l.end, l.marked)
 				}
 			}
 		}

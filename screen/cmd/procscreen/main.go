@@ -27,6 +27,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"os/exec"
 
 	"github.com/procvisor/proc"
@@ -73,6 +74,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return exitFailed
 		}
 		*dir = wd
+	}
+	// A command-line tool runs where it was started: a relative -dir is
+	// made absolute here, as the library would resolve it elsewhere.
+	if abs, err := filepath.Abs(*dir); err == nil {
+		*dir = abs
 	}
 	m := proc.NewManager(proc.Options{})
 	defer m.Close()
