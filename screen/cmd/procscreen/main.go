@@ -27,8 +27,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"os/exec"
+	"path/filepath"
 
 	"github.com/procvisor/proc"
 	"github.com/procvisor/proc/screen"
