@@ -81,6 +81,11 @@ type Event struct {
 // searches for grows with their literals.
 const MaxWatches = 64
 
+// MaxWatchPattern is the longest Watch.Pattern, in bytes, a StartRequest
+// may hold; a longer one is refused with an error wrapping ErrInvalid.
+// What the pattern costs to compile and to match is bounded with it.
+const MaxWatchPattern = 4096
+
 // Watch names a pattern a record's output lines are matched against
 // (StartRequest.Watch). Each line of the Output stream (the combined
 // output, or stdout with SeparateStderr), without its newline and a
@@ -557,6 +562,9 @@ func newEventWatch(req StartRequest, maxLine int) (*eventWatch, error) {
 			return nil, xerrors.Errorf("start: Watch name %q is used twice: %w", wa.Name, ErrInvalid)
 		}
 		names[wa.Name] = true
+		if len(wa.Pattern) > MaxWatchPattern {
+			return nil, xerrors.Errorf("start: Watch %q: pattern of %d bytes, longer than MaxWatchPattern (%d): %w", wa.Name, len(wa.Pattern), MaxWatchPattern, ErrInvalid)
+		}
 		re, err := regexp.Compile(wa.Pattern)
 		if err != nil {
 			return nil, xerrors.Errorf("start: Watch %q: %v: %w", wa.Name, err, ErrInvalid)
@@ -722,22 +730,27 @@ func requiredLiterals(re *syntax.Regexp) []literal {
 		// U+FFFD, which also matches a byte that is no UTF-8, nor a
 		// newline; with (?i), ASCII runes whose every case is ASCII, in
 		// lower case.
+		// A run is copied once, when it ends, if it is the longest yet:
+		// linear in the pattern.
 		fold := re.Flags&syntax.FoldCase != 0
 		var best, run []byte
+		end := func() {
+			if len(run) > len(best) {
+				best = slices.Clone(run)
+			}
+			run = run[:0]
+		}
 		for _, r := range re.Rune {
 			switch {
 			case r == utf8.RuneError || r == '\n' || fold && !asciiFold(r):
-				run = run[:0]
-				continue
+				end()
 			case fold:
 				run = append(run, lowerASCII(byte(r)))
 			default:
 				run = utf8.AppendRune(run, r)
 			}
-			if len(run) > len(best) {
-				best = slices.Clone(run)
-			}
 		}
+		end()
 		if len(best) == 0 {
 			return nil
 		}
@@ -932,10 +945,8 @@ func (w *eventWatch) scan(b []byte) {
 
 // keep adds b to the current line, up to maxLine+1 bytes: one more than
 // is matched, to tell a line of maxLine bytes and a '\r' from a longer one.
+// partial grows with the lines seen, never to a size asked for.
 func (w *eventWatch) keep(b []byte) {
-	if w.partial == nil && len(b) > 0 {
-		w.partial = make([]byte, 0, w.maxLine+1)
-	}
 	room := w.maxLine + 1 - len(w.partial)
 	if len(b) > room {
 		b, w.over = b[:room], true

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"regexp/syntax"
 	"strings"
 	"testing"
 	"time"
@@ -550,5 +551,40 @@ func BenchmarkChooseAnchors(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		w.chooseAnchors(region)
+	}
+}
+
+// TestWatchLineBufferGrows: the line buffer of a watch grows with the
+// lines it sees, not to MaxLineLength: a request at the cap holds what
+// its output wrote.
+func TestWatchLineBufferGrows(t *testing.T) {
+	t.Parallel()
+	h := newScanHarness(t, []Watch{{Name: "a", Pattern: "hi"}}, DefaultMaxBufferBytes)
+	h.w.scan([]byte("h"))
+	h.w.scan([]byte("i"))
+	if c := cap(h.w.partial); c > 1<<10 {
+		t.Errorf("after 2 bytes of a line, its buffer holds %d bytes; want it to grow with the line", c)
+	}
+	h.w.scan([]byte("\n"))
+	if got := h.matches(); len(got) != 1 || got[0] != "a=hi" {
+		t.Errorf("matches %q; want [a=hi]", got)
+	}
+}
+
+// TestRequiredLiteralsLinear: the literal of a long pattern is copied
+// once, not once per rune. Not parallel: AllocsPerRun refuses to run
+// beside other tests.
+func TestRequiredLiteralsLinear(t *testing.T) {
+	tree, err := syntax.Parse(strings.Repeat("ab", MaxWatchPattern/2), syntax.Perl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lits []literal
+	allocs := testing.AllocsPerRun(10, func() { lits = requiredLiterals(tree) })
+	if allocs > 32 {
+		t.Errorf("requiredLiterals of a %d-byte literal made %v allocations; want a few", MaxWatchPattern, allocs)
+	}
+	if len(lits) != 1 || len(lits[0].b) != MaxWatchPattern {
+		t.Errorf("requiredLiterals = %d literals; want one of %d bytes", len(lits), MaxWatchPattern)
 	}
 }

@@ -31,6 +31,8 @@ const (
 	DefaultKillGrace     = 3 * time.Second
 	DefaultRetainExited  = 5 * time.Minute
 	DefaultMaxRetained   = 1000
+	// DefaultMaxBufferBytes is Options.MaxBufferBytes when it is zero.
+	DefaultMaxBufferBytes = 256 << 20
 )
 
 // Options configure a [Manager]. The zero value is usable: every zero field
@@ -73,6 +75,12 @@ type Options struct {
 	TailBytes int
 	// MaxLineLength cuts longer lines in renderings. 0: 2048 bytes.
 	MaxLineLength int
+	// MaxBufferBytes bounds what one request may ask to be kept: a
+	// StartRequest whose HeadBytes + TailBytes, or whose MaxLineLength,
+	// is above it is ErrInvalid at Start (a request may come straight
+	// from a client). The fields above are the host's and are not
+	// checked. 0: 256 MiB.
+	MaxBufferBytes int
 	// DrainQuiet ends the post-exit drain after this long without output.
 	// 0: 50ms.
 	DrainQuiet time.Duration
@@ -134,6 +142,7 @@ func (o Options) withDefaults() Options {
 	o.HeadBytes = positiveOr(o.HeadBytes, DefaultHeadBytes)
 	o.TailBytes = positiveOr(o.TailBytes, DefaultTailBytes)
 	o.MaxLineLength = positiveOr(o.MaxLineLength, DefaultMaxLineLength)
+	o.MaxBufferBytes = positiveOr(o.MaxBufferBytes, DefaultMaxBufferBytes)
 	o.DrainQuiet = positiveOr(o.DrainQuiet, DefaultDrainQuiet)
 	o.DrainTimeout = positiveOr(o.DrainTimeout, DefaultDrainTimeout)
 	o.KillGrace = positiveOr(o.KillGrace, DefaultKillGrace)
@@ -219,14 +228,15 @@ type StartRequest struct {
 	// Process.ReadStderrSince).
 	SeparateStderr bool `json:"separate_stderr,omitempty"`
 	// HeadBytes, TailBytes, DrainQuiet and DrainTimeout override the
-	// manager's options for this process when positive.
+	// manager's options for this process when positive. HeadBytes +
+	// TailBytes above Options.MaxBufferBytes is ErrInvalid.
 	HeadBytes    int           `json:"head_bytes,omitempty"`
 	TailBytes    int           `json:"tail_bytes,omitempty"`
 	DrainQuiet   time.Duration `json:"drain_quiet,omitempty"`
 	DrainTimeout time.Duration `json:"drain_timeout,omitempty"`
 	// MaxLineLength cuts longer lines in the renderings of this process's
-	// buffers (Output and Stderr). 0: Options.MaxLineLength; negative is
-	// ErrInvalid.
+	// buffers (Output and Stderr). 0: Options.MaxLineLength; negative, or
+	// above Options.MaxBufferBytes, is ErrInvalid.
 	MaxLineLength int `json:"max_line_length,omitempty"`
 	// Limits bound the process tree; a zero field takes Options.Limits'
 	// value. See [Limits].
@@ -261,8 +271,9 @@ type StartRequest struct {
 	StderrTee io.Writer `json:"-"`
 	// Watch lists named patterns the lines of the Output stream are
 	// matched against; each match is an EventMatched event (see [Watch]).
-	// An empty or repeated name, a bad pattern, or more than MaxWatches
-	// watches is ErrInvalid.
+	// An empty or repeated name, a bad pattern, a pattern longer than
+	// MaxWatchPattern bytes, or more than MaxWatches watches is
+	// ErrInvalid.
 	Watch []Watch `json:"watch,omitempty"`
 	// WatchActivity appends EventWaitingForInput each time the tree begins
 	// to wait for input and EventListening for each new listener, noticed
@@ -778,6 +789,9 @@ func (m *Manager) prepare(req StartRequest) (*spec, error) {
 	if err := validate(req); err != nil {
 		return nil, err
 	}
+	if err := validBuffers(req, m.opts.MaxBufferBytes); err != nil {
+		return nil, err
+	}
 	if name := m.opts.OwnerEnv; req.Owner != "" && strings.ContainsAny(name, "=\x00") {
 		return nil, xerrors.Errorf("start: Options.OwnerEnv %q holds '=' or NUL: %w", name, ErrInvalid)
 	}
@@ -892,6 +906,20 @@ func validate(req StartRequest) error {
 		}
 	}
 	return validDropEnv("StartRequest.DropEnv", req.DropEnv)
+}
+
+// validBuffers refuses a request that asks to keep more than maxBytes
+// (Options.MaxBufferBytes): head and tail together, or one line. Each
+// size is checked alone first, so that their sum cannot overflow.
+func validBuffers(req StartRequest, maxBytes int) error {
+	head, tail := req.HeadBytes, req.TailBytes
+	if head > maxBytes || tail > maxBytes || head+tail > maxBytes {
+		return xerrors.Errorf("start: HeadBytes %d + TailBytes %d is above Options.MaxBufferBytes (%d): %w", head, tail, maxBytes, ErrInvalid)
+	}
+	if req.MaxLineLength > maxBytes {
+		return xerrors.Errorf("start: MaxLineLength %d is above Options.MaxBufferBytes (%d): %w", req.MaxLineLength, maxBytes, ErrInvalid)
+	}
+	return nil
 }
 
 // workDir resolves the work dir: the request's (which must exist), then
