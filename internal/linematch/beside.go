@@ -1,0 +1,155 @@
+package linematch
+
+import (
+	"bytes"
+	"sync"
+	"sync/atomic"
+)
+
+// Backlog is the most bytes of lines a Beside holds for its matcher
+// before it skips them.
+const Backlog = 1 << 20
+
+// Beside runs a Matcher beside the goroutine that feeds it: it is a Sink
+// that copies the lines it is given into a backlog and never waits, and a
+// goroutine of its own matches them. That goroutine is started when lines
+// arrive and nobody matches, and ends when the backlog is empty; Close
+// waits for it. When the backlog would exceed Backlog bytes, the lines in
+// it are dropped (the matcher skips to the newest line), and before it
+// matches the next line the goroutine calls skip with how many it never
+// matched. Match and skip are called on that goroutine, one call at a
+// time.
+type Beside struct {
+	m    *Matcher
+	skip func(lines int64)
+	// live is m.Live() as of the last line matched, for the feeder.
+	live atomic.Int64
+	// running counts the goroutine while it runs (at most one).
+	running sync.WaitGroup
+
+	// mu guards the fields below. Nothing is called under it.
+	mu      sync.Mutex
+	queue   []backlogEntry // the lines not yet taken, oldest first
+	queued  int            // bytes in queue
+	lost    int64          // lines dropped since the goroutine last said so
+	matcher bool           // the goroutine runs
+	closed  bool           // Close was called: no more lines are taken
+	spare   [][]byte       // buffers of entries matched, for reuse
+}
+
+// backlogEntry is lines of the backlog: complete lines, each ending in
+// '\n', or (line) one line without it, over as Sink.Line has it.
+type backlogEntry struct {
+	b          []byte
+	line, over bool
+}
+
+// maxSpare bounds the buffers a Beside keeps for reuse, and spareSize
+// their size.
+const (
+	maxSpare  = 4
+	spareSize = 64 << 10
+)
+
+// NewBeside returns a Beside that runs m, and calls skip (on its
+// goroutine) with the lines it skipped. It starts no goroutine.
+func NewBeside(m *Matcher, skip func(lines int64)) *Beside {
+	b := &Beside{m: m, skip: skip}
+	b.live.Store(int64(m.Live()))
+	return b
+}
+
+// Live returns the number of patterns not yet done, as of the last line
+// matched: once it is 0, lines are no longer taken.
+func (b *Beside) Live() int { return int(b.live.Load()) }
+
+// Lines takes a copy of region (complete lines) into the backlog.
+func (b *Beside) Lines(region []byte) { b.push(region, false, false) }
+
+// Line takes a copy of one line into the backlog.
+func (b *Beside) Line(line []byte, over bool) { b.push(line, true, over) }
+
+func (b *Beside) push(p []byte, line, over bool) {
+	if b.live.Load() == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	if b.queued+len(p) > Backlog && len(b.queue) > 0 {
+		for i, e := range b.queue {
+			if e.line {
+				b.lost++
+			} else {
+				b.lost += int64(bytes.Count(e.b, []byte{'\n'}))
+			}
+			b.recycleLocked(e.b)
+			b.queue[i] = backlogEntry{}
+		}
+		b.queue, b.queued = b.queue[:0], 0
+	}
+	var buf []byte
+	if n := len(b.spare); n > 0 && len(p) <= spareSize {
+		buf, b.spare = b.spare[n-1], b.spare[:n-1]
+	}
+	b.queue = append(b.queue, backlogEntry{b: append(buf, p...), line: line, over: over})
+	b.queued += len(p)
+	if !b.matcher {
+		b.matcher = true
+		b.running.Add(1)
+		// Ends when the backlog is empty; Close waits for it.
+		go b.run()
+	}
+}
+
+// recycleLocked keeps buf for reuse if it is small and few are kept.
+func (b *Beside) recycleLocked(buf []byte) {
+	if cap(buf) <= spareSize && len(b.spare) < maxSpare {
+		b.spare = append(b.spare, buf[:0])
+	}
+}
+
+// run matches the backlog, oldest first, until it is empty.
+func (b *Beside) run() {
+	defer b.running.Done()
+	var done []byte
+	for {
+		b.mu.Lock()
+		if done != nil {
+			b.recycleLocked(done)
+		}
+		if len(b.queue) == 0 {
+			b.matcher = false
+			b.mu.Unlock()
+			return
+		}
+		e := b.queue[0]
+		b.queue[0] = backlogEntry{}
+		b.queue = b.queue[1:]
+		b.queued -= len(e.b)
+		lost := b.lost
+		b.lost = 0
+		b.mu.Unlock()
+		if lost > 0 {
+			b.skip(lost)
+		}
+		if e.line {
+			b.m.Line(e.b, e.over)
+		} else {
+			b.m.Lines(e.b)
+		}
+		b.live.Store(int64(b.m.Live()))
+		done = e.b
+	}
+}
+
+// Close takes no more lines, and waits until the lines taken before are
+// matched and the goroutine has ended.
+func (b *Beside) Close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.running.Wait()
+}
