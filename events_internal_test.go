@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +36,7 @@ func newScanHarness(t *testing.T, watches []Watch, maxLine int) *scanHarness {
 	if err != nil {
 		t.Fatalf("newEventWatch(%+v) = %v", watches, err)
 	}
-	p := &Process{m: m, info: &Info{ID: "scan"}, done: make(chan struct{})}
+	p := &Process{m: m, info: &Info{ID: "scan"}, done: make(chan struct{}), drainTimeout: time.Minute}
 	w.of(p)
 	w.pump = &pump{}
 	w.pump.ended.Store(true)
@@ -196,5 +197,50 @@ func TestWatchSkipped(t *testing.T) {
 	}
 	if want := len(ofWatches(wantMatches(strings.Repeat(string(chunk), 32), watches, DefaultMaxLineLength), "lit")); lit != want || want == 0 {
 		t.Errorf("lit: %d matched; want %d, none missed", lit, want)
+	}
+}
+
+// TestWatchFlushGivesUp: at the end of the output, flush waits for the
+// watches matched beside for the record's DrainTimeout on the clock, and
+// then skips the lines they have not matched: the skipped event is in
+// when flush returns (before the final event).
+func TestWatchFlushGivesUp(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h := newScanHarness(t, []Watch{{Name: "digits", Pattern: `^\d+$`}}, DefaultMaxLineLength)
+	held := h.clock.Trap().Now("beside")
+	defer held.Close()
+	timer := h.clock.Trap().NewTimer("events", "beside")
+	defer timer.Close()
+	for i := range 10 {
+		h.w.scan(fmt.Appendf(nil, "%d\n", i))
+	}
+	first := held.MustWait(ctx) // the goroutine is in its first match
+	flushed := make(chan struct{})
+	go func() {
+		defer close(flushed)
+		h.w.flush()
+	}()
+	call := timer.MustWait(ctx)
+	if call.Duration != time.Minute {
+		t.Errorf("flush waits %v; want the record's DrainTimeout, %v", call.Duration, time.Minute)
+	}
+	call.MustRelease(ctx)
+	h.clock.Advance(time.Minute).MustWait(ctx)
+	for !h.w.beside.GaveUp() {
+		if ctx.Err() != nil {
+			t.Fatal("flush did not give up after the DrainTimeout passed")
+		}
+		runtime.Gosched()
+	}
+	first.MustRelease(ctx)
+	select {
+	case <-flushed:
+	case <-ctx.Done():
+		t.Fatal("flush did not return after the DrainTimeout passed")
+	}
+	if got := fmt.Sprint(h.matches()); got != "[digits=0 digits skipped 9]" {
+		t.Errorf("events %s; want [digits=0 digits skipped 9]", got)
 	}
 }

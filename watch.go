@@ -207,11 +207,13 @@ func (w *eventWatch) Line(line []byte, over bool) {
 
 // flush matches the unterminated line the output ended in, once the pump
 // that scans has ended, and waits until the watches matched beside have
-// matched every line they were given (at most a backlog): every matched
-// event of the record then comes before its final one (finalStep). A
-// pump the drain cut off while it was blocked in a tee still owns the
-// line: its later matches come after the final event and are dropped
-// (eventLog.add), and the Beside takes no more lines.
+// matched every line they were given (at most a backlog), or for the
+// record's DrainTimeout on Options.Clock, after which the lines left are
+// skipped: every matched and skipped event of the record then comes
+// before its final one (finalStep). A pump the drain cut off while it was
+// blocked in a tee still owns the line: its later matches come after the
+// final event and are dropped (eventLog.add), and the Beside takes no
+// more lines.
 func (w *eventWatch) flush() {
 	if w == nil || !w.hasWatches {
 		return
@@ -220,9 +222,17 @@ func (w *eventWatch) flush() {
 		w.timed = false
 		w.split.End(w)
 	}
-	if w.beside != nil {
-		w.beside.Close()
+	if w.beside == nil {
+		return
 	}
+	var giveUp <-chan time.Time
+	if w.beside.Running() {
+		clock := w.p.m.clock
+		t := clock.NewTimer(w.p.drainTimeout, "events", "beside")
+		defer t.Stop("events", "beside")
+		giveUp = t.C
+	}
+	w.beside.Close(giveUp)
 }
 
 // matchedNear appends the matched events of a line the watches with a

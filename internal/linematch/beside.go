@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Backlog is the most bytes of lines a Beside holds for its matcher
@@ -13,8 +14,8 @@ const Backlog = 1 << 20
 // Beside runs a Matcher beside the goroutine that feeds it: it is a Sink
 // that copies the lines it is given into a backlog and never waits, and a
 // goroutine of its own matches them. That goroutine is started when lines
-// arrive and nobody matches, and ends when the backlog is empty; Close
-// waits for it. When the backlog would exceed Backlog bytes, the lines in
+// arrive and nobody matches, and ends when the backlog is empty (or
+// Close gave up on it); Close waits for it. When the backlog would exceed Backlog bytes, the lines in
 // it are dropped (the matcher skips to the newest line), and before it
 // matches the next line the goroutine calls skip with how many it never
 // matched. Match and skip are called on that goroutine, one call at a
@@ -24,17 +25,18 @@ type Beside struct {
 	skip func(lines int64)
 	// live is m.Live() as of the last line matched, for the feeder.
 	live atomic.Int64
-	// running counts the goroutine while it runs (at most one).
-	running sync.WaitGroup
 
 	// mu guards the fields below. Nothing is called under it.
-	mu      sync.Mutex
-	queue   []backlogEntry // the lines not yet taken, oldest first
-	queued  int            // bytes in queue
-	lost    int64          // lines dropped since the goroutine last said so
-	matcher bool           // the goroutine runs
-	closed  bool           // Close was called: no more lines are taken
-	spare   [][]byte       // buffers of entries matched, for reuse
+	mu     sync.Mutex
+	queue  []backlogEntry // the lines not yet taken, oldest first
+	queued int            // bytes in queue
+	lost   int64          // lines dropped since the goroutine last said so
+	// ended is made when the goroutine starts and closed as it ends; nil
+	// when it does not run.
+	ended  chan struct{}
+	closed bool     // Close was called: no more lines are taken
+	giveUp bool     // Close gave up: the goroutine drops what is queued
+	spare  [][]byte // buffers of entries matched, for reuse
 }
 
 // backlogEntry is lines of the backlog: complete lines, each ending in
@@ -79,16 +81,7 @@ func (b *Beside) push(p []byte, line, over bool) {
 		return
 	}
 	if b.queued+len(p) > Backlog && len(b.queue) > 0 {
-		for i, e := range b.queue {
-			if e.line {
-				b.lost++
-			} else {
-				b.lost += int64(bytes.Count(e.b, []byte{'\n'}))
-			}
-			b.recycleLocked(e.b)
-			b.queue[i] = backlogEntry{}
-		}
-		b.queue, b.queued = b.queue[:0], 0
+		b.dropLocked()
 	}
 	var buf []byte
 	if n := len(b.spare); n > 0 && len(p) <= spareSize {
@@ -96,12 +89,25 @@ func (b *Beside) push(p []byte, line, over bool) {
 	}
 	b.queue = append(b.queue, backlogEntry{b: append(buf, p...), line: line, over: over})
 	b.queued += len(p)
-	if !b.matcher {
-		b.matcher = true
-		b.running.Add(1)
+	if b.ended == nil {
+		b.ended = make(chan struct{})
 		// Ends when the backlog is empty; Close waits for it.
-		go b.run()
+		go b.run(b.ended)
 	}
+}
+
+// dropLocked drops the queued lines, counting them lost.
+func (b *Beside) dropLocked() {
+	for i, e := range b.queue {
+		if e.line {
+			b.lost++
+		} else {
+			b.lost += int64(bytes.Count(e.b, []byte{'\n'}))
+		}
+		b.recycleLocked(e.b)
+		b.queue[i] = backlogEntry{}
+	}
+	b.queue, b.queued = b.queue[:0], 0
 }
 
 // recycleLocked keeps buf for reuse if it is small and few are kept.
@@ -111,18 +117,26 @@ func (b *Beside) recycleLocked(buf []byte) {
 	}
 }
 
-// run matches the backlog, oldest first, until it is empty.
-func (b *Beside) run() {
-	defer b.running.Done()
+// run matches the backlog, oldest first, until it is empty, and then
+// closes ended.
+func (b *Beside) run(ended chan struct{}) {
 	var done []byte
 	for {
 		b.mu.Lock()
 		if done != nil {
 			b.recycleLocked(done)
 		}
+		if b.giveUp {
+			b.dropLocked()
+		}
 		if len(b.queue) == 0 {
-			b.matcher = false
+			lost := b.lost
+			b.lost, b.ended = 0, nil
 			b.mu.Unlock()
+			if lost > 0 {
+				b.skip(lost)
+			}
+			close(ended)
 			return
 		}
 		e := b.queue[0]
@@ -146,10 +160,38 @@ func (b *Beside) run() {
 }
 
 // Close takes no more lines, and waits until the lines taken before are
-// matched and the goroutine has ended.
-func (b *Beside) Close() {
+// matched and the goroutine has ended. If giveUp fires first (nil: never),
+// the lines still queued are dropped and reported to skip, and Close
+// waits only for the line being matched.
+func (b *Beside) Close(giveUp <-chan time.Time) {
 	b.mu.Lock()
 	b.closed = true
+	ended := b.ended
 	b.mu.Unlock()
-	b.running.Wait()
+	if ended == nil {
+		return
+	}
+	select {
+	case <-ended:
+		return
+	case <-giveUp:
+	}
+	b.mu.Lock()
+	b.giveUp = true
+	b.mu.Unlock()
+	<-ended
+}
+
+// GaveUp reports whether Close gave up waiting for the backlog.
+func (b *Beside) GaveUp() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.giveUp
+}
+
+// Running reports whether the goroutine runs: whether Close may wait.
+func (b *Beside) Running() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ended != nil
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"runtime"
 	"sync"
+	"time"
 	"testing"
 )
 
@@ -13,6 +15,8 @@ import (
 type besideHarness struct {
 	b    *Beside
 	gate sync.Mutex
+	// entered has a value each time a match begins, if none is waiting.
+	entered chan struct{}
 	// mu guards the fields below.
 	mu      sync.Mutex
 	got     []string
@@ -21,8 +25,12 @@ type besideHarness struct {
 
 func newBesideHarness(t *testing.T, specs []testSpec) *besideHarness {
 	t.Helper()
-	h := &besideHarness{}
+	h := &besideHarness{entered: make(chan struct{}, 1)}
 	m := NewMatcher(compileSpecs(t, specs), 2048, func(line []byte, hits []int) {
+		select {
+		case h.entered <- struct{}{}:
+		default:
+		}
 		h.gate.Lock()
 		defer h.gate.Unlock()
 		h.mu.Lock()
@@ -37,7 +45,7 @@ func newBesideHarness(t *testing.T, specs []testSpec) *besideHarness {
 		h.got = append(h.got, fmt.Sprintf("skipped %d", lines))
 		h.skipped += lines
 	})
-	t.Cleanup(h.b.Close)
+	t.Cleanup(func() { h.b.Close(nil) })
 	return h
 }
 
@@ -59,9 +67,9 @@ func TestBesideKeepsPace(t *testing.T) {
 	s.Split([]byte("123"), h.b)
 	s.End(h.b)
 	want = append(want, "0=123")
-	h.b.Close()
+	h.b.Close(nil)
 	h.b.Lines([]byte("456\n"))
-	h.b.Close()
+	h.b.Close(nil)
 	if fmt.Sprint(h.got) != fmt.Sprint(want) {
 		t.Errorf("matches %q; want %q", h.got, want)
 	}
@@ -88,7 +96,7 @@ func TestBesideSkips(t *testing.T) {
 		lines += n
 	}
 	h.gate.Unlock()
-	h.b.Close()
+	h.b.Close(nil)
 	matched := int64(0)
 	var skips []string
 	for _, g := range h.got {
@@ -118,7 +126,7 @@ func TestBesideDone(t *testing.T) {
 	t.Parallel()
 	h := newBesideHarness(t, []testSpec{{pattern: `^\d+$`, once: true}})
 	h.b.Lines([]byte("1\n2\n"))
-	h.b.Close()
+	h.b.Close(nil)
 	if h.b.Live() != 0 {
 		t.Fatalf("Live() = %d after its one Once pattern matched; want 0", h.b.Live())
 	}
@@ -129,8 +137,45 @@ func TestBesideDone(t *testing.T) {
 	h.b.mu.Lock()
 	queued := len(h.b.queue)
 	h.b.mu.Unlock()
-	h.b.Close()
+	h.b.Close(nil)
 	if queued != 0 || fmt.Sprint(h.got) != "[0=1]" {
 		t.Errorf("queued %d, matches %q; want none queued, [0=1]", queued, h.got)
+	}
+}
+
+// TestBesideGivesUp: when Close gives up before the backlog is matched,
+// the lines still queued are dropped and reported skipped before Close
+// returns; every line is matched or counted.
+func TestBesideGivesUp(t *testing.T) {
+	t.Parallel()
+	h := newBesideHarness(t, []testSpec{{pattern: `^\d+$`}})
+	h.gate.Lock()
+	for i := range 10 {
+		h.b.Lines(fmt.Appendf(nil, "%d\n%d\n", 2*i, 2*i+1))
+	}
+	<-h.entered // the goroutine holds the first entry, in its first match
+	fired := make(chan time.Time, 1)
+	fired <- time.Time{}
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		h.b.Close(fired)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if h.b.GaveUp() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Close did not give up")
+		}
+		runtime.Gosched()
+	}
+	h.gate.Unlock()
+	<-closed
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if want := "[0=0 0=1 skipped 18]"; fmt.Sprint(h.got) != want {
+		t.Errorf("after Close gave up: %q; want %s (the entry being matched, then the rest skipped)", h.got, want)
 	}
 }

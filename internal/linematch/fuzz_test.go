@@ -45,7 +45,7 @@ func FuzzStream(f *testing.F) {
 		}
 		st.End()
 		split.End(b)
-		b.Close()
+		b.Close(nil)
 		if fmt.Sprint(r.got) != fmt.Sprint(want) {
 			t.Fatalf("patterns %+v, text %q, maxLine %d: matches %q; want %q", specs, text, max, r.got, want)
 		}
