@@ -3,11 +3,11 @@ package linematch
 import (
 	"bytes"
 	"fmt"
-	"strings"
 	"runtime"
+	"strings"
 	"sync"
-	"time"
 	"testing"
+	"time"
 )
 
 // besideHarness runs a Beside whose matcher's match function blocks
