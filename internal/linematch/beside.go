@@ -2,6 +2,7 @@ package linematch
 
 import (
 	"bytes"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,12 +15,18 @@ const Backlog = 1 << 20
 // Beside runs a Matcher beside the goroutine that feeds it: it is a Sink
 // that copies the lines it is given into a backlog and never waits, and a
 // goroutine of its own matches them. That goroutine is started when lines
-// arrive and nobody matches, and ends when the backlog is empty (or
-// Close gave up on it); Close waits for it. When the backlog would exceed Backlog bytes, the lines in
-// it are dropped (the matcher skips to the newest line), and before it
-// matches the next line the goroutine calls skip with how many it never
-// matched. Match and skip are called on that goroutine, one call at a
-// time.
+// arrive and nobody matches, and ends when the backlog is empty (or Close
+// gave up on it); Close waits for it. When the backlog would exceed
+// Backlog bytes, the lines in it are dropped (the matcher skips to the
+// newest line), and before it matches the next line the goroutine calls
+// skip with how many it never matched. Match and skip are called on that
+// goroutine, one call at a time.
+//
+// The goroutine yields to the Go scheduler between slices of a few KiB
+// of lines, so that the feeder, woken by its next read, does not wait
+// for a P behind it. It keeps the priority of its process: a thread of
+// lower priority would hold its P (and the garbage collector's
+// stop-the-world) while the system ran others.
 type Beside struct {
 	m    *Matcher
 	skip func(lines int64)
@@ -47,10 +54,12 @@ type backlogEntry struct {
 }
 
 // maxSpare bounds the buffers a Beside keeps for reuse, and spareSize
-// their size.
+// their size. sliceSize is about the bytes of lines matched between two
+// yields.
 const (
 	maxSpare  = 4
 	spareSize = 64 << 10
+	sliceSize = 4 << 10
 )
 
 // NewBeside returns a Beside that runs m, and calls skip (on its
@@ -152,10 +161,25 @@ func (b *Beside) run(ended chan struct{}) {
 		if e.line {
 			b.m.Line(e.b, e.over)
 		} else {
-			b.m.Lines(e.b)
+			b.matchSliced(e.b)
 		}
 		b.live.Store(int64(b.m.Live()))
 		done = e.b
+	}
+}
+
+// matchSliced matches region, complete lines, a slice of about sliceSize
+// bytes at a time, and yields between them.
+func (b *Beside) matchSliced(region []byte) {
+	for len(region) > 0 {
+		n := len(region)
+		if n > sliceSize {
+			n = sliceSize + bytes.IndexByte(region[sliceSize:], '\n') + 1 // the region ends with '\n'
+		}
+		b.m.Lines(region[:n])
+		if region = region[n:]; len(region) > 0 {
+			runtime.Gosched()
+		}
 	}
 }
 

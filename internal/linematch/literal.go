@@ -95,19 +95,6 @@ func (p *Pattern) matches(line []byte) bool {
 	return p.re.Match(line[from:])
 }
 
-// next returns where in region, at or after pos (a line's start), the
-// next line that may match begins to match, or len(region) if none can;
-// for a pattern without literals.
-func (p *Pattern) next(region []byte, pos int) int {
-	if p.pre == nil {
-		return pos
-	}
-	if loc := p.pre.FindIndex(region[pos:]); loc != nil {
-		return pos + loc[0]
-	}
-	return len(region)
-}
-
 // literal is a string one of a pattern's literals every match holds: its
 // bytes; with fold, in lower case, and the text holds each ASCII letter of
 // it in either case.

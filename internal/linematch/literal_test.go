@@ -178,3 +178,36 @@ func BenchmarkStream(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStreamNoLiteral writes 64 KiB chunks of short lines
+// ("n0001234") to a Stream of 64 patterns without a literal (^\d+$: each
+// line is a candidate, none matches): what a Beside's goroutine does per
+// byte. "x-indexbyte" as in BenchmarkStream.
+func BenchmarkStreamNoLiteral(b *testing.B) {
+	var text []byte
+	for i := 0; len(text) < 1<<20; i++ {
+		text = fmt.Appendf(text, "n%07d\n", i)
+	}
+	specs := make([]testSpec, 64)
+	for i := range specs {
+		specs[i] = testSpec{pattern: `^\d+$`}
+	}
+	st := NewStream(compileSpecs(b, specs), 2048, func([]byte, []int) {})
+	const chunk = 64 << 10
+	var scans, passes float64
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		scans += timeIt(func() {
+			for i := 0; i < len(text); i += chunk {
+				st.Write(text[i:min(i+chunk, len(text))])
+			}
+		})
+		passes += timeIt(func() {
+			for i := 0; i < len(text); i += chunk {
+				_ = indexByte(text[i:min(i+chunk, len(text))])
+			}
+		})
+	}
+	b.ReportMetric(scans/passes, "x-indexbyte")
+}

@@ -2,6 +2,8 @@ package linematch
 
 import (
 	"bytes"
+	"regexp"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -36,9 +38,17 @@ type Matcher struct {
 	// lits are the literals of every pattern that has them: one pass over
 	// the stream finds them all, by anchors.
 	lits []patLit
-	live int   // patterns not yet done
-	cand []int // Lines: the next candidate of each pattern without literals
-	hits []int // matchLine: the patterns that matched the line
+	live int // patterns not yet done
+	// The patterns without literals propose lines together: pre, the
+	// alternation of their forms without assertions (Pattern.pre), finds
+	// the next line one of them may match; with every (nil pre), each
+	// line is a candidate. noLit counts those still live; window is how
+	// many bytes pre searches at once (next).
+	pre    *regexp.Regexp
+	every  bool
+	noLit  int
+	window int
+	hits   []int // matchLine: the patterns that matched the line
 	// anchors are the bytes searched for: every literal of a live pattern
 	// holds one of them (chooseAnchors). They are chosen at the first
 	// region, again at the first region of at least anchorSample bytes,
@@ -59,6 +69,17 @@ type patState struct {
 	done bool // a Once pattern that matched
 }
 
+// The bounds of Matcher.window. regexp's cost of a search of a short
+// text grows with the text it is given, not only with how far it looks
+// (its backtracker first clears a bit per byte and instruction), so a
+// search of the rest of the region for each candidate line would make
+// the work grow with the square of a region: the window shrinks while
+// candidates are near each other and grows while they are not.
+const (
+	minWindow = 256
+	maxWindow = 64 << 10
+)
+
 // patLit is one literal of pats[pat].
 type patLit struct {
 	lit literal
@@ -69,12 +90,25 @@ type patLit struct {
 // maxLine bytes (maxLine > 0) and calls match with each line that some
 // pattern matches.
 func NewMatcher(specs []Spec, maxLine int, match func(line []byte, hits []int)) *Matcher {
-	m := &Matcher{maxLine: max(maxLine, 1), match: match, live: len(specs), cand: make([]int, len(specs))}
+	m := &Matcher{maxLine: max(maxLine, 1), match: match, live: len(specs), window: minWindow}
+	var pres []string
 	for i, s := range specs {
 		m.pats = append(m.pats, patState{Pattern: s.Pattern, once: s.Once})
+		if s.Pattern.lits == nil {
+			m.noLit++
+			if s.Pattern.pre == nil {
+				m.every = true
+			} else {
+				pres = append(pres, "(?:"+s.Pattern.pre.String()+")")
+			}
+		}
 		for _, lit := range s.Pattern.lits {
 			m.lits = append(m.lits, patLit{lit: lit, pat: i})
 		}
+	}
+	if m.noLit > 0 && !m.every {
+		pre, err := regexp.Compile(strings.Join(pres, "|"))
+		m.pre, m.every = pre, err != nil
 	}
 	return m
 }
@@ -109,9 +143,7 @@ func (m *Matcher) Lines(region []byte) {
 	for k := range m.anchors {
 		m.anchors[k].next = -1 // not looked for yet
 	}
-	for k := range m.cand {
-		m.cand[k] = -1
-	}
+	cand := -1 // the next line the patterns without literals propose
 	for pos := 0; pos < len(region) && m.live > 0; {
 		at := len(region)
 		for k := range m.anchors {
@@ -121,15 +153,11 @@ func (m *Matcher) Lines(region []byte) {
 			}
 			at = min(at, a.next)
 		}
-		for k := range m.pats {
-			ps := &m.pats[k]
-			if ps.done || ps.lits != nil {
-				continue
+		if m.noLit > 0 {
+			if cand < pos {
+				cand = m.next(region, pos)
 			}
-			if m.cand[k] < pos {
-				m.cand[k] = ps.next(region, pos)
-			}
-			at = min(at, m.cand[k])
+			at = min(at, cand)
 		}
 		if at >= len(region) {
 			return
@@ -139,6 +167,29 @@ func (m *Matcher) Lines(region []byte) {
 		m.Line(region[start:end], false)
 		pos = end + 1
 	}
+}
+
+// next returns where in region, at or after pos (a line's start), the
+// next line a pattern without literals may match begins to match, or
+// len(region) if none can. pre searches a window of whole lines at a
+// time (window).
+func (m *Matcher) next(region []byte, pos int) int {
+	if m.every {
+		return pos
+	}
+	for pos < len(region) {
+		end := len(region)
+		if pos+m.window < end {
+			end = pos + m.window + bytes.IndexByte(region[pos+m.window:], '\n') + 1 // region ends with '\n'
+		}
+		if loc := m.pre.FindIndex(region[pos:end]); loc != nil {
+			m.window = max(minWindow, m.window/2)
+			return pos + loc[0]
+		}
+		m.window = min(maxWindow, 2*m.window)
+		pos = end
+	}
+	return len(region)
 }
 
 // Line matches one line (without its newline) against every live pattern
@@ -163,6 +214,8 @@ func (m *Matcher) Line(line []byte, over bool) {
 			m.live--
 			if ps.lits != nil {
 				m.prune = true // its literals need no anchor now
+			} else {
+				m.noLit--
 			}
 		}
 	}
