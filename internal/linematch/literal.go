@@ -30,6 +30,11 @@ type Pattern struct {
 	// before its literal (lits has one): re then runs on the line from
 	// there (matches).
 	window int
+	// exact is set when the pattern is one literal, exactly: a line
+	// matches when it holds it. regexp would take time in the product of
+	// the two lengths to say so.
+	exact    bool
+	exactLit []byte
 }
 
 // Compile compiles pattern (Go regexp syntax). A pattern longer than
@@ -44,6 +49,7 @@ func Compile(pattern string) (*Pattern, error) {
 	}
 	p := &Pattern{re: re}
 	p.lits, p.pre, p.window = prefilter(pattern)
+	p.exactLit, p.exact = exactLiteral(pattern)
 	return p, nil
 }
 
@@ -73,6 +79,9 @@ func (p *Pattern) MatchString(s string) bool { return p.re.MatchString(s) }
 // first byte, after a byte that is not a word character: \b and \B look
 // back; literalWindow leaves out the patterns that assert a beginning).
 func (p *Pattern) matches(line []byte) bool {
+	if p.exact {
+		return bytes.Contains(line, p.exactLit)
+	}
 	if p.lits == nil {
 		return p.re.Match(line)
 	}
@@ -93,6 +102,21 @@ func (p *Pattern) matches(line []byte) bool {
 		from--
 	}
 	return p.re.Match(line[from:])
+}
+
+// exactLiteral returns the string pattern is, if it is one literal that
+// holds no U+FFFD (which also matches a byte that is no UTF-8) and does
+// not ignore case.
+func exactLiteral(pattern string) ([]byte, bool) {
+	tree, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return nil, false
+	}
+	tree = uncaptured(tree.Simplify())
+	if tree.Op != syntax.OpLiteral || tree.Flags&syntax.FoldCase != 0 || slices.Contains(tree.Rune, utf8.RuneError) {
+		return nil, false
+	}
+	return []byte(string(tree.Rune)), true
 }
 
 // literal is a string one of a pattern's literals every match holds: its

@@ -211,3 +211,39 @@ func BenchmarkStreamNoLiteral(b *testing.B) {
 	}
 	b.ReportMetric(scans/passes, "x-indexbyte")
 }
+
+// TestExactLiteral: a pattern that is one literal is matched by looking
+// for it in the line, and only such a pattern: not one with anchors, a
+// case to ignore, or U+FFFD (which matches any byte that is no UTF-8);
+// either way a line matches exactly when regexp says it does.
+func TestExactLiteral(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		pattern string
+		exact   bool
+	}{
+		{"ready", true},
+		{"(ready)", true},
+		{strings.Repeat("x", MaxPattern), true},
+		{"^ready$", false},
+		{"(?i)ready", false},
+		{"re\ufffdady", false},
+		{"read+y", false},
+		{"", false},
+	}
+	lines := []string{"ready", "not ready", "READY", "re\xffady", "re\ufffdady", "readdy", "", strings.Repeat("x", MaxPattern+3)}
+	for _, tc := range cases {
+		p, err := Compile(tc.pattern)
+		if err != nil {
+			t.Fatalf("Compile(%q) = %v", tc.pattern, err)
+		}
+		if p.exact != tc.exact {
+			t.Errorf("pattern %q: exact %v; want %v", tc.pattern, p.exact, tc.exact)
+		}
+		for _, l := range lines {
+			if got, want := p.matches([]byte(l)), p.re.MatchString(l); got != want {
+				t.Errorf("pattern %q, line %q: matches %v; want %v", tc.pattern, l, got, want)
+			}
+		}
+	}
+}
