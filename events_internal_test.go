@@ -103,8 +103,8 @@ func ofWatches(matches []string, names ...string) []string {
 	return of
 }
 
-// TestWatchGroups: a request's watches with a literal are matched on the
-// pump's path, the others beside it; each group finds what matching each
+// TestWatchGroups: a request's watches with a literal and a short
+// pattern are matched on the pump's path, the others beside it; each group finds what matching each
 // whole line finds, in the request's order within the group, whatever the
 // chunks, with every match in before flush returns.
 func TestWatchGroups(t *testing.T) {
@@ -117,8 +117,9 @@ func TestWatchGroups(t *testing.T) {
 		{Name: "empty", Pattern: `^$`, Once: true},
 		{Name: "port", Pattern: `\bport \d+$`},
 		{Name: "short", Pattern: `^\pL{1,5}$`},
+		{Name: "long", Pattern: `(r)eady` + strings.Repeat(`\d?`, 300)}, // a literal, but long
 	}
-	near, beside := []string{"ready", "err", "port"}, []string{"digits", "empty", "short"}
+	near, beside := []string{"ready", "err", "port"}, []string{"digits", "empty", "short", "long"}
 	text := strings.Repeat("ready\n12\nan error here\n\nport 80\r\n0123456789abcdefghij error\nok\n", 20) + "42"
 	want := wantMatches(text, watches, maxLine)
 	rng := rand.New(rand.NewPCG(1, 2))

@@ -14,8 +14,8 @@ import (
 // Watches (design section 19): what a request asks the event stream to
 // tell beyond started and final. Line watches are matched by
 // internal/linematch on the lines of the Output stream: those whose
-// pattern holds a literal on the pump's path (its prefilter finds their
-// lines at memory speed), the others beside the pump, on a goroutine fed
+// pattern holds a literal and is short on the pump's path (its prefilter
+// finds their lines at memory speed), the others beside the pump, on a goroutine fed
 // through a bounded backlog, so that no watch holds the child. The
 // activity watch is one poller per record that asks (pollActivity).
 
@@ -42,14 +42,16 @@ const MaxWatchPattern = linematch.MaxPattern
 // ends, and every matched event of a record comes before its final one.
 //
 // A pattern that holds a literal (a string every match contains: "error"
-// in `\berror\b`) is matched as the output is stored. One that holds
-// none (`^\d+$`) is matched beside, on a goroutine of the record's, so
-// that it never holds the child: when it falls 1 MiB of lines behind the
-// output, it skips to the newest line and reports an [EventSkipped] event
-// with the number of lines it did not match. When several watches match
-// one line, their events come in the order of the request, among the
-// watches with a literal and among those without; the events of a watch
-// without one may come after those of later lines.
+// in `\berror\b`) and is short (a literal alone, or a program of at most
+// a few hundred instructions) is matched as the output is stored. One
+// that holds none (`^\d+$`), or is long, is matched beside, on a
+// goroutine of the record's, so that it never holds the child: when it
+// falls 1 MiB of lines behind the output, it skips to the newest line and
+// reports an [EventSkipped] event with the number of lines it did not
+// match. When several watches match one line, their events come in the
+// order of the request among the watches matched as the output is stored,
+// and among those matched beside; the events of a watch matched beside
+// may come after those of later lines.
 type Watch struct {
 	// Name identifies the watch in its events; it must be non-empty and
 	// unique within the request.
@@ -72,7 +74,8 @@ type eventWatch struct {
 	activity bool    // StartRequest.WatchActivity
 	pump     *pump   // the pump that scans; set by attach
 	// The line watches, in two groups, each with the index in asked of
-	// its patterns: near, those with a literal, matched on the pump's
+	// its patterns: near, those with a literal (linematch.Pattern.Near),
+	// matched on the pump's
 	// goroutine (scan), and by flush once that pump has ended; beside,
 	// those without, matched on a goroutine of the Beside's. Either is
 	// nil when it has no watch.
@@ -123,7 +126,7 @@ func newEventWatch(req StartRequest, maxLine int) (*eventWatch, error) {
 			return nil, xerrors.Errorf("start: Watch %q: %v: %w", wa.Name, err, ErrInvalid)
 		}
 		spec := linematch.Spec{Pattern: pat, Once: wa.Once}
-		if pat.HasLiteral() {
+		if pat.Near() {
 			near, w.nearIdx = append(near, spec), append(w.nearIdx, i)
 		} else {
 			beside, w.besideIdx = append(beside, spec), append(w.besideIdx, i)

@@ -35,7 +35,14 @@ type Pattern struct {
 	// the two lengths to say so.
 	exact    bool
 	exactLit []byte
+	// insts is the size of the pattern's program: what regexp may step
+	// through per byte of a line.
+	insts int
 }
+
+// maxNearInst bounds the program of a pattern Near reports: regexp's
+// work per byte of a line grows with it.
+const maxNearInst = 256
 
 // Compile compiles pattern (Go regexp syntax). A pattern longer than
 // MaxPattern bytes is an error, as is one regexp refuses.
@@ -50,6 +57,11 @@ func Compile(pattern string) (*Pattern, error) {
 	p := &Pattern{re: re}
 	p.lits, p.pre, p.window = prefilter(pattern)
 	p.exactLit, p.exact = exactLiteral(pattern)
+	if tree, err := syntax.Parse(pattern, syntax.Perl); err == nil {
+		if prog, err := syntax.Compile(tree.Simplify()); err == nil {
+			p.insts = len(prog.Inst)
+		}
+	}
 	return p, nil
 }
 
@@ -64,6 +76,14 @@ func (e *TooLongError) Error() string {
 // HasLiteral reports whether every match of p holds one of a few
 // literals, so that the lines it may match are found at memory speed.
 func (p *Pattern) HasLiteral() bool { return p.lits != nil }
+
+// Near reports whether p is cheap enough to match on the path of the
+// stream it watches: it has a literal, and it is one literal exactly or
+// its program is small (a long pattern costs regexp time per byte of a
+// line in proportion to its length).
+func (p *Pattern) Near() bool {
+	return p.lits != nil && (p.exact || p.insts <= maxNearInst)
+}
 
 // String returns the pattern's source text.
 func (p *Pattern) String() string { return p.re.String() }

@@ -247,3 +247,25 @@ func TestExactLiteral(t *testing.T) {
 		}
 	}
 }
+
+// TestNear: patterns with a literal and a small program, or one literal
+// exactly, are near; long ones and those without a literal are not.
+func TestNear(t *testing.T) {
+	t.Parallel()
+	for pattern, want := range map[string]bool{
+		`\berror\b`:                       true,
+		`listening on port (\d+)`:         true,
+		strings.Repeat("x", MaxPattern):   true,
+		`^\d+$`:                           false,
+		`(x)` + strings.Repeat("x", 1000): false,
+		`x` + strings.Repeat(`\d?`, 300):  false,
+	} {
+		p, err := Compile(pattern)
+		if err != nil {
+			t.Fatalf("Compile(%.20q) = %v", pattern, err)
+		}
+		if got := p.Near(); got != want {
+			t.Errorf("Near(%.20q) = %v (%d instructions); want %v", pattern, got, p.insts, want)
+		}
+	}
+}
