@@ -40,10 +40,11 @@ type Beside struct {
 	lost   int64          // lines dropped since the goroutine last said so
 	// ended is made when the goroutine starts and closed as it ends; nil
 	// when it does not run.
-	ended  chan struct{}
-	closed bool     // Close was called: no more lines are taken
-	giveUp bool     // Close gave up: the goroutine drops what is queued
-	spare  [][]byte // buffers of entries matched, for reuse
+	ended   chan struct{}
+	closed  bool     // Close was called: no more lines are taken
+	giveUp  bool     // Close gave up: the goroutine drops what is queued
+	dropped bool     // lines were dropped once: the matcher cannot keep pace
+	spare   [][]byte // buffers of entries matched, for reuse
 }
 
 // backlogEntry is lines of the backlog: complete lines, each ending in
@@ -107,6 +108,7 @@ func (b *Beside) push(p []byte, line, over bool) {
 
 // dropLocked drops the queued lines, counting them lost.
 func (b *Beside) dropLocked() {
+	b.dropped = b.dropped || len(b.queue) > 0
 	for i, e := range b.queue {
 		if e.line {
 			b.lost++
@@ -184,12 +186,21 @@ func (b *Beside) matchSliced(region []byte) {
 }
 
 // Close takes no more lines, and waits until the lines taken before are
-// matched and the goroutine has ended. If giveUp fires first (nil: never),
-// the lines still queued are dropped and reported to skip, and Close
-// waits only for the line being matched.
+// matched and the goroutine has ended. A matcher that could not keep pace
+// (it dropped lines before) skips at once to the newest entry of its
+// backlog, so that the end of the stream is matched without waiting for
+// a backlog it would not match in time. If giveUp fires first (nil:
+// never), the lines still queued are dropped and reported to skip, and
+// Close waits only for the lines being matched.
 func (b *Beside) Close(giveUp <-chan time.Time) {
 	b.mu.Lock()
 	b.closed = true
+	if n := len(b.queue); b.dropped && n > 1 {
+		newest := b.queue[n-1]
+		b.queue = b.queue[:n-1]
+		b.dropLocked()
+		b.queue, b.queued = append(b.queue, newest), len(newest.b)
+	}
 	ended := b.ended
 	b.mu.Unlock()
 	if ended == nil {

@@ -179,3 +179,48 @@ func TestBesideGivesUp(t *testing.T) {
 		t.Errorf("after Close gave up: %q; want %s (the entry being matched, then the rest skipped)", h.got, want)
 	}
 }
+
+// TestBesideCloseSkipsToNewest: a Beside that could not keep pace (it
+// dropped lines before) skips at Close to the newest entry of its
+// backlog: the end of the stream is matched, what lay between is counted.
+func TestBesideCloseSkipsToNewest(t *testing.T) {
+	t.Parallel()
+	h := newBesideHarness(t, []testSpec{{pattern: `^\d+$`}})
+	h.gate.Lock()
+	chunk := bytes.Repeat([]byte("1\n"), 32<<10)
+	h.b.Lines([]byte("0\n"))
+	<-h.entered // the goroutine holds the first entry, in its first match
+	lines := int64(1)
+	for range 2 * Backlog / len(chunk) {
+		h.b.Lines(chunk)
+		lines += int64(len(chunk) / 2)
+	}
+	h.b.Lines([]byte("2\n3\n"))
+	lines += 2
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		h.b.Close(nil)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		h.b.mu.Lock()
+		queued := len(h.b.queue)
+		h.b.mu.Unlock()
+		if queued == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Close did not skip to the newest entry")
+		}
+		runtime.Gosched()
+	}
+	h.gate.Unlock()
+	<-closed
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := len(h.got)
+	if n < 4 || fmt.Sprint(h.got[n-3:]) != fmt.Sprintf("[skipped %d 0=2 0=3]", lines-3) || h.got[0] != "0=0" {
+		t.Errorf("matches %q...%q; want 0=0, then skipped %d, then the newest lines 2 and 3", h.got[:min(n, 3)], h.got[max(0, n-3):], lines-3)
+	}
+}
