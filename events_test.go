@@ -651,3 +651,41 @@ func TestEventsWatchActivitySupport(t *testing.T) {
 		t.Errorf("a refused start left records %v", m.List())
 	}
 }
+
+// TestEventsWatchBeside: watches whose pattern has no literal are matched
+// beside the pump, and still every line that matches is reported before
+// the final event, the unterminated last one too; a short output is never
+// skipped. Within each group (with a literal, without) several watches
+// matching one line come in the request's order.
+func TestEventsWatchBeside(t *testing.T) {
+	t.Parallel()
+	ctx, m := testManager(t, proc.Options{})
+	req := cvReq("out:ready\\n12\\n\\nan error\\n7\\r\\n", "out:345")
+	req.Watch = []proc.Watch{
+		{Name: "digits", Pattern: `^\d+$`},
+		{Name: "ready", Pattern: `^ready$`},
+		{Name: "short", Pattern: `^\w{1,2}$`},
+		{Name: "empty", Pattern: `^$`, Once: true},
+	}
+	p := mustStart(t, m, req)
+	waitFinal(ctx, t, p)
+	evs := eventsOf(allEvents(t, m), p.ID())
+	var beside []string
+	for i, ev := range evs {
+		switch {
+		case ev.Kind == proc.EventSkipped:
+			t.Errorf("event %s: skipped %d lines of a short output", evString(ev), ev.Skipped)
+		case ev.Kind == proc.EventFinal && i != len(evs)-1:
+			t.Errorf("final event is %d of %d; want it last", i+1, len(evs))
+		case ev.Kind == proc.EventMatched && ev.Watch != "ready":
+			beside = append(beside, ev.Watch+"="+ev.Line)
+		}
+	}
+	want := []string{"digits=12", "short=12", "empty=", "digits=7", "short=7", "digits=345"}
+	if fmt.Sprint(beside) != fmt.Sprint(want) {
+		t.Errorf("matches of the watches without a literal %q; want %q", beside, want)
+	}
+	if got := matchedLines(evs); !strings.Contains(got, "ready=ready") {
+		t.Errorf("matched %q; want ready=ready among them", got)
+	}
+}

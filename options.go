@@ -19,6 +19,8 @@ const (
 	DefaultKillGrace     = 3 * time.Second
 	DefaultRetainExited  = 5 * time.Minute
 	DefaultMaxRetained   = 1000
+	// DefaultMaxBufferBytes is Options.MaxBufferBytes when it is zero.
+	DefaultMaxBufferBytes = 256 << 20
 )
 
 // Options configure a [Manager]. The zero value is usable: every zero field
@@ -63,6 +65,12 @@ type Options struct {
 	TailBytes int
 	// MaxLineLength cuts longer lines in renderings. 0: 2048 bytes.
 	MaxLineLength int
+	// MaxBufferBytes bounds what one request may ask to be kept: a
+	// StartRequest whose HeadBytes + TailBytes, or whose MaxLineLength,
+	// is above it is ErrInvalid at Start (a request may come straight
+	// from a client). The fields above are the host's and are not
+	// checked. 0: 256 MiB.
+	MaxBufferBytes int
 	// DrainQuiet ends the post-exit drain after this long without output.
 	// 0: 50ms.
 	DrainQuiet time.Duration
@@ -124,6 +132,7 @@ func (o Options) withDefaults() Options {
 	o.HeadBytes = positiveOr(o.HeadBytes, DefaultHeadBytes)
 	o.TailBytes = positiveOr(o.TailBytes, DefaultTailBytes)
 	o.MaxLineLength = positiveOr(o.MaxLineLength, DefaultMaxLineLength)
+	o.MaxBufferBytes = positiveOr(o.MaxBufferBytes, DefaultMaxBufferBytes)
 	o.DrainQuiet = positiveOr(o.DrainQuiet, DefaultDrainQuiet)
 	o.DrainTimeout = positiveOr(o.DrainTimeout, DefaultDrainTimeout)
 	o.KillGrace = positiveOr(o.KillGrace, DefaultKillGrace)

@@ -84,14 +84,15 @@ type StartRequest struct {
 	// Process.ReadStderrSince).
 	SeparateStderr bool `json:"separate_stderr,omitempty"`
 	// HeadBytes, TailBytes, DrainQuiet and DrainTimeout override the
-	// manager's options for this process when positive.
+	// manager's options for this process when positive. HeadBytes +
+	// TailBytes above Options.MaxBufferBytes is ErrInvalid.
 	HeadBytes    int           `json:"head_bytes,omitempty"`
 	TailBytes    int           `json:"tail_bytes,omitempty"`
 	DrainQuiet   time.Duration `json:"drain_quiet,omitempty"`
 	DrainTimeout time.Duration `json:"drain_timeout,omitempty"`
 	// MaxLineLength cuts longer lines in the renderings of this process's
-	// buffers (Output and Stderr). 0: Options.MaxLineLength; negative is
-	// ErrInvalid.
+	// buffers (Output and Stderr). 0: Options.MaxLineLength; negative, or
+	// above Options.MaxBufferBytes, is ErrInvalid.
 	MaxLineLength int `json:"max_line_length,omitempty"`
 	// Limits bound the process tree; a zero field takes Options.Limits'
 	// value. See [Limits].
@@ -126,8 +127,9 @@ type StartRequest struct {
 	StderrTee io.Writer `json:"-"`
 	// Watch lists named patterns the lines of the Output stream are
 	// matched against; each match is an EventMatched event (see [Watch]).
-	// An empty or repeated name, a bad pattern, or more than MaxWatches
-	// watches is ErrInvalid.
+	// An empty or repeated name, a bad pattern, a pattern longer than
+	// MaxWatchPattern bytes, or more than MaxWatches watches is
+	// ErrInvalid.
 	Watch []Watch `json:"watch,omitempty"`
 	// WatchActivity appends EventWaitingForInput each time the tree begins
 	// to wait for input and EventListening for each new listener, noticed
@@ -162,6 +164,9 @@ type spec struct {
 // work dir and environment. It starts nothing.
 func (m *Manager) prepare(req StartRequest) (*spec, error) {
 	if err := validate(req); err != nil {
+		return nil, err
+	}
+	if err := validBuffers(req, m.opts.MaxBufferBytes); err != nil {
 		return nil, err
 	}
 	if err := m.validOptions(req); err != nil {
@@ -300,6 +305,20 @@ func validate(req StartRequest) error {
 		}
 	}
 	return validDropEnv("StartRequest.DropEnv", req.DropEnv)
+}
+
+// validBuffers refuses a request that asks to keep more than maxBytes
+// (Options.MaxBufferBytes): head and tail together, or one line. Each
+// size is checked alone first, so that their sum cannot overflow.
+func validBuffers(req StartRequest, maxBytes int) error {
+	head, tail := req.HeadBytes, req.TailBytes
+	if head > maxBytes || tail > maxBytes || head+tail > maxBytes {
+		return xerrors.Errorf("start: HeadBytes %d + TailBytes %d is above Options.MaxBufferBytes (%d): %w", head, tail, maxBytes, ErrInvalid)
+	}
+	if req.MaxLineLength > maxBytes {
+		return xerrors.Errorf("start: MaxLineLength %d is above Options.MaxBufferBytes (%d): %w", req.MaxLineLength, maxBytes, ErrInvalid)
+	}
+	return nil
 }
 
 // workDir resolves the work dir, absolute: the request's if absolute;

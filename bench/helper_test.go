@@ -21,6 +21,8 @@ func TestMain(m *testing.M) {
 		os.Exit(pacedWriter(os.Args[1:]))
 	case "log-lines":
 		os.Exit(logLinesWriter(os.Args[1:]))
+	case "short-lines":
+		os.Exit(shortLinesWriter(os.Args[1:]))
 	case "zeros":
 		os.Exit(zerosWriter(os.Args[1:]))
 	}

@@ -1,0 +1,232 @@
+package linematch
+
+import (
+	"bytes"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Backlog is the most bytes of lines a Beside holds for its matcher
+// before it skips them.
+const Backlog = 1 << 20
+
+// Beside runs a Matcher beside the goroutine that feeds it: it is a Sink
+// that copies the lines it is given into a backlog and never waits, and a
+// goroutine of its own matches them. That goroutine is started when lines
+// arrive and nobody matches, and ends when the backlog is empty (or Close
+// gave up on it); Close waits for it. When the backlog would exceed
+// Backlog bytes, the lines in it are dropped (the matcher skips to the
+// newest line), and before it matches the next line the goroutine calls
+// skip with how many it never matched. Match and skip are called on that
+// goroutine, one call at a time.
+//
+// The goroutine yields to the Go scheduler between slices of a few KiB
+// of lines, so that the feeder, woken by its next read, does not wait
+// for a P behind it. It keeps the priority of its process: a thread of
+// lower priority would hold its P (and the garbage collector's
+// stop-the-world) while the system ran others.
+type Beside struct {
+	m    *Matcher
+	skip func(lines int64)
+	// live is m.Live() as of the last line matched, for the feeder.
+	live atomic.Int64
+
+	// mu guards the fields below. Nothing is called under it.
+	mu     sync.Mutex
+	queue  []backlogEntry // the lines not yet taken, oldest first
+	queued int            // bytes in queue
+	lost   int64          // lines dropped since the goroutine last said so
+	// ended is made when the goroutine starts and closed as it ends; nil
+	// when it does not run.
+	ended   chan struct{}
+	closed  bool     // Close was called: no more lines are taken
+	giveUp  bool     // Close gave up: the goroutine drops what is queued
+	dropped bool     // lines were dropped once: the matcher cannot keep pace
+	spare   [][]byte // buffers of entries matched, for reuse
+}
+
+// backlogEntry is lines of the backlog: complete lines, each ending in
+// '\n', or (line) one line without it, over as Sink.Line has it.
+type backlogEntry struct {
+	b          []byte
+	line, over bool
+}
+
+// maxSpare bounds the buffers a Beside keeps for reuse, and spareSize
+// their size. sliceSize is about the bytes of lines matched between two
+// yields.
+const (
+	maxSpare  = 4
+	spareSize = 64 << 10
+	sliceSize = 4 << 10
+)
+
+// NewBeside returns a Beside that runs m, and calls skip (on its
+// goroutine) with the lines it skipped. It starts no goroutine.
+func NewBeside(m *Matcher, skip func(lines int64)) *Beside {
+	b := &Beside{m: m, skip: skip}
+	b.live.Store(int64(m.Live()))
+	return b
+}
+
+// Live returns the number of patterns not yet done, as of the last line
+// matched: once it is 0, lines are no longer taken.
+func (b *Beside) Live() int { return int(b.live.Load()) }
+
+// Lines takes a copy of region (complete lines) into the backlog.
+func (b *Beside) Lines(region []byte) { b.push(region, false, false) }
+
+// Line takes a copy of one line into the backlog.
+func (b *Beside) Line(line []byte, over bool) { b.push(line, true, over) }
+
+func (b *Beside) push(p []byte, line, over bool) {
+	if b.live.Load() == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	if b.queued+len(p) > Backlog && len(b.queue) > 0 {
+		b.dropLocked()
+	}
+	var buf []byte
+	if n := len(b.spare); n > 0 && len(p) <= spareSize {
+		buf, b.spare = b.spare[n-1], b.spare[:n-1]
+	}
+	b.queue = append(b.queue, backlogEntry{b: append(buf, p...), line: line, over: over})
+	b.queued += len(p)
+	if b.ended == nil {
+		b.ended = make(chan struct{})
+		// Ends when the backlog is empty; Close waits for it.
+		go b.run(b.ended)
+	}
+}
+
+// dropLocked drops the queued lines, counting them lost.
+func (b *Beside) dropLocked() {
+	b.dropped = b.dropped || len(b.queue) > 0
+	for i, e := range b.queue {
+		if e.line {
+			b.lost++
+		} else {
+			b.lost += int64(bytes.Count(e.b, []byte{'\n'}))
+		}
+		b.recycleLocked(e.b)
+		b.queue[i] = backlogEntry{}
+	}
+	b.queue, b.queued = b.queue[:0], 0
+}
+
+// recycleLocked keeps buf for reuse if it is small and few are kept.
+func (b *Beside) recycleLocked(buf []byte) {
+	if cap(buf) <= spareSize && len(b.spare) < maxSpare {
+		b.spare = append(b.spare, buf[:0])
+	}
+}
+
+// run matches the backlog, oldest first, until it is empty, and then
+// closes ended.
+func (b *Beside) run(ended chan struct{}) {
+	var done []byte
+	for {
+		b.mu.Lock()
+		if done != nil {
+			b.recycleLocked(done)
+		}
+		if b.giveUp {
+			b.dropLocked()
+		}
+		if len(b.queue) == 0 {
+			lost := b.lost
+			b.lost, b.ended = 0, nil
+			b.mu.Unlock()
+			if lost > 0 {
+				b.skip(lost)
+			}
+			close(ended)
+			return
+		}
+		e := b.queue[0]
+		b.queue[0] = backlogEntry{}
+		b.queue = b.queue[1:]
+		b.queued -= len(e.b)
+		lost := b.lost
+		b.lost = 0
+		b.mu.Unlock()
+		if lost > 0 {
+			b.skip(lost)
+		}
+		if e.line {
+			b.m.Line(e.b, e.over)
+		} else {
+			b.matchSliced(e.b)
+		}
+		b.live.Store(int64(b.m.Live()))
+		done = e.b
+	}
+}
+
+// matchSliced matches region, complete lines, a slice of about sliceSize
+// bytes at a time, and yields between them.
+func (b *Beside) matchSliced(region []byte) {
+	for len(region) > 0 {
+		n := len(region)
+		if n > sliceSize {
+			n = sliceSize + bytes.IndexByte(region[sliceSize:], '\n') + 1 // the region ends with '\n'
+		}
+		b.m.Lines(region[:n])
+		if region = region[n:]; len(region) > 0 {
+			runtime.Gosched()
+		}
+	}
+}
+
+// Close takes no more lines, and waits until the lines taken before are
+// matched and the goroutine has ended. A matcher that could not keep pace
+// (it dropped lines before) skips at once to the newest entry of its
+// backlog, so that the end of the stream is matched without waiting for
+// a backlog it would not match in time. If giveUp fires first (nil:
+// never), the lines still queued are dropped and reported to skip, and
+// Close waits only for the lines being matched.
+func (b *Beside) Close(giveUp <-chan time.Time) {
+	b.mu.Lock()
+	b.closed = true
+	if n := len(b.queue); b.dropped && n > 1 {
+		newest := b.queue[n-1]
+		b.queue = b.queue[:n-1]
+		b.dropLocked()
+		b.queue, b.queued = append(b.queue, newest), len(newest.b)
+	}
+	ended := b.ended
+	b.mu.Unlock()
+	if ended == nil {
+		return
+	}
+	select {
+	case <-ended:
+		return
+	case <-giveUp:
+	}
+	b.mu.Lock()
+	b.giveUp = true
+	b.mu.Unlock()
+	<-ended
+}
+
+// GaveUp reports whether Close gave up waiting for the backlog.
+func (b *Beside) GaveUp() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.giveUp
+}
+
+// Running reports whether the goroutine runs: whether Close may wait.
+func (b *Beside) Running() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ended != nil
+}
