@@ -55,11 +55,12 @@ type backlogEntry struct {
 }
 
 // maxSpare bounds the buffers a Beside keeps for reuse, and spareSize
-// their size. sliceSize is about the bytes of lines matched between two
-// yields.
+// their size: as many as a backlog's worth, so that a feeder whose lines
+// are dropped allocates nothing. sliceSize is about the bytes of lines
+// matched between two yields.
 const (
-	maxSpare  = 4
 	spareSize = 64 << 10
+	maxSpare  = Backlog/spareSize + 2
 	sliceSize = 4 << 10
 )
 
