@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -205,9 +206,25 @@ func TestEscapesNonRootHost(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs a root test process to start a uid 65534 host (CI runs as root)")
 	}
-	const nobody = 65534
 	ctx := testCtx(t)
 	p, want, check := escapeWant(t, nobody, "parent")
+	var args []string
+	for op := range want {
+		args = append(args, op)
+	}
+	out := runAsNobody(ctx, t, append([]string{"ops", p.WritableRoots[0]}, args...)...)
+	checkOps(t, result{out: out}, args, want)
+	check(t)
+}
+
+// nobody is the user a non-root host runs as.
+const nobody = 65534
+
+// runAsNobody runs the "nobody-host" helper with args as uid 65534, from
+// a copy of the test binary any user may run, and returns its output; the
+// test fails if the host could not run.
+func runAsNobody(ctx context.Context, t *testing.T, args ...string) string {
+	t.Helper()
 	bin := filepath.Join(sharedDir(t), "sandbox.test")
 	self, err := os.ReadFile(os.Args[0])
 	if err != nil {
@@ -216,26 +233,23 @@ func TestEscapesNonRootHost(t *testing.T) {
 	if err := os.WriteFile(bin, self, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	var args []string
-	for op := range want {
-		args = append(args, op)
-	}
-	cmd := exec.CommandContext(ctx, bin, append([]string{p.WritableRoots[0]}, args...)...)
-	cmd.Env = append(os.Environ(), helperEnv+"=nonroot-host", "GORACE=atexit_sleep_ms=0")
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), helperEnv+"=nobody-host", "GORACE=atexit_sleep_ms=0")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the uid %d host: %v\n%s", nobody, err, out)
 	}
-	checkOps(t, result{out: string(out)}, args, want)
-	check(t)
+	return string(out)
 }
 
-func init() { helpers["nonroot-host"] = nonrootHostHelper }
+func init() { helpers["nobody-host"] = nobodyHostHelper }
 
-// nonrootHostHelper is a host that starts the ops helper under a policy
-// with the writable root args[0], trying args[1:], and prints its output.
-func nonrootHostHelper(args []string) int {
+// nobodyHostHelper is a host that starts a sandboxed child under a policy
+// with the writable root args[1] and prints its output: the ops helper
+// trying args[2:] (args[0] "ops"), or the program BIN with args[2:]
+// (args[0] "exec:BIN").
+func nobodyHostHelper(args []string) int {
 	sup, err := Probe(Steps{})
 	if err != nil {
 		fmt.Println("probe:", err)
@@ -246,10 +260,16 @@ func nonrootHostHelper(args []string) int {
 		fmt.Println(err)
 		return 1
 	}
-	cmd := opsCmd(nil, args[1:]...)
-	cmd.Env = append(cmd.Env, "HOME=/")
+	var cmd *exec.Cmd
+	if bin, ok := strings.CutPrefix(args[0], "exec:"); ok {
+		cmd = exec.Command(bin, args[2:]...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	} else {
+		cmd = opsCmd(nil, args[2:]...)
+		cmd.Env = append(cmd.Env, "HOME=/")
+	}
 	cmd.Stdout, cmd.Stderr = w, w
-	h, err := Start(cmd, cmd.Start, Policy{WritableRoots: args[:1]}, sup)
+	h, err := Start(cmd, cmd.Start, Policy{WritableRoots: args[1:2]}, sup)
 	w.Close()
 	if err != nil {
 		fmt.Println("start:", err)
