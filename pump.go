@@ -158,9 +158,7 @@ func (pu *pump) run() {
 			// Not for reads into the follow window (p is not buf): with
 			// the pipe grown for a followed flood, the child's time
 			// blocked on the pipe became time waiting for a CPU
-			// instead, and no less in all (issue 22, BenchmarkFollowCost
-			// 64 KiB: held 3-7 ms to 0-4, run queue 4-8 ms to 9-17 per
-			// 64 MiB; x-64KiB 1.02-1.31x against 0.99-1.23x unchanged).
+			// instead, and no less in all.
 			pu.grown = true
 			if pu.pipes.take() {
 				if pu.holdsPipe = growPipe(pu.r); !pu.holdsPipe {
@@ -207,8 +205,7 @@ func (pu *pump) writeRead(b []byte) {
 // network poller, it may yield and try again: a parked pump is noticed
 // only when a P finds nothing else to run or by sysmon every 10 ms, so
 // goroutines that never block (tight Snapshot pollers) left it parked for
-// milliseconds with the pipe already full again (issue 16: 2.7 to 8 ms
-// median per wait, measured with the execution tracer). A yielded pump
+// milliseconds with the pipe already full again. A yielded pump
 // waits in the global run queue, which busy Ps do visit. It tries only
 // within polledReads reads of seeing Output return an unchanged rendering
 // of any record of its Manager (HeadTailBuffer.polled, pollSignal:
@@ -342,8 +339,8 @@ func (pu *pump) waitRoom(wait time.Duration, roomc <-chan struct{}) {
 }
 
 // readSpins is how many times read tries before it looks whether Output
-// is still being called: measured, tries that stop as soon as no Output
-// came during one yield leave the pump parked 2.5 to 8 times as long.
+// is still being called: tries that stop as soon as no Output came during
+// one yield leave the pump parked several times as long.
 const readSpins = 4
 
 // polledReads is how many reads the pump keeps trying after it last saw

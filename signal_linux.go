@@ -14,9 +14,8 @@ import (
 
 // waitExited returns once the child pid has exited, without reaping it,
 // and without holding an OS thread meanwhile: cmd.Wait blocks in waitid,
-// which parks one thread per waiting child (measured: 256 children writing
-// 4 MiB each took ~22% longer that way than reading first and reaping
-// after). It waits on a pidfd through the runtime poller instead. Where
+// which parks one thread per waiting child (with many children at once,
+// slower than reading first and reaping after). It waits on a pidfd through the runtime poller instead. Where
 // pidfds are missing it returns at once and cmd.Wait blocks as before.
 func waitExited(pid int) {
 	if fd, err := pidfdNonblock(pid); err == nil {
@@ -40,7 +39,7 @@ func waitPIDs(ctx context.Context, pids []int) {
 
 // pidfdNonblock opens a non-blocking pidfd of the process pid: in one
 // call where the kernel takes PIDFD_NONBLOCK (5.10 on), two calls fewer
-// per record than setting it after (issue 22, a start of `true`).
+// per record than setting it after.
 func pidfdNonblock(pid int) (int, error) { return pidfdNonblockWith(unix.PidfdOpen, pid) }
 
 // pidfdNonblockWith is pidfdNonblock with the pidfd_open call passed in,
@@ -80,7 +79,7 @@ func waitPidfd(ctx context.Context, fd int) {
 		// Ask the descriptor itself each time rather than trust one
 		// readiness event: RawConn.Read resets the poller's pending
 		// readiness before its first call, so an exit that happened
-		// before that would never be reported (measured: a hang).
+		// before that would never be reported (the wait would hang).
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 		n, err := unix.Poll(fds, 0)
 		return err != nil || n > 0
@@ -108,8 +107,7 @@ func leaderExited(pid int) bool {
 
 // rawPipe returns a pipe, both ends close-on-exec, the parent's end
 // non-blocking and the child's blocking (newPipe): two calls, where pipe,
-// close-on-exec twice and non-blocking once (F_GETFL, F_SETFL) made five
-// (issue 22).
+// close-on-exec twice and non-blocking once (F_GETFL, F_SETFL) make five.
 func rawPipe(parentReads bool) (parent, child int, err error) {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {

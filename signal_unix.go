@@ -64,7 +64,7 @@ func exitStatus(state *os.ProcessState) (code int, sigName string, usage *Usage)
 // newPipe returns a pipe whose parent end is non-blocking and registered
 // with the poller (so that deadlines work on it) and whose child end is a
 // plain blocking descriptor. os.Pipe registers both ends, and a child end
-// registered with the poller was measured to add ~100µs to cmd.Start.
+// registered with the poller adds to every cmd.Start.
 func newPipe(parentReads bool) (parent, child *os.File, err error) {
 	pi, ci, err := rawPipe(parentReads)
 	if err != nil {

@@ -15,8 +15,8 @@ import (
 // kernel's pseudo-files (/proc, cgroupfs) here: os.ReadFile makes five
 // more system calls a file (it sets the descriptor non-blocking,
 // registers it with the runtime poller, which kernfs files accept, fstats
-// it, and unregisters it), 24 us against 10 us a file on the machines
-// this was measured on. Errors are *os.PathError naming path.
+// it, and unregisters it), more than twice this one's cost. Errors are
+// *os.PathError naming path.
 func ReadFileAt(dirfd int, path string, buf []byte) ([]byte, error) {
 	return readFileAt(dirfd, path, buf, false)
 }
