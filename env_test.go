@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/procvisor/proc"
 )
@@ -288,5 +291,113 @@ func TestSecretEnv(t *testing.T) {
 	if _, ok := env["GH_TOKEN"]; ok || env["OPENAI_API_KEY"] != "v-openai" || !slices.Equal(info.DroppedEnv, []string{"GH_TOKEN", "db_password"}) {
 		t.Errorf("DropEnv [*_token Db_*]: GH_TOKEN present %v, OPENAI_API_KEY=%q, DroppedEnv %q; want absent, v-openai, [GH_TOKEN db_password]",
 			ok, env["OPENAI_API_KEY"], info.DroppedEnv)
+	}
+}
+
+// ecoSetSecret sets a variable in the test process that no child started
+// with ClearEnv may see, and removes it when the test ends. Its children
+// inherit it, so the test must not run in parallel with one that compares
+// a child's whole environment (TestStartEnv): t.Setenv enforces that.
+func ecoSetSecret(t *testing.T) (name, value string) {
+	t.Helper()
+	name = "PROC_TEST_SECRET_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	value = "hunter2"
+	t.Setenv(name, value)
+	return name, value
+}
+
+// TestClearEnv is not parallel: its variable would show in the children
+// of parallel tests that compare their whole environment (TestStartEnv).
+func TestClearEnv(t *testing.T) {
+	ctx := testCtx(t)
+	secret, value := ecoSetSecret(t)
+	var updates atomic.Int32
+	m := newManager(t, proc.Options{
+		OwnerEnv: "PROC_TEST_OWNER",
+		UpdateEnv: func(env []string) ([]string, error) {
+			updates.Add(1)
+			return append(env, "PROC_TEST_UPDATED=1"), nil
+		},
+	})
+
+	// The control: without ClearEnv the child sees the test's variable and
+	// the hook's, so their absence below means something.
+	plain := mgrEnvOwn(ctx, t, m, helperReq("mgr-env"))
+	for _, kv := range []string{secret + "=" + value, "PROC_TEST_UPDATED=1"} {
+		if !slices.Contains(plain, kv) {
+			t.Fatalf("without ClearEnv the child's environment lacks %s", kv)
+		}
+	}
+
+	req := helperReq("mgr-env")
+	req.ClearEnv = true
+	req.Env["KEEP"] = "1"
+	req.Env["DROP"] = "2"
+	req.UnsetEnv = []string{"DROP", "HOME"}
+	req.Owner = "alice"
+	calls := updates.Load()
+	got := mgrEnvOwn(ctx, t, m, req)
+	want := []string{"GORACE=" + helperGorace, "KEEP=1", helperEnv + "=mgr-env", "PROC_TEST_OWNER=alice"}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("with ClearEnv the child's environment is\n%q\nwant exactly\n%q", got, want)
+	}
+	if n := updates.Load() - calls; n != 0 {
+		t.Errorf("UpdateEnv was called %d times for a ClearEnv start; want 0", n)
+	}
+}
+
+func TestStartOrGetEnvironment(t *testing.T) {
+	t.Parallel()
+	ctx, m := testManager(t, proc.Options{})
+	env := map[string]string{helperEnv: "mgr-exit", "GORACE": helperGorace, "A": "1"}
+	orig := proc.StartRequest{ID: "env", Args: helperArgv("0"), Env: env, UnsetEnv: []string{"B"}}
+	p, started, err := m.StartOrGet(orig)
+	if err != nil || !started {
+		t.Fatalf("first StartOrGet() = %v, %v; want true, nil", started, err)
+	}
+	waitFinal(ctx, t, p)
+	env["A"] = "changed by the caller after the start" // must not change the record
+
+	with := func(edit func(*proc.StartRequest)) proc.StartRequest {
+		req := orig
+		req.Env = map[string]string{helperEnv: "mgr-exit", "GORACE": helperGorace, "A": "1"}
+		req.UnsetEnv = []string{"B"}
+		edit(&req)
+		return req
+	}
+	for _, tc := range []struct {
+		name string
+		req  proc.StartRequest
+		same bool
+	}{
+		{"equal-copies", with(func(*proc.StartRequest) {}), true},
+		{"not-compared-timeout", with(func(r *proc.StartRequest) { r.Timeout = time.Hour }), true},
+		{"callers-map-changed", with(func(r *proc.StartRequest) { r.Env = env }), false},
+		{"other-env-value", with(func(r *proc.StartRequest) { r.Env["A"] = "2" }), false},
+		{"extra-env", with(func(r *proc.StartRequest) { r.Env["C"] = "3" }), false},
+		{"env-missing", with(func(r *proc.StartRequest) { delete(r.Env, "A") }), false},
+		{"other-unset-env", with(func(r *proc.StartRequest) { r.UnsetEnv = []string{"C"} }), false},
+		{"no-unset-env", with(func(r *proc.StartRequest) { r.UnsetEnv = nil }), false},
+		{"clear-env", with(func(r *proc.StartRequest) { r.ClearEnv = true }), false},
+		{"background", with(func(r *proc.StartRequest) { r.Background = true }), false},
+	} {
+		got, started, err := m.StartOrGet(tc.req)
+		switch {
+		case tc.same && (err != nil || started || got != p):
+			t.Errorf("%s: StartOrGet() = %p, %v, %v; want %p, false, nil", tc.name, got, started, err, p)
+		case !tc.same && (!errors.Is(err, proc.ErrDuplicateID) || started || got != nil):
+			t.Errorf("%s: StartOrGet() = %p, %v, %v; want nil, false, ErrDuplicateID", tc.name, got, started, err)
+		}
+	}
+
+	// An empty Env or UnsetEnv asks for the same as a nil one.
+	bare := proc.StartRequest{ID: "bare", Args: helperArgv("0")}
+	if _, _, err := m.StartOrGet(bare); err != nil {
+		t.Fatalf("StartOrGet(bare) = %v", err)
+	}
+	bare.Env, bare.UnsetEnv = map[string]string{}, []string{}
+	if _, started, err := m.StartOrGet(bare); err != nil || started {
+		t.Errorf("StartOrGet(bare with empty Env and UnsetEnv) = %v, %v; want the record, false, nil", started, err)
 	}
 }

@@ -187,3 +187,49 @@ func TestHeadTailBufferOutputReused(t *testing.T) {
 		t.Errorf("after Finish: a second Output() rendered again; want the final rendering made once (I1)")
 	}
 }
+
+func TestMaxLineLength(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("y", 100)
+	req := func(maxLine int) proc.StartRequest {
+		r := cvReq("out:"+long+`\n`, "err:"+long+`\n`)
+		r.SeparateStderr = true
+		r.MaxLineLength = maxLine
+		return r
+	}
+	for _, tc := range []struct {
+		name           string
+		manager, asked int
+		cut            bool
+	}{
+		{"request-cuts", 4096, 40, true},
+		{"zero-takes-managers", 40, 0, true},
+		{"request-longer-than-managers", 40, 500, false},
+		{"neither-cuts", 4096, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, m := testManager(t, proc.Options{MaxLineLength: tc.manager})
+			snap, err := m.Run(ctx, req(tc.asked))
+			if err != nil {
+				t.Fatalf("Run = %v", err)
+			}
+			for _, out := range []struct {
+				name string
+				o    proc.Output
+			}{{"Output", snap.Output}, {"Stderr", snap.Stderr}} {
+				cut := out.o.Truncation != nil && out.o.Truncation.LinesCut == 1 && strings.Contains(out.o.Text, "[truncated]")
+				if cut != tc.cut || (!tc.cut && out.o.Text != long+"\n") {
+					t.Errorf("%s with Options.MaxLineLength %d, request %d = %q, truncation %+v; want the line cut: %v",
+						out.name, tc.manager, tc.asked, out.o.Text, out.o.Truncation, tc.cut)
+				}
+			}
+		})
+	}
+
+	t.Run("negative", func(t *testing.T) {
+		t.Parallel()
+		m := newManager(t, proc.Options{})
+		mgrWantRefused(t, m, m, "Start(MaxLineLength -1)", req(-1), proc.ErrInvalid, "MaxLineLength", "-1")
+	})
+}

@@ -16,10 +16,10 @@ import (
 	"github.com/procvisor/proc"
 )
 
-// Tests of the read side of a record: SeparateStderr, cursor reads
-// (ReadSince, WaitOutput) and per-request buffer sizes, and the helpers
-// they share with stdin's tests (stdin_test.go). The terminal's tests are
-// in interactive_unix_test.go.
+// Tests of cursor reads (ReadSince, WaitOutput), and the helpers they
+// share with the stderr, request and stdin tests (stderr_test.go,
+// request_test.go, stdin_test.go). The terminal's tests are in
+// interactive_unix_test.go.
 
 // interactive-cat copies stdin to stdout, like cat.
 var _ = helper("interactive-cat", func([]string) int {
@@ -237,93 +237,6 @@ func iaRefused(ctx context.Context, t *testing.T, p *proc.Process, when string, 
 			t.Errorf("%s %s = %d, %v; want 0, an error wrapping %v", call, when, n, err, want)
 		}
 	}
-}
-
-func TestSeparateStderr(t *testing.T) {
-	t.Parallel()
-
-	// stdout "a", stderr "b", stdout "c", one after the other: kept apart,
-	// or combined in order; cursors address stdout alone.
-	for _, tc := range []struct {
-		separate       bool
-		output, stderr string
-	}{{true, "a\nc\n", "b\n"}, {false, "a\nb\nc\n", ""}} {
-		t.Run(fmt.Sprintf("separate=%v", tc.separate), func(t *testing.T) {
-			t.Parallel()
-			ctx, m := testManager(t, proc.Options{})
-			req := cvReq(`out:a\n`, `err:b\n`, `out:c\n`)
-			req.SeparateStderr = tc.separate
-			p := mustStart(t, m, req)
-			snap := waitFinal(ctx, t, p)
-			if snap.Output.Text != tc.output || snap.Stderr.Text != tc.stderr || p.Output().Text != tc.output || p.Stderr().Text != tc.stderr {
-				t.Errorf("Snapshot() Output, Stderr = %q, %q; Output(), Stderr() = %q, %q; want %q, %q",
-					snap.Output.Text, snap.Stderr.Text, p.Output().Text, p.Stderr().Text, tc.output, tc.stderr)
-			}
-			if !tc.separate && (snap.Stderr != (proc.Output{}) || p.Stderr() != (proc.Output{})) {
-				t.Errorf("Stderr() = %+v, Snapshot().Stderr = %+v; want empty without SeparateStderr", p.Stderr(), snap.Stderr)
-			}
-			if snap.Info.OutputBytes != 6 {
-				t.Errorf("Info.OutputBytes = %d; want 6 (both streams)", snap.Info.OutputBytes)
-			}
-			n := int64(len(tc.output))
-			if c := p.ReadSince(0, 0); string(c.Data) != tc.output || c.End != n || c.Next != n || !c.EOF {
-				t.Errorf("ReadSince(0, 0) = %q next %d end %d eof %v; want %q next %d end %d eof true",
-					c.Data, c.Next, c.End, c.EOF, tc.output, n, n)
-			}
-		})
-	}
-
-	t.Run("concurrent-writers", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
-		const n = 2000
-		req := helperReq("interactive-streams", strconv.Itoa(n))
-		req.SeparateStderr = true
-		req.HeadBytes = 2 * n * 64
-		p := mustStart(t, m, req)
-		snap := waitFinal(ctx, t, p)
-		if code := exitCode(t, snap.Info); code != 0 {
-			t.Fatalf("exit code = %d; want 0", code)
-		}
-		if snap.Info.OutputBytes != 2*n*64 {
-			t.Errorf("Info.OutputBytes = %d; want %d", snap.Info.OutputBytes, 2*n*64)
-		}
-		for _, s := range []struct {
-			name string
-			out  proc.Output
-		}{{"out", snap.Output}, {"err", snap.Stderr}} {
-			if s.out.Truncation != nil {
-				t.Errorf("%s: Truncation = %+v; want nil", s.name, *s.out.Truncation)
-			}
-			var want strings.Builder
-			for i := range n {
-				want.WriteString(iaStreamLine(s.name, i))
-			}
-			if s.out.Text != want.String() {
-				lines := strings.SplitAfter(s.out.Text, "\n")
-				for i, l := range lines {
-					if i >= n || l != iaStreamLine(s.name, i) {
-						t.Fatalf("%s: line %d of %d = %q; want every line whole and in order", s.name, i, len(lines), l)
-					}
-				}
-				t.Fatalf("%s: %d bytes differ from the %d written", s.name, len(s.out.Text), want.Len())
-			}
-		}
-	})
-
-	t.Run("TTY-refused", func(t *testing.T) {
-		t.Parallel()
-		m := newManager(t, proc.Options{})
-		req := mgrExitReq(0)
-		req.TTY = true
-		req.SeparateStderr = true
-		if p, err := m.Start(req); !errors.Is(err, proc.ErrInvalid) {
-			t.Errorf("Start(TTY and SeparateStderr) = %v, %v; want ErrInvalid", p, err)
-		}
-		if infos := m.List(); len(infos) != 0 {
-			t.Errorf("List() after a refused start = %d records; want 0", len(infos))
-		}
-	})
 }
 
 // iaFollow reads p's Output stream (with stderr, its Stderr stream) from
@@ -644,78 +557,4 @@ func TestWaitOutputFinalBeforeContext(t *testing.T) {
 	if err := p.Wait(expired); err != nil {
 		t.Fatalf("Wait(cancelled ctx) of a final process = %v; want nil", err)
 	}
-}
-
-// TestBufferSizesPerRequest pins that a request's HeadBytes and TailBytes
-// override the manager's, for both streams.
-func TestBufferSizesPerRequest(t *testing.T) {
-	t.Parallel()
-	const size = 1 << 20
-	tests := []struct {
-		name       string
-		head, tail int
-		wantHead   int64
-		wantTail   int64
-	}{
-		{name: "manager-sizes", wantHead: 100, wantTail: 200},
-		{name: "both", head: 1000, tail: 3000, wantHead: 1000, wantTail: 3000},
-		{name: "head-only", head: 1000, wantHead: 1000, wantTail: 200},
-		{name: "tail-only", tail: 3000, wantHead: 100, wantTail: 3000},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, m := testManager(t, proc.Options{HeadBytes: 100, TailBytes: 200})
-			req := helperReq("interactive-pattern", strconv.Itoa(size), strconv.Itoa(64<<10), "0")
-			req.HeadBytes, req.TailBytes = tt.head, tt.tail
-			p := mustStart(t, m, req)
-			snap := waitFinal(ctx, t, p)
-			tr := snap.Output.Truncation
-			if tr == nil || tr.OriginalBytes != size || tr.RetainedBytes != tt.wantHead+tt.wantTail ||
-				tr.OmittedBytes != size-tt.wantHead-tt.wantTail {
-				t.Fatalf("Truncation = %+v; want original %d, retained %d, omitted %d",
-					tr, size, tt.wantHead+tt.wantTail, size-tt.wantHead-tt.wantTail)
-			}
-			want := string(iaPattern(0, int(tt.wantHead))) + iaMarker(size-tt.wantHead-tt.wantTail) +
-				string(iaPattern(size-tt.wantTail, int(tt.wantTail)))
-			if snap.Output.Text != want {
-				t.Errorf("Output().Text = %q; want %q", snap.Output.Text, want)
-			}
-		})
-	}
-
-	t.Run("stderr", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
-		const n = 1000 // 64-byte lines per stream
-		req := helperReq("interactive-streams", strconv.Itoa(n))
-		req.SeparateStderr = true
-		req.HeadBytes, req.TailBytes = 640, 1280
-		p := mustStart(t, m, req)
-		snap := waitFinal(ctx, t, p)
-		for _, s := range []struct {
-			name string
-			out  proc.Output
-		}{{"out", snap.Output}, {"err", snap.Stderr}} {
-			tr := s.out.Truncation
-			if tr == nil || tr.OriginalBytes != n*64 || tr.RetainedBytes != 640+1280 {
-				t.Errorf("%s: Truncation = %+v; want original %d, retained %d", s.name, tr, n*64, 640+1280)
-				continue
-			}
-			var want strings.Builder
-			for i := range 10 {
-				want.WriteString(iaStreamLine(s.name, i))
-			}
-			want.WriteString(iaMarker(n*64 - 640 - 1280))
-			for i := n - 20; i < n; i++ {
-				want.WriteString(iaStreamLine(s.name, i))
-			}
-			if s.out.Text != want.String() {
-				t.Errorf("%s: Text = %q; want %q", s.name, s.out.Text, want.String())
-			}
-		}
-		if snap.Info.OutputBytes != 2*n*64 {
-			t.Errorf("Info.OutputBytes = %d; want %d", snap.Info.OutputBytes, 2*n*64)
-		}
-	})
 }
