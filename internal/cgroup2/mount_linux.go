@@ -6,10 +6,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/procvisor/proc/internal/procfs"
 )
 
 // Mount finds the cgroup v2 mount in /proc/self/mountinfo: its mount point
@@ -34,31 +35,12 @@ func parseMountinfo(r io.Reader) (mount, root string, err error) {
 		if !ok || len(fields) < 5 || len(after) < 1 || after[0] != "cgroup2" {
 			continue
 		}
-		return unescapeMount(fields[4]), unescapeMount(fields[3]), nil
+		return procfs.UnescapeMount(fields[4]), procfs.UnescapeMount(fields[3]), nil
 	}
 	if err := sc.Err(); err != nil {
 		return "", "", err
 	}
 	return "", "", errors.New("no cgroup2 file system is mounted")
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // Self is this process's cgroup v2 path (the "0::" line of

@@ -6,13 +6,14 @@ import (
 	"errors"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
+
+	"github.com/procvisor/proc/internal/procfs"
 )
 
 // Landlock, the filesystem half (and TCP as a second layer): rulesets
@@ -416,27 +417,11 @@ func terminalMounts() (map[string]bool, error) {
 		if fstype := fields[sep+1]; fstype != "devpts" && fstype != "devtmpfs" {
 			continue
 		}
-		if point := unescapeMount(fields[4]); point != "/dev" && point != "/dev/pts" {
+		if point := procfs.UnescapeMount(fields[4]); point != "/dev" && point != "/dev/pts" {
 			mounts[point] = true
 		}
 	}
 	return mounts, nil
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // terminalDev reports whether the entry name of /dev is a terminal, a
