@@ -89,7 +89,9 @@ type notifier struct {
 	dropCaps    bool
 	caps        [2]unix.CapUserData
 
-	clock    quartz.Clock // paces routed calls (pace)
+	clock    quartz.Clock  // paces routed calls (pace)
+	window   time.Time     // the start of pace's current window
+	spent    time.Duration // in routed calls since window
 	stopping atomic.Bool
 	stop     chan struct{} // closed by Stop
 	done     chan struct{} // closed when serve returns
@@ -202,23 +204,35 @@ func (n *notifier) serveOn(rc syscall.RawConn) (ended bool) {
 	}
 }
 
-// pace waits after a routed call that took spent, three times as long
-// (at most maxPause), so that a tree flooding routed calls gets at most
-// about a quarter of one of the host's cores for them: the host does
-// that work outside the tree's cgroup, so its limits do not hold it back.
-// Only this tree's next call waits. Stop ends the wait.
+// The host does a tree's routed calls outside the tree's cgroup, so the
+// tree's limits do not hold that work back: pace gives each tree at most
+// a quarter of one of the host's cores for them, measured over windows of
+// paceWindow. Calls within the budget run at once (a burst of chmods
+// waits for nothing); a tree that spends its budget waits for the rest
+// of the window, one long pause rather than many short ones. Only this
+// tree's next call waits.
+const (
+	paceWindow = 100 * time.Millisecond
+	paceBudget = paceWindow / 4
+)
+
+// pace adds spent, the time a routed call took, to the current window,
+// and waits out the window once its budget is spent. Stop ends the wait.
 func (n *notifier) pace(spent time.Duration) {
-	const maxPause = 20 * time.Millisecond
-	pause := min(3*spent, maxPause)
-	if pause <= 0 {
+	now := n.clock.Now("sandbox", "pace")
+	if now.Sub(n.window) >= paceWindow {
+		n.window, n.spent = now, 0
+	}
+	if n.spent += spent; n.spent < paceBudget {
 		return
 	}
-	t := n.clock.NewTimer(pause, "sandbox", "pace")
+	t := n.clock.NewTimer(n.window.Add(paceWindow).Sub(now), "sandbox", "pace")
 	defer t.Stop("sandbox", "pace")
 	select {
 	case <-t.C:
 	case <-n.stop:
 	}
+	n.window, n.spent = n.clock.Now("sandbox", "pace"), 0
 }
 
 // receive takes one routed call off the listener if one is waiting; hup
