@@ -9,13 +9,14 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
+
+	"github.com/procvisor/proc/internal/procfs"
 )
 
 // Start starts cmd restricted by p, as sup (from [Probe]) allows, and
@@ -217,18 +218,8 @@ func sameCgroup(caller, pid int) bool {
 // leads (the tree's, in group mode).
 func sessionMember(leader int) func(caller, pid int) bool {
 	return func(_, pid int) bool {
-		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			return false
-		}
-		// After the command's name (which may hold anything): state, ppid,
-		// pgrp, session.
-		i := bytes.LastIndexByte(data, ')')
-		if i < 0 {
-			return false
-		}
-		f := strings.Fields(string(data[i+1:]))
-		return len(f) > 3 && f[3] == strconv.Itoa(leader)
+		st, ok := procfs.ReadStat(pid)
+		return ok && st.Session == leader
 	}
 }
 
