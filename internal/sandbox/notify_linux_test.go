@@ -124,3 +124,50 @@ func TestPace(t *testing.T) {
 	close(n.stop)
 	n.pace(10 * time.Millisecond) // spends the budget; returns without the clock moving
 }
+
+// TestAllowedByObject: the host decides by the object a routed call opened,
+// not by the name the kernel gives it: an object in a detached mount
+// (open_tree) is named from that mount's root, so a file outside the
+// roots can carry a root's name. allowed refuses it, and allows the same
+// name reached from the host's root.
+func TestAllowedByObject(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("open_tree needs CAP_SYS_ADMIN (CI runs as root)")
+	}
+	root := sharedDir(t)
+	outside := sharedDir(t)
+	mirror := filepath.Join(outside, root) // outside/<root's path>
+	if err := os.MkdirAll(mirror, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{filepath.Join(mirror, "victim"), filepath.Join(root, "victim")} {
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tree, err := unix.OpenTree(unix.AT_FDCWD, outside, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		t.Skipf("open_tree: %v", err)
+	}
+	defer unix.Close(tree)
+	n := &notifier{roots: []string{root}}
+	for _, tt := range []struct {
+		dir  int
+		want bool
+	}{{tree, false}, {unix.AT_FDCWD, true}} {
+		path := filepath.Join(root, "victim")
+		if tt.dir == tree {
+			path = path[1:] // relative to the detached mount's root
+		}
+		obj, err := unix.Openat(tt.dir, path, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := n.allowed(obj, false); got != tt.want {
+			name, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(obj))
+			t.Errorf("allowed(%s, named %q) = %v; want %v", path, name, got, tt.want)
+		}
+		unix.Close(obj)
+	}
+}
