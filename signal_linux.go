@@ -5,8 +5,6 @@ package proc
 import (
 	"context"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -133,7 +131,7 @@ func rawPipe(parentReads bool) (parent, child int, err error) {
 // its exit can be reaped, so a write in that moment meets EPIPE. A child
 // that closed its stdin and lives on is told apart only by outliving the
 // wait, a safety bound on an OS event (the pidfd), not a policy timer.
-func exitsSoon(pid int) bool {
+func exitsSoon(pid int, _ <-chan struct{}) bool {
 	if leaderExited(pid) {
 		return true
 	}
@@ -151,9 +149,6 @@ func exitsSoon(pid int) bool {
 		return err == nil && n > 0
 	}
 }
-
-// exitSoonWait bounds exitsSoon's wait.
-const exitSoonWait = 250 * time.Millisecond
 
 // si_code values of SIGCHLD (include/uapi/asm-generic/siginfo.h).
 const cldStopped = 5
@@ -197,28 +192,6 @@ const haltWait = 100 * time.Millisecond
 
 // resumeHalted continues the child pid that haltChild stopped.
 func resumeHalted(pid int) { _ = unix.Kill(pid, unix.SIGCONT) }
-
-// termPending reports whether SIGTERM is still pending for pid, which has
-// exited but is not reaped: a zombie still lists the signals it never took.
-// A child that blocked TERM (a shell on its way out does) and exited with
-// it pending was never reached by the terminate.
-func termPending(pid int) bool {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return false
-	}
-	bit := uint64(1) << (unix.SIGTERM - 1)
-	for _, line := range strings.Split(string(data), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok || (k != "SigPnd" && k != "ShdPnd") {
-			continue
-		}
-		if mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && mask&bit != 0 {
-			return true
-		}
-	}
-	return false
-}
 
 // openPidfd opens a pidfd of the process pid (a child not yet reaped), or
 // returns nil where pidfds are missing.

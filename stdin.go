@@ -193,7 +193,7 @@ func (s *stdinPipe) writeErr(ctx context.Context, err error, p *Process) error {
 	case errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.EIO):
 		// A child on its way out closes its stdin before its exit can be
 		// reaped: EPIPE in that moment is its exit, not a stdin it closed.
-		if s.hasExited() || exitsSoon(p.info.PID) {
+		if s.hasExited() || exitsSoon(p.info.PID, s.exited) {
 			// The child is gone; its exit goroutine is about to say so.
 			<-s.exited
 			return xerrors.Errorf("write to %q: %w", p.info.ID, ErrNotRunning)
@@ -201,6 +201,10 @@ func (s *stdinPipe) writeErr(ctx context.Context, err error, p *Process) error {
 	}
 	return xerrors.Errorf("write to %q: %w", p.info.ID, err)
 }
+
+// exitSoonWait bounds exitsSoon's wait for a child whose stdin write met
+// EPIPE to exit.
+const exitSoonWait = 250 * time.Millisecond
 
 // close implements CloseStdin. A write in progress is released and
 // returns ErrInvalid.

@@ -295,4 +295,4 @@ func resumeHalted(int) {}
 func termPending(int) bool { return false }
 
 // exitsSoon cannot tell here without reaping; the exit goroutine decides.
-func exitsSoon(int) bool { return false }
+func exitsSoon(int, <-chan struct{}) bool { return false }
