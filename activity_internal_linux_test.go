@@ -3,7 +3,6 @@
 package proc
 
 import (
-	"context"
 	"testing"
 	"time"
 )
@@ -39,10 +38,7 @@ func TestActivityLooksClose(t *testing.T) {
 // final.
 func TestActivityLooksDroppedAtFinal(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	m := NewManager(Options{Containment: ContainGroup})
-	defer m.Close()
+	ctx, m := internalManager(t, 30*time.Second, Options{Containment: ContainGroup})
 	p, err := m.Start(StartRequest{Command: "read x", Stdin: true})
 	if err != nil {
 		t.Fatalf("Start() = %v", err)

@@ -65,11 +65,8 @@ func ranCgroupHost(ctx context.Context, t *testing.T, m *Manager, args ...string
 // read as a missing program (the clone's ENOENT is not unwrapped).
 func TestCgroupTriesRunOut(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	m := NewManager(Options{Containment: ContainCgroup})
+	ctx, m := internalManager(t, 30*time.Second, Options{Containment: ContainCgroup})
 	poolOnMock(t, m) // the spares stay while the test looks
-	defer m.Close()
 	h := ranCgroupHost(ctx, t, m, "true")
 	removeNextSpares(t, h, cgroupTries)
 	_, err := m.Start(StartRequest{Args: []string{"true"}})

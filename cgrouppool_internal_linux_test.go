@@ -27,11 +27,8 @@ import (
 // removed.
 func TestCgroupReuse(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	m := NewManager(Options{Containment: ContainCgroup})
+	ctx, m := internalManager(t, 60*time.Second, Options{Containment: ContainCgroup})
 	poolOnMock(t, m) // the spares stay while the test looks
-	defer m.Close()
 	run := func(args ...string) (*Process, string) {
 		t.Helper()
 		// The command waits for its stdin to close, so that its cgroup is
@@ -218,10 +215,7 @@ func TestCgroupRefusedStartLeavesNothing(t *testing.T) {
 // each running record held two.
 func TestCgroupRunningRecordsHoldFewDescriptors(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	m := NewManager(Options{Containment: ContainCgroup})
-	defer m.Close()
+	ctx, m := internalManager(t, 30*time.Second, Options{Containment: ContainCgroup})
 	const n = heldMax + 8
 	var procs []*Process
 	dirs := map[string]bool{}
@@ -319,11 +313,8 @@ func removeNextSpares(t *testing.T, h *cgroupHost, n int) []string {
 // starts the worker when spares are missing, so that they are made.
 func TestRunQueueKicksWorker(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	m := NewManager(Options{Containment: ContainCgroup})
+	ctx, m := internalManager(t, 30*time.Second, Options{Containment: ContainCgroup})
 	poolOnMock(t, m) // the spares stay while the test looks
-	defer m.Close()
 	h := ranCgroupHost(ctx, t, m, "true")
 	h.mu.Lock()
 	want := len(h.spare) + 4
@@ -348,11 +339,8 @@ func TestRunQueueKicksWorker(t *testing.T) {
 // reuse discards it (recycled) instead of giving it back.
 func TestCgroupRemovedSpareNotReused(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	m := NewManager(Options{Containment: ContainCgroup})
+	ctx, m := internalManager(t, 60*time.Second, Options{Containment: ContainCgroup})
 	poolOnMock(t, m) // the spares stay while the test looks
-	defer m.Close()
 	h := ranCgroupHost(ctx, t, m, "true")
 	victims := removeNextSpares(t, h, cgroupTries-1)
 	for i := range 20 {
@@ -388,10 +376,7 @@ func poolOnMock(t testing.TB, m *Manager) *quartz.Mock {
 // Manager's cgroup.
 func TestCgroupPoolReleasedWhenIdle(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	m := NewManager(Options{Containment: ContainCgroup})
-	defer m.Close()
+	ctx, m := internalManager(t, 60*time.Second, Options{Containment: ContainCgroup})
 	mClock := poolOnMock(t, m)
 	h := ranCgroupHost(ctx, t, m, "true")
 	burst := func() {

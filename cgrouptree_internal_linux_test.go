@@ -3,7 +3,6 @@
 package proc
 
 import (
-	"context"
 	"errors"
 	"path/filepath"
 	"regexp"
@@ -22,10 +21,7 @@ import (
 // print child-term again before child-done.
 func TestCgroupSignalWalks(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	m := NewManager(Options{Containment: ContainCgroup})
-	defer m.Close()
+	ctx, m := internalManager(t, 30*time.Second, Options{Containment: ContainCgroup})
 	const script = `trap 'echo child-term' TERM
 sh -c 'trap "echo grandchild-term; exit 0" TERM; echo ready; while :; do sleep 1; done' &
 wait; wait; echo child-done`
@@ -75,10 +71,7 @@ wait; wait; echo child-done`
 // zero minus the cgroup's baseline, which was negative times.
 func TestTreeUsageOfRemovedCgroup(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	m := NewManager(Options{Containment: ContainCgroup})
-	defer m.Close()
+	ctx, m := internalManager(t, 60*time.Second, Options{Containment: ContainCgroup})
 	h := ranCgroupHost(ctx, t, m, "sh", "-c", "i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done")
 	// The loop's cgroup, readied for reuse, becomes the next start's. The
 	// worker made new spares while the loop ran and may have given the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"time"
 
@@ -21,13 +22,11 @@ func ExampleProcess_Follow() {
 
 	p, err := m.Start(proc.StartRequest{Command: "echo line 1&& echo line 2&& echo line 3"})
 	if err != nil {
-		fmt.Println("start:", err)
-		return
+		log.Fatal(err)
 	}
 	f, err := p.Follow(0, proc.FollowOptions{})
 	if err != nil {
-		fmt.Println("follow:", err)
-		return
+		log.Fatal(err)
 	}
 	defer f.Close()
 
@@ -44,8 +43,7 @@ func ExampleProcess_Follow() {
 			break
 		}
 		if err != nil {
-			fmt.Println("read:", err)
-			return
+			log.Fatal(err)
 		}
 	}
 	fmt.Println("lost in all:", f.Stats().Lost)

@@ -8,6 +8,7 @@ package proc_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"regexp"
 	"time"
 
@@ -26,8 +27,7 @@ func ExampleProcess_WaitInput() {
 		Stdin:   true,
 	})
 	if err != nil {
-		fmt.Println("start:", err)
-		return
+		log.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -65,8 +65,7 @@ func ExampleProcess_WaitInput() {
 		case event == "input":
 			fmt.Println("the command waits for input; answering Ada")
 			if _, err := p.Write([]byte("Ada\n")); err != nil {
-				fmt.Println("write:", err)
-				return
+				log.Fatal(err)
 			}
 		case ctx.Err() != nil:
 			fmt.Println("gave up:", ctx.Err())
@@ -87,18 +86,15 @@ func ExampleProcess_Activity() {
 
 	p, err := m.Start(proc.StartRequest{Args: []string{"python3", "-u", "-m", "http.server", "0"}})
 	if err != nil {
-		fmt.Println("start:", err)
-		return
+		log.Fatal(err)
 	}
 	// The server says it serves once it listens.
 	if _, err := p.WaitFor(context.Background(), regexp.MustCompile("^Serving"), true); err != nil {
-		fmt.Println("wait:", err)
-		return
+		log.Fatal(err)
 	}
 	a, err := p.Activity()
 	if err != nil {
-		fmt.Println("activity:", err)
-		return
+		log.Fatal(err)
 	}
 	for _, l := range a.Listeners {
 		fmt.Printf("%s %s (port %d, pid %d)\n", l.Network, l.Address, l.Port, l.PID)

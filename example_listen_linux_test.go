@@ -5,6 +5,7 @@ package proc_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"net/http"
 	"time"
 
@@ -27,8 +28,7 @@ func ExampleProcess_WaitListening() {
 		Background: true,
 	})
 	if err != nil {
-		fmt.Println("start:", err)
-		return
+		log.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -40,8 +40,7 @@ func ExampleProcess_WaitListening() {
 	}
 	resp, err := http.Get("http://" + l.Address + "/")
 	if err != nil {
-		fmt.Println("get:", err)
-		return
+		log.Fatal(err)
 	}
 	_ = resp.Body.Close()
 	fmt.Println("ready on", l.Network, "port", l.Port, "pid", l.PID, "status", resp.StatusCode)

@@ -5,6 +5,7 @@ package proc_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"os"
 	"strings"
 	"time"
@@ -63,21 +64,18 @@ func ExampleNewPlainWriter() {
 		Command: `for i in 25 50 75 100; do printf '\r\033[1m%s%%\033[0m' $i; sleep 0.01; done; echo; echo done`,
 	})
 	if err != nil {
-		fmt.Println("start:", err)
-		return
+		log.Fatal(err)
 	}
 	plain := proc.NewPlainWriter(os.Stdout)
 	ctx := context.Background()
 	var cursor int64
 	for {
 		if err := p.WaitOutput(ctx, cursor); err != nil {
-			fmt.Println("wait:", err)
-			return
+			log.Fatal(err)
 		}
 		c := p.ReadSince(cursor, 0)
 		if _, err := plain.Write(c.Data); err != nil {
-			fmt.Println("write:", err)
-			return
+			log.Fatal(err)
 		}
 		cursor = c.Next
 		if c.EOF {
@@ -107,12 +105,10 @@ func ExampleNewPlainWriter_outputTee() {
 		OutputTee: tee,
 	})
 	if err != nil {
-		fmt.Println("start:", err)
-		return
+		log.Fatal(err)
 	}
 	if err := p.Wait(context.Background()); err != nil {
-		fmt.Println("wait:", err)
-		return
+		log.Fatal(err)
 	}
 	fmt.Printf("before Close: %q\n", live.String())
 	_ = tee.Close()

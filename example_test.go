@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"os"
 	"strings"
@@ -25,12 +26,10 @@ func Example() {
 
 	p, err := m.Start(proc.StartRequest{Command: "echo hello"})
 	if err != nil {
-		fmt.Println("start:", err)
-		return
+		log.Fatal(err)
 	}
 	if err := p.Wait(context.Background()); err != nil {
-		fmt.Println("wait:", err)
-		return
+		log.Fatal(err)
 	}
 	snap := p.Snapshot()
 	fmt.Printf("exit %d: %s", *snap.Info.ExitCode, snap.Output.Text)
@@ -46,8 +45,7 @@ func ExampleManager_Start() {
 
 	p, err := m.Start(proc.StartRequest{Command: "echo out&& echo err>&2&& exit 3"})
 	if err != nil {
-		fmt.Println("start:", err)
-		return
+		log.Fatal(err)
 	}
 	_ = p.Wait(context.Background())
 	fmt.Printf("exit %d:\n%s", *p.Info().ExitCode, p.Output().Text)
@@ -66,8 +64,7 @@ func ExampleManager_Scope() {
 	alice, bob := m.Scope("alice"), m.Scope("bob")
 	p, err := alice.Start(proc.StartRequest{Command: "exit 0"})
 	if err != nil {
-		fmt.Println("start:", err)
-		return
+		log.Fatal(err)
 	}
 	_, err = bob.Get(p.ID())
 	fmt.Println("bob sees alice's process:", !errors.Is(err, proc.ErrNotFound))
@@ -87,16 +84,14 @@ func ExampleProcess_ReadSince() {
 
 	p, err := m.Start(proc.StartRequest{Command: "echo line 1&& echo line 2&& echo line 3"})
 	if err != nil {
-		fmt.Println("start:", err)
-		return
+		log.Fatal(err)
 	}
 	ctx := context.Background()
 	var got strings.Builder
 	var cursor int64
 	for {
 		if err := p.WaitOutput(ctx, cursor); err != nil {
-			fmt.Println("wait:", err)
-			return
+			log.Fatal(err)
 		}
 		c := p.ReadSince(cursor, 0)
 		got.Write(c.Data)
@@ -126,8 +121,7 @@ func ExampleManager_Run() {
 	defer cancel()
 	snap, err := m.Run(ctx, proc.StartRequest{Command: "echo built&& exit 2"})
 	if err != nil {
-		fmt.Println("run:", err)
-		return
+		log.Fatal(err)
 	}
 	fmt.Printf("exit %d: %s", *snap.Info.ExitCode, snap.Output.Text)
 	// Output: exit 2: built
@@ -143,12 +137,10 @@ func ExampleManager_StartOrGet() {
 	for range 2 {
 		p, started, err := m.StartOrGet(req)
 		if err != nil {
-			fmt.Println("start:", err)
-			return
+			log.Fatal(err)
 		}
 		if err := p.Wait(context.Background()); err != nil {
-			fmt.Println("wait:", err)
-			return
+			log.Fatal(err)
 		}
 		fmt.Printf("started %v: %s", started, p.Output().Text)
 	}
@@ -225,8 +217,7 @@ func ExampleStdlibLogger() {
 
 	snap, err := m.Run(context.Background(), proc.StartRequest{ID: "build", Command: "exit 0"})
 	if err != nil {
-		fmt.Println("run:", err)
-		return
+		log.Fatal(err)
 	}
 	fmt.Println("exit", *snap.Info.ExitCode)
 	// Output:
@@ -247,12 +238,10 @@ func ExampleStartRequest_outputTee() {
 		OutputTee: teeFunc(func(b []byte) { streamed.WriteString(strings.ToUpper(string(b))) }),
 	})
 	if err != nil {
-		fmt.Println("start:", err)
-		return
+		log.Fatal(err)
 	}
 	if err := p.Wait(context.Background()); err != nil {
-		fmt.Println("wait:", err)
-		return
+		log.Fatal(err)
 	}
 	// The tee's Writes all happened before the record became final.
 	fmt.Print(streamed.String())

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log"
 	"regexp"
 	"slices"
 	"time"
@@ -25,8 +26,7 @@ func ExampleProcess_Snapshot() {
 
 	p, err := m.Start(proc.StartRequest{Command: "seq 1 1000", HeadBytes: 8, TailBytes: 9})
 	if err != nil {
-		fmt.Println("start:", err)
-		return
+		log.Fatal(err)
 	}
 	_ = p.Wait(context.Background())
 	snap := p.Snapshot() // Info first, then Output: never stale output with a final status
@@ -54,8 +54,7 @@ func ExampleStartRequest_timeout() {
 
 	p, err := m.Start(proc.StartRequest{Command: "echo started; sleep 30", Timeout: 100 * time.Millisecond})
 	if err != nil {
-		fmt.Println("start:", err)
-		return
+		log.Fatal(err)
 	}
 	_ = p.Wait(context.Background())
 	info := p.Info()
@@ -71,13 +70,11 @@ func ExampleProcess_Write() {
 
 	p, err := m.Start(proc.StartRequest{Command: "while read name; do echo hello $name; done", Stdin: true})
 	if err != nil {
-		fmt.Println("start:", err)
-		return
+		log.Fatal(err)
 	}
 	for _, name := range []string{"ada", "grace"} {
 		if _, err := p.Write([]byte(name + "\n")); err != nil {
-			fmt.Println("write:", err)
-			return
+			log.Fatal(err)
 		}
 	}
 	_ = p.CloseStdin() // the loop sees end-of-file and the shell exits
@@ -97,15 +94,13 @@ func ExampleProcess_WaitFor() {
 
 	p, err := m.Start(proc.StartRequest{Command: "sleep 0.1; echo 'listening on :8080'; sleep 30"})
 	if err != nil {
-		fmt.Println("start:", err)
-		return
+		log.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	line, err := p.WaitFor(ctx, regexp.MustCompile(`^listening on :\d+$`), true)
 	if err != nil {
-		fmt.Println("wait for:", err)
-		return
+		log.Fatal(err)
 	}
 	fmt.Println(line)
 
@@ -123,16 +118,14 @@ func ExampleStartRequest_json() {
 	body := `{"args":["sh","-c","echo out; echo err >&2"],"separate_stderr":true,"timeout":5000000000}`
 	var req proc.StartRequest
 	if err := json.Unmarshal([]byte(body), &req); err != nil {
-		fmt.Println("decode:", err)
-		return
+		log.Fatal(err)
 	}
 	m := proc.NewManager(proc.Options{})
 	defer m.Close()
 
 	snap, err := m.Run(context.Background(), req)
 	if err != nil {
-		fmt.Println("run:", err)
-		return
+		log.Fatal(err)
 	}
 	fmt.Printf("timeout %v, exit %d, stdout %q, stderr %q\n",
 		req.Timeout, *snap.Info.ExitCode, snap.Output.Text, snap.Stderr.Text)
@@ -155,8 +148,7 @@ func ExampleManager_WaitEvent() {
 			Watch: []proc.Watch{{Name: "failure", Pattern: `^FAIL `}}},
 	} {
 		if _, err := m.Start(req); err != nil {
-			fmt.Println("start:", err)
-			return
+			log.Fatal(err)
 		}
 	}
 
@@ -166,8 +158,7 @@ func ExampleManager_WaitEvent() {
 	var attention []string
 	for len(attention) < 4 {
 		if err := m.WaitEvent(ctx, cursor); err != nil {
-			fmt.Println("wait:", err)
-			return
+			log.Fatal(err)
 		}
 		evs, next, lost := m.Events(cursor, 0)
 		if lost > 0 {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"regexp"
 	"strings"
 	"time"
@@ -27,8 +28,7 @@ func ExampleProcess_Snapshot() {
 
 	p, err := m.Start(proc.StartRequest{Command: "for /L %i in (1,1,1000) do @echo %i", HeadBytes: 8, TailBytes: 11})
 	if err != nil {
-		fmt.Println("start:", err)
-		return
+		log.Fatal(err)
 	}
 	_ = p.Wait(context.Background())
 	snap := p.Snapshot() // Info first, then Output: never stale output with a final status
@@ -54,8 +54,7 @@ func ExampleStartRequest_timeout() {
 
 	p, err := m.Start(proc.StartRequest{Command: "echo started& ping -n 30 127.0.0.1 >NUL", Timeout: 2 * time.Second})
 	if err != nil {
-		fmt.Println("start:", err)
-		return
+		log.Fatal(err)
 	}
 	_ = p.Wait(context.Background())
 	info := p.Info()
@@ -70,18 +69,15 @@ func ExampleProcess_Signal() {
 
 	p, err := m.Start(proc.StartRequest{Command: "echo started& ping -n 30 127.0.0.1 >NUL"})
 	if err != nil {
-		fmt.Println("start:", err)
-		return
+		log.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := p.WaitFor(ctx, regexp.MustCompile(`^started$`), true); err != nil {
-		fmt.Println("wait for:", err)
-		return
+		log.Fatal(err)
 	}
 	if err := p.Signal(proc.Kill); err != nil {
-		fmt.Println("kill:", err)
-		return
+		log.Fatal(err)
 	}
 	_ = p.Wait(ctx)
 	fmt.Printf("running %v, exit %d\n", p.Info().Running, *p.Info().ExitCode)
@@ -100,15 +96,13 @@ func ExampleProcess_WaitFor() {
 
 	p, err := m.Start(proc.StartRequest{Command: "ping -n 2 127.0.0.1 >NUL& echo listening on :8080& ping -n 30 127.0.0.1 >NUL"})
 	if err != nil {
-		fmt.Println("start:", err)
-		return
+		log.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	line, err := p.WaitFor(ctx, regexp.MustCompile(`^listening on :\d+$`), true)
 	if err != nil {
-		fmt.Println("wait for:", err)
-		return
+		log.Fatal(err)
 	}
 	fmt.Println(line)
 

@@ -45,95 +45,88 @@ var _ = helper("listen-line", func([]string) int {
 // is final (ErrNotRunning).
 func TestWaitListening(t *testing.T) {
 	t.Parallel()
-	for _, grandchild := range []bool{false, true} {
-		name := "child"
+	proc.BothWays(t, "child", "grandchild", func(t *testing.T, grandchild bool) {
+		ctx, mClock, m := testMockManager(t, proc.Options{})
+		trap := mClock.Trap().NewTicker("activity", "listen")
+		defer trap.Close()
+		req := helperReq("listen-line")
+		req.Stdin = true
 		if grandchild {
-			name = "grandchild"
+			// An asynchronous list reads /dev/null unless told.
+			req.Args = append([]string{"sh", "-c", `exec 3<&0; "$@" <&3 3<&- & wait`, "sh"}, req.Args...)
 		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			ctx, mClock, m := testMockManager(t, proc.Options{})
-			trap := mClock.Trap().NewTicker("activity", "listen")
-			defer trap.Close()
-			req := helperReq("listen-line")
-			req.Stdin = true
-			if grandchild {
-				// An asynchronous list reads /dev/null unless told.
-				req.Args = append([]string{"sh", "-c", `exec 3<&0; "$@" <&3 3<&- & wait`, "sh"}, req.Args...)
-			}
-			p := mustStart(t, m, req)
-			type result struct {
-				l   proc.Listener
-				err error
-			}
-			res := make(chan result, 1)
-			// Ends at the listener, or with ctx.
-			go func() {
-				l, err := p.WaitListening(ctx, 0)
-				res <- result{l, err}
-			}()
-			call := trap.MustWait(ctx) // the first look found none
-			if call.Duration > 25*time.Millisecond {
-				t.Errorf("WaitListening polls every %v; want 25ms at most (noticed within 50ms)", call.Duration)
-			}
-			call.MustRelease(ctx)
-			trap.Close()
-			if _, err := p.Write([]byte("listen\n")); err != nil {
-				t.Fatal(err)
-			}
-			var pid, port int
-			line := waitLine(ctx, t, p, regexp.MustCompile(`^(listening|listen:|read:) `))
-			if _, err := fmt.Sscanf(line, "listening %d %d", &pid, &port); err != nil {
-				t.Fatalf("helper: %q", line)
-			}
-			select {
-			case r := <-res:
-				t.Fatalf("WaitListening returned %+v, %v before the clock ticked", r.l, r.err)
-			default:
-			}
-			mClock.Advance(call.Duration).MustWait(ctx)
-			want := proc.Listener{Network: "tcp", Address: fmt.Sprintf("127.0.0.1:%d", port), Port: port, PID: pid}
-			if r := recv(ctx, t, res, "WaitListening"); r.err != nil || r.l != want {
-				t.Fatalf("WaitListening(0) = %+v, %v; want %+v", r.l, r.err, want)
-			}
-			if grandchild == (pid == p.Info().PID) {
-				t.Errorf("listener PID %d, child PID %d: grandchild %v", pid, p.Info().PID, grandchild)
-			}
+		p := mustStart(t, m, req)
+		type result struct {
+			l   proc.Listener
+			err error
+		}
+		res := make(chan result, 1)
+		// Ends at the listener, or with ctx.
+		go func() {
+			l, err := p.WaitListening(ctx, 0)
+			res <- result{l, err}
+		}()
+		call := trap.MustWait(ctx) // the first look found none
+		if call.Duration > 25*time.Millisecond {
+			t.Errorf("WaitListening polls every %v; want 25ms at most (noticed within 50ms)", call.Duration)
+		}
+		call.MustRelease(ctx)
+		trap.Close()
+		if _, err := p.Write([]byte("listen\n")); err != nil {
+			t.Fatal(err)
+		}
+		var pid, port int
+		line := waitLine(ctx, t, p, regexp.MustCompile(`^(listening|listen:|read:) `))
+		if _, err := fmt.Sscanf(line, "listening %d %d", &pid, &port); err != nil {
+			t.Fatalf("helper: %q", line)
+		}
+		select {
+		case r := <-res:
+			t.Fatalf("WaitListening returned %+v, %v before the clock ticked", r.l, r.err)
+		default:
+		}
+		mClock.Advance(call.Duration).MustWait(ctx)
+		want := proc.Listener{Network: "tcp", Address: fmt.Sprintf("127.0.0.1:%d", port), Port: port, PID: pid}
+		if r := recv(ctx, t, res, "WaitListening"); r.err != nil || r.l != want {
+			t.Fatalf("WaitListening(0) = %+v, %v; want %+v", r.l, r.err, want)
+		}
+		if grandchild == (pid == p.Info().PID) {
+			t.Errorf("listener PID %d, child PID %d: grandchild %v", pid, p.Info().PID, grandchild)
+		}
 
-			over, cancel := context.WithCancel(ctx)
-			cancel()
-			if l, err := p.WaitListening(over, port); err != nil || l != want {
-				t.Errorf("WaitListening(ended ctx, %d) = %+v, %v; want %+v at once (it listens already)", port, l, err, want)
-			}
-			other := port%65535 + 1
-			if l, err := p.WaitListening(over, other); !errors.Is(err, context.Canceled) {
-				t.Errorf("WaitListening(ended ctx, %d) = %+v, %v; want context.Canceled", other, l, err)
-			}
+		over, cancel := context.WithCancel(ctx)
+		cancel()
+		if l, err := p.WaitListening(over, port); err != nil || l != want {
+			t.Errorf("WaitListening(ended ctx, %d) = %+v, %v; want %+v at once (it listens already)", port, l, err, want)
+		}
+		other := port%65535 + 1
+		if l, err := p.WaitListening(over, other); !errors.Is(err, context.Canceled) {
+			t.Errorf("WaitListening(ended ctx, %d) = %+v, %v; want context.Canceled", other, l, err)
+		}
 
-			// The record becomes final first: ErrNotRunning.
-			bctx := newCVBlockedCtx(ctx)
-			// Ends when the record is final.
-			go func() {
-				l, err := p.WaitListening(bctx, other)
-				res <- result{l, err}
-			}()
-			select {
-			case <-bctx.waiting.Done():
-			case r := <-res:
-				t.Fatalf("WaitListening(%d) = %+v, %v; want it to wait", other, r.l, r.err)
-			}
-			if err := p.CloseStdin(); err != nil {
-				t.Fatal(err)
-			}
-			if r := recv(ctx, t, res, "WaitListening"); !errors.Is(r.err, proc.ErrNotRunning) {
-				t.Errorf("WaitListening(%d) across the exit = %+v, %v; want ErrNotRunning", other, r.l, r.err)
-			}
-			waitFinal(ctx, t, p)
-			if l, err := p.WaitListening(ctx, 0); !errors.Is(err, proc.ErrNotRunning) {
-				t.Errorf("WaitListening of a final record = %+v, %v; want ErrNotRunning", l, err)
-			}
-		})
-	}
+		// The record becomes final first: ErrNotRunning.
+		bctx := newCVBlockedCtx(ctx)
+		// Ends when the record is final.
+		go func() {
+			l, err := p.WaitListening(bctx, other)
+			res <- result{l, err}
+		}()
+		select {
+		case <-bctx.waiting.Done():
+		case r := <-res:
+			t.Fatalf("WaitListening(%d) = %+v, %v; want it to wait", other, r.l, r.err)
+		}
+		if err := p.CloseStdin(); err != nil {
+			t.Fatal(err)
+		}
+		if r := recv(ctx, t, res, "WaitListening"); !errors.Is(r.err, proc.ErrNotRunning) {
+			t.Errorf("WaitListening(%d) across the exit = %+v, %v; want ErrNotRunning", other, r.l, r.err)
+		}
+		waitFinal(ctx, t, p)
+		if l, err := p.WaitListening(ctx, 0); !errors.Is(err, proc.ErrNotRunning) {
+			t.Errorf("WaitListening of a final record = %+v, %v; want ErrNotRunning", l, err)
+		}
+	})
 }
 
 // TestWaitListeningReal: on the real clock, listeners a tree has already

@@ -114,10 +114,7 @@ func TestPaceDue(t *testing.T) {
 // false) does not count in the streak; both return the rendering.
 func TestOutputPaced(t *testing.T) {
 	t.Parallel()
-	var sig pollSignal
-	b := NewHeadTailBuffer(4, 4, 0)
-	b.sharePolls(&sig)
-	_, _ = b.Write([]byte("abc"))
+	b, _ := sharingBuffer("abc")
 	if out := b.Output(); out.Text != "abc" {
 		t.Fatalf("Output() = %q; want %q", out.Text, "abc")
 	}

@@ -18,46 +18,39 @@ import (
 // readers share the Ps with the pump), and not when nobody polls.
 func TestPumpGrowsPipeWhenPolled(t *testing.T) {
 	t.Parallel()
-	for _, polled := range []bool{false, true} {
-		name := "alone"
+	bothWays(t, "alone", "polled", func(t *testing.T, polled bool) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		r, w, before := growablePipe(t)
+		b := NewHeadTailBuffer(0, 0, 0)
 		if polled {
-			name = "polled"
+			pollOnce(b)
 		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-			defer cancel()
-			r, w, before := growablePipe(t)
-			b := NewHeadTailBuffer(0, 0, 0)
-			if polled {
-				pollOnce(b)
-			}
-			// A read's worth waiting before the pump's first read.
-			if _, err := w.Write(make([]byte, pumpBufSize)); err != nil {
-				t.Fatalf("write to the pipe: %v", err)
-			}
-			_ = w.Close()
-			done := make(chan struct{}, 1)
-			pu := &pump{r: r, dst: b, clock: quartz.NewReal(), activity: make(chan struct{}, 1), done: done}
-			go pu.run() // ends at EOF: w is closed
-			select {
-			case <-done:
-			case <-ctx.Done():
-				t.Fatalf("pump did not end at EOF: %v", ctx.Err())
-			}
-			size, err := pipeSize(r)
-			if err != nil {
-				t.Fatalf("F_GETPIPE_SZ = %v", err)
-			}
-			want := before
-			if polled {
-				want = observedPipeSize
-			}
-			if size != want {
-				t.Errorf("pipe size after a full read = %d; want %d", size, want)
-			}
-		})
-	}
+		// A read's worth waiting before the pump's first read.
+		if _, err := w.Write(make([]byte, pumpBufSize)); err != nil {
+			t.Fatalf("write to the pipe: %v", err)
+		}
+		_ = w.Close()
+		done := make(chan struct{}, 1)
+		pu := &pump{r: r, dst: b, clock: quartz.NewReal(), activity: make(chan struct{}, 1), done: done}
+		go pu.run() // ends at EOF: w is closed
+		select {
+		case <-done:
+		case <-ctx.Done():
+			t.Fatalf("pump did not end at EOF: %v", ctx.Err())
+		}
+		size, err := pipeSize(r)
+		if err != nil {
+			t.Fatalf("F_GETPIPE_SZ = %v", err)
+		}
+		want := before
+		if polled {
+			want = observedPipeSize
+		}
+		if size != want {
+			t.Errorf("pipe size after a full read = %d; want %d", size, want)
+		}
+	})
 }
 
 // pipeSize returns the capacity of f's pipe, without making f blocking
@@ -105,54 +98,47 @@ func pollOnce(b *HeadTailBuffer) {
 // pipes are grown, and gives its place back when it ends.
 func TestPumpPipeBudget(t *testing.T) {
 	t.Parallel()
-	for _, full := range []bool{false, true} {
-		name := "room"
+	bothWays(t, "room", "full", func(t *testing.T, full bool) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		r, w, before := growablePipe(t)
+		var budget pipeBudget
 		if full {
-			name = "full"
+			budget.grown.Store(maxGrownPipes)
 		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-			defer cancel()
-			r, w, before := growablePipe(t)
-			var budget pipeBudget
-			if full {
-				budget.grown.Store(maxGrownPipes)
-			}
-			b := NewHeadTailBuffer(0, 0, 0)
-			pollOnce(b)
-			if _, err := w.Write(make([]byte, pumpBufSize)); err != nil {
-				t.Fatalf("write to the pipe: %v", err)
-			}
-			done := make(chan struct{}, 1)
-			pu := &pump{r: r, dst: b, clock: quartz.NewReal(), activity: make(chan struct{}, 1), done: done, pipes: &budget}
-			go pu.run() // ends at EOF: w is closed below
-			grown := before
-			if !full {
-				grown = observedPipeSize
-			}
-			spinUntil(ctx, t, "pump reading the pipe", func() bool { return b.Len() > pumpBufSize })
-			if size, err := pipeSize(r); err != nil || size != grown {
-				t.Errorf("pipe size with budget %d of %d taken = %d, %v; want %d", budget.grown.Load(), maxGrownPipes, size, err, grown)
-			}
-			if got, want := budget.grown.Load(), int32(maxGrownPipes); !full && got != 1 || full && got != want {
-				t.Errorf("grown pipes while the pump runs = %d; want %d", got, map[bool]int32{false: 1, true: want}[full])
-			}
-			_ = w.Close()
-			select {
-			case <-done:
-			case <-ctx.Done():
-				t.Fatalf("pump did not end at EOF: %v", ctx.Err())
-			}
-			want := int32(0)
-			if full {
-				want = maxGrownPipes
-			}
-			if got := budget.grown.Load(); got != want {
-				t.Errorf("grown pipes after the pump ended = %d; want %d", got, want)
-			}
-		})
-	}
+		b := NewHeadTailBuffer(0, 0, 0)
+		pollOnce(b)
+		if _, err := w.Write(make([]byte, pumpBufSize)); err != nil {
+			t.Fatalf("write to the pipe: %v", err)
+		}
+		done := make(chan struct{}, 1)
+		pu := &pump{r: r, dst: b, clock: quartz.NewReal(), activity: make(chan struct{}, 1), done: done, pipes: &budget}
+		go pu.run() // ends at EOF: w is closed below
+		grown := before
+		if !full {
+			grown = observedPipeSize
+		}
+		spinUntil(ctx, t, "pump reading the pipe", func() bool { return b.Len() > pumpBufSize })
+		if size, err := pipeSize(r); err != nil || size != grown {
+			t.Errorf("pipe size with budget %d of %d taken = %d, %v; want %d", budget.grown.Load(), maxGrownPipes, size, err, grown)
+		}
+		if got, want := budget.grown.Load(), int32(maxGrownPipes); !full && got != 1 || full && got != want {
+			t.Errorf("grown pipes while the pump runs = %d; want %d", got, map[bool]int32{false: 1, true: want}[full])
+		}
+		_ = w.Close()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			t.Fatalf("pump did not end at EOF: %v", ctx.Err())
+		}
+		want := int32(0)
+		if full {
+			want = maxGrownPipes
+		}
+		if got := budget.grown.Load(); got != want {
+			t.Errorf("grown pipes after the pump ended = %d; want %d", got, want)
+		}
+	})
 }
 
 // TestPolledPumpCounted pins the count of a Manager's pumps that try their

@@ -41,35 +41,28 @@ func outputRecovered(ctx context.Context, t *testing.T, b *HeadTailBuffer) (out 
 // makes, stands in for the bug: the line cutter reads past the end.
 func TestOutputAfterRenderPanic(t *testing.T) {
 	t.Parallel()
-	for _, finished := range []bool{false, true} {
-		name := "running"
+	bothWays(t, "running", "finished", func(t *testing.T, finished bool) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		b := NewHeadTailBuffer(16, 16, 0)
+		_, _ = b.Write([]byte("a\n"))
 		if finished {
-			name = "finished"
+			b.Finish()
 		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-			defer cancel()
-			b := NewHeadTailBuffer(16, 16, 0)
-			_, _ = b.Write([]byte("a\n"))
-			if finished {
-				b.Finish()
-			}
-			b.lineMax = -1 // the bug; nothing else reads it concurrently
-			if _, panicked := outputRecovered(ctx, t, b); !panicked {
-				t.Fatalf("Output() with lineMax -1 did not panic; the test needs a render that does")
-			}
-			// The next caller is not left waiting for the panicked
-			// rendering: it renders, and panics, itself.
-			if _, panicked := outputRecovered(ctx, t, b); !panicked {
-				t.Errorf("second Output() with the bug did not panic; want it to render again")
-			}
-			b.lineMax = DefaultMaxLineLength // the bug fixed
-			if out, panicked := outputRecovered(ctx, t, b); panicked || out.Text != "a\n" {
-				t.Errorf("Output() after the panics = %q (panicked %v); want %q", out.Text, panicked, "a\n")
-			}
-		})
-	}
+		b.lineMax = -1 // the bug; nothing else reads it concurrently
+		if _, panicked := outputRecovered(ctx, t, b); !panicked {
+			t.Fatalf("Output() with lineMax -1 did not panic; the test needs a render that does")
+		}
+		// The next caller is not left waiting for the panicked
+		// rendering: it renders, and panics, itself.
+		if _, panicked := outputRecovered(ctx, t, b); !panicked {
+			t.Errorf("second Output() with the bug did not panic; want it to render again")
+		}
+		b.lineMax = DefaultMaxLineLength // the bug fixed
+		if out, panicked := outputRecovered(ctx, t, b); panicked || out.Text != "a\n" {
+			t.Errorf("Output() after the panics = %q (panicked %v); want %q", out.Text, panicked, "a\n")
+		}
+	})
 }
 
 // TestOutputWaitingIsNotPolling pins that a caller that finds the
@@ -79,10 +72,7 @@ func TestOutputAfterRenderPanic(t *testing.T) {
 // that returns a made rendering again does.
 func TestOutputWaitingIsNotPolling(t *testing.T) {
 	t.Parallel()
-	var peers pollSignal
-	b := NewHeadTailBuffer(4, 4, 0)
-	b.sharePolls(&peers)
-	_, _ = b.Write([]byte("abc"))
+	b, peers := sharingBuffer("abc")
 	// A rendering of the current bytes under way, whose maker is done
 	// (released), so that the call below does not block whether it
 	// arrives before or after the release.
@@ -115,10 +105,7 @@ func TestOutputWaitingIsNotPolling(t *testing.T) {
 // Manager.
 func TestPollersStepAside(t *testing.T) {
 	t.Parallel()
-	var sig pollSignal
-	b := NewHeadTailBuffer(4, 4, 0)
-	b.sharePolls(&sig)
-	_, _ = b.Write([]byte("abcdefghij"))
+	b, sig := sharingBuffer("abcdefghij")
 	if b.stepsAside() {
 		t.Errorf("running buffer, no pump trying: steps aside; want not")
 	}

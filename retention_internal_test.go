@@ -1,7 +1,6 @@
 package proc
 
 import (
-	"context"
 	"runtime"
 	"slices"
 	"testing"
@@ -142,10 +141,7 @@ func TestOrderIndexMiss(t *testing.T) {
 // marked its exit goroutine ended, and no sooner.
 func TestWaitEnded(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	m := NewManager(Options{})
-	t.Cleanup(func() { _ = m.Close() })
+	ctx, m := internalManager(t, 30*time.Second, Options{})
 	a, b := &Process{m: m}, &Process{m: m}
 	returned := make(chan struct{})
 	// Ends once a and b are marked ended (below).

@@ -26,10 +26,7 @@ import (
 // (a signal is ErrNotRunning).
 func TestFinalRecordKeepsOneStatus(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	m := NewManager(Options{})
-	t.Cleanup(func() { _ = m.Close() })
+	ctx, m := internalManager(t, 30*time.Second, Options{})
 	p, err := m.Start(StartRequest{Args: []string{"echo", "hello"}})
 	if err != nil {
 		t.Fatalf("Start(echo) = %v", err)
@@ -91,10 +88,7 @@ func TestFinalRecordKeepsOneStatus(t *testing.T) {
 // for it), and that a record without Stdin keeps no pipe.
 func TestStdinPublishesExit(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	m := NewManager(Options{})
-	t.Cleanup(func() { _ = m.Close() })
+	ctx, m := internalManager(t, 30*time.Second, Options{})
 	p, err := m.Start(StartRequest{Args: []string{"cat"}, Stdin: true})
 	if err != nil {
 		t.Fatalf("Start(cat) = %v", err)

@@ -125,10 +125,7 @@ func TestWatchdogPendingMarkSettled(t *testing.T) {
 	if _, err := sandbox.Probe(sandbox.Steps{}); err != nil {
 		t.Skipf("the sandbox cannot run here (CI runs it): %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	m := NewManager(Options{Containment: ContainGroup, Sandbox: &Sandbox{}})
-	defer m.Close()
+	ctx, m := internalManager(t, time.Minute, Options{Containment: ContainGroup, Sandbox: &Sandbox{}})
 	notExec := filepath.Join(t.TempDir(), "not-executable")
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
 		t.Fatal(err)

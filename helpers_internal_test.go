@@ -1,0 +1,51 @@
+package proc
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// The shared toolkit of the package's own tests (package proc); the
+// tests of the API (package proc_test) have helpers_*_test.go.
+
+// internalManager returns a context that ends after d, and a Manager of
+// opts closed at the end of the test (before the context is cancelled).
+func internalManager(t testing.TB, d time.Duration, opts Options) (context.Context, *Manager) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	m := NewManager(opts)
+	t.Cleanup(func() { _ = m.Close() })
+	return ctx, m
+}
+
+// bothWays runs f as two parallel subtests, named off and on, with on
+// false and then true.
+func bothWays(t *testing.T, off, on string, f func(t *testing.T, on bool)) {
+	t.Helper()
+	for _, b := range []bool{false, true} {
+		name := off
+		if b {
+			name = on
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f(t, b)
+		})
+	}
+}
+
+// BothWays is bothWays for the tests of the API.
+var BothWays = bothWays
+
+// sharingBuffer returns a buffer of 4 head and 4 tail bytes holding data,
+// which shares its polls with the returned signal, as a Manager's records
+// share theirs.
+func sharingBuffer(data string) (*HeadTailBuffer, *pollSignal) {
+	sig := new(pollSignal)
+	b := NewHeadTailBuffer(4, 4, 0)
+	b.sharePolls(sig)
+	_, _ = b.Write([]byte(data))
+	return b, sig
+}
