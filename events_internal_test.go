@@ -4,14 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"regexp"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/coder/quartz"
+
+	"github.com/procvisor/proc/internal/linematch/linematchtest"
 )
 
 // Tests of the watches' glue (watch.go) without a process: the two
@@ -58,37 +58,14 @@ func (h *scanHarness) matches() []string {
 	return got
 }
 
-// wantMatches is the rule of design section 19, applied line by line to
-// the whole text: each line without '\n' and a trailing '\r', cut to
-// maxLine bytes (not splitting a character), against each watch in order.
+// wantMatches is the rule of design section 19
+// (linematchtest.WantMatches), a match named by its watch.
 func wantMatches(text string, watches []Watch, maxLine int) []string {
-	lines := strings.Split(text, "\n")
-	if lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1] // the text ended with a newline
-	}
-	done := make([]bool, len(watches))
-	res := make([]*regexp.Regexp, len(watches))
+	rule := make([]linematchtest.Spec, len(watches))
 	for i, wa := range watches {
-		res[i] = regexp.MustCompile(wa.Pattern)
+		rule[i] = linematchtest.Spec{Name: wa.Name, Pattern: wa.Pattern, Once: wa.Once}
 	}
-	var want []string
-	for _, l := range lines {
-		l = strings.TrimSuffix(l, "\r")
-		if len(l) > maxLine {
-			l = l[:maxLine]
-			for !utf8.ValidString(l) {
-				l = l[:len(l)-1]
-			}
-		}
-		for i, wa := range watches {
-			if done[i] || !res[i].MatchString(l) {
-				continue
-			}
-			want = append(want, wa.Name+"="+l)
-			done[i] = wa.Once
-		}
-	}
-	return want
+	return linematchtest.WantMatches(text, rule, maxLine)
 }
 
 // ofWatches keeps the matches of the watches named in names.

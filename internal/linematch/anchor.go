@@ -120,56 +120,74 @@ func (m *Matcher) chooseAnchors(region []byte) {
 		}
 		var best [2]byte
 		bestCovers, bestCost := 0, 0
-		var looked [256][2]bool
-		for _, i := range need {
-			lit := m.lits[i].lit
-			for _, c := range lit.b {
-				key, pair := [2]byte{c, c}, 0
-				if lit.fold && isLetterASCII(c) {
-					key, pair = [2]byte{c, c - 'a' + 'A'}, 1
-				}
-				if looked[c][pair] {
-					continue
-				}
-				looked[c][pair] = true
-				keyCost := 0
-				for _, k := range key[:1+pair] {
-					if !chosen[k] {
-						keyCost += cost(k)
-					}
-				}
-				n := covers[keyIndex(c, pair == 1)]
-				if n > 0 && (bestCovers == 0 || n*bestCost > bestCovers*keyCost) {
-					best, bestCovers, bestCost = key, n, keyCost
+		m.eachKey(need, func(key [2]byte, pair int) {
+			keyCost := 0
+			for _, k := range key[:1+pair] {
+				if !chosen[k] {
+					keyCost += cost(k)
 				}
 			}
-		}
+			n := covers[keyIndex(key[0], pair == 1)]
+			if n > 0 && (bestCovers == 0 || n*bestCost > bestCovers*keyCost) {
+				best, bestCovers, bestCost = key, n, keyCost
+			}
+		})
 		if bestCovers == 0 {
 			break // cannot be: the bytes of a literal cover it
 		}
-		for _, c := range best {
-			if !chosen[c] {
-				chosen[c], at[c] = true, len(m.anchors)
-				m.anchors = append(m.anchors, anchor{c: c})
+		m.anchors, need = m.place(m.anchors, best, &chosen, &at, need)
+	}
+}
+
+// eachKey calls f once for each key of the literals need: a byte (pair
+// 0), or both cases of a letter of a literal that ignores case (pair 1,
+// the lower case first).
+func (m *Matcher) eachKey(need []int, f func(key [2]byte, pair int)) {
+	var looked [256][2]bool
+	for _, i := range need {
+		lit := m.lits[i].lit
+		for _, c := range lit.b {
+			key, pair := [2]byte{c, c}, 0
+			if lit.fold && isLetterASCII(c) {
+				key, pair = [2]byte{c, c - 'a' + 'A'}, 1
 			}
-		}
-		rest := need[:0]
-		for _, i := range need {
-			lit := m.lits[i].lit
-			off, ok := lit.coveredBy(&chosen)
-			if !ok {
-				rest = append(rest, i)
+			if looked[c][pair] {
 				continue
 			}
-			c := lit.b[off]
-			m.anchors[at[c]].lits = append(m.anchors[at[c]].lits, litAt{lit: i, off: off})
-			if lit.fold && isLetterASCII(c) {
-				u := c - 'a' + 'A'
-				m.anchors[at[u]].lits = append(m.anchors[at[u]].lits, litAt{lit: i, off: off})
-			}
+			looked[c][pair] = true
+			f(key, pair)
 		}
-		need = rest
 	}
+}
+
+// place chooses the bytes of key (at[c]: the index in anchors of a chosen
+// byte), puts each literal of need that the chosen bytes now cover on the
+// anchor of its first covered byte (and of its other case, for a letter
+// of a literal that ignores case), and returns the anchors and the
+// literals still to cover.
+func (m *Matcher) place(anchors []anchor, key [2]byte, chosen *[256]bool, at *[256]int, need []int) ([]anchor, []int) {
+	for _, c := range key {
+		if !chosen[c] {
+			chosen[c], at[c] = true, len(anchors)
+			anchors = append(anchors, anchor{c: c})
+		}
+	}
+	rest := need[:0]
+	for _, i := range need {
+		lit := m.lits[i].lit
+		off, ok := lit.coveredBy(chosen)
+		if !ok {
+			rest = append(rest, i)
+			continue
+		}
+		c := lit.b[off]
+		anchors[at[c]].lits = append(anchors[at[c]].lits, litAt{lit: i, off: off})
+		if lit.fold && isLetterASCII(c) {
+			u := c - 'a' + 'A'
+			anchors[at[u]].lits = append(anchors[at[u]].lits, litAt{lit: i, off: off})
+		}
+	}
+	return anchors, rest
 }
 
 // pruneAnchors takes the literals of patterns that are done out of the

@@ -85,7 +85,8 @@ func TestChooseAnchorsAsBruteForce(t *testing.T) {
 }
 
 // chooseAnchorsBrute is the greedy choice of chooseAnchors done plainly:
-// each key is tried against every literal not yet covered, each round.
+// each key (eachKey) is tried against every literal not yet covered, each
+// round, instead of counting the keys that cover each literal.
 func chooseAnchorsBrute(m *Matcher, region []byte) []anchor {
 	var anchors []anchor
 	var need []int
@@ -100,59 +101,26 @@ func chooseAnchorsBrute(m *Matcher, region []byte) []anchor {
 	for len(need) > 0 {
 		var best [2]byte
 		bestCovers, bestCost := 0, 0
-		var looked [256][2]bool
-		for _, i := range need {
-			lit := m.lits[i].lit
-			for _, c := range lit.b {
-				key, pair := [2]byte{c, c}, 0
-				if lit.fold && isLetterASCII(c) {
-					key, pair = [2]byte{c, c - 'a' + 'A'}, 1
-				}
-				if looked[c][pair] {
-					continue
-				}
-				looked[c][pair] = true
-				try := chosen
-				keyCost := 0
-				for _, k := range key[:1+pair] {
-					if !try[k] {
-						try[k] = true
-						keyCost += cost(k)
-					}
-				}
-				covers := 0
-				for _, k := range need {
-					if _, ok := m.lits[k].lit.coveredBy(&try); ok {
-						covers++
-					}
-				}
-				if covers > 0 && (bestCovers == 0 || covers*bestCost > bestCovers*keyCost) {
-					best, bestCovers, bestCost = key, covers, keyCost
+		m.eachKey(need, func(key [2]byte, pair int) {
+			try := chosen
+			keyCost := 0
+			for _, k := range key[:1+pair] {
+				if !try[k] {
+					try[k] = true
+					keyCost += cost(k)
 				}
 			}
-		}
-		for _, c := range best {
-			if !chosen[c] {
-				chosen[c], at[c] = true, len(anchors)
-				anchors = append(anchors, anchor{c: c})
+			covers := 0
+			for _, k := range need {
+				if _, ok := m.lits[k].lit.coveredBy(&try); ok {
+					covers++
+				}
 			}
-		}
-		rest := need[:0]
-		for _, i := range need {
-			lit := m.lits[i].lit
-			off, ok := lit.coveredBy(&chosen)
-			if !ok {
-				rest = append(rest, i)
-				continue
+			if covers > 0 && (bestCovers == 0 || covers*bestCost > bestCovers*keyCost) {
+				best, bestCovers, bestCost = key, covers, keyCost
 			}
-			c := lit.b[off]
-			anchors[at[c]].lits = append(anchors[at[c]].lits, litAt{lit: i, off: off})
-			if lit.fold && isLetterASCII(c) {
-				u := c - 'a' + 'A'
-				anchors[at[u]].lits = append(anchors[at[u]].lits, litAt{lit: i, off: off})
-			}
-		}
-		need = rest
+		})
+		anchors, need = m.place(anchors, best, &chosen, &at, need)
 	}
 	return anchors
 }

@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"regexp"
+	"strconv"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"go.uber.org/goleak"
+
+	"github.com/procvisor/proc/internal/linematch/linematchtest"
 )
 
 func TestMain(m *testing.M) {
@@ -52,37 +53,14 @@ func newTestStream(t testing.TB, specs []testSpec, maxLine int) (*Stream, *recor
 	return NewStream(compileSpecs(t, specs), maxLine, r.match), r
 }
 
-// wantMatches is the rule, applied line by line to the whole text: each
-// line without '\n' and a trailing '\r', cut to maxLine bytes (not
-// splitting a character), against each pattern in order.
+// wantMatches is the rule (linematchtest.WantMatches), a match named by
+// the index of its pattern.
 func wantMatches(text string, specs []testSpec, maxLine int) []string {
-	lines := strings.Split(text, "\n")
-	if lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1] // the text ended with a newline
-	}
-	done := make([]bool, len(specs))
-	res := make([]*regexp.Regexp, len(specs))
+	rule := make([]linematchtest.Spec, len(specs))
 	for i, s := range specs {
-		res[i] = regexp.MustCompile(s.pattern)
+		rule[i] = linematchtest.Spec{Name: strconv.Itoa(i), Pattern: s.pattern, Once: s.once}
 	}
-	var want []string
-	for _, l := range lines {
-		l = strings.TrimSuffix(l, "\r")
-		if len(l) > maxLine {
-			l = l[:maxLine]
-			for !utf8.ValidString(l) {
-				l = l[:len(l)-1]
-			}
-		}
-		for i, s := range specs {
-			if done[i] || !res[i].MatchString(l) {
-				continue
-			}
-			want = append(want, fmt.Sprintf("%d=%s", i, l))
-			done[i] = s.once
-		}
-	}
-	return want
+	return linematchtest.WantMatches(text, rule, maxLine)
 }
 
 // TestStream feeds texts to a Stream in chunks cut at every place (and at
