@@ -347,16 +347,6 @@ func TestWaitInputMock(t *testing.T) {
 		p := mustStart(t, m, proc.StartRequest{Command: command, Env: map[string]string{"FIFO": fifo}, Stdin: true})
 		return p, fifo, mClock, trap
 	}
-	feed := func(t *testing.T, fifo string) {
-		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatalf("open fifo: %v", err)
-		}
-		defer f.Close()
-		if _, err := f.WriteString("line\n"); err != nil {
-			t.Fatalf("write fifo: %v", err)
-		}
-	}
 	waitIn := func(ctx context.Context, p *proc.Process) <-chan error {
 		errc := make(chan error, 1) // one sender
 		// Ends with WaitInput, which the test ends one way or another.
@@ -374,7 +364,7 @@ func TestWaitInputMock(t *testing.T) {
 			t.Errorf("WaitInput polls every %v; want at most 200ms, so that 250ms holds", call.Duration)
 		}
 		call.MustRelease(ctx)
-		feed(t, fifo)
+		feedFifo(t, fifo)
 		waitLine(ctx, t, p, regexp.MustCompile("^got"))
 		// Wait until the shell reads its stdin; WaitInput cannot have
 		// noticed, for it has not looked again.
@@ -396,7 +386,7 @@ func TestWaitInputMock(t *testing.T) {
 		p, fifo, _, trap := start(t, `read x < "$FIFO"`)
 		errc := waitIn(ctx, p)
 		trap.MustWait(ctx).MustRelease(ctx)
-		feed(t, fifo)
+		feedFifo(t, fifo)
 		if err := recv(ctx, t, errc, "WaitInput"); !errors.Is(err, proc.ErrNotRunning) {
 			t.Fatalf("WaitInput() = %v; want ErrNotRunning", err)
 		}
@@ -406,7 +396,7 @@ func TestWaitInputMock(t *testing.T) {
 		t.Parallel()
 		ctx := testCtx(t)
 		p, fifo, _, trap := start(t, `read x < "$FIFO"`)
-		defer feed(t, fifo)
+		defer feedFifo(t, fifo)
 		wctx, cancel := context.WithCancel(ctx)
 		errc := waitIn(wctx, p)
 		trap.MustWait(ctx).MustRelease(ctx)

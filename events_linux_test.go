@@ -4,7 +4,6 @@ package proc_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -91,17 +90,6 @@ func TestEventsActivityMock(t *testing.T) {
 		if err := unix.Mkfifo(fifo, 0o600); err != nil {
 			t.Fatalf("mkfifo: %v", err)
 		}
-		feed := func() {
-			t.Helper()
-			f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-			if err != nil {
-				t.Fatalf("open fifo: %v", err)
-			}
-			defer f.Close()
-			if _, err := f.WriteString("line\n"); err != nil {
-				t.Fatalf("write fifo: %v", err)
-			}
-		}
 		// The shell waits for the test (opening the FIFO, no input wanted)
 		// or for input on its stdin, by turns.
 		a := startActivityWatch(ctx, t, proc.StartRequest{
@@ -113,7 +101,7 @@ func TestEventsActivityMock(t *testing.T) {
 			t.Helper()
 			waitActivity(ctx, t, a.p, what, func(act proc.Activity) bool { return act.WaitingForInput })
 		}
-		feed()
+		feedFifo(t, fifo)
 		waitLine(ctx, t, a.p, regexp.MustCompile("^one$"))
 		waiting("the first read of stdin")
 		if evs := eventsOf(allEvents(t, a.m), a.p.ID()); len(evs) != 1 {
@@ -129,7 +117,7 @@ func TestEventsActivityMock(t *testing.T) {
 		}
 		waitLine(ctx, t, a.p, regexp.MustCompile("^two$"))
 		a.look(ctx, t) // blocked opening the FIFO: not waiting
-		feed()
+		feedFifo(t, fifo)
 		waitLine(ctx, t, a.p, regexp.MustCompile("^three$"))
 		waiting("the second read of stdin")
 		a.look(ctx, t)

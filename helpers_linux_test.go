@@ -556,3 +556,17 @@ func (h *testHost) fatalf(t testing.TB, format string, args ...any) {
 	h.quoted = true
 	t.Fatalf(format+" (the host: %v; its stderr: %q)", append(args, h.err, h.stderr())...)
 }
+
+// feedFifo opens the FIFO fifo for writing, which waits for a reader, and
+// writes one line to it.
+func feedFifo(t testing.TB, fifo string) {
+	t.Helper()
+	f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatalf("open fifo: %v", err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("line\n"); err != nil {
+		t.Fatalf("write fifo: %v", err)
+	}
+}

@@ -15,14 +15,8 @@ import (
 // /proc/sys/fs/pipe-max-size) leaves the pipe as it was: the pump reads
 // it as before. It reports whether the pipe grew.
 func growPipe(r *os.File) bool {
-	rc, err := r.SyscallConn()
-	if err != nil {
-		return false
-	}
-	grew := false
-	_ = rc.Control(func(fd uintptr) {
+	return onFD(r, func(fd uintptr) bool {
 		n, err := unix.FcntlInt(fd, unix.F_SETPIPE_SZ, observedPipeSize)
-		grew = err == nil && n >= observedPipeSize
+		return err == nil && n >= observedPipeSize
 	})
-	return grew
 }

@@ -19,9 +19,7 @@ import (
 func TestPumpGrowsPipeWhenPolled(t *testing.T) {
 	t.Parallel()
 	bothWays(t, "alone", "polled", func(t *testing.T, polled bool) {
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-		defer cancel()
-		r, w, before := growablePipe(t)
+		ctx, r, w, before := growablePipe(t)
 		b := NewHeadTailBuffer(0, 0, 0)
 		if polled {
 			pollOnce(b)
@@ -68,11 +66,14 @@ func pipeSize(f *os.File) (int, error) {
 	return size, serr
 }
 
-// growablePipe returns a pipe whose read end the test closes when it
-// ends, and its size, which is smaller than observedPipeSize; it skips t
-// where pipes are not (Linux's default is 64 KiB).
-func growablePipe(t *testing.T) (r, w *os.File, size int) {
+// growablePipe returns a context that ends in 10 s or with t, a pipe
+// whose read end the test closes when it ends, and its size, which is
+// smaller than observedPipeSize; it skips t where pipes are not (Linux's
+// default is 64 KiB).
+func growablePipe(t *testing.T) (ctx context.Context, r, w *os.File, size int) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatalf("os.Pipe() = %v", err)
@@ -82,7 +83,7 @@ func growablePipe(t *testing.T) (r, w *os.File, size int) {
 	if err != nil || size >= observedPipeSize {
 		t.Skipf("F_GETPIPE_SZ = %d, %v: a pipe that is not smaller than %d by default (runs on Linux defaults, 64 KiB)", size, err, observedPipeSize)
 	}
-	return r, w, size
+	return ctx, r, w, size
 }
 
 // pollOnce makes b look polled, as an Output that returns an unchanged
@@ -99,9 +100,7 @@ func pollOnce(b *HeadTailBuffer) {
 func TestPumpPipeBudget(t *testing.T) {
 	t.Parallel()
 	bothWays(t, "room", "full", func(t *testing.T, full bool) {
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-		defer cancel()
-		r, w, before := growablePipe(t)
+		ctx, r, w, before := growablePipe(t)
 		var budget pipeBudget
 		if full {
 			budget.grown.Store(maxGrownPipes)

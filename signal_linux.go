@@ -206,14 +206,20 @@ func openPidfd(pid int) *os.File {
 // pidfdExited reports whether the process of the pidfd f has exited: one
 // poll, without waiting.
 func pidfdExited(f *os.File) bool {
+	return onFD(f, func(fd uintptr) bool {
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
+		return err == nil && n > 0
+	})
+}
+
+// onFD reports what fn reports of the descriptor of f, which stays open
+// while fn runs; false where f has none.
+func onFD(f *os.File, fn func(fd uintptr) bool) bool {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return false
 	}
-	exited := false
-	_ = rc.Control(func(fd uintptr) {
-		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
-		exited = err == nil && n > 0
-	})
-	return exited
+	ok := false
+	_ = rc.Control(func(fd uintptr) { ok = fn(fd) })
+	return ok
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/coder/quartz"
 	"golang.org/x/sys/windows"
 	"golang.org/x/xerrors"
 )
@@ -21,21 +20,6 @@ import (
 
 // containJob is what Info.Containment reports on Windows.
 const containJob = "job"
-
-// cgroupHost: cgroups are Linux-only.
-type cgroupHost struct{}
-
-func openCgroupHost(string, bool, quartz.Clock) (*cgroupHost, error) {
-	return nil, xerrors.Errorf("cgroups are Linux-only: %w", ErrUnsupported)
-}
-
-func (*cgroupHost) close() {}
-
-func (*cgroupHost) drain() {}
-
-func (*cgroupHost) waitEmpty(context.Context) {}
-
-func (*cgroupHost) path() string { return "" }
 
 // watchdog: on Windows every job is created with kill-on-close and its
 // only handle is the host's, so the trees die with the host without one.

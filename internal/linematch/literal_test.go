@@ -70,10 +70,7 @@ func TestWindow(t *testing.T) {
 		lines[i] = b.String()
 	}
 	for _, tc := range cases {
-		p, err := Compile(tc.pattern)
-		if err != nil {
-			t.Fatalf("Compile(%q) = %v", tc.pattern, err)
-		}
+		p := mustCompile(t, tc.pattern)
 		if p.window != tc.window {
 			t.Errorf("pattern %q: window %d; want %d", tc.pattern, p.window, tc.window)
 		}
@@ -223,10 +220,7 @@ func TestExactLiteral(t *testing.T) {
 	}
 	lines := []string{"ready", "not ready", "READY", "re\xffady", "re\ufffdady", "readdy", "", strings.Repeat("x", MaxPattern+3)}
 	for _, tc := range cases {
-		p, err := Compile(tc.pattern)
-		if err != nil {
-			t.Fatalf("Compile(%q) = %v", tc.pattern, err)
-		}
+		p := mustCompile(t, tc.pattern)
 		if p.exact != tc.exact {
 			t.Errorf("pattern %q: exact %v; want %v", tc.pattern, p.exact, tc.exact)
 		}
@@ -250,10 +244,7 @@ func TestNear(t *testing.T) {
 		`(x)` + strings.Repeat("x", 1000): false,
 		`x` + strings.Repeat(`\d?`, 300):  false,
 	} {
-		p, err := Compile(pattern)
-		if err != nil {
-			t.Fatalf("Compile(%.20q) = %v", pattern, err)
-		}
+		p := mustCompile(t, pattern)
 		if got := p.Near(); got != want {
 			t.Errorf("Near(%.20q) = %v (%d instructions); want %v", pattern, got, p.insts, want)
 		}

@@ -28,13 +28,19 @@ func compileSpecs(t testing.TB, specs []testSpec) []Spec {
 	t.Helper()
 	out := make([]Spec, len(specs))
 	for i, s := range specs {
-		p, err := Compile(s.pattern)
-		if err != nil {
-			t.Fatalf("Compile(%q) = %v", s.pattern, err)
-		}
-		out[i] = Spec{Pattern: p, Once: s.once}
+		out[i] = Spec{Pattern: mustCompile(t, s.pattern), Once: s.once}
 	}
 	return out
+}
+
+// mustCompile compiles pattern or fails the test.
+func mustCompile(t testing.TB, pattern string) *Pattern {
+	t.Helper()
+	p, err := Compile(pattern)
+	if err != nil {
+		t.Fatalf("Compile(%.20q) = %v", pattern, err)
+	}
+	return p
 }
 
 // recorder collects the matches of a Matcher as "index=line".
