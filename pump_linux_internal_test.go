@@ -66,11 +66,9 @@ func pipeSize(f *os.File) (int, error) {
 	return size, serr
 }
 
-// growablePipe returns a context that ends in 10 s or with t, a pipe
-// whose read end the test closes when it ends, and its size, which is
-// smaller than observedPipeSize; it skips t where pipes are not (Linux's
-// default is 64 KiB).
-func growablePipe(t *testing.T) (ctx context.Context, r, w *os.File, size int) {
+// testPipe returns a context that ends in 10 s or with t, and a pipe
+// closed when t ends.
+func testPipe(t *testing.T) (ctx context.Context, r, w *os.File) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	t.Cleanup(cancel)
@@ -79,7 +77,17 @@ func growablePipe(t *testing.T) (ctx context.Context, r, w *os.File, size int) {
 		t.Fatalf("os.Pipe() = %v", err)
 	}
 	t.Cleanup(func() { _ = r.Close(); _ = w.Close() })
-	size, err = pipeSize(r)
+	return ctx, r, w
+}
+
+// growablePipe returns a context that ends in 10 s or with t, a pipe
+// whose read end the test closes when it ends, and its size, which is
+// smaller than observedPipeSize; it skips t where pipes are not (Linux's
+// default is 64 KiB).
+func growablePipe(t *testing.T) (ctx context.Context, r, w *os.File, size int) {
+	t.Helper()
+	ctx, r, w = testPipe(t)
+	size, err := pipeSize(r)
 	if err != nil || size >= observedPipeSize {
 		t.Skipf("F_GETPIPE_SZ = %d, %v: a pipe that is not smaller than %d by default (runs on Linux defaults, 64 KiB)", size, err, observedPipeSize)
 	}
@@ -295,13 +303,7 @@ func TestFollowerWokenWhilePolled(t *testing.T) {
 // a poller already found unchanged, so that its pump counts as polled.
 func polledPumpSetup(t *testing.T) (ctx context.Context, r, w *os.File, sig *pollSignal, b *HeadTailBuffer) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	t.Cleanup(cancel)
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatalf("os.Pipe() = %v", err)
-	}
-	t.Cleanup(func() { _ = r.Close(); _ = w.Close() })
+	ctx, r, w = testPipe(t)
 	sig = new(pollSignal)
 	b = NewHeadTailBuffer(0, 0, 0)
 	b.sharePolls(sig)

@@ -479,20 +479,20 @@ func TestSandboxHostDeath(t *testing.T) {
 // PTRACE_TRACEME, one reparented to PID 1, traced by it and stopped at
 // its exec for good (1, 2 and 4 of 10 rounds in three runs, before the
 // pending mark). The watchdog's pending mark covers the whole start.
+//
+// The same in cgroup mode ("sandbox-cgroup"), where a sandboxed child is
+// forked outside its cgroup (its tree may not clone into one) and moved in
+// at its exec stop; the pending mark and the exit-kill cover it until
+// then.
 func TestSandboxHostDeathDuringStarts(t *testing.T) {
 	t.Parallel()
 	needSandbox(t)
-	hostDeathDuringStarts(t, "sandbox")
-}
-
-// TestSandboxHostDeathDuringStartsCgroup: the same in cgroup mode, where a
-// sandboxed child is forked outside its cgroup (its tree may not clone
-// into one) and moved in at its exec stop; the pending mark and the
-// exit-kill cover it until then.
-func TestSandboxHostDeathDuringStartsCgroup(t *testing.T) {
-	t.Parallel()
-	needSandbox(t)
-	hostDeathDuringStarts(t, "sandbox-cgroup")
+	for _, policy := range []string{"sandbox", "sandbox-cgroup"} {
+		t.Run(policy, func(t *testing.T) {
+			t.Parallel()
+			hostDeathDuringStarts(t, policy)
+		})
+	}
 }
 
 // TestSandboxActivity: a sandboxed record's activity is read as any

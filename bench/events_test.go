@@ -40,13 +40,9 @@ func logLinesWriter(args []string) int {
 		fmt.Fprintln(os.Stderr, "log-lines:", err)
 		return 2
 	}
-	for written := int64(0); written < total; {
-		n := min(int64(len(logBlock)), total-written)
-		if _, err := os.Stdout.Write(logBlock[:n]); err != nil {
-			fmt.Fprintln(os.Stderr, "log-lines:", err)
-			return 1
-		}
-		written += n
+	if err := writeBlocks(logBlock, total); err != nil {
+		fmt.Fprintln(os.Stderr, "log-lines:", err)
+		return 1
 	}
 	return 0
 }

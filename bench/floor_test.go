@@ -41,15 +41,7 @@ var floorVariants = []string{"group", "cgroup", "cgroup-nostat"}
 // time over group's in the same op, and "ms-<variant>-start",
 // "ms-<variant>-close", the median times.
 func BenchmarkThousandFloor(b *testing.B) {
-	own, err := cgroupDirOf(os.Getpid())
-	if err != nil {
-		b.Skipf("no cgroup v2 here: %v", err)
-	}
-	parent := filepath.Join(own, fmt.Sprintf("bench-floor-%d", os.Getpid()))
-	if err := os.Mkdir(parent, 0o755); err != nil {
-		b.Skipf("cannot make a cgroup in %s: %v", own, err)
-	}
-	b.Cleanup(func() { _ = unix.Rmdir(parent) })
+	parent := benchCgroup(b, "bench-floor")
 	starts := map[string][]float64{}
 	closes := map[string][]float64{}
 	b.ReportAllocs()
@@ -196,21 +188,14 @@ func readAll(path string, buf []byte) (int, error) {
 // library adds to the kernel's part); "ns-<variant>", the median time of
 // one run.
 func BenchmarkTrueFloor(b *testing.B) {
-	own, err := cgroupDirOf(os.Getpid())
-	if err != nil {
-		b.Skipf("no cgroup v2 here: %v", err)
-	}
-	parent := filepath.Join(own, fmt.Sprintf("bench-true-floor-%d", os.Getpid()))
-	if err := os.Mkdir(parent, 0o755); err != nil {
-		b.Skipf("cannot make a cgroup in %s: %v", own, err)
-	}
-	b.Cleanup(func() { _ = unix.Rmdir(parent) })
+	parent := benchCgroup(b, "bench-true-floor")
 	dir := filepath.Join(parent, "t1")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = unix.Rmdir(dir) })
 	var cg floorCgroup
+	var err error
 	if cg.dir, err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
 		b.Fatal(err)
 	}
@@ -331,4 +316,21 @@ func floorAsync(args []string, buf []byte, cg *floorCgroup) <-chan error {
 		end = cg.end
 	}
 	return rawCaptureAsyncWith(args, buf, setup, end)
+}
+
+// benchCgroup makes the cgroup name-PID beside the benchmark's own and
+// removes it when b ends; it skips b where there is no cgroup v2 or the
+// cgroup cannot be made.
+func benchCgroup(b *testing.B, name string) string {
+	b.Helper()
+	own, err := cgroupDirOf(os.Getpid())
+	if err != nil {
+		b.Skipf("no cgroup v2 here: %v", err)
+	}
+	parent := filepath.Join(own, fmt.Sprintf("%s-%d", name, os.Getpid()))
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		b.Skipf("cannot make a cgroup in %s: %v", own, err)
+	}
+	b.Cleanup(func() { _ = unix.Rmdir(parent) })
+	return parent
 }

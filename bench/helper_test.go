@@ -81,6 +81,19 @@ func zerosArgs(total int64, stat string) ([]string, map[string]string) {
 	return []string{os.Args[0], strconv.FormatInt(total, 10), stat}, map[string]string{benchHelperEnv: "zeros"}
 }
 
+// writeBlocks writes total bytes of block to stdout, block after block
+// (the last one cut short).
+func writeBlocks(block []byte, total int64) error {
+	for written := int64(0); written < total; {
+		n := min(int64(len(block)), total-written)
+		if _, err := os.Stdout.Write(block[:n]); err != nil {
+			return err
+		}
+		written += n
+	}
+	return nil
+}
+
 // zerosWriter is the child of zerosArgs.
 func zerosWriter(args []string) int {
 	if len(args) != 2 {
@@ -94,13 +107,9 @@ func zerosWriter(args []string) int {
 	}
 	start := time.Now()
 	buf := make([]byte, 8<<10)
-	for written := int64(0); written < total; {
-		n := min(int64(len(buf)), total-written)
-		if _, err := os.Stdout.Write(buf[:n]); err != nil {
-			fmt.Fprintln(os.Stderr, "zeros:", err)
-			return 1
-		}
-		written += n
+	if err := writeBlocks(buf, total); err != nil {
+		fmt.Fprintln(os.Stderr, "zeros:", err)
+		return 1
 	}
 	wall := time.Since(start)
 	// cpu_ns run_delay_ns slices (Documentation/scheduler/sched-stats).

@@ -38,13 +38,9 @@ func shortLinesWriter(args []string) int {
 		return 2
 	}
 	start := time.Now()
-	for written := int64(0); written < total; {
-		n := min(int64(len(shortBlock)), total-written)
-		if _, err := os.Stdout.Write(shortBlock[:n]); err != nil {
-			fmt.Fprintln(os.Stderr, "short-lines:", err)
-			return 1
-		}
-		written += n
+	if err := writeBlocks(shortBlock, total); err != nil {
+		fmt.Fprintln(os.Stderr, "short-lines:", err)
+		return 1
 	}
 	took := time.Since(start)
 	if err := os.WriteFile(args[1], []byte(strconv.FormatInt(int64(took), 10)), 0o600); err != nil {

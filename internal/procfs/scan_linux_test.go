@@ -42,17 +42,13 @@ func TestParseSyscall(t *testing.T) {
 // blocked outside one) from one that runs.
 func TestOffCPU(t *testing.T) {
 	t.Parallel()
-	for line, want := range map[string]bool{
+	checkBytes(t, "offCPU", offCPU, map[string]bool{
 		"270 0xfb 0x7ffc71f41320 0x0 0x0 0x7ffc71f41230 0x7ffc71f41240 0x7ffc71f41200 0x7fecbc2e9aec\n": true,
 		"0 0x0 0x7ffd5e4c6f57 0x1 0x0 0x0 0x0 0x7ffd5e4c6f38 0x7f3c8e31a1f2\n":                          true,
 		"-1 0x7ffd5e4c6f38 0x7f3c8e31a1f2\n":                                                            true,
 		"running\n":                                                                                     false,
 		"":                                                                                              false,
-	} {
-		if got := offCPU([]byte(line)); got != want {
-			t.Errorf("offCPU(%q) = %v; want %v", line, got, want)
-		}
-	}
+	})
 }
 
 // TestParseEpollWatch reads the lines of an epoll instance's

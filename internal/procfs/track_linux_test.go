@@ -448,17 +448,13 @@ func (c *countingSys) read(pid int, files Files, listeners bool, room int) procR
 // TestCounted reads the switch count of schedstat lines.
 func TestCounted(t *testing.T) {
 	t.Parallel()
-	for line, want := range map[string]bool{
+	checkBytes(t, "counted", counted, map[string]bool{
 		"1038247 99005 7\n": true,
 		"0 0 0\n":           false,
 		"5 6 1":             true,
 		"":                  false,
 		"12 x\n":            false,
-	} {
-		if got := counted([]byte(line)); got != want {
-			t.Errorf("counted(%q) = %v; want %v", line, got, want)
-		}
-	}
+	})
 }
 
 // TestTrackerSparse: a sparse look checks a process whose read stands
