@@ -20,24 +20,30 @@ func internalManager(t testing.TB, d time.Duration, opts Options) (context.Conte
 	return ctx, m
 }
 
-// bothWays runs f as two parallel subtests, named off and on, with on
-// false and then true.
-func bothWays(t *testing.T, off, on string, f func(t *testing.T, on bool)) {
+// eachParallel runs f as parallel subtests, one for each of names.
+func eachParallel(t *testing.T, names []string, f func(t *testing.T, name string)) {
 	t.Helper()
-	for _, b := range []bool{false, true} {
-		name := off
-		if b {
-			name = on
-		}
+	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			f(t, b)
+			f(t, name)
 		})
 	}
 }
 
-// BothWays is bothWays for the tests of the API.
-var BothWays = bothWays
+// bothWays runs f as two parallel subtests, named off and on, with on
+// false and then true.
+func bothWays(t *testing.T, off, on string, f func(t *testing.T, on bool)) {
+	t.Helper()
+	eachParallel(t, []string{off, on}, func(t *testing.T, name string) { f(t, name == on) })
+}
+
+// BothWays and EachParallel are bothWays and eachParallel for the tests
+// of the API.
+var (
+	BothWays     = bothWays
+	EachParallel = eachParallel
+)
 
 // sharingBuffer returns a buffer of 4 head and 4 tail bytes holding data,
 // which shares its polls with the returned signal, as a Manager's records

@@ -56,28 +56,25 @@ sh -c 'taskset -p "$1" $$ >/dev/null && echo taskset-child' sh "$mask"
 `
 	want := "suid-refused\nscript-ran\nchmod-out-refused\nchown-out-refused\ntouch-out-refused\ntouch-in\nchattr-refused\n" +
 		"prlimit-host-refused\nprlimit-self\nrenice-host-refused\nrenice-self\ntaskset-host-refused\ntaskset-child\n"
-	for _, c := range sbModes {
-		t.Run(string(c), func(t *testing.T) {
-			t.Parallel()
-			ctx := testCtx(t)
-			root, outside := t.TempDir(), t.TempDir()
-			out := filepath.Join(outside, "f")
-			if err := os.WriteFile(out, []byte("data\n"), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			m := sbManager(t, c, proc.Options{Sandbox: &proc.Sandbox{WritableRoots: []string{root}}})
-			snap := waitFinal(ctx, t, mustStart(t, m, proc.StartRequest{Args: []string{"sh", "-c", script, "sh", root, outside, host}}))
-			if snap.Output.Text != want {
-				t.Errorf("output:\n%s\nwant:\n%s", snap.Output.Text, want)
-			}
-			if st, err := os.Stat(filepath.Join(root, "dash")); err != nil || st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
-				t.Errorf("the copy of dash: %v, %v; want no setuid bit", st.Mode(), err)
-			}
-			if st, err := os.Stat(out); err != nil || st.Mode().Perm() != 0o600 {
-				t.Errorf("the file outside: %v, %v; want mode 0600", st.Mode(), err)
-			}
-		})
-	}
+	eachSandboxMode(t, func(t *testing.T, c proc.Containment) {
+		ctx := testCtx(t)
+		root, outside := t.TempDir(), t.TempDir()
+		out := filepath.Join(outside, "f")
+		if err := os.WriteFile(out, []byte("data\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		m := sbManager(t, c, proc.Options{Sandbox: &proc.Sandbox{WritableRoots: []string{root}}})
+		snap := waitFinal(ctx, t, mustStart(t, m, proc.StartRequest{Args: []string{"sh", "-c", script, "sh", root, outside, host}}))
+		if snap.Output.Text != want {
+			t.Errorf("output:\n%s\nwant:\n%s", snap.Output.Text, want)
+		}
+		if st, err := os.Stat(filepath.Join(root, "dash")); err != nil || st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+			t.Errorf("the copy of dash: %v, %v; want no setuid bit", st.Mode(), err)
+		}
+		if st, err := os.Stat(out); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("the file outside: %v, %v; want mode 0600", st.Mode(), err)
+		}
+	})
 }
 
 // TestSandboxStaysInCgroup (E1): in cgroup mode a sandboxed child runs in
@@ -144,36 +141,33 @@ func TestSandboxServer(t *testing.T) {
 		t.Skipf("Landlock ABI %d has no TCP rules (CI: ABI 7)", sup.ABI)
 	}
 	other := sbListen(t)
-	for _, c := range sbModes {
-		t.Run(string(c), func(t *testing.T) {
-			t.Parallel()
-			ctx := testCtx(t)
-			m := sbManager(t, c, proc.Options{})
-			req := helperReq("sb-serve")
-			req.Sandbox = &proc.Sandbox{Listen: true}
-			srv := mustStart(t, m, req)
-			if !strings.Contains(srv.Info().Sandbox, "listen") {
-				t.Errorf("server Info.Sandbox %q; want listen", srv.Info().Sandbox)
-			}
-			line := waitLine(ctx, t, srv, regexp.MustCompile(`port (\d+)`))
-			port := strings.TrimSpace(strings.TrimPrefix(line, "port "))
-			n, _ := strconv.Atoi(port)
-			addr := "127.0.0.1:" + port
-			conn, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatalf("the host cannot reach the sandboxed server: %v", err)
-			}
-			conn.Close()
-			req = helperReq("sb-dial", addr, other)
-			req.Sandbox = &proc.Sandbox{ConnectPorts: []int{n}}
-			client := mustStart(t, m, req)
-			snap := waitFinal(ctx, t, client)
-			if want := "dial " + addr + ": ok\ndial " + other + ": EACCES\n"; snap.Output.Text != want {
-				t.Errorf("client output %q; want %q", snap.Output.Text, want)
-			}
-			wantExit(t, waitFinal(ctx, t, srv), 0)
-		})
-	}
+	eachSandboxMode(t, func(t *testing.T, c proc.Containment) {
+		ctx := testCtx(t)
+		m := sbManager(t, c, proc.Options{})
+		req := helperReq("sb-serve")
+		req.Sandbox = &proc.Sandbox{Listen: true}
+		srv := mustStart(t, m, req)
+		if !strings.Contains(srv.Info().Sandbox, "listen") {
+			t.Errorf("server Info.Sandbox %q; want listen", srv.Info().Sandbox)
+		}
+		line := waitLine(ctx, t, srv, regexp.MustCompile(`port (\d+)`))
+		port := strings.TrimSpace(strings.TrimPrefix(line, "port "))
+		n, _ := strconv.Atoi(port)
+		addr := "127.0.0.1:" + port
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("the host cannot reach the sandboxed server: %v", err)
+		}
+		conn.Close()
+		req = helperReq("sb-dial", addr, other)
+		req.Sandbox = &proc.Sandbox{ConnectPorts: []int{n}}
+		client := mustStart(t, m, req)
+		snap := waitFinal(ctx, t, client)
+		if want := "dial " + addr + ": ok\ndial " + other + ": EACCES\n"; snap.Output.Text != want {
+			t.Errorf("client output %q; want %q", snap.Output.Text, want)
+		}
+		wantExit(t, waitFinal(ctx, t, srv), 0)
+	})
 }
 
 var (

@@ -47,6 +47,17 @@ func stressSandboxed() bool {
 // sbModes are the containments every sandbox test runs in.
 var sbModes = []proc.Containment{proc.ContainCgroup, proc.ContainGroup}
 
+// eachSandboxMode runs f as parallel subtests, one for each of sbModes.
+func eachSandboxMode(t *testing.T, f func(t *testing.T, c proc.Containment)) {
+	t.Helper()
+	for _, c := range sbModes {
+		t.Run(string(c), func(t *testing.T) {
+			t.Parallel()
+			f(t, c)
+		})
+	}
+}
+
 // sbManager is a Manager of the given containment (cgroup below a test
 // cgroup of its own).
 func sbManager(t *testing.T, c proc.Containment, opts proc.Options) *proc.Manager {
@@ -61,46 +72,43 @@ func sbManager(t *testing.T, c proc.Containment, opts proc.Options) *proc.Manage
 func TestSandboxFiles(t *testing.T) {
 	t.Parallel()
 	info := needSandbox(t)
-	for _, c := range sbModes {
-		t.Run(string(c), func(t *testing.T) {
-			t.Parallel()
-			ctx := testCtx(t)
-			root, outside := t.TempDir(), t.TempDir()
-			if err := os.WriteFile(filepath.Join(outside, "f"), []byte("data\n"), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			m := sbManager(t, c, proc.Options{})
-			script := `echo in >"$1/a" && echo in-ok
+	eachSandboxMode(t, func(t *testing.T, c proc.Containment) {
+		ctx := testCtx(t)
+		root, outside := t.TempDir(), t.TempDir()
+		if err := os.WriteFile(filepath.Join(outside, "f"), []byte("data\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		m := sbManager(t, c, proc.Options{})
+		script := `echo in >"$1/a" && echo in-ok
 echo out 2>/dev/null >"$2/f" || echo out-refused
 mkdir "$2/d" 2>/dev/null || echo mkdir-refused
 : >/dev/null && echo null-ok
 cat "$2/f"
 sh -c 'echo child 2>/dev/null >"$2/g" || echo child-refused' sh "$1" "$2"
 `
-			p := mustStart(t, m, proc.StartRequest{
-				Args:    []string{"sh", "-c", script, "sh", root, outside},
-				Sandbox: &proc.Sandbox{WritableRoots: []string{root}},
-			})
-			snap := waitFinal(ctx, t, p)
-			wantExit(t, snap, 0)
-			want := "in-ok\nout-refused\nmkdir-refused\nnull-ok\ndata\nchild-refused\n"
-			if snap.Output.Text != want {
-				t.Errorf("output %q; want %q", snap.Output.Text, want)
-			}
-			if snap.Info.Sandbox != info || snap.Info.Containment != string(c) {
-				t.Errorf("Info.Sandbox %q, Containment %q; want %q, %q", snap.Info.Sandbox, snap.Info.Containment, info, c)
-			}
-			if data, _ := os.ReadFile(filepath.Join(outside, "f")); string(data) != "data\n" {
-				t.Errorf("the file outside holds %q; want it untouched", data)
-			}
-			// The same Manager without a sandbox is unrestricted.
-			plain := waitFinal(ctx, t, mustStart(t, m, proc.StartRequest{Args: []string{"sh", "-c", `echo out >"$1/f"`, "sh", outside}}))
-			wantExit(t, plain, 0)
-			if plain.Info.Sandbox != "" {
-				t.Errorf("unsandboxed Info.Sandbox %q; want empty", plain.Info.Sandbox)
-			}
+		p := mustStart(t, m, proc.StartRequest{
+			Args:    []string{"sh", "-c", script, "sh", root, outside},
+			Sandbox: &proc.Sandbox{WritableRoots: []string{root}},
 		})
-	}
+		snap := waitFinal(ctx, t, p)
+		wantExit(t, snap, 0)
+		want := "in-ok\nout-refused\nmkdir-refused\nnull-ok\ndata\nchild-refused\n"
+		if snap.Output.Text != want {
+			t.Errorf("output %q; want %q", snap.Output.Text, want)
+		}
+		if snap.Info.Sandbox != info || snap.Info.Containment != string(c) {
+			t.Errorf("Info.Sandbox %q, Containment %q; want %q, %q", snap.Info.Sandbox, snap.Info.Containment, info, c)
+		}
+		if data, _ := os.ReadFile(filepath.Join(outside, "f")); string(data) != "data\n" {
+			t.Errorf("the file outside holds %q; want it untouched", data)
+		}
+		// The same Manager without a sandbox is unrestricted.
+		plain := waitFinal(ctx, t, mustStart(t, m, proc.StartRequest{Args: []string{"sh", "-c", `echo out >"$1/f"`, "sh", outside}}))
+		wantExit(t, plain, 0)
+		if plain.Info.Sandbox != "" {
+			t.Errorf("unsandboxed Info.Sandbox %q; want empty", plain.Info.Sandbox)
+		}
+	})
 }
 
 var _ = helper("sb-connect", sbConnect)
@@ -228,21 +236,18 @@ mknod "$3/null" c 1 3 2>/dev/null && echo mknod || echo mknod-refused
 `
 	want := "procs-refused\nkill-refused\nlimit-refused\ncontrol-refused\nenviron-refused\ntask-environ-refused\n" +
 		"signal-refused\nmount-refused\nmknod-refused\nsysctl-refused\n"
-	for _, c := range sbModes {
-		t.Run(string(c), func(t *testing.T) {
-			t.Parallel()
-			ctx := testCtx(t)
-			m := sbManager(t, c, proc.Options{Sandbox: &proc.Sandbox{WritableRoots: []string{root}}})
-			snap := waitFinal(ctx, t, mustStart(t, m, proc.StartRequest{Args: []string{"sh", "-c", script, "sh", mount, host, root}}))
-			if snap.Output.Text != want {
-				t.Errorf("output:\n%s\nwant:\n%s", snap.Output.Text, want)
-			}
-			snap = waitFinal(ctx, t, mustStart(t, m, helperReq("sb-ptrace", host)))
-			if snap.Output.Text != "ptrace: EPERM\n" {
-				t.Errorf("ptrace of the host: %q; want EPERM", snap.Output.Text)
-			}
-		})
-	}
+	eachSandboxMode(t, func(t *testing.T, c proc.Containment) {
+		ctx := testCtx(t)
+		m := sbManager(t, c, proc.Options{Sandbox: &proc.Sandbox{WritableRoots: []string{root}}})
+		snap := waitFinal(ctx, t, mustStart(t, m, proc.StartRequest{Args: []string{"sh", "-c", script, "sh", mount, host, root}}))
+		if snap.Output.Text != want {
+			t.Errorf("output:\n%s\nwant:\n%s", snap.Output.Text, want)
+		}
+		snap = waitFinal(ctx, t, mustStart(t, m, helperReq("sb-ptrace", host)))
+		if snap.Output.Text != "ptrace: EPERM\n" {
+			t.Errorf("ptrace of the host: %q; want EPERM", snap.Output.Text)
+		}
+	})
 }
 
 // TestSandboxTTY: under a terminal, the sandboxed child reads and writes
@@ -259,30 +264,27 @@ func TestSandboxTTY(t *testing.T) {
 		other.Close()
 		otherTTY.Close()
 	})
-	for _, c := range sbModes {
-		t.Run(string(c), func(t *testing.T) {
-			t.Parallel()
-			ctx := testCtx(t)
-			m := sbManager(t, c, proc.Options{Sandbox: &proc.Sandbox{}})
-			script := `read line; echo "got $line"
+	eachSandboxMode(t, func(t *testing.T, c proc.Containment) {
+		ctx := testCtx(t)
+		m := sbManager(t, c, proc.Options{Sandbox: &proc.Sandbox{}})
+		script := `read line; echo "got $line"
 echo tty-ok >/dev/tty
 echo reopened >"$(tty)"
 stty size
 echo x 2>/dev/null >"$1" && echo other-written || echo other-refused
 `
-			p := startStdin(t, m, proc.StartRequest{Args: []string{"sh", "-c", script, "sh", otherTTY.Name()}, TTY: true, Size: proc.TermSize{Rows: 30, Cols: 100}})
-			if _, err := p.Write([]byte("hello\n")); err != nil {
-				t.Fatal(err)
+		p := startStdin(t, m, proc.StartRequest{Args: []string{"sh", "-c", script, "sh", otherTTY.Name()}, TTY: true, Size: proc.TermSize{Rows: 30, Cols: 100}})
+		if _, err := p.Write([]byte("hello\n")); err != nil {
+			t.Fatal(err)
+		}
+		snap := waitFinal(ctx, t, p)
+		wantExit(t, snap, 0)
+		for _, w := range []string{"got hello", "tty-ok", "reopened", "30 100", "other-refused"} {
+			if !strings.Contains(snap.Output.Text, w) {
+				t.Errorf("output %q lacks %q", snap.Output.Text, w)
 			}
-			snap := waitFinal(ctx, t, p)
-			wantExit(t, snap, 0)
-			for _, w := range []string{"got hello", "tty-ok", "reopened", "30 100", "other-refused"} {
-				if !strings.Contains(snap.Output.Text, w) {
-					t.Errorf("output %q lacks %q", snap.Output.Text, w)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // TestSandboxTimeoutAndClose: the timeout and Close stop a sandboxed tree
@@ -290,26 +292,23 @@ echo x 2>/dev/null >"$1" && echo other-written || echo other-refused
 func TestSandboxTimeoutAndClose(t *testing.T) {
 	t.Parallel()
 	needSandbox(t)
-	for _, c := range sbModes {
-		t.Run(string(c), func(t *testing.T) {
-			t.Parallel()
-			ctx := testCtx(t)
-			m := sbManager(t, c, proc.Options{Sandbox: &proc.Sandbox{}, KillGrace: 100 * time.Millisecond})
-			timed := mustStart(t, m, proc.StartRequest{Command: "sleep 100 & sleep 100", Timeout: 50 * time.Millisecond})
-			snap := waitFinal(ctx, t, timed)
-			if !snap.Info.TimedOut {
-				t.Errorf("timed-out record: %+v; want TimedOut", snap.Info)
-			}
-			wantExit(t, snap, proc.ExitTimedOut)
-			closed := mustStart(t, m, proc.StartRequest{Command: "sleep 100 & sleep 100"})
-			if err := m.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if info := closed.Info(); info.Running || info.Signal != "SIGTERM" {
-				t.Errorf("after Close: %+v; want final, ended by SIGTERM", info)
-			}
-		})
-	}
+	eachSandboxMode(t, func(t *testing.T, c proc.Containment) {
+		ctx := testCtx(t)
+		m := sbManager(t, c, proc.Options{Sandbox: &proc.Sandbox{}, KillGrace: 100 * time.Millisecond})
+		timed := mustStart(t, m, proc.StartRequest{Command: "sleep 100 & sleep 100", Timeout: 50 * time.Millisecond})
+		snap := waitFinal(ctx, t, timed)
+		if !snap.Info.TimedOut {
+			t.Errorf("timed-out record: %+v; want TimedOut", snap.Info)
+		}
+		wantExit(t, snap, proc.ExitTimedOut)
+		closed := mustStart(t, m, proc.StartRequest{Command: "sleep 100 & sleep 100"})
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if info := closed.Info(); info.Running || info.Signal != "SIGTERM" {
+			t.Errorf("after Close: %+v; want final, ended by SIGTERM", info)
+		}
+	})
 }
 
 func TestSandboxStartOrGet(t *testing.T) {
@@ -487,12 +486,7 @@ func TestSandboxHostDeath(t *testing.T) {
 func TestSandboxHostDeathDuringStarts(t *testing.T) {
 	t.Parallel()
 	needSandbox(t)
-	for _, policy := range []string{"sandbox", "sandbox-cgroup"} {
-		t.Run(policy, func(t *testing.T) {
-			t.Parallel()
-			hostDeathDuringStarts(t, policy)
-		})
-	}
+	proc.EachParallel(t, []string{"sandbox", "sandbox-cgroup"}, hostDeathDuringStarts)
 }
 
 // TestSandboxActivity: a sandboxed record's activity is read as any
@@ -594,84 +588,81 @@ func TestSandboxProbeOnce(t *testing.T) {
 			t.Errorf("%s: probe steps (landlock, seccomp, hold, capabilities) called %v times; want %v", when, got, calls)
 		}
 	}
-	for _, c := range sbModes {
-		t.Run(string(c), func(t *testing.T) {
-			t.Parallel()
-			ctx := testCtx(t)
-			m := sbManager(t, c, proc.Options{})
-			var n [4]atomic.Int32
-			proc.SetSandboxSteps(m, sbCounted(&n, nil))
-			wantExit(t, waitFinal(ctx, t, mustStart(t, m, proc.StartRequest{Args: []string{"true"}})), 0)
-			want(t, &n, [4]int32{}, "after an unsandboxed start")
-			var wg sync.WaitGroup
-			for range 4 {
-				wg.Add(1)
-				// Ends after its starts, each awaited.
-				go func() {
-					defer wg.Done()
-					for _, sb := range []*proc.Sandbox{{}, {Network: true}} {
-						p, err := m.Start(proc.StartRequest{Args: []string{"true"}, Sandbox: sb})
-						if err != nil {
-							t.Errorf("Start = %v", err)
-							return
-						}
-						if err := p.Wait(ctx); err != nil || p.Info().Sandbox == "" {
-							t.Errorf("Wait = %v, Info.Sandbox %q; want a sandboxed exit", err, p.Info().Sandbox)
-						}
+	eachSandboxMode(t, func(t *testing.T, c proc.Containment) {
+		ctx := testCtx(t)
+		m := sbManager(t, c, proc.Options{})
+		var n [4]atomic.Int32
+		proc.SetSandboxSteps(m, sbCounted(&n, nil))
+		wantExit(t, waitFinal(ctx, t, mustStart(t, m, proc.StartRequest{Args: []string{"true"}})), 0)
+		want(t, &n, [4]int32{}, "after an unsandboxed start")
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			// Ends after its starts, each awaited.
+			go func() {
+				defer wg.Done()
+				for _, sb := range []*proc.Sandbox{{}, {Network: true}} {
+					p, err := m.Start(proc.StartRequest{Args: []string{"true"}, Sandbox: sb})
+					if err != nil {
+						t.Errorf("Start = %v", err)
+						return
 					}
-				}()
-			}
-			wg.Wait()
-			want(t, &n, [4]int32{1, 1, 1, 1}, "after 8 sandboxed starts")
-
-			// Options.Sandbox: the default policy asks the same probe.
-			d := sbManager(t, c, proc.Options{Sandbox: &proc.Sandbox{}})
-			var dn [4]atomic.Int32
-			proc.SetSandboxSteps(d, sbCounted(&dn, nil))
-			for range 3 {
-				snap := waitFinal(ctx, t, mustStart(t, d, proc.StartRequest{Args: []string{"true"}}))
-				wantExit(t, snap, 0)
-			}
-			want(t, &dn, [4]int32{1, 1, 1, 1}, "after 3 starts sandboxed by Options")
-			want(t, &n, [4]int32{1, 1, 1, 1}, "another Manager's starts")
-
-			// A missing feature is kept: asked again, the Manager answers
-			// without probing.
-			f := sbManager(t, c, proc.Options{})
-			var fn [4]atomic.Int32
-			proc.SetSandboxSteps(f, sbCounted(&fn, unix.EPERM))
-			for i := range 3 {
-				_, err := f.Start(proc.StartRequest{Args: []string{"true"}, Sandbox: &proc.Sandbox{}})
-				if !errors.Is(err, proc.ErrUnsupported) || !strings.Contains(err.Error(), "held") {
-					t.Fatalf("start %d: Start = %v; want ErrUnsupported saying the child cannot be held", i, err)
+					if err := p.Wait(ctx); err != nil || p.Info().Sandbox == "" {
+						t.Errorf("Wait = %v, Info.Sandbox %q; want a sandboxed exit", err, p.Info().Sandbox)
+					}
 				}
-			}
-			want(t, &fn, [4]int32{1, 1, 1, 0}, "after 3 refused starts")
+			}()
+		}
+		wg.Wait()
+		want(t, &n, [4]int32{1, 1, 1, 1}, "after 8 sandboxed starts")
 
-			// An error of the moment (the hold's probe could not fork: out
-			// of processes) is no missing feature: it is not kept, and the
-			// next start probes again and runs.
-			e := sbManager(t, c, proc.Options{Sandbox: &proc.Sandbox{}})
-			var en [4]atomic.Int32
-			steps := sbCounted(&en, nil)
-			hold, first := steps.Hold, true
-			steps.Hold = func() error { // called under the Manager's probe lock
-				if first {
-					first = false
-					en[2].Add(1)
-					return unix.EAGAIN
-				}
-				return hold()
+		// Options.Sandbox: the default policy asks the same probe.
+		d := sbManager(t, c, proc.Options{Sandbox: &proc.Sandbox{}})
+		var dn [4]atomic.Int32
+		proc.SetSandboxSteps(d, sbCounted(&dn, nil))
+		for range 3 {
+			snap := waitFinal(ctx, t, mustStart(t, d, proc.StartRequest{Args: []string{"true"}}))
+			wantExit(t, snap, 0)
+		}
+		want(t, &dn, [4]int32{1, 1, 1, 1}, "after 3 starts sandboxed by Options")
+		want(t, &n, [4]int32{1, 1, 1, 1}, "another Manager's starts")
+
+		// A missing feature is kept: asked again, the Manager answers
+		// without probing.
+		f := sbManager(t, c, proc.Options{})
+		var fn [4]atomic.Int32
+		proc.SetSandboxSteps(f, sbCounted(&fn, unix.EPERM))
+		for i := range 3 {
+			_, err := f.Start(proc.StartRequest{Args: []string{"true"}, Sandbox: &proc.Sandbox{}})
+			if !errors.Is(err, proc.ErrUnsupported) || !strings.Contains(err.Error(), "held") {
+				t.Fatalf("start %d: Start = %v; want ErrUnsupported saying the child cannot be held", i, err)
 			}
-			proc.SetSandboxSteps(e, steps)
-			if _, err := e.Start(proc.StartRequest{Args: []string{"true"}}); err == nil || errors.Is(err, proc.ErrUnsupported) {
-				t.Errorf("Start while the hold's probe cannot fork = %v; want an error, not ErrUnsupported", err)
+		}
+		want(t, &fn, [4]int32{1, 1, 1, 0}, "after 3 refused starts")
+
+		// An error of the moment (the hold's probe could not fork: out
+		// of processes) is no missing feature: it is not kept, and the
+		// next start probes again and runs.
+		e := sbManager(t, c, proc.Options{Sandbox: &proc.Sandbox{}})
+		var en [4]atomic.Int32
+		steps := sbCounted(&en, nil)
+		hold, first := steps.Hold, true
+		steps.Hold = func() error { // called under the Manager's probe lock
+			if first {
+				first = false
+				en[2].Add(1)
+				return unix.EAGAIN
 			}
-			for range 2 {
-				snap := waitFinal(ctx, t, mustStart(t, e, proc.StartRequest{Args: []string{"true"}}))
-				wantExit(t, snap, 0)
-			}
-			want(t, &en, [4]int32{2, 2, 2, 1}, "after a start refused for a moment and 2 that ran")
-		})
-	}
+			return hold()
+		}
+		proc.SetSandboxSteps(e, steps)
+		if _, err := e.Start(proc.StartRequest{Args: []string{"true"}}); err == nil || errors.Is(err, proc.ErrUnsupported) {
+			t.Errorf("Start while the hold's probe cannot fork = %v; want an error, not ErrUnsupported", err)
+		}
+		for range 2 {
+			snap := waitFinal(ctx, t, mustStart(t, e, proc.StartRequest{Args: []string{"true"}}))
+			wantExit(t, snap, 0)
+		}
+		want(t, &en, [4]int32{2, 2, 2, 1}, "after a start refused for a moment and 2 that ran")
+	})
 }

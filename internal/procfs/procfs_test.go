@@ -75,14 +75,3 @@ func TestBracketed(t *testing.T) {
 		}
 	}
 }
-
-// checkBytes checks that the predicate f, named name, says of each input
-// what cases says.
-func checkBytes(t *testing.T, name string, f func([]byte) bool, cases map[string]bool) {
-	t.Helper()
-	for in, want := range cases {
-		if got := f([]byte(in)); got != want {
-			t.Errorf("%s(%q) = %v; want %v", name, in, got, want)
-		}
-	}
-}

@@ -38,17 +38,37 @@ func TestParseSyscall(t *testing.T) {
 	}
 }
 
-// TestOffCPU tells a thread the kernel shows off its CPU (in a call, or
-// blocked outside one) from one that runs.
-func TestOffCPU(t *testing.T) {
+// TestLinePredicates: offCPU tells a thread the kernel shows off its CPU
+// (in a call, or blocked outside one) from one that runs; counted reads
+// the switch count of schedstat lines.
+func TestLinePredicates(t *testing.T) {
 	t.Parallel()
-	checkBytes(t, "offCPU", offCPU, map[string]bool{
-		"270 0xfb 0x7ffc71f41320 0x0 0x0 0x7ffc71f41230 0x7ffc71f41240 0x7ffc71f41200 0x7fecbc2e9aec\n": true,
-		"0 0x0 0x7ffd5e4c6f57 0x1 0x0 0x0 0x0 0x7ffd5e4c6f38 0x7f3c8e31a1f2\n":                          true,
-		"-1 0x7ffd5e4c6f38 0x7f3c8e31a1f2\n":                                                            true,
-		"running\n":                                                                                     false,
-		"":                                                                                              false,
-	})
+	for _, tc := range []struct {
+		name  string
+		f     func([]byte) bool
+		cases map[string]bool
+	}{
+		{"offCPU", offCPU, map[string]bool{
+			"270 0xfb 0x7ffc71f41320 0x0 0x0 0x7ffc71f41230 0x7ffc71f41240 0x7ffc71f41200 0x7fecbc2e9aec\n": true,
+			"0 0x0 0x7ffd5e4c6f57 0x1 0x0 0x0 0x0 0x7ffd5e4c6f38 0x7f3c8e31a1f2\n":                          true,
+			"-1 0x7ffd5e4c6f38 0x7f3c8e31a1f2\n":                                                            true,
+			"running\n":                                                                                     false,
+			"":                                                                                              false,
+		}},
+		{"counted", counted, map[string]bool{
+			"1038247 99005 7\n": true,
+			"0 0 0\n":           false,
+			"5 6 1":             true,
+			"":                  false,
+			"12 x\n":            false,
+		}},
+	} {
+		for in, want := range tc.cases {
+			if got := tc.f([]byte(in)); got != want {
+				t.Errorf("%s(%q) = %v; want %v", tc.name, in, got, want)
+			}
+		}
+	}
 }
 
 // TestParseEpollWatch reads the lines of an epoll instance's

@@ -445,18 +445,6 @@ func (c *countingSys) read(pid int, files Files, listeners bool, room int) procR
 	return c.kernelSys.read(pid, files, listeners, room)
 }
 
-// TestCounted reads the switch count of schedstat lines.
-func TestCounted(t *testing.T) {
-	t.Parallel()
-	checkBytes(t, "counted", counted, map[string]bool{
-		"1038247 99005 7\n": true,
-		"0 0 0\n":           false,
-		"5 6 1":             true,
-		"":                  false,
-		"12 x\n":            false,
-	})
-}
-
 // TestTrackerSparse: a sparse look checks a process whose read stands
 // only if it was not checked at the look before, or it waits to read, or
 // holds a socket; one that runs meanwhile is read at the second look at
