@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/coder/quartz"
 )
 
 // The shared toolkit of the package's own tests (package proc); the
@@ -18,6 +20,24 @@ func internalManager(t testing.TB, d time.Duration, opts Options) (context.Conte
 	m := NewManager(opts)
 	t.Cleanup(func() { _ = m.Close() })
 	return ctx, m
+}
+
+// internalMockManager returns a Manager on a mock clock, closed at the
+// end of the test.
+func internalMockManager(t testing.TB) (*quartz.Mock, *Manager) {
+	t.Helper()
+	mClock := quartz.NewMock(t)
+	m := NewManager(Options{Clock: mClock})
+	t.Cleanup(func() { _ = m.Close() })
+	return mClock, m
+}
+
+// endsWaited reports whether a waitEnded caller made the Manager's channel
+// of ended records: it waits on it.
+func endsWaited(m *Manager) bool {
+	m.endsMu.Lock()
+	defer m.endsMu.Unlock()
+	return m.ends != nil
 }
 
 // eachParallel runs f as parallel subtests, one for each of names.

@@ -26,6 +26,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/procvisor/proc"
+	"github.com/procvisor/proc/internal/testkit"
 	"github.com/procvisor/proc/proctest"
 )
 
@@ -116,17 +117,7 @@ func checkHelpersUsed(code int) {
 }
 
 func runHelper(mode string, args []string) int {
-	fn, ok := helpers[mode]
-	if !ok {
-		names := make([]string, 0, len(helpers))
-		for name := range helpers {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		fmt.Fprintf(os.Stderr, "unknown helper %q; have %s\n", mode, strings.Join(names, ", "))
-		return 2
-	}
-	return fn(args)
+	return testkit.RunHelper(helpers, mode, args)
 }
 
 // readyForSignal, in a helper process, prints "ready" once sig is caught
@@ -198,13 +189,7 @@ func atOnce[T any](ctx context.Context, t testing.TB, n int, f func(i int) T) []
 // d (default 30s), so that a hang fails instead of stalling the run.
 func testCtx(t testing.TB, d ...time.Duration) context.Context {
 	t.Helper()
-	timeout := 30 * time.Second
-	if len(d) > 0 {
-		timeout = d[0]
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	t.Cleanup(cancel)
-	return ctx
+	return testkit.Ctx(t, 30*time.Second, d...)
 }
 
 // newManager returns a Manager that is closed when the test ends: the

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/coder/quartz"
 )
 
 // TestRetainedOrder pins the order Manager keeps at insert (m.order) and
@@ -15,9 +13,7 @@ import (
 // when records arrive out of start order and are dropped from the middle.
 func TestRetainedOrder(t *testing.T) {
 	t.Parallel()
-	mClock := quartz.NewMock(t)
-	m := NewManager(Options{Clock: mClock})
-	t.Cleanup(func() { _ = m.Close() })
+	mClock, m := internalMockManager(t)
 	base := mClock.Now()
 	closed := make(chan struct{})
 	close(closed)
@@ -82,9 +78,7 @@ func TestRetainedOrder(t *testing.T) {
 // neighbour, or is past the end).
 func TestOrderIndexMiss(t *testing.T) {
 	t.Parallel()
-	mClock := quartz.NewMock(t)
-	m := NewManager(Options{Clock: mClock})
-	t.Cleanup(func() { _ = m.Close() })
+	mClock, m := internalMockManager(t)
 	base := mClock.Now()
 	procs := map[string]*Process{}
 	for i, id := range []string{"a", "b", "c", "d", "e"} {
@@ -153,13 +147,7 @@ func TestWaitEnded(t *testing.T) {
 	// blocked on it.
 	waiting := func() {
 		t.Helper()
-		for {
-			m.endsMu.Lock()
-			made := m.ends != nil
-			m.endsMu.Unlock()
-			if made {
-				return
-			}
+		for !endsWaited(m) {
 			if ctx.Err() != nil {
 				t.Fatal("waitEnded never waited")
 			}

@@ -141,13 +141,7 @@ func TestScopeCloseWaitsForFinal(t *testing.T) {
 	// Let go on every path: the Manager's Close waits for it too.
 	release := sync.OnceFunc(func() { call.MustRelease(ctx) })
 	defer release()
-	for {
-		m.endsMu.Lock()
-		waiting := m.ends != nil
-		m.endsMu.Unlock()
-		if waiting {
-			break
-		}
+	for !endsWaited(m) {
 		select {
 		case err := <-returned:
 			t.Fatalf("Scope.Close() = %v while its record's exit goroutine was held before the record was final; want it to wait", err)

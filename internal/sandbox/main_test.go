@@ -1,13 +1,12 @@
 package sandbox
 
 import (
-	"fmt"
 	"os"
-	"sort"
-	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/procvisor/proc/internal/testkit"
 )
 
 // helperEnv names the helper mode when the test binary runs as a child.
@@ -19,17 +18,7 @@ var helpers = map[string]func(args []string) int{}
 
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
-		fn, ok := helpers[mode]
-		if !ok {
-			names := make([]string, 0, len(helpers))
-			for name := range helpers {
-				names = append(names, name)
-			}
-			sort.Strings(names)
-			fmt.Fprintf(os.Stderr, "unknown helper %q; have %s\n", mode, strings.Join(names, ", "))
-			os.Exit(2)
-		}
-		os.Exit(fn(os.Args[1:]))
+		os.Exit(testkit.RunHelper(helpers, mode, os.Args[1:]))
 	}
 	goleak.VerifyTestMain(m)
 }

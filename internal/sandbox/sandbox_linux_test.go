@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/procvisor/proc/internal/testkit"
 )
 
 // probed is the probe's answer for this host, asked once.
@@ -39,13 +41,8 @@ func support(t testing.TB) Support {
 
 // testCtx ends with the test, at the latest after d (default 60 s).
 func testCtx(t testing.TB, d ...time.Duration) context.Context {
-	timeout := 60 * time.Second
-	if len(d) > 0 {
-		timeout = d[0]
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	t.Cleanup(cancel)
-	return ctx
+	t.Helper()
+	return testkit.Ctx(t, 60*time.Second, d...)
 }
 
 // result is what a sandboxed child did.
