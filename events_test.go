@@ -414,11 +414,8 @@ func TestEventsScope(t *testing.T) {
 	if err := a.WaitEvent(short, 4); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a.WaitEvent(4) with only b's events after = %v; want the deadline", err)
 	}
-	errc := make(chan error, 1)
-	bctx := newCVBlockedCtx(ctx)
 	// Ends with a's next event.
-	go func() { errc <- a.WaitEvent(bctx, 6) }()
-	<-bctx.waiting.Done()
+	errc := waitEventBlocked(ctx, a, 6)
 	pa2 := mustStart(t, a, mgrExitReq(0))
 	if err := recv(ctx, t, errc, "a.WaitEvent"); err != nil {
 		t.Fatalf("a.WaitEvent(6) = %v; want nil once a started %s", err, pa2.ID())
@@ -427,10 +424,8 @@ func TestEventsScope(t *testing.T) {
 
 	// a's Close wakes a's waiter with ErrClosed; b's sleeps on.
 	_, last, _ := m.Events(0, 0)
-	bctx = newCVBlockedCtx(ctx)
 	// Ends when a closes.
-	go func() { errc <- a.WaitEvent(bctx, last) }()
-	<-bctx.waiting.Done()
+	errc = waitEventBlocked(ctx, a, last)
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -467,11 +462,8 @@ func TestWaitEvent(t *testing.T) {
 		t.Fatalf("WaitEvent(ended ctx, 0) with no event = %v; want context.Canceled", err)
 	}
 
-	errc := make(chan error, 1)
-	bctx := newCVBlockedCtx(ctx)
 	// Ends with the first event.
-	go func() { errc <- m.WaitEvent(bctx, 0) }()
-	<-bctx.waiting.Done()
+	errc := waitEventBlocked(ctx, m, 0)
 	p := mustStart(t, m, mgrBlockReq())
 	if err := recv(ctx, t, errc, "WaitEvent"); err != nil {
 		t.Fatalf("WaitEvent(0) = %v; want nil at the started event", err)
@@ -482,9 +474,8 @@ func TestWaitEvent(t *testing.T) {
 
 	// Close stops the blocked record: its final event wakes the waiter
 	// first, and ErrClosed comes only when Close has returned.
-	bctx = newCVBlockedCtx(ctx)
-	go func() { errc <- m.WaitEvent(bctx, 1) }()
-	<-bctx.waiting.Done()
+	// Ends with the final event.
+	errc = waitEventBlocked(ctx, m, 1)
 	closeErr := goClose(m)
 	closed = true
 	if err := recv(ctx, t, errc, "WaitEvent"); err != nil {
@@ -493,12 +484,14 @@ func TestWaitEvent(t *testing.T) {
 	if evs, _, _ := m.Events(1, 0); len(evs) != 1 || evs[0].Kind != proc.EventFinal || evs[0].ID != p.ID() {
 		t.Fatalf("Events(1, 0) = %v; want the final event of %s", evs, p.ID())
 	}
-	bctx = newCVBlockedCtx(ctx)
-	go func() { errc <- m.WaitEvent(bctx, 2) }()
+	across := make(chan error, 1)
+	bctx := newCVBlockedCtx(ctx)
+	// Ends when Close has returned.
+	go func() { across <- m.WaitEvent(bctx, 2) }()
 	if err := recv(ctx, t, closeErr, "Close"); err != nil {
 		t.Fatal(err)
 	}
-	if err := recv(ctx, t, errc, "WaitEvent"); !errors.Is(err, proc.ErrClosed) {
+	if err := recv(ctx, t, across, "WaitEvent"); !errors.Is(err, proc.ErrClosed) {
 		t.Fatalf("WaitEvent(2) across Close = %v; want ErrClosed", err)
 	}
 	if err := m.WaitEvent(ctx, 2); !errors.Is(err, proc.ErrClosed) {

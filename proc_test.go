@@ -599,6 +599,20 @@ func (c *cvBlockedCtx) Done() <-chan struct{} {
 	return c.Context.Done()
 }
 
+// waitEventBlocked calls w.WaitEvent(ctx, cursor) on a goroutine and
+// returns once the call blocks; the channel gets its error. The goroutine
+// ends when the call returns: the caller makes it (an event, a Close, the
+// end of ctx).
+func waitEventBlocked(ctx context.Context, w interface {
+	WaitEvent(context.Context, int64) error
+}, cursor int64) <-chan error {
+	errc := make(chan error, 1)
+	bctx := newCVBlockedCtx(ctx)
+	go func() { errc <- w.WaitEvent(bctx, cursor) }()
+	<-bctx.waiting.Done()
+	return errc
+}
+
 // cvWhileBlocked runs call with a context that runs then once call blocks
 // on it; then does not run if call returns without blocking. It returns
 // then's error (nil if then did not run).

@@ -149,6 +149,16 @@ func (d Dir) openHeld(name string) (heldFile, error) {
 	return heldFile{fd: fd}, nil
 }
 
+// openHeldAs opens d's file name as a held file of type T (Events,
+// CPUStat): nil with the error where it cannot be opened.
+func openHeldAs[T ~struct{ heldFile }](d Dir, name string) (*T, error) {
+	f, err := d.openHeld(name)
+	if err != nil {
+		return nil, err
+	}
+	return &T{f}, nil
+}
+
 // read reads the file from offset 0 into buf; os.ErrClosed after Close.
 func (f *heldFile) read(buf []byte) ([]byte, error) {
 	if f.fd < 0 {
@@ -176,13 +186,7 @@ func (f *heldFile) Close() {
 type Events struct{ heldFile }
 
 // OpenEvents opens d's cgroup.events.
-func (d Dir) OpenEvents() (*Events, error) {
-	f, err := d.openHeld("cgroup.events")
-	if err != nil {
-		return nil, err
-	}
-	return &Events{f}, nil
-}
+func (d Dir) OpenEvents() (*Events, error) { return openHeldAs[Events](d, "cgroup.events") }
 
 // Populated is [Dir.Populated] through the open file. After Close it
 // reports false, and so it does when the read says the cgroup is gone

@@ -123,13 +123,7 @@ func (d Dir) ReadCPU() (Usage, error) {
 type CPUStat struct{ heldFile }
 
 // OpenCPU opens d's cpu.stat.
-func (d Dir) OpenCPU() (*CPUStat, error) {
-	f, err := d.openHeld("cpu.stat")
-	if err != nil {
-		return nil, err
-	}
-	return &CPUStat{f}, nil
-}
+func (d Dir) OpenCPU() (*CPUStat, error) { return openHeldAs[CPUStat](d, "cpu.stat") }
 
 // ReadCPU is [Dir.ReadCPU] through the open file: an error if it cannot
 // be read (a removed cgroup's held cpu.stat reads ENODEV), or after
