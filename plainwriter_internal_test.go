@@ -116,12 +116,7 @@ func naivePlain(text string, width int) string {
 // itself on its own width.
 func TestPlainRows(t *testing.T) {
 	t.Parallel()
-	r := rand.New(rand.NewPCG(1, 37))
-	for i := range 1000 {
-		in := randomPlainInput(r, 1+r.IntN(60))
-		if i%25 == 0 {
-			in = randomPlainInput(r, 400+r.IntN(400)) // wider than the stack's cells
-		}
+	eachRandomPlainInput(1, 1000, 25, func(in string, _ *rand.Rand) {
 		for _, width := range []int{1, 2, 3, 7, 300, plainRowWidth} {
 			if got, want := string(appendPlain(nil, in, width)), naivePlain(in, width); got != want {
 				t.Fatalf("Plain(%q) in rows of %d = %q; the naive model gives %q", in, width, got, want)
@@ -130,6 +125,21 @@ func TestPlainRows(t *testing.T) {
 		if got, want := Plain(in), naivePlain(in, plainRowWidth); got != want {
 			t.Fatalf("Plain(%q) = %q; the naive model gives %q", in, got, want)
 		}
+	})
+}
+
+// eachRandomPlainInput calls f with n random inputs of up to 60 cells,
+// every wideEvery-th one of 400 to 800 instead (wider than the stack's
+// cells), drawn from a generator seeded with seed, which f may draw from
+// too.
+func eachRandomPlainInput(seed uint64, n, wideEvery int, f func(in string, r *rand.Rand)) {
+	r := rand.New(rand.NewPCG(seed, 37))
+	for i := range n {
+		in := randomPlainInput(r, 1+r.IntN(60))
+		if i%wideEvery == 0 {
+			in = randomPlainInput(r, 400+r.IntN(400))
+		}
+		f(in, r)
 	}
 }
 
@@ -139,12 +149,7 @@ func TestPlainRows(t *testing.T) {
 // passes through is encoded, and continued from).
 func TestPlainWriterSplits(t *testing.T) {
 	t.Parallel()
-	r := rand.New(rand.NewPCG(2, 37))
-	for i := range 500 {
-		in := randomPlainInput(r, 1+r.IntN(60))
-		if i%20 == 0 {
-			in = randomPlainInput(r, 400+r.IntN(400))
-		}
+	eachRandomPlainInput(2, 500, 20, func(in string, r *rand.Rand) {
 		for _, width := range []int{1, 7, 300, plainRowWidth} {
 			for _, minCompact := range []int{1, 5, plainWriterChunk} {
 				want := string(appendPlain(nil, in, width))
@@ -154,7 +159,7 @@ func TestPlainWriterSplits(t *testing.T) {
 				}
 			}
 		}
-	}
+	})
 }
 
 // plainWriterRun writes in to a plain writer in random pieces, and

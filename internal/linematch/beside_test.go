@@ -161,18 +161,7 @@ func TestBesideGivesUp(t *testing.T) {
 		defer close(closed)
 		h.b.Close(fired)
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if h.b.GaveUp() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Close did not give up")
-		}
-		runtime.Gosched()
-	}
-	h.gate.Unlock()
-	<-closed
+	h.closeWhen(t, closed, "Close did not give up", h.b.GaveUp)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if want := "[0=0 0=1 skipped 18]"; fmt.Sprint(h.got) != want {
@@ -202,25 +191,32 @@ func TestBesideCloseSkipsToNewest(t *testing.T) {
 		defer close(closed)
 		h.b.Close(nil)
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	h.closeWhen(t, closed, "Close did not skip to the newest entry", func() bool {
 		h.b.mu.Lock()
-		queued := len(h.b.queue)
-		h.b.mu.Unlock()
-		if queued == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Close did not skip to the newest entry")
-		}
-		runtime.Gosched()
-	}
-	h.gate.Unlock()
-	<-closed
+		defer h.b.mu.Unlock()
+		return len(h.b.queue) == 1
+	})
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := len(h.got)
 	if n < 4 || fmt.Sprint(h.got[n-3:]) != fmt.Sprintf("[skipped %d 0=2 0=3]", lines-3) || h.got[0] != "0=0" {
 		t.Errorf("matches %q...%q; want 0=0, then skipped %d, then the newest lines 2 and 3", h.got[:min(n, 3)], h.got[max(0, n-3):], lines-3)
 	}
+}
+
+// closeWhen lets the held goroutine go once Close got as far as done
+// says (failing t with what if it does not within 30 s), and waits until
+// Close returned (closed).
+func (h *besideHarness) closeWhen(t *testing.T, closed <-chan struct{}, what string, done func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !done() {
+		if time.Now().After(deadline) {
+			h.gate.Unlock()
+			t.Fatal(what)
+		}
+		runtime.Gosched()
+	}
+	h.gate.Unlock()
+	<-closed
 }
