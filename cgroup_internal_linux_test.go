@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/procvisor/proc/internal/testkit"
 )
 
 // CgroupWorkerIdle waits until the exit goroutines of m's final records
@@ -84,8 +86,7 @@ func TestCgroupTriesRunOut(t *testing.T) {
 // that panics at the first call does (the log is opened after it).
 func TestRetryHookPanicDiscardsLog(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testkit.Ctx(t, 30*time.Second)
 	var calls atomic.Int32
 	m := NewManager(Options{Containment: ContainCgroup, CommandContext: func(ctx context.Context, name string, args ...string) *exec.Cmd {
 		if calls.Add(1) == 3 {

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/coder/quartz"
+
+	"github.com/procvisor/proc/internal/testkit"
 )
 
 // The pool of ready record cgroups (cgrouppool_linux.go): reuse, spares,
@@ -145,8 +147,7 @@ func TestCgroupReuse(t *testing.T) {
 // cpu.stat as a descriptor the start left (2 runs of 40 under load).
 func TestCgroupRefusedStartLeavesNothing(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testkit.Ctx(t, 30*time.Second)
 	var remove atomic.Pointer[string]
 	m := NewManager(Options{Containment: ContainCgroup, CommandContext: func(ctx context.Context, name string, args ...string) *exec.Cmd {
 		if dir := remove.Load(); dir != nil {

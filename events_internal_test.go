@@ -1,7 +1,6 @@
 package proc
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -12,6 +11,8 @@ import (
 	"github.com/coder/quartz"
 
 	"github.com/procvisor/proc/internal/linematch/linematchtest"
+
+	"github.com/procvisor/proc/internal/testkit"
 )
 
 // Tests of the watches' glue (watch.go) without a process: the two
@@ -131,8 +132,7 @@ func TestWatchGroups(t *testing.T) {
 // nothing.
 func TestWatchSkipped(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testkit.Ctx(t, 30*time.Second)
 	watches := []Watch{
 		{Name: "digits", Pattern: `^\d+$`},
 		{Name: "lit", Pattern: `^0+7\d*7$`},
@@ -184,8 +184,7 @@ func TestWatchSkipped(t *testing.T) {
 // when flush returns (before the final event).
 func TestWatchFlushGivesUp(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testkit.Ctx(t, 30*time.Second)
 	h := newScanHarness(t, []Watch{{Name: "digits", Pattern: `^\d+$`}}, DefaultMaxLineLength)
 	held := h.clock.Trap().Now("beside")
 	defer held.Close()

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/coder/quartz"
+
+	"github.com/procvisor/proc/internal/testkit"
 )
 
 // The shared toolkit of the package's own tests (package proc); the
@@ -15,8 +17,7 @@ import (
 // opts closed at the end of the test (before the context is cancelled).
 func internalManager(t testing.TB, d time.Duration, opts Options) (context.Context, *Manager) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
+	ctx := testkit.Ctx(t, d)
 	m := NewManager(opts)
 	t.Cleanup(func() { _ = m.Close() })
 	return ctx, m

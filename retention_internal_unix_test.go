@@ -3,7 +3,6 @@
 package proc
 
 import (
-	"context"
 	"errors"
 	"reflect"
 	"runtime"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/coder/quartz"
+
+	"github.com/procvisor/proc/internal/testkit"
 )
 
 // Retention tests that start echo, cat, sleep and true by name, so Unix only
@@ -121,8 +122,7 @@ func TestStdinPublishesExit(t *testing.T) {
 // must be waiting for it then, and return once it is let go.
 func TestScopeCloseWaitsForFinal(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testkit.Ctx(t, 30*time.Second)
 	mClock := quartz.NewMock(t)
 	trap := mClock.Trap().Now("process", "exit")
 	defer trap.Close()

@@ -3,13 +3,14 @@
 package proc
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/procvisor/proc/internal/testkit"
 )
 
 // TestPidfdNonblock pins that pidfdNonblock hands waitPidfd a
@@ -45,8 +46,7 @@ func TestPidfdNonblock(t *testing.T) {
 				asked = append(asked, flags)
 				return tc.open(pid, flags)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+			ctx := testkit.Ctx(t, 30*time.Second)
 			cmd := exec.CommandContext(ctx, "sleep", "30")
 			if err := cmd.Start(); err != nil {
 				t.Fatalf("start sleep: %v", err)
