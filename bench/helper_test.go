@@ -9,22 +9,26 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/procvisor/proc/internal/testkit"
 )
 
 // benchHelperEnv names the helper mode when the test binary runs as a
 // child of a benchmark.
 const benchHelperEnv = "PROC_BENCH_HELPER"
 
+// benchHelpers are the modes the test binary can run as a child, by name;
+// the return value is the exit code.
+var benchHelpers = map[string]func(args []string) int{
+	"paced":       pacedWriter,
+	"log-lines":   logLinesWriter,
+	"short-lines": shortLinesWriter,
+	"zeros":       zerosWriter,
+}
+
 func TestMain(m *testing.M) {
-	switch os.Getenv(benchHelperEnv) {
-	case "paced":
-		os.Exit(pacedWriter(os.Args[1:]))
-	case "log-lines":
-		os.Exit(logLinesWriter(os.Args[1:]))
-	case "short-lines":
-		os.Exit(shortLinesWriter(os.Args[1:]))
-	case "zeros":
-		os.Exit(zerosWriter(os.Args[1:]))
+	if mode := os.Getenv(benchHelperEnv); mode != "" {
+		os.Exit(testkit.RunHelper(benchHelpers, mode, os.Args[1:]))
 	}
 	os.Exit(m.Run())
 }

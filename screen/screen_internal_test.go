@@ -75,11 +75,16 @@ func TestLockHeldForAChunk(t *testing.T) {
 // when the emulator read every byte handed over, which Text just made
 // so).
 func waitFeeder(s *Screen) {
+	yieldWhile(&s.inMu, &s.feeding)
+}
+
+// yieldWhile yields the processor while *flag, read under mu, is true.
+func yieldWhile(mu *sync.Mutex, flag *bool) {
 	for {
-		s.inMu.Lock()
-		feeding := s.feeding
-		s.inMu.Unlock()
-		if !feeding {
+		mu.Lock()
+		set := *flag
+		mu.Unlock()
+		if !set {
 			return
 		}
 		runtime.Gosched()
@@ -115,13 +120,5 @@ func TestQueryFloodBounded(t *testing.T) {
 	// The goroutine waiting to write them ends with no process to write
 	// to.
 	close(s.started)
-	for {
-		s.mu.Lock()
-		answering := s.answering
-		s.mu.Unlock()
-		if !answering {
-			break
-		}
-		runtime.Gosched()
-	}
+	yieldWhile(&s.mu, &s.answering)
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/procvisor/proc"
+	"github.com/procvisor/proc/internal/testkit"
 	"github.com/procvisor/proc/proctest"
 	"github.com/procvisor/proc/screen"
 	"go.uber.org/goleak"
@@ -27,11 +28,8 @@ import (
 const helperEnv = "PROC_SCREEN_HELPER"
 
 func TestMain(m *testing.M) {
-	switch os.Getenv(helperEnv) {
-	case "redraw":
-		os.Exit(redraw(os.Args[1:]))
-	case "flood":
-		os.Exit(flood(os.Args[1:]))
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(testkit.RunHelper(map[string]func([]string) int{"redraw": redraw, "flood": flood}, mode, os.Args[1:]))
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -103,6 +101,19 @@ func skipWithoutTTY(t *testing.T) {
 	}
 }
 
+// ttyCtx skips t where there are no terminals, and returns testCtx(t).
+func ttyCtx(t *testing.T) context.Context {
+	t.Helper()
+	skipWithoutTTY(t)
+	return testCtx(t)
+}
+
+// ttyManager is ttyCtx with a Manager closed when t ends.
+func ttyManager(t *testing.T) (context.Context, *proc.Manager) {
+	t.Helper()
+	return ttyCtx(t), proctest.NewManager(t, proc.Options{})
+}
+
 // run starts script under bash on a screen and waits for it to end.
 func run(t *testing.T, ctx context.Context, script string) *screen.Screen {
 	t.Helper()
@@ -119,8 +130,7 @@ func run(t *testing.T, ctx context.Context, script string) *screen.Screen {
 
 func TestOverwriteInPlace(t *testing.T) {
 	t.Parallel()
-	skipWithoutTTY(t)
-	ctx := testCtx(t)
+	ctx := ttyCtx(t)
 	s := run(t, ctx, `printf 'Working\rDo\n50%%\r100%%\n\033[31mred\033[0m'`)
 	if got, want := s.Text(), "Dorking\n100%\nred"; got != want {
 		t.Errorf("Text() = %q; want %q", got, want)
@@ -132,8 +142,7 @@ func TestOverwriteInPlace(t *testing.T) {
 
 func TestRedrawLeavesLastFrame(t *testing.T) {
 	t.Parallel()
-	skipWithoutTTY(t)
-	ctx := testCtx(t)
+	ctx := ttyCtx(t)
 	s := run(t, ctx, `for i in $(seq 200); do printf '\033[H\033[2Jframe %d\nrow two %d\n\033[Kspinner %s' $i $i '|/-\'; done`)
 	if got, want := s.Text(), "frame 200\nrow two 200\nspinner |/-\\"; got != want {
 		t.Errorf("Text() = %q; want %q", got, want)
@@ -152,8 +161,7 @@ func TestRedrawLeavesLastFrame(t *testing.T) {
 // waits forever.
 func TestQueriesAnswered(t *testing.T) {
 	t.Parallel()
-	skipWithoutTTY(t)
-	ctx := testCtx(t)
+	ctx := ttyCtx(t)
 	script := `stty raw -echo
 printf 'abc\r\n  de'
 printf '\033[6n'; IFS= read -r -d R cpr
@@ -176,9 +184,7 @@ printf '\ncpr=%s da1=%s da2=%s\n' "${cpr#?}" "${da1#?}" "${da2#?}"`
 
 func TestAltScreen(t *testing.T) {
 	t.Parallel()
-	skipWithoutTTY(t)
-	ctx := testCtx(t)
-	m := proctest.NewManager(t, proc.Options{})
+	ctx, m := ttyManager(t)
 	s, err := screen.Start(m, proc.StartRequest{Args: []string{"bash", "-c",
 		`stty -echo; printf 'before\n\033[?1049h\033[H\033[2Jfull screen'; read -r x; printf '\033[?1049lafter\n'`}})
 	if err != nil {
@@ -203,9 +209,7 @@ func TestAltScreen(t *testing.T) {
 
 func TestResize(t *testing.T) {
 	t.Parallel()
-	skipWithoutTTY(t)
-	ctx := testCtx(t)
-	m := proctest.NewManager(t, proc.Options{})
+	ctx, m := ttyManager(t)
 	// The child waits in sleep, not read: bash runs a trap once the
 	// foreground command ends, and a read on the terminal may not end.
 	s, err := screen.Start(m, proc.StartRequest{Args: []string{"bash", "-c",
@@ -245,8 +249,7 @@ echo "ready $(stty size)"; while :; do sleep 0.05; done`}})
 
 func TestScrollbackBounded(t *testing.T) {
 	t.Parallel()
-	skipWithoutTTY(t)
-	ctx := testCtx(t)
+	ctx := ttyCtx(t)
 	s := run(t, ctx, `seq 1500`)
 	// 1,500 lines and the cursor's blank row on 24 rows: 1..1477 scrolled
 	// off, of which the last 1,000 are kept.
@@ -282,9 +285,7 @@ func (b *syncBuffer) String() string {
 
 func TestOwnTeeGetsEveryByte(t *testing.T) {
 	t.Parallel()
-	skipWithoutTTY(t)
-	ctx := testCtx(t)
-	m := proctest.NewManager(t, proc.Options{})
+	ctx, m := ttyManager(t)
 	own := &syncBuffer{}
 	s, err := screen.Start(m, proc.StartRequest{
 		// The query's reply is read, with echo off: unread, the terminal
@@ -324,9 +325,7 @@ func (f *failingTee) Write(p []byte) (int, error) {
 
 func TestOwnTeeFails(t *testing.T) {
 	t.Parallel()
-	skipWithoutTTY(t)
-	ctx := testCtx(t)
-	m := proctest.NewManager(t, proc.Options{})
+	ctx, m := ttyManager(t)
 	own := &failingTee{}
 	s, err := screen.Start(m, proc.StartRequest{
 		Args:      []string{"bash", "-c", `stty -echo; echo first; read -r x; echo second`},
@@ -360,8 +359,7 @@ func TestOwnTeeFails(t *testing.T) {
 
 func TestWaitEnded(t *testing.T) {
 	t.Parallel()
-	skipWithoutTTY(t)
-	ctx := testCtx(t)
+	ctx := ttyCtx(t)
 	s := run(t, ctx, `echo done`)
 	if row, err := s.Wait(ctx, regexp.MustCompile(`do`)); err != nil || row != "done" {
 		t.Errorf("Wait(do) on the final screen = %q, %v; want done", row, err)
@@ -378,9 +376,7 @@ func TestWaitEnded(t *testing.T) {
 
 func TestWaitCancelled(t *testing.T) {
 	t.Parallel()
-	skipWithoutTTY(t)
-	ctx := testCtx(t)
-	m := proctest.NewManager(t, proc.Options{})
+	ctx, m := ttyManager(t)
 	s, err := screen.Start(m, proc.StartRequest{Args: []string{"bash", "-c", `echo up; read -r x`}})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
@@ -400,8 +396,7 @@ func TestWaitCancelled(t *testing.T) {
 // replies ends when the Manager closes (goleak in TestMain checks).
 func TestRepliesToDeafChild(t *testing.T) {
 	t.Parallel()
-	skipWithoutTTY(t)
-	ctx := testCtx(t)
+	ctx := ttyCtx(t)
 	m := proc.NewManager(proc.Options{})
 	s, err := screen.Start(m, proc.StartRequest{Args: []string{"bash", "-c",
 		`stty raw -echo; for i in $(seq 3000); do printf '\033[6n'; done; echo asked; sleep 60`}})
@@ -546,8 +541,7 @@ func TestSizeCap(t *testing.T) {
 	if n := len(m.List()); n != 0 {
 		t.Errorf("records after refused starts: %d; want none", n)
 	}
-	skipWithoutTTY(t)
-	ctx := testCtx(t)
+	ctx := ttyCtx(t)
 	s, err := screen.Start(m, proc.StartRequest{Args: []string{"bash", "-c", `stty -echo; read x; stty size`}})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
@@ -575,9 +569,7 @@ func TestSizeCap(t *testing.T) {
 // cell of 16 marks.
 func TestFloodsUnderTerminal(t *testing.T) {
 	t.Parallel()
-	skipWithoutTTY(t)
-	ctx := testCtx(t)
-	m := proctest.NewManager(t, proc.Options{})
+	ctx, m := ttyManager(t)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatalf("Executable: %v", err)
