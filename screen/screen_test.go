@@ -114,6 +114,16 @@ func ttyManager(t *testing.T) (context.Context, *proc.Manager) {
 	return ttyCtx(t), proctest.NewManager(t, proc.Options{})
 }
 
+// toolManager skips t where the program tool is not installed, and
+// returns testCtx(t) and a Manager closed when t ends.
+func toolManager(t *testing.T, tool string) (context.Context, *proc.Manager) {
+	t.Helper()
+	if _, err := exec.LookPath(tool); err != nil {
+		t.Skip(tool + " is not installed")
+	}
+	return testCtx(t), proctest.NewManager(t, proc.Options{})
+}
+
 // run starts script under bash on a screen and waits for it to end.
 func run(t *testing.T, ctx context.Context, script string) *screen.Screen {
 	t.Helper()
@@ -436,11 +446,7 @@ func TestRealPrograms(t *testing.T) {
 	skipWithoutTTY(t)
 	t.Run("vim", func(t *testing.T) {
 		t.Parallel()
-		if _, err := exec.LookPath("vim"); err != nil {
-			t.Skip("vim is not installed")
-		}
-		ctx := testCtx(t)
-		m := proctest.NewManager(t, proc.Options{})
+		ctx, m := toolManager(t, "vim")
 		file := filepath.Join(t.TempDir(), "notes.txt")
 		if err := os.WriteFile(file, []byte("first line\n"), 0o600); err != nil {
 			t.Fatal(err)
@@ -480,11 +486,7 @@ func TestRealPrograms(t *testing.T) {
 	})
 	t.Run("less", func(t *testing.T) {
 		t.Parallel()
-		if _, err := exec.LookPath("less"); err != nil {
-			t.Skip("less is not installed")
-		}
-		ctx := testCtx(t)
-		m := proctest.NewManager(t, proc.Options{})
+		ctx, m := toolManager(t, "less")
 		file := filepath.Join(t.TempDir(), "long.txt")
 		var b strings.Builder
 		for i := 1; i <= 100; i++ {

@@ -86,33 +86,33 @@ func init() {
 	// to the detached tree's root.
 	ops["opentree-chmod"] = func(arg string) error {
 		rest, mode := splitArg(arg)
-		dir, rel, _ := strings.Cut(rest, ":")
-		tree, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(tree)
-		return unix.Fchmodat(tree, rel, uint32(mode), 0)
+		return inClonedTree(rest, func(tree int, rel string) error {
+			return unix.Fchmodat(tree, rel, uint32(mode), 0)
+		})
 	}
 	ops["opentree-chown"] = func(arg string) error {
 		rest, id := splitArg(arg)
-		dir, rel, _ := strings.Cut(rest, ":")
-		tree, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(tree)
-		return unix.Fchownat(tree, rel, int(id), int(id), 0)
+		return inClonedTree(rest, func(tree int, rel string) error {
+			return unix.Fchownat(tree, rel, int(id), int(id), 0)
+		})
 	}
 	ops["opentree-utimes"] = func(arg string) error {
-		dir, rel, _ := strings.Cut(arg, ":")
-		tree, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(tree)
-		return unix.UtimesNanoAt(tree, rel, []unix.Timespec{{Sec: 1}, {Sec: 1}}, 0)
+		return inClonedTree(arg, func(tree int, rel string) error {
+			return unix.UtimesNanoAt(tree, rel, []unix.Timespec{{Sec: 1}, {Sec: 1}}, 0)
+		})
 	}
+}
+
+// inClonedTree calls fn with a detached copy of dir's mount (open_tree
+// OPEN_TREE_CLONE), closed after, and rel, of spec "dir:rel".
+func inClonedTree(spec string, fn func(tree int, rel string) error) error {
+	dir, rel, _ := strings.Cut(spec, ":")
+	tree, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(tree)
+	return fn(tree, rel)
 }
 
 // openTreeBin builds testdata/attack/opentree.c: in a user and mount

@@ -149,24 +149,10 @@ var ops = map[string]func(arg string) error{
 		return err
 	},
 	"fastopen": func(addr string) error { // a connect hidden in sendto(2)
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		ap := netip.MustParseAddrPort(addr)
-		return unix.Sendto(fd, []byte("x"), 0x20000000, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()})
+		return sendOne(unix.SOCK_STREAM, 0x20000000, addr)
 	},
 	"tcp6-bind": func(string) error { return bindTCP(unix.AF_INET6) },
-	"udp4": func(addr string) error {
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		ap := netip.MustParseAddrPort(addr)
-		return unix.Sendto(fd, []byte("x"), 0, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()})
-	},
+	"udp4": func(addr string) error { return sendOne(unix.SOCK_DGRAM, 0, addr) },
 	"raw": func(string) error {
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMP)
 		if err == nil {
@@ -436,4 +422,16 @@ func bindTCP(family int) error {
 		return unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}})
 	}
 	return unix.Bind(fd, &unix.SockaddrInet6{Addr: [16]byte{15: 1}}) // ::1
+}
+
+// sendOne sends one byte with sendto(2) and flags on a new IPv4 socket of
+// type typ to addr (a host:port).
+func sendOne(typ, flags int, addr string) error {
+	fd, err := unix.Socket(unix.AF_INET, typ|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ap := netip.MustParseAddrPort(addr)
+	return unix.Sendto(fd, []byte("x"), flags, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()})
 }
