@@ -14,6 +14,20 @@ import (
 	"github.com/procvisor/proc/proctest"
 )
 
+// mustFollow returns a function that returns the follower of a Follow or
+// FollowStderr call (what), closed when t ends, or fails t with its error.
+func mustFollow(t *testing.T, what string) func(*proc.Follower, error) *proc.Follower {
+	t.Helper()
+	return func(f *proc.Follower, err error) *proc.Follower {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s = %v", what, err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		return f
+	}
+}
+
 // followAll reads f to io.EOF through a buffer of size bytes and returns
 // the bytes and what was lost.
 func followAll(ctx context.Context, t *testing.T, f *proc.Follower, size int) ([]byte, int64) {
@@ -42,22 +56,14 @@ func TestFollowProcess(t *testing.T) {
 	t.Parallel()
 	ctx, m := testManager(t, proc.Options{})
 	p := mustStart(t, m, proc.StartRequest{Command: "echo one; echo two; echo err >&2", SeparateStderr: true})
-	f, err := p.Follow(0, proc.FollowOptions{})
-	if err != nil {
-		t.Fatalf("Follow(0) = %v", err)
-	}
-	defer f.Close()
+	f := mustFollow(t, "Follow(0)")(p.Follow(0, proc.FollowOptions{}))
 	if got, lost := followAll(ctx, t, f, 3); string(got) != "one\ntwo\n" || lost != 0 {
 		t.Errorf("Follow(0) read %q, lost %d; want %q", got, lost, "one\ntwo\n")
 	}
 	if st := f.Stats(); st.Cursor != 8 || st.Lost != 0 {
 		t.Errorf("Stats() = %+v; want cursor 8, nothing lost", st)
 	}
-	fe, err := p.FollowStderr(0, proc.FollowOptions{})
-	if err != nil {
-		t.Fatalf("FollowStderr(0) = %v", err)
-	}
-	defer fe.Close()
+	fe := mustFollow(t, "FollowStderr(0)")(p.FollowStderr(0, proc.FollowOptions{}))
 	if got, _ := followAll(ctx, t, fe, 64); string(got) != "err\n" {
 		t.Errorf("FollowStderr read %q; want %q", got, "err\n")
 	}
@@ -82,19 +88,11 @@ func TestFollowProcess(t *testing.T) {
 	}
 	// After Manager.Close: from the end, io.EOF at once; from the start,
 	// everything retained.
-	end, err := p.Follow(-1, proc.FollowOptions{})
-	if err != nil {
-		t.Fatalf("Follow(-1) after Close = %v", err)
-	}
-	defer end.Close()
+	end := mustFollow(t, "Follow(-1) after Close")(p.Follow(-1, proc.FollowOptions{}))
 	if c, err := end.Read(ctx, make([]byte, 8)); err != io.EOF || !c.EOF || len(c.Data) != 0 {
 		t.Errorf("Read from the end of a final record = %+v, %v; want EOF", c, err)
 	}
-	start, err := p.Follow(0, proc.FollowOptions{})
-	if err != nil {
-		t.Fatalf("Follow(0) after Close = %v", err)
-	}
-	defer start.Close()
+	start := mustFollow(t, "Follow(0) after Close")(p.Follow(0, proc.FollowOptions{}))
 	if got, _ := followAll(ctx, t, start, 64); string(got) != "one\ntwo\n" {
 		t.Errorf("Follow(0) after Close read %q; want %q", got, "one\ntwo\n")
 	}
@@ -131,11 +129,7 @@ func TestFollowFloodLossless(t *testing.T) {
 	req.Args = append([]string{"sh", "-c", `read x; exec "$0" "$@"`}, req.Args...)
 	req.Stdin = true
 	p := mustStart(t, m, req)
-	f, err := p.Follow(0, proc.FollowOptions{})
-	if err != nil {
-		t.Fatalf("Follow(0) = %v", err)
-	}
-	defer f.Close()
+	f := mustFollow(t, "Follow(0)")(p.Follow(0, proc.FollowOptions{}))
 	if _, err := p.Write([]byte("go\n")); err != nil {
 		t.Fatalf("Write() = %v", err)
 	}
@@ -168,11 +162,7 @@ func TestStalledFollowerClose(t *testing.T) {
 	ctx, mClock, m := testMockManager(t, proc.Options{})
 	hold := mClock.Trap().NewTimer("pump", "follower")
 	p := mustStart(t, m, helperReq("lc-flood"))
-	f, err := p.Follow(-1, proc.FollowOptions{MaxHold: proc.MaxFollowHold})
-	if err != nil {
-		t.Fatalf("Follow(-1) = %v", err)
-	}
-	defer f.Close()
+	f := mustFollow(t, "Follow(-1)")(p.Follow(-1, proc.FollowOptions{MaxHold: proc.MaxFollowHold}))
 	from := f.Stats().Cursor
 	releaseTrapped(ctx, t, hold, proc.MaxFollowHold, "the pump's wait for the stalled follower")
 	mClock.Advance(proc.MaxFollowHold).MustWait(ctx)
