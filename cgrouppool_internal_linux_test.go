@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -382,18 +381,12 @@ func TestCgroupPoolReleasedWhenIdle(t *testing.T) {
 	h := ranCgroupHost(ctx, t, m, "true")
 	burst := func() {
 		t.Helper()
-		var wg sync.WaitGroup
 		errs := make(chan error, 8)
-		for range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if _, err := m.Run(ctx, StartRequest{Args: []string{"true"}}); err != nil {
-					errs <- err
-				}
-			}()
-		}
-		wg.Wait()
+		inParallel(8, func() {
+			if _, err := m.Run(ctx, StartRequest{Args: []string{"true"}}); err != nil {
+				errs <- err
+			}
+		})
 		close(errs)
 		for err := range errs {
 			t.Fatalf("Run(true) in a burst = %v", err)

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,6 +42,20 @@ func endsWaited(m *Manager) bool {
 	return m.ends != nil
 }
 
+// inParallel runs f on n goroutines at once, and returns once every one
+// returned.
+func inParallel(n int, f func()) {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f()
+		}()
+	}
+	wg.Wait()
+}
+
 // eachParallel runs f as parallel subtests, one for each of names.
 func eachParallel(t *testing.T, names []string, f func(t *testing.T, name string)) {
 	t.Helper()
@@ -59,11 +74,12 @@ func bothWays(t *testing.T, off, on string, f func(t *testing.T, on bool)) {
 	eachParallel(t, []string{off, on}, func(t *testing.T, name string) { f(t, name == on) })
 }
 
-// BothWays and EachParallel are bothWays and eachParallel for the tests
-// of the API.
+// BothWays, EachParallel and InParallel are bothWays, eachParallel and
+// inParallel for the tests of the API.
 var (
 	BothWays     = bothWays
 	EachParallel = eachParallel
+	InParallel   = inParallel
 )
 
 // sharingBuffer returns a buffer of 4 head and 4 tail bytes holding data,

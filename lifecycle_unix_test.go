@@ -16,7 +16,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -614,19 +613,13 @@ func TestCloseConcurrentCallsWait(t *testing.T) {
 	p := mustStart(t, m, proc.StartRequest{Command: "trap '' TERM; echo ready; sleep 30"})
 	waitText(ctx, t, p, "ready\n")
 
-	var wg sync.WaitGroup
 	running := make(chan bool, 2)
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := m.Close(); err != nil {
-				t.Errorf("Close() = %v; want nil", err)
-			}
-			running <- p.Info().Running
-		}()
-	}
-	wg.Wait()
+	proc.InParallel(2, func() {
+		if err := m.Close(); err != nil {
+			t.Errorf("Close() = %v; want nil", err)
+		}
+		running <- p.Info().Running
+	})
 	for range 2 {
 		if recv(ctx, t, running, "a Close result") {
 			t.Errorf("a Close returned while the SIGTERM-ignoring process was still running")

@@ -152,7 +152,7 @@ var ops = map[string]func(arg string) error{
 		return sendOne(unix.SOCK_STREAM, 0x20000000, addr)
 	},
 	"tcp6-bind": func(string) error { return bindTCP(unix.AF_INET6) },
-	"udp4": func(addr string) error { return sendOne(unix.SOCK_DGRAM, 0, addr) },
+	"udp4":      func(addr string) error { return sendOne(unix.SOCK_DGRAM, 0, addr) },
 	"raw": func(string) error {
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMP)
 		if err == nil {
