@@ -159,9 +159,7 @@ func TestTTY(t *testing.T) {
 		{"resize-SIGWINCH", "", "interactive-winch", proc.TermSize{}, "ready\r\n", []any{proc.TermSize{Rows: 40, Cols: 120}}, "ready\r\nwinch 40 120\r\n"},
 	}
 	for _, tt := range final {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, m := testManager(t, proc.Options{})
+		withManager(t, tt.name, proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 			req := proc.StartRequest{Command: tt.command, TTY: true, Stdin: true, Size: tt.size}
 			if tt.helper != "" {
 				req = helperReq(tt.helper)
@@ -222,9 +220,7 @@ func TestTTY(t *testing.T) {
 		}
 	})
 
-	t.Run("after-CloseStdin", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "after-CloseStdin", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		p := iaTTY(t, m, "echo ready; exec sleep 30", proc.TermSize{})
 		waitText(ctx, t, p, "ready\r\n")
 		if err := p.CloseStdin(); err != nil {
@@ -239,9 +235,7 @@ func TestTTY(t *testing.T) {
 		}
 	})
 
-	t.Run("resize-refused", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "resize-refused", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		p := iaTTY(t, m, "echo ready; read line", proc.TermSize{})
 		waitText(ctx, t, p, "ready\r\n")
 		for _, size := range []proc.TermSize{{Rows: 0, Cols: 80}, {Rows: 24, Cols: 0}, {}} {
@@ -260,9 +254,7 @@ func TestTTY(t *testing.T) {
 		iaRefused(ctx, t, p, "after exit", proc.ErrNotRunning, "Write", "CloseStdin")
 	})
 
-	t.Run("write-deadline", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "write-deadline", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		// Nobody reads the terminal: its input queue fills and the write
 		// blocks until the deadline.
 		p := iaTTY(t, m, "stty -icanon -echo; echo ready; exec sleep 30", proc.TermSize{})

@@ -267,9 +267,7 @@ func TestExitStatus(t *testing.T) {
 		{"SIGKILL", "kill -9 $$", 137, "SIGKILL"},
 		{"SIGTERM", "kill -TERM $$", 143, "SIGTERM"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, m := testManager(t, proc.Options{})
+		withManager(t, tc.name, proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 			req := proc.StartRequest{Command: "read x; " + tc.action, Stdin: true}
 			p := mustStart(t, m, req)
 			// The child blocks reading stdin until we close it.

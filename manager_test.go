@@ -824,9 +824,7 @@ func TestOwnerEnv(t *testing.T) {
 func TestStartEnv(t *testing.T) {
 	t.Parallel()
 
-	t.Run("inherited", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "inherited", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		env := mgrEnviron(ctx, t, mustStart(t, m, mgrEnvReq()))
 		if got, want := mgrSorted(env), mgrBaseEnv("mgr-env"); !slices.Equal(got, want) {
 			t.Errorf("child environment = %q\nwant os.Environ() and the helper mode: %q", got, want)
@@ -1464,9 +1462,7 @@ func TestLoggingNoEnvValues(t *testing.T) {
 func TestRun(t *testing.T) {
 	t.Parallel()
 
-	t.Run("final", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "final", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		snap, err := m.Run(ctx, cvReq("out:hello\n", "err:oops\n", "exit:3"))
 		if err != nil {
 			t.Fatalf("Run() = %v; want nil", err)
@@ -1501,9 +1497,7 @@ func TestRun(t *testing.T) {
 			return context.WithDeadline(ctx, time.Unix(1, 0))
 		}, false, context.DeadlineExceeded},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, m := testManager(t, proc.Options{})
+		withManager(t, tc.name, proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 			req := cvReq("out:up\n", "sleep")
 			req.Stdin = true
 			runCtx, cancel := tc.ctx(ctx)
@@ -1544,9 +1538,7 @@ func TestRun(t *testing.T) {
 		})
 	}
 
-	t.Run("start-errors", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "start-errors", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		defer cvStop(ctx, t, startStdin(t, m, withReq(cvReq("sleep"), func(r *proc.StartRequest) { r.ID = "held" })))
 
 		for _, tc := range cvFailingStarts {
@@ -1571,9 +1563,7 @@ func TestRun(t *testing.T) {
 		}
 	})
 
-	t.Run("scope", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "scope", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		alice, bob := m.Scope("alice"), m.Scope("bob")
 
 		snap, err := alice.Run(ctx, cvReq("out:from alice\n"))
@@ -1614,9 +1604,7 @@ func TestRun(t *testing.T) {
 func TestStartOrGet(t *testing.T) {
 	t.Parallel()
 
-	t.Run("retry-while-running", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "retry-while-running", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		req := cvReq("out:up\n", "sleep")
 		req.ID, req.Stdin = "svc", true
 		p, started, err := m.StartOrGet(req)
@@ -1640,9 +1628,7 @@ func TestStartOrGet(t *testing.T) {
 		}
 	})
 
-	t.Run("retry-after-final", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "retry-after-final", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		req := cvReq("out:done\n", "exit:4")
 		req.ID = "job"
 		p, started, err := m.StartOrGet(req)
@@ -1659,9 +1645,7 @@ func TestStartOrGet(t *testing.T) {
 		}
 	})
 
-	t.Run("different-parameters", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "different-parameters", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		dir := t.TempDir()
 		byCommand := proc.StartRequest{ID: "by-command", Command: "echo original"}
 		byArgs := cvReq("out:original\n")
@@ -1703,9 +1687,7 @@ func TestStartOrGet(t *testing.T) {
 		}
 	})
 
-	t.Run("no-id", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "no-id", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		req := cvReq("out:x\n")
 		first, started1, err1 := m.StartOrGet(req)
 		second, started2, err2 := m.StartOrGet(req)
@@ -1738,9 +1720,7 @@ func TestStartOrGet(t *testing.T) {
 
 	// Many callers retry one start at once: exactly one process starts and
 	// every caller gets it.
-	t.Run("concurrent", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "concurrent", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		req := cvReq("out:once\n", "sleep")
 		req.ID, req.Stdin = "one", true
 		const callers = 32
@@ -1820,9 +1800,7 @@ func TestStartOrGet(t *testing.T) {
 		cvWantFile(t, req.LogPath, "once\n")
 	})
 
-	t.Run("scope", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "scope", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		alice, bob := m.Scope("alice"), m.Scope("bob")
 		req := cvReq("out:alice\n", "sleep")
 		req.ID, req.Stdin = "shared", true

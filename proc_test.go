@@ -205,6 +205,17 @@ func testManager(t testing.TB, opts proc.Options) (context.Context, *proc.Manage
 	return testCtx(t), newManager(t, opts)
 }
 
+// withManager runs f as a parallel subtest named name, with testManager's
+// context and Manager of opts.
+func withManager(t *testing.T, name string, opts proc.Options, f func(t *testing.T, ctx context.Context, m *proc.Manager)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		ctx, m := testManager(t, opts)
+		f(t, ctx, m)
+	})
+}
+
 // starter is what starts processes: a Manager or a Scope.
 type starter interface {
 	Start(proc.StartRequest) (*proc.Process, error)

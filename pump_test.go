@@ -217,9 +217,7 @@ func TestLogPath(t *testing.T) {
 
 	// The file holds everything, unbounded, while the buffer keeps 2 KiB;
 	// it is complete as soon as Wait returns.
-	t.Run("full-output", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{HeadBytes: 1 << 10, TailBytes: 1 << 10})
+	withManager(t, "full-output", proc.Options{HeadBytes: 1 << 10, TailBytes: 1 << 10}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		path := filepath.Join(t.TempDir(), "out.log")
 		req := cvReq("lines:20000", "out:last line")
 		req.LogPath = path
@@ -238,9 +236,7 @@ func TestLogPath(t *testing.T) {
 		}
 	})
 
-	t.Run("separate-stderr-in-arrival-order", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "separate-stderr-in-arrival-order", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		path := filepath.Join(t.TempDir(), "both.log")
 		req := helperReq("cv-logorder", path, "out:out 1\n", "err:err 1\n", "err:err 2\n", "out:out 2\n", "err:err 3\n")
 		req.LogPath, req.SeparateStderr = path, true
@@ -255,9 +251,7 @@ func TestLogPath(t *testing.T) {
 		}
 	})
 
-	t.Run("appends", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "appends", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		path := filepath.Join(t.TempDir(), "app.log")
 		if err := os.WriteFile(path, []byte("previous run\n"), 0o600); err != nil {
 			t.Fatal(err)
@@ -272,9 +266,7 @@ func TestLogPath(t *testing.T) {
 
 	// A start that fails after the log was opened removes the file it
 	// created, and leaves a file that was there before untouched.
-	t.Run("failed-start", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "failed-start", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		defer cvStop(ctx, t, startStdin(t, m, withReq(cvReq("sleep"), func(r *proc.StartRequest) { r.ID = "held" })))
 
 		dir := t.TempDir()

@@ -1,6 +1,7 @@
 package proc_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -207,9 +208,7 @@ func TestMaxLineLength(t *testing.T) {
 		{"request-longer-than-managers", 40, 500, false},
 		{"neither-cuts", 4096, 0, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, m := testManager(t, proc.Options{MaxLineLength: tc.manager})
+		withManager(t, tc.name, proc.Options{MaxLineLength: tc.manager}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 			snap, err := m.Run(ctx, req(tc.asked))
 			if err != nil {
 				t.Fatalf("Run = %v", err)

@@ -1,6 +1,7 @@
 package proc_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -111,9 +112,7 @@ func TestStartRequestJSON(t *testing.T) {
 	})
 
 	// A request body decoded straight into a StartRequest runs.
-	t.Run("decode-and-run", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "decode-and-run", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		argv, err := json.Marshal(helperArgv("out:to stdout\n", "err:to stderr\n", "exit:3"))
 		if err != nil {
 			t.Fatal(err)
@@ -153,9 +152,7 @@ func TestBufferSizesPerRequest(t *testing.T) {
 		{name: "tail-only", tail: 3000, wantHead: 100, wantTail: 3000},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, m := testManager(t, proc.Options{HeadBytes: 100, TailBytes: 200})
+		withManager(t, tt.name, proc.Options{HeadBytes: 100, TailBytes: 200}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 			req := helperReq("interactive-pattern", strconv.Itoa(size), strconv.Itoa(64<<10), "0")
 			req.HeadBytes, req.TailBytes = tt.head, tt.tail
 			p := mustStart(t, m, req)
@@ -174,9 +171,7 @@ func TestBufferSizesPerRequest(t *testing.T) {
 		})
 	}
 
-	t.Run("stderr", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "stderr", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		const n = 1000 // 64-byte lines per stream
 		req := helperReq("interactive-streams", strconv.Itoa(n))
 		req.SeparateStderr = true

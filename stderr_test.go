@@ -32,9 +32,7 @@ func TestReadStderrSince(t *testing.T) {
 	// Both streams flood small buffers at once: a follower of stderr gets
 	// only stderr's bytes, each at its offset, and what it receives plus
 	// what it is told it lost is exactly what the child wrote to stderr.
-	t.Run("flood", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "flood", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		const lines = 5000
 		const written = 64 * lines
 		req := helperReq("interactive-streams", strconv.Itoa(lines))
@@ -62,9 +60,7 @@ func TestReadStderrSince(t *testing.T) {
 		}
 	})
 
-	t.Run("exact", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "exact", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		req := cvReq("out:to stdout\n", "err:hello\n")
 		req.SeparateStderr = true
 		p := mustStart(t, m, req)
@@ -90,9 +86,7 @@ func TestReadStderrSince(t *testing.T) {
 	})
 
 	// WaitStderr waits for stderr, not for stdout.
-	t.Run("wait", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "wait", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		req := cvReq("out:first\n", "wait", "err:late\n", "sleep")
 		req.SeparateStderr = true
 		p := startStdin(t, m, req)
@@ -127,9 +121,7 @@ func TestReadStderrSince(t *testing.T) {
 	// Without SeparateStderr, stderr is in the Output stream and the stderr
 	// stream is empty: no data, EOF only once the record is final, and
 	// WaitStderr returns once it is.
-	t.Run("without-separate-stderr", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "without-separate-stderr", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		p := startStdin(t, m, cvReq("err:to stderr\n", "sleep"))
 		waitText(ctx, t, p, "to stderr\n")
 		if c := p.ReadStderrSince(0, 0); len(c.Data) != 0 || c.End != 0 || c.Lost != 0 || c.EOF {
@@ -189,9 +181,7 @@ func TestSeparateStderr(t *testing.T) {
 		})
 	}
 
-	t.Run("concurrent-writers", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "concurrent-writers", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		const n = 2000
 		req := helperReq("interactive-streams", strconv.Itoa(n))
 		req.SeparateStderr = true

@@ -78,9 +78,7 @@ func TestStdinRefused(t *testing.T) {
 			}
 		}, proc.ErrClosed, []string{"Write", "CloseStdin"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, m := testManager(t, proc.Options{})
+		withManager(t, tc.name, proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 			req := tc.req
 			req.Stdin = tc.stdin
 			p := mustStart(t, m, req)

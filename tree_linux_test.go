@@ -648,9 +648,7 @@ func TestTimeoutSurvivesSIGCONT(t *testing.T) {
 func TestTreeContainment(t *testing.T) {
 	t.Parallel()
 
-	t.Run("group", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{Containment: proc.ContainGroup})
+	withManager(t, "group", proc.Options{Containment: proc.ContainGroup}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		p := mustStart(t, m, proc.StartRequest{Command: "exit 0"})
 		if got := waitFinal(ctx, t, p).Info.Containment; got != "group" {
 			t.Errorf("Info.Containment = %q; want group", got)
@@ -1132,9 +1130,7 @@ func TestMainThreadExitedIsAlive(t *testing.T) {
 		}
 	})
 
-	t.Run("group-member", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "group-member", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		p := mustStart(t, m, proc.StartRequest{Command: bin + " >/dev/null 2>&1 & echo $!"})
 		member, pidfd := treeBgMember(ctx, t, p)
 		mteWaitMainThreadExited(ctx, t, member)

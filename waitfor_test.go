@@ -35,9 +35,7 @@ func TestWaitFor(t *testing.T) {
 		})
 	}
 
-	t.Run("fromStart-finds-retained", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "fromStart-finds-retained", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		p := startStdin(t, m, cvReq("out:first\nready 1\nlast\n", "sleep"))
 		defer cvStop(ctx, t, p)
 		waitLen(ctx, t, p, int64(len("first\nready 1\nlast\n")))
@@ -49,9 +47,7 @@ func TestWaitFor(t *testing.T) {
 
 	// Without fromStart, lines completed before the call do not count: the
 	// child prints "ready 2" only once WaitFor is blocked.
-	t.Run("not-fromStart-skips-completed", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "not-fromStart-skips-completed", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		p := startStdin(t, m, cvReq("out:ready 1\n", "wait", "out:ready 2\n", "sleep"))
 		defer cvStop(ctx, t, p)
 		re := regexp.MustCompile(`^ready \d$`)
@@ -75,9 +71,7 @@ func TestWaitFor(t *testing.T) {
 		{"not-fromStart-skips-completed-in-tail-1KiB-buffers", 1 << 10, 1 << 10, 300},
 		{"not-fromStart-skips-completed-in-tail-past-64KiB", 1 << 10, 1 << 10, 6000},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, m := testManager(t, proc.Options{})
+		withManager(t, tc.name, proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 			req := cvReq("lines:"+strconv.Itoa(tc.lines), "out:old marker\nafter old\n", "wait", "out:new marker\n", "sleep")
 			req.HeadBytes, req.TailBytes = tc.head, tc.tail
 			p := startStdin(t, m, req)
@@ -103,9 +97,7 @@ func TestWaitFor(t *testing.T) {
 		{"line-begun-before-call", "done before\npart", "ial done\n", `done$`, "partial done"},
 		{"first-line-begun-before-call", "part", "ial\n", `^partial$`, "partial"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, m := testManager(t, proc.Options{})
+		withManager(t, tc.name, proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 			p := startStdin(t, m, cvReq("out:"+tc.before, "wait", "out:"+tc.after, "sleep"))
 			defer cvStop(ctx, t, p)
 			waitLen(ctx, t, p, int64(len(tc.before)))
@@ -119,9 +111,7 @@ func TestWaitFor(t *testing.T) {
 
 	// Lines far longer than the buffer: matched on what is retained, never
 	// on a fragment, and WaitFor never hangs.
-	t.Run("long-lines", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{HeadBytes: 1 << 10, TailBytes: 1 << 10})
+	withManager(t, "long-lines", proc.Options{HeadBytes: 1 << 10, TailBytes: 1 << 10}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 
 		p := mustStart(t, m, cvReq("out:start", "fill:102400", "out:END\nready\n"))
 		for _, tc := range []struct {
@@ -155,9 +145,7 @@ func TestWaitFor(t *testing.T) {
 
 	// The omitted bytes end exactly with a newline: the next line is
 	// retained from its first byte and must be matched.
-	t.Run("line-starting-right-after-omitted-bytes", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{HeadBytes: 1 << 10, TailBytes: 1 << 10})
+	withManager(t, "line-starting-right-after-omitted-bytes", proc.Options{HeadBytes: 1 << 10, TailBytes: 1 << 10}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		ready := "ready " + strings.Repeat("y", 1017) // + "\n": exactly the 1 KiB tail
 		p := mustStart(t, m, cvReq("fill:5000", "out:\n"+ready+"\n"))
 		snap := waitFinal(ctx, t, p)
@@ -170,9 +158,7 @@ func TestWaitFor(t *testing.T) {
 		}
 	})
 
-	t.Run("first-64KiB-of-a-line", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{HeadBytes: 256 << 10, TailBytes: 256 << 10})
+	withManager(t, "first-64KiB-of-a-line", proc.Options{HeadBytes: 256 << 10, TailBytes: 256 << 10}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		p := mustStart(t, m, cvReq("fill:70000", "out:TAIL\nend\n"))
 		if line, err := p.WaitFor(ctx, regexp.MustCompile(`TAIL`), true); !errors.Is(err, proc.ErrNotRunning) {
 			t.Errorf("WaitFor(TAIL) past the first 64 KiB of a line = %.20q, %v; want ErrNotRunning", line, err)
@@ -186,9 +172,7 @@ func TestWaitFor(t *testing.T) {
 		}
 	})
 
-	t.Run("no-match", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "no-match", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		p := mustStart(t, m, cvReq("out:a\nb\n"))
 		for _, fromStart := range []bool{true, false} {
 			line, err := p.WaitFor(ctx, regexp.MustCompile(`^c$`), fromStart)
@@ -208,9 +192,7 @@ func TestWaitFor(t *testing.T) {
 		}
 	})
 
-	t.Run("unterminated-last-line", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "unterminated-last-line", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		p := startStdin(t, m, cvReq("out:first\nno newline", "wait"))
 		waitLen(ctx, t, p, int64(len("first\nno newline")))
 		// It counts only once the process is final: the child ends only
@@ -224,9 +206,7 @@ func TestWaitFor(t *testing.T) {
 		}
 	})
 
-	t.Run("carriage-return", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "carriage-return", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		p := mustStart(t, m, cvReq(`out:crlf line\r\nnext\r\n`))
 		line, err := p.WaitFor(ctx, regexp.MustCompile(`^crlf line$`), true)
 		if err != nil || line != "crlf line" {
@@ -234,9 +214,7 @@ func TestWaitFor(t *testing.T) {
 		}
 	})
 
-	t.Run("ctx-canceled", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "ctx-canceled", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		p := startStdin(t, m, cvReq("out:hello\n", "sleep"))
 		defer cvStop(ctx, t, p)
 		waitCtx, cancel := context.WithCancel(ctx)
@@ -256,9 +234,7 @@ func TestWaitFor(t *testing.T) {
 		}
 	})
 
-	t.Run("nil-regexp", func(t *testing.T) {
-		t.Parallel()
-		ctx, m := testManager(t, proc.Options{})
+	withManager(t, "nil-regexp", proc.Options{}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 		p := mustStart(t, m, cvReq("out:x\n"))
 		if _, err := p.WaitFor(ctx, nil, true); !errors.Is(err, proc.ErrInvalid) {
 			t.Errorf("WaitFor(nil) = %v; want ErrInvalid", err)

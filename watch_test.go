@@ -1,6 +1,7 @@
 package proc_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"math"
@@ -59,9 +60,7 @@ func TestStartBounds(t *testing.T) {
 		"sum-at-cap":  func(r *proc.StartRequest) { r.HeadBytes, r.TailBytes = capBytes/2, capBytes/2 },
 		"line-at-cap": func(r *proc.StartRequest) { r.MaxLineLength = capBytes },
 	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			ctx, m := testManager(t, proc.Options{MaxBufferBytes: capBytes})
+		withManager(t, name, proc.Options{MaxBufferBytes: capBytes}, func(t *testing.T, ctx context.Context, m *proc.Manager) {
 			req := withReq(cvReq("out:hi\\n"), edit)
 			req.Watch = []proc.Watch{{Name: "a", Pattern: "hi"}}
 			waitFinal(ctx, t, mustStart(t, m, req))
