@@ -124,6 +124,21 @@ func toolManager(t *testing.T, tool string) (context.Context, *proc.Manager) {
 	return testCtx(t), proctest.NewManager(t, proc.Options{})
 }
 
+// quitProgram types keys, which quit the program of s (name), waits
+// until it exits, and checks that it left the alternate screen.
+func quitProgram(ctx context.Context, t *testing.T, s *screen.Screen, keys, name string) {
+	t.Helper()
+	if _, err := s.Process().Write([]byte(keys)); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	if err := s.Process().Wait(ctx); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if s.AltScreen() {
+		t.Errorf("%s quit: AltScreen() = true", name)
+	}
+}
+
 // run starts script under bash on a screen and waits for it to end.
 func run(t *testing.T, ctx context.Context, script string) *screen.Screen {
 	t.Helper()
@@ -474,15 +489,7 @@ func TestRealPrograms(t *testing.T) {
 		if rows := strings.Split(s.Text(), "\n"); len(rows) < 3 || rows[1] != "first line" || rows[2] != "~" {
 			t.Errorf("vim's screen: %q", s.Text())
 		}
-		if _, err := s.Process().Write([]byte(":q!\r")); err != nil {
-			t.Fatalf("Write: %v", err)
-		}
-		if err := s.Process().Wait(ctx); err != nil {
-			t.Fatalf("Wait: %v", err)
-		}
-		if s.AltScreen() {
-			t.Errorf("vim quit: AltScreen() = true")
-		}
+		quitProgram(ctx, t, s, ":q!\r", "vim")
 	})
 	t.Run("less", func(t *testing.T) {
 		t.Parallel()
@@ -515,15 +522,7 @@ func TestRealPrograms(t *testing.T) {
 		if !s.AltScreen() || strings.Contains(s.Text(), "line 1\n") {
 			t.Errorf("less paged: AltScreen() = %v, Text() = %q", s.AltScreen(), s.Text())
 		}
-		if _, err := s.Process().Write([]byte("q")); err != nil {
-			t.Fatalf("Write: %v", err)
-		}
-		if err := s.Process().Wait(ctx); err != nil {
-			t.Fatalf("Wait: %v", err)
-		}
-		if s.AltScreen() {
-			t.Errorf("less quit: AltScreen() = true")
-		}
+		quitProgram(ctx, t, s, "q", "less")
 	})
 }
 

@@ -115,6 +115,16 @@ func inClonedTree(spec string, fn func(tree int, rel string) error) error {
 	return fn(tree, rel)
 }
 
+// statOf returns what stat(2) says of path, or fails t.
+func statOf(t *testing.T, path string) os.FileInfo {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // openTreeBin builds testdata/attack/opentree.c: in a user and mount
 // namespace of its own (unshare(2) in a single-threaded C program, no
 // exec, so its capabilities there stay), open_tree(DIR,
@@ -202,10 +212,7 @@ func TestAttackOpenTreeNested(t *testing.T) {
 	rel := strings.TrimPrefix(root, "/") + "/victim"
 	res := run(ctx, t, openTreeCmd(openTreeBin(t), outside, rel, "0777"), Policy{WritableRoots: []string{root}}, true)
 	attempted(t, res.out)
-	st, err := os.Stat(victim)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := statOf(t, victim)
 	if st.Mode().Perm() != 0o600 {
 		t.Errorf("%s, outside the root: mode %v (was 0600; 0640 is the working-directory route)", victim, st.Mode())
 	}
@@ -233,10 +240,7 @@ func TestAttackOpenTreeVarTmp(t *testing.T) {
 	rel := strings.TrimPrefix(victim, "/var/")
 	res := run(ctx, t, openTreeCmd(openTreeBin(t), "/var", rel, "0666"), Policy{WritableRoots: []string{"/tmp"}}, true)
 	attempted(t, res.out)
-	st, err := os.Stat(victim)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := statOf(t, victim)
 	if st.Mode().Perm() != 0o600 {
 		t.Errorf("%s (root /tmp only): mode %v (was 0600)", victim, st.Mode())
 	}
@@ -352,10 +356,7 @@ func TestAttackOpenTreeNonRootHost(t *testing.T) {
 	rel := strings.TrimPrefix(root, "/") + "/victim"
 	out := runAsNobody(ctx, t, "exec:"+openTreeBin(t), root, outside, rel, "0666")
 	attempted(t, out)
-	st, err := os.Stat(victim)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := statOf(t, victim)
 	if st.Mode().Perm() != 0o600 {
 		t.Errorf("%s, the host user's file outside the root: mode %v (was 0600)", victim, st.Mode())
 	}
