@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/quartz"
 	"github.com/procvisor/proc"
 )
 
@@ -138,8 +137,7 @@ func TestDrainChunks(t *testing.T) {
 		t.Parallel()
 		const drainCap = 2 * time.Second
 		// A quiet window longer than the cap: only the cap can end it.
-		ctx, mClock, m := testMockManager(t, proc.Options{DrainQuiet: time.Hour, DrainTimeout: drainCap})
-		mClock.WithLogger(quartz.NoOpLogger)
+		ctx, mClock, m := quietMockManager(t, proc.Options{DrainQuiet: time.Hour, DrainTimeout: drainCap})
 		quietTrap := mClock.Trap().NewTimer("drain", "quiet")
 		defer quietTrap.Close()
 		capTrap := mClock.Trap().NewTimer("drain", "cap")

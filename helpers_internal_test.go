@@ -57,15 +57,7 @@ func inParallel(n int, f func()) {
 }
 
 // eachParallel runs f as parallel subtests, one for each of names.
-func eachParallel(t *testing.T, names []string, f func(t *testing.T, name string)) {
-	t.Helper()
-	for _, name := range names {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			f(t, name)
-		})
-	}
-}
+var eachParallel = testkit.EachParallel
 
 // bothWays runs f as two parallel subtests, named off and on, with on
 // false and then true.

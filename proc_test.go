@@ -270,6 +270,15 @@ func testMockManager(t *testing.T, opts proc.Options) (context.Context, *quartz.
 	return testCtx(t), mClock, mockManager(t, mClock, opts)
 }
 
+// quietMockManager is testMockManager with a clock that logs nothing: for
+// tests that move it through many calls.
+func quietMockManager(t *testing.T, opts proc.Options) (context.Context, *quartz.Mock, *proc.Manager) {
+	t.Helper()
+	ctx, mClock, m := testMockManager(t, opts)
+	mClock.WithLogger(quartz.NoOpLogger)
+	return ctx, mClock, m
+}
+
 // withReq returns req changed by edit (its maps and slices are shared).
 func withReq(req proc.StartRequest, edit func(*proc.StartRequest)) proc.StartRequest {
 	edit(&req)

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/procvisor/proc"
+
+	"github.com/procvisor/proc/internal/testkit"
 )
 
 // The pump (pump.go): the tees (OutputTee, StderrTee) and the log file
@@ -25,11 +27,11 @@ import (
 // teeRecorder is a tee that keeps every byte and fails the test if two
 // of its Writes ever overlap.
 type teeRecorder struct {
-	t       testing.TB
-	in      atomic.Int32 // Writes in progress
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	maxSize int
+	t              testing.TB
+	in             atomic.Int32 // Writes in progress
+	testkit.Buffer              // every byte
+	mu             sync.Mutex
+	maxSize        int
 }
 
 func (r *teeRecorder) Write(p []byte) (int, error) {
@@ -38,15 +40,9 @@ func (r *teeRecorder) Write(p []byte) (int, error) {
 	}
 	defer r.in.Add(-1)
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.maxSize = max(r.maxSize, len(p))
-	return r.buf.Write(p)
-}
-
-func (r *teeRecorder) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.buf.String()
+	r.mu.Unlock()
+	return r.Buffer.Write(p)
 }
 
 // TestOutputTeeEveryByte: the tee gets the whole stream in order, though

@@ -22,8 +22,7 @@ import (
 // that a grandchild holding stdin and stdout keeps open.
 func TestStdinAfterExitWhileDraining(t *testing.T) {
 	t.Parallel()
-	ctx, mClock, m := testMockManager(t, proc.Options{})
-	mClock.WithLogger(quartz.NoOpLogger)
+	ctx, mClock, m := quietMockManager(t, proc.Options{})
 	quiet := mClock.Trap().NewTimer("drain", "quiet")
 	defer quiet.Close()
 
@@ -52,8 +51,7 @@ func TestStdinAfterExitWhileDraining(t *testing.T) {
 // exits, not when the drain ends and not a raw EPIPE.
 func TestWriteBlockedWhenChildExits(t *testing.T) {
 	t.Parallel()
-	ctx, mClock, m := testMockManager(t, proc.Options{})
-	mClock.WithLogger(quartz.NoOpLogger)
+	ctx, _, m := quietMockManager(t, proc.Options{})
 	p := startStdin(t, m, helperReq("interactive-exit-on-input"))
 
 	const size = 10 << 20
@@ -119,8 +117,7 @@ func TestWriteToClosedStdin(t *testing.T) {
 // it after, the write would meet the bare broken pipe).
 func TestWriteInExitWindow(t *testing.T) {
 	t.Parallel()
-	ctx, mClock, m := testMockManager(t, proc.Options{})
-	mClock.WithLogger(quartz.NoOpLogger)
+	ctx, mClock, m := quietMockManager(t, proc.Options{})
 	exit := mClock.Trap().Now("process", "exit")
 	defer exit.Close()
 

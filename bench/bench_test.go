@@ -4,7 +4,6 @@ package bench
 
 import (
 	"bytes"
-	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -24,6 +23,8 @@ import (
 
 	"github.com/procvisor/proc"
 	"github.com/procvisor/proc/proctest"
+
+	"github.com/procvisor/proc/internal/testkit"
 )
 
 // captureFlag sets the bytes BenchmarkCapture's child writes. The default
@@ -813,8 +814,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	})
 	b.Run("running", func(b *testing.B) {
 		m := proctest.NewManager(b, proc.Options{})
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
+		ctx := testkit.Ctx(b, time.Minute)
 		p, err := m.Start(proc.StartRequest{Command: fmt.Sprintf("seq 1 %d; exec sleep 60", lines)})
 		if err != nil {
 			b.Fatalf("Start() = %v; want nil", err)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/procvisor/proc"
 	"github.com/procvisor/proc/proctest"
+
+	"github.com/procvisor/proc/internal/testkit"
 )
 
 // followerResult is what a Follower read of a stream.
@@ -59,8 +61,7 @@ func followerAll(ctx context.Context, f *proc.Follower, buf []byte, stall time.D
 func BenchmarkFollower(b *testing.B) {
 	hb := newHandoffBench(b)
 	m := proctest.NewManager(b, proc.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
+	ctx := testkit.Ctx(b, 10*time.Minute)
 	lost := map[string]int64{}
 	held := map[string]time.Duration{}
 	follow := func(name string, size int, opts proc.FollowOptions) variant {
@@ -126,8 +127,7 @@ func BenchmarkFollower(b *testing.B) {
 func BenchmarkFollowerBursts(b *testing.B) {
 	const total = 16 << 20
 	m := proctest.NewManager(b, proc.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
+	ctx := testkit.Ctx(b, 10*time.Minute)
 	var stalledLost int64
 	for b.Loop() {
 		var req proc.StartRequest
@@ -199,8 +199,7 @@ func BenchmarkOldAPILoop(b *testing.B) {
 	for _, size := range []int64{64 << 10, 4 << 10} {
 		b.Run(sizeName(size), func(b *testing.B) {
 			m := proctest.NewManager(b, proc.Options{})
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-			defer cancel()
+			ctx := testkit.Ctx(b, 10*time.Minute)
 			var lost int64
 			for b.Loop() {
 				var req proc.StartRequest
@@ -237,8 +236,7 @@ func BenchmarkOldAPILoop(b *testing.B) {
 func BenchmarkStreamers(b *testing.B) {
 	const total = 100e6
 	m := proctest.NewManager(b, proc.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
+	ctx := testkit.Ctx(b, 10*time.Minute)
 	var calls atomic.Int64
 	capture := func(loaded bool) func(string) {
 		return func(stat string) {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/procvisor/proc"
 	"github.com/procvisor/proc/proctest"
+
+	"github.com/procvisor/proc/internal/testkit"
 )
 
 // pollBytes is what the child writes in BenchmarkPolled.
@@ -205,8 +207,7 @@ func BenchmarkFollow(b *testing.B) {
 			if fc.rate > 0 {
 				req.Args, req.Env = pacedArgs(fc.total, 64<<10, fc.rate)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
+			ctx := testkit.Ctx(b, 5*time.Minute)
 			buf := make([]byte, 256<<10)
 			b.SetBytes(fc.total)
 			b.ReportAllocs()
@@ -337,8 +338,7 @@ func BenchmarkFollowMemory(b *testing.B) {
 	const size = 1 << 30
 	args := []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}
 	m := proctest.NewManager(b, proc.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := testkit.Ctx(b, 5*time.Minute)
 	buf := make([]byte, 64<<10)
 	b.SetBytes(size)
 	b.ReportAllocs()

@@ -4,7 +4,6 @@ package bench
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -21,6 +20,8 @@ import (
 
 	"github.com/procvisor/proc"
 	"github.com/procvisor/proc/proctest"
+
+	"github.com/procvisor/proc/internal/testkit"
 )
 
 // Containment benchmarks (issue 10): what a cgroup per record costs a
@@ -392,8 +393,7 @@ func BenchmarkKillTree(b *testing.B) {
 // the kill.
 func killTree(b *testing.B, m *proc.Manager, mode proc.Containment) killTiming {
 	b.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testkit.Ctx(b, time.Minute)
 	p, err := m.Start(proc.StartRequest{Args: []string{"sh", "-c", killTreeScript}})
 	if err != nil {
 		b.Fatalf("Start(%d sleeps) = %v; want nil", killTreeMembers, err)

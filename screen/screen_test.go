@@ -2,7 +2,6 @@ package screen_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -290,28 +288,10 @@ func TestScrollbackBounded(t *testing.T) {
 	}
 }
 
-// syncBuffer is a tee the test reads while the pump writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 func TestOwnTeeGetsEveryByte(t *testing.T) {
 	t.Parallel()
 	ctx, m := ttyManager(t)
-	own := &syncBuffer{}
+	own := &testkit.Buffer{}
 	s, err := screen.Start(m, proc.StartRequest{
 		// The query's reply is read, with echo off: unread, the terminal
 		// would echo it onto the screen whenever it came before the exit.

@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/procvisor/proc/internal/testkit"
 )
 
 // The escapes of design section 17 ("What the tree may not do besides
@@ -148,20 +150,17 @@ func openPty(t *testing.T) (*os.File, string) {
 func TestEscapes(t *testing.T) {
 	t.Parallel()
 	support(t)
-	for _, name := range []string{"direct", "double-fork"} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			ctx := testCtx(t)
-			p, want, check := escapeWant(t, os.Getuid(), strconv.Itoa(os.Getpid()))
-			var args []string
-			for op := range want {
-				args = append(args, op)
-			}
-			res := run(ctx, t, opsCmd(wrappers[name], args...), p, true)
-			checkOps(t, res, args, want)
-			check(t)
-		})
-	}
+	testkit.EachParallel(t, []string{"direct", "double-fork"}, func(t *testing.T, name string) {
+		ctx := testCtx(t)
+		p, want, check := escapeWant(t, os.Getuid(), strconv.Itoa(os.Getpid()))
+		var args []string
+		for op := range want {
+			args = append(args, op)
+		}
+		res := run(ctx, t, opsCmd(wrappers[name], args...), p, true)
+		checkOps(t, res, args, want)
+		check(t)
+	})
 }
 
 // TestEscapesNetworkOn: the escape rules do not depend on the network.

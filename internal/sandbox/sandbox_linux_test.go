@@ -620,42 +620,39 @@ func heldHostHelper(args []string) int {
 func TestExitKillHostDies(t *testing.T) {
 	t.Parallel()
 	support(t)
-	for _, mode := range []string{"exitkill", "plain"} {
-		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
-			ctx := testCtx(t)
-			cmd := exec.Command(os.Args[0], mode)
-			cmd.Env = append(os.Environ(), helperEnv+"=held-host", "GORACE=atexit_sleep_ms=0")
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			line, err := bufio.NewReader(out).ReadString('\n')
-			pid, perr := strconv.Atoi(strings.TrimSpace(line))
-			if err != nil || perr != nil {
-				_ = cmd.Process.Kill()
-				_ = cmd.Wait()
-				t.Fatalf("host said %q: %v %v", line, err, perr)
-			}
-			fd, err := unix.PidfdOpen(pid, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer unix.Close(fd)
+	testkit.EachParallel(t, []string{"exitkill", "plain"}, func(t *testing.T, mode string) {
+		ctx := testCtx(t)
+		cmd := exec.Command(os.Args[0], mode)
+		cmd.Env = append(os.Environ(), helperEnv+"=held-host", "GORACE=atexit_sleep_ms=0")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(out).ReadString('\n')
+		pid, perr := strconv.Atoi(strings.TrimSpace(line))
+		if err != nil || perr != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
-			died := pollIn(ctx, fd, 2*time.Second)
-			if !died {
-				_ = unix.Kill(pid, unix.SIGKILL)
-			}
-			if want := mode == "exitkill"; died != want {
-				t.Errorf("held child died with its host: %v; want %v", died, want)
-			}
-		})
-	}
+			t.Fatalf("host said %q: %v %v", line, err, perr)
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		died := pollIn(ctx, fd, 2*time.Second)
+		if !died {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+		if want := mode == "exitkill"; died != want {
+			t.Errorf("held child died with its host: %v; want %v", died, want)
+		}
+	})
 }
 
 // pollIn waits up to d (or ctx's end) for fd to be readable.

@@ -4,11 +4,13 @@
 package testkit
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -41,4 +43,34 @@ func Ctx(t testing.TB, def time.Duration, d ...time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), def)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// EachParallel runs f as parallel subtests of t, one for each of names.
+func EachParallel(t *testing.T, names []string, f func(t *testing.T, name string)) {
+	t.Helper()
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f(t, name)
+		})
+	}
+}
+
+// Buffer is a bytes.Buffer that Write and String may use at once: a tee
+// that a test reads while a pump writes to it.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
