@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/quartz"
 	"github.com/procvisor/proc"
 	"golang.org/x/sys/unix"
 )
