@@ -253,15 +253,7 @@ func BenchmarkStreamers(b *testing.B) {
 				// Ends when p is final.
 				go func() {
 					defer wg.Done()
-					for n := int64(1); ; n++ {
-						select {
-						case <-p.Done():
-							calls.Add(n)
-							return
-						default:
-						}
-						_ = p.Snapshot()
-					}
+					pollSnapshots(p.Done(), p, &calls, 1)
 				}()
 				// Ends at EOF, or when ctx does.
 				go func() {

@@ -118,15 +118,7 @@ func BenchmarkPolled(b *testing.B) {
 				// Ends when p is final.
 				go func() {
 					defer wg.Done()
-					for n := int64(0); ; n++ {
-						select {
-						case <-p.Done():
-							calls.Add(n)
-							return
-						default:
-						}
-						_ = target.Snapshot()
-					}
+					pollSnapshots(p.Done(), target, &calls, 0)
 				}()
 			}
 			<-p.Done()
@@ -449,4 +441,18 @@ func BenchmarkStdin(b *testing.B) {
 		}
 		finish(b, "raw")
 	})
+}
+
+// pollSnapshots is a tight poller: it takes snapshots of target until done
+// closes, and then adds its count, from first, to calls.
+func pollSnapshots(done <-chan struct{}, target *proc.Process, calls *atomic.Int64, first int64) {
+	for n := first; ; n++ {
+		select {
+		case <-done:
+			calls.Add(n)
+			return
+		default:
+		}
+		_ = target.Snapshot()
+	}
 }

@@ -432,8 +432,7 @@ func TestListenConnect(t *testing.T) {
 	support(t)
 	allowed := listen(t, "tcp4", "127.0.0.1:0")
 	other := listen(t, "tcp4", "127.0.0.1:0")
-	sock := filepath.Join(t.TempDir(), "daemon.sock")
-	listen(t, "unix", sock)
+	sock := listen(t, "unix", filepath.Join(t.TempDir(), "daemon.sock"))
 	_, port, _ := strings.Cut(allowed, ":")
 	n, _ := strconv.Atoi(port)
 	for name, tt := range map[string]struct {

@@ -188,8 +188,7 @@ func TestNetworkOff(t *testing.T) {
 	support(t)
 	tcp4 := listen(t, "tcp4", "127.0.0.1:0")
 	tcp6 := listen(t, "tcp6", "[::1]:0")
-	sock := filepath.Join(t.TempDir(), "daemon.sock")
-	listen(t, "unix", sock)
+	sock := listen(t, "unix", filepath.Join(t.TempDir(), "daemon.sock"))
 	want := map[string]string{
 		"tcp4-connect=" + tcp4:  "EACCES",
 		"tcp6-connect=" + tcp6:  "EACCES",
