@@ -15,14 +15,16 @@ import (
 // The counterparts of helpers_linux_test.go where there is no cgroup v2
 // and no pidfd.
 
-// skipInexactExit skips a test that pins the exact decision of a race
-// with the child's exit where this backend cannot look at a child, stopped
-// or a zombie, without reaping it (signal_look_other.go): there haltChild
-// counts the child alive, so a deadline that meets its exit may be
-// reported as timed out. macOS reads the process table, and Linux under
-// the proc_otherunix tag reads /proc: both decide exactly.
-func skipInexactExit(t *testing.T) {
+// exitRaceTest marks t, a test that pins the exact decision of a race
+// with the child's exit, parallel, and skips it where this backend cannot
+// look at a child, stopped or a zombie, without reaping it
+// (signal_look_other.go): there haltChild counts the child alive, so a
+// deadline that meets its exit may be reported as timed out. macOS reads
+// the process table, and Linux under the proc_otherunix tag reads /proc:
+// both decide exactly.
+func exitRaceTest(t *testing.T) {
 	t.Helper()
+	t.Parallel()
 	if !proc.CanLookChild {
 		t.Skip("this OS gives no look at a child without reaping it (signal_look_other.go): a race with the exit is not decided exactly")
 	}

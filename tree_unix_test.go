@@ -201,8 +201,7 @@ feed:
 // After the deadline fired, a running record is not TimedOut; and at the
 // end every final record still reports what it reported at Done.
 func TestTreeTimeoutVersusExitMock(t *testing.T) {
-	t.Parallel()
-	skipInexactExit(t)
+	exitRaceTest(t)
 	const (
 		workers = 6
 		timeout = 10 * time.Second
@@ -286,8 +285,7 @@ func TestTreeTimeoutVersusExitMock(t *testing.T) {
 // signal, not TimedOut) — never 124 without the signal that ended it, nor
 // 3 with TimedOut; and what a final record reports never changes.
 func TestTreeTimeoutVersusExitReal(t *testing.T) {
-	t.Parallel()
-	skipInexactExit(t)
+	exitRaceTest(t)
 	const (
 		workers = 8
 		timeout = 100 * time.Millisecond
@@ -345,8 +343,7 @@ func TestTreeTimeoutVersusExitReal(t *testing.T) {
 // bytes. Every write returns nil or ErrNotRunning, never a bare broken
 // pipe, treeHammer times per mode.
 func TestTreeWriteVersusExit(t *testing.T) {
-	t.Parallel()
-	skipInexactExit(t)
+	exitRaceTest(t)
 	const workers = 6
 	treeEachMode(t, func(t *testing.T, mode treeMode) {
 		ctx := testCtx(t, 3*time.Minute)
