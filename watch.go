@@ -45,8 +45,10 @@ const MaxWatchPattern = linematch.MaxPattern
 // in `\berror\b`) and is short (a literal alone, or a program of at most
 // a few hundred instructions) is matched as the output is stored. One
 // that holds none (`^\d+$`), or is long, is matched beside, on a
-// goroutine of the record's, so that it never holds the child: when it
-// falls 1 MiB of lines behind the output, it skips to the newest line and
+// goroutine of the record's, so that it never holds the child. While the
+// output flows that goroutine takes at most a quarter of a CPU, so that a
+// flood does not take the CPU the child and its pump need: when it falls
+// 1 MiB of lines behind the output, it skips to the newest line and
 // reports an [EventSkipped] event with the number of lines it did not
 // match. When several watches match one line, their events come in the
 // order of the request among the watches matched as the output is stored,
