@@ -81,7 +81,8 @@ const (
 
 // Budget bounds the time a Beside's goroutine matches: at most Busy in
 // each Window of Clock's time, as long as Close has not been called. A
-// zero Budget (nil Clock) matches without a bound.
+// Budget without a Clock, or whose Busy or Window is not positive,
+// matches without a bound.
 //
 // Time is measured on the wall, between reads of Clock around each slice
 // of lines matched: a goroutine that waits for a CPU while it matches
@@ -234,7 +235,7 @@ func (b *Beside) now() time.Time {
 // Window; longer for a slice that ran over), or until Close. It reports
 // whether it slept.
 func (b *Beside) spend(began time.Time) bool {
-	if b.budget.Clock == nil {
+	if b.budget.Clock == nil || b.budget.Busy <= 0 || b.budget.Window <= 0 {
 		return false
 	}
 	now := b.now()
