@@ -352,6 +352,83 @@ func TestFollowerRead(t *testing.T) {
 	}
 }
 
+// TestFollowerReadsAhead pins the stage of a follower reading stageMax
+// bytes or less a call: its Reads return the stream exactly, each Next
+// and Stats().Cursor where the next Read starts, while the pump sees the
+// bytes read ahead as read; a Read of more is not staged; the stage goes
+// back once returned; Close drops it (ErrClosed), and at the end of a
+// finished stream the last Read is io.EOF.
+func TestFollowerReadsAhead(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	stream := make([]byte, 3*stageSize+123)
+	for i := range stream {
+		stream[i] = byte('a' + i%23)
+	}
+	b := NewHeadTailBuffer(4, 8, 0)
+	f := mustFollow(t, b, 0, FollowOptions{})
+	_, _ = b.Write(stream)
+	var got []byte
+	buf := make([]byte, 10)
+	for len(got) < 100 {
+		c, err := f.Read(ctx, buf)
+		if err != nil || c.Lost != 0 {
+			t.Fatalf("Read() = %+v, %v; want bytes, none lost", c, err)
+		}
+		got = append(got, c.Data...)
+		if c.Next != int64(len(got)) || f.Stats().Cursor != c.Next {
+			t.Fatalf("Read() Next %d, Stats().Cursor %d; want both %d", c.Next, f.Stats().Cursor, len(got))
+		}
+	}
+	s := f.s
+	if ahead := pumpTestLocked(b, func() bool { return s.cursor > int64(len(got)) && s.st != nil }); !ahead {
+		t.Errorf("the pump sees cursor %d after %d bytes returned; want the stage's bytes read", s.cursor, len(got))
+	}
+	big := make([]byte, stageMax+1)
+	for s.st != nil { // a larger Read returns what was read ahead first
+		c, err := f.Read(ctx, big)
+		if err != nil {
+			t.Fatalf("Read() = %v", err)
+		}
+		got = append(got, c.Data...)
+	}
+	c, err := f.Read(ctx, big)
+	if err != nil || len(c.Data) != len(big) || s.st != nil {
+		t.Fatalf("Read(%d bytes) = %d bytes, %v, stage %v; want %d, unstaged", len(big), len(c.Data), err, s.st != nil, len(big))
+	}
+	got = append(got, c.Data...)
+	b.Finish()
+	for {
+		c, err := f.Read(ctx, buf)
+		got = append(got, c.Data...)
+		if err == io.EOF && c.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Read() = %v", err)
+		}
+	}
+	if !bytes.Equal(got, stream) || s.st != nil {
+		t.Errorf("read %d bytes (stage kept: %v); want the stream's %d, the stage given back", len(got), s.st != nil, len(stream))
+	}
+
+	g := mustFollow(t, NewHeadTailBuffer(4, 8, 0), 0, FollowOptions{})
+	_, _ = g.s.b.Write(stream)
+	for range 2 { // the head, then bytes of the window
+		if c, err := g.Read(ctx, buf); err != nil {
+			t.Fatalf("Read() = %+v, %v", c, err)
+		}
+	}
+	if g.s.st == nil {
+		t.Fatal("no bytes read ahead")
+	}
+	_ = g.Close()
+	if _, err := g.Read(ctx, buf); !errors.Is(err, ErrClosed) || g.s.st != nil {
+		t.Errorf("Read() after Close with bytes read ahead = %v, stage %v; want ErrClosed, none", err, g.s.st != nil)
+	}
+}
+
 // TestFollowOptions pins Follow's bad input: it is ErrInvalid and
 // registers nothing.
 func TestFollowOptions(t *testing.T) {
