@@ -85,14 +85,16 @@ type follower struct {
 // bytes ahead into a stage under one lock of the buffer, and its next
 // Reads copy from there without it: a reader of 10 bytes a call would
 // otherwise take the buffer's lock once every 10 bytes, beside the pump.
-// The pump sees the bytes read ahead as read. The stage is small, so that
-// a follower that reads in small pieces stays slower than a flood (and
-// paced, pace.go) rather than one the pump waits for at every wake; it is
-// taken from a pool for a Read and given back once its bytes are
-// returned, so an open follower holds none while it waits.
+// The pump sees the bytes read ahead as read. Pacing (pace.go) counts
+// the Reads that take the lock, so a stage is kept small: a streak of
+// them broken (the reader was descheduled) lets the next paceStreak fill
+// unpaced, and larger stages let such bursts catch up with a flood, which
+// the pump then waits for. A stage is taken from a pool by a Read and
+// given back once its bytes are returned, so an open follower holds none
+// while it waits.
 const (
-	stageSize = 4 << 10
-	stageMax  = 512
+	stageSize = 1 << 10
+	stageMax  = 128
 )
 
 // stage is a follower's read-ahead: buf[off:end] are the stream's bytes
@@ -165,7 +167,7 @@ func (b *HeadTailBuffer) follow(p *Process, from int64, opts FollowOptions) (*Fo
 // ctx.Err(); after Close: ErrClosed; an empty buf: ErrInvalid. A tight
 // loop of reads of less than the tail's size behind the end is paced as
 // ReadSinceInto is, so that it leaves the CPUs to the child. A Read of
-// stageMax (512) bytes or less reads up to stageSize (4 KiB) ahead, which
+// stageMax (128) bytes or less reads up to stageSize (1 KiB) ahead, which
 // the next Reads return: the pump counts those bytes as read.
 func (f *Follower) Read(ctx context.Context, buf []byte) (Chunk, error) {
 	s, b := f.s, f.s.b
