@@ -541,21 +541,31 @@ func TestSharedWindow(t *testing.T) {
 }
 
 // TestFollowerMemory pins the heap an open follower costs: under 256
-// bytes besides the shared window.
+// bytes besides the shared window, also once it read in small pieces
+// (the stage it read ahead into goes back to the pool).
 func TestFollowerMemory(t *testing.T) {
 	// Not parallel: it reads the process's heap.
 	const n = 1000
 	b := NewHeadTailBuffer(4, 8, 0)
+	_, _ = b.Write([]byte("0123456789"))
 	fs := make([]*Follower, n)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
+	buf := make([]byte, 10)
 	for i := range fs {
 		f, err := b.follow(nil, 0, FollowOptions{})
 		if err != nil {
 			t.Fatalf("follow() = %v", err)
 		}
 		fs[i] = f
+		// Half of them read in small pieces (through a stage) up to the
+		// end: a follower holds no stage once it returned its bytes.
+		for i%2 == 0 && f.Stats().Cursor < b.Len() {
+			if _, err := f.Read(t.Context(), buf[:3]); err != nil {
+				t.Fatalf("Read() = %v", err)
+			}
+		}
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
