@@ -353,11 +353,12 @@ func TestFollowerRead(t *testing.T) {
 }
 
 // TestFollowerReadsAhead pins the stage of a follower reading stageMax
-// bytes or less a call: its Reads return the stream exactly, each Next
-// and Stats().Cursor where the next Read starts, while the pump sees the
-// bytes read ahead as read; a Read of more is not staged; the stage goes
-// back once returned; Close drops it (ErrClosed), and at the end of a
-// finished stream the last Read is io.EOF.
+// bytes or less a call: while the stream runs each Read is one read of
+// the buffer (paced as such); once it is finished a Read reads ahead,
+// and its Reads return the stream exactly, each Next and
+// Stats().Cursor where the next Read starts; a Read of more is not
+// staged; the stage goes back once returned; Close drops it (ErrClosed);
+// the last Read is io.EOF.
 func TestFollowerReadsAhead(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -368,11 +369,13 @@ func TestFollowerReadsAhead(t *testing.T) {
 	}
 	b := NewHeadTailBuffer(4, 8, 0)
 	f := mustFollow(t, b, 0, FollowOptions{})
+	s := f.s
 	_, _ = b.Write(stream)
 	var got []byte
 	buf := make([]byte, 10)
-	for len(got) < 100 {
-		c, err := f.Read(ctx, buf)
+	read := func(p []byte) Chunk {
+		t.Helper()
+		c, err := f.Read(ctx, p)
 		if err != nil || c.Lost != 0 {
 			t.Fatalf("Read() = %+v, %v; want bytes, none lost", c, err)
 		}
@@ -380,25 +383,26 @@ func TestFollowerReadsAhead(t *testing.T) {
 		if c.Next != int64(len(got)) || f.Stats().Cursor != c.Next {
 			t.Fatalf("Read() Next %d, Stats().Cursor %d; want both %d", c.Next, f.Stats().Cursor, len(got))
 		}
+		return c
 	}
-	s := f.s
+	for len(got) < 100 {
+		read(buf)
+		if s.st != nil || pumpTestLocked(b, func() bool { return s.cursor != int64(len(got)) }) {
+			t.Fatalf("a small Read of a running stream read ahead (cursor %d after %d)", s.cursor, len(got))
+		}
+	}
+	b.Finish()
+	read(buf)
 	if ahead := pumpTestLocked(b, func() bool { return s.cursor > int64(len(got)) && s.st != nil }); !ahead {
-		t.Errorf("the pump sees cursor %d after %d bytes returned; want the stage's bytes read", s.cursor, len(got))
+		t.Errorf("cursor %d after %d bytes returned of a finished stream; want a stage read ahead", s.cursor, len(got))
 	}
 	big := make([]byte, stageMax+1)
 	for s.st != nil { // a larger Read returns what was read ahead first
-		c, err := f.Read(ctx, big)
-		if err != nil {
-			t.Fatalf("Read() = %v", err)
-		}
-		got = append(got, c.Data...)
+		read(big)
 	}
-	c, err := f.Read(ctx, big)
-	if err != nil || len(c.Data) != len(big) || s.st != nil {
-		t.Fatalf("Read(%d bytes) = %d bytes, %v, stage %v; want %d, unstaged", len(big), len(c.Data), err, s.st != nil, len(big))
+	if c := read(big); len(c.Data) != len(big) || s.st != nil {
+		t.Fatalf("Read(%d bytes) = %d bytes, stage %v; want %d, unstaged", len(big), len(c.Data), s.st != nil, len(big))
 	}
-	got = append(got, c.Data...)
-	b.Finish()
 	for {
 		c, err := f.Read(ctx, buf)
 		got = append(got, c.Data...)
@@ -415,6 +419,7 @@ func TestFollowerReadsAhead(t *testing.T) {
 
 	g := mustFollow(t, NewHeadTailBuffer(4, 8, 0), 0, FollowOptions{})
 	_, _ = g.s.b.Write(stream)
+	g.s.b.Finish()
 	for range 2 { // the head, then bytes of the window
 		if c, err := g.Read(ctx, buf); err != nil {
 			t.Fatalf("Read() = %+v, %v", c, err)
@@ -548,6 +553,7 @@ func TestFollowerMemory(t *testing.T) {
 	const n = 1000
 	b := NewHeadTailBuffer(4, 8, 0)
 	_, _ = b.Write([]byte("0123456789"))
+	b.Finish()
 	fs := make([]*Follower, n)
 	var before, after runtime.MemStats
 	runtime.GC()

@@ -81,20 +81,19 @@ type follower struct {
 	st *stage
 }
 
-// A follower reading stageMax bytes or less a call reads up to stageSize
-// bytes ahead into a stage under one lock of the buffer, and its next
-// Reads copy from there without it: a reader of 10 bytes a call would
-// otherwise take the buffer's lock once every 10 bytes, beside the pump.
-// The pump sees the bytes read ahead as read. Pacing (pace.go) counts
-// the Reads that take the lock, so a stage is kept small: a streak of
-// them broken (the reader was descheduled) lets the next paceStreak fill
-// unpaced, and larger stages let such bursts catch up with a flood, which
-// the pump then waits for. A stage is taken from a pool by a Read and
-// given back once its bytes are returned, so an open follower holds none
-// while it waits.
+// Once the stream is finished, a follower reading stageMax bytes or less
+// a call reads up to stageSize bytes ahead into a stage under one lock of
+// the buffer, and its next Reads copy from there without it: what is left
+// in its window when the record ends (up to its Window) would otherwise
+// cost a lock and a read of the buffer every few bytes. While the stream
+// runs each small Read stays one paced read of the buffer (pace.go), so
+// that a reader in small pieces cannot take the CPUs from the child: a
+// stage would let it read a stage's worth per pause. A stage is taken
+// from a pool by a Read and given back once its bytes are returned, so
+// an open follower holds none while it waits.
 const (
-	stageSize = 1 << 10
-	stageMax  = 128
+	stageSize = 4 << 10
+	stageMax  = 512
 )
 
 // stage is a follower's read-ahead: buf[off:end] are the stream's bytes
@@ -166,9 +165,9 @@ func (b *HeadTailBuffer) follow(p *Process, from int64, opts FollowOptions) (*Fo
 // (Data may hold the last bytes then). When ctx ends: an error wrapping
 // ctx.Err(); after Close: ErrClosed; an empty buf: ErrInvalid. A tight
 // loop of reads of less than the tail's size behind the end is paced as
-// ReadSinceInto is, so that it leaves the CPUs to the child. A Read of
-// stageMax (128) bytes or less reads up to stageSize (1 KiB) ahead, which
-// the next Reads return: the pump counts those bytes as read.
+// ReadSinceInto is, so that it leaves the CPUs to the child. Once the
+// stream is finished, a Read of stageMax (512) bytes or less reads up to
+// stageSize (4 KiB) ahead, which the next Reads return.
 func (f *Follower) Read(ctx context.Context, buf []byte) (Chunk, error) {
 	s, b := f.s, f.s.b
 	defer runtime.KeepAlive(f) // not closed as garbage while it reads
@@ -231,10 +230,10 @@ func (f *Follower) Read(ctx context.Context, buf []byte) (Chunk, error) {
 }
 
 // followReadStaged is followReadLocked for a Read into buf: one of
-// stageMax bytes or less reads ahead into a stage (s.st), and returns
-// the first len(buf) bytes of it.
+// stageMax bytes or less of a finished stream reads ahead into a stage
+// (s.st), and returns the first len(buf) bytes of it.
 func (b *HeadTailBuffer) followReadStaged(s *follower, buf []byte) (Chunk, *pacer) {
-	if len(buf) > stageMax {
+	if len(buf) > stageMax || !b.finished {
 		return b.followReadLocked(s, buf, len(buf))
 	}
 	st := stages.Get().(*stage)
