@@ -46,6 +46,11 @@ const (
 	// waiterKeep is how long after the last WaitOutput the window is kept
 	// for waiters.
 	waiterKeep = 100 * time.Millisecond
+	// windowSlack is the free storage the window's ring keeps beyond its
+	// size (or the size, if less), so that the pump reads straight into
+	// the ring (readTarget) while the window is full too, rather than
+	// into its own buffer and copying from there.
+	windowSlack = 64 << 10
 )
 
 // followState is a buffer's window and followers, made by the first
@@ -57,7 +62,7 @@ type followState struct {
 	lastWait  time.Duration // a WaitOutput's last start or end since paceEpoch
 	roomc     chan struct{} // a token when a follower reads or goes
 	// window is a ring holding the newest windowLen bytes of the stream
-	// from window[windowPos].
+	// from window[windowPos]; the pump reads into the rest of it.
 	window    []byte
 	windowPos int
 	windowLen int
@@ -128,8 +133,9 @@ func (b *HeadTailBuffer) keepLocked(p []byte) {
 	}
 	b.trimLocked(b.total-int64(len(p)), now)
 	f.dropLocked(f.windowLen - size)
-	if need := min(f.windowLen+len(p), size); need > len(f.window) || len(f.window) > size {
-		f.resizeLocked(min(max(2*len(f.window), need), size))
+	slack := min(size, windowSlack)
+	if need := min(f.windowLen+len(p), size) + slack; need > len(f.window) || len(f.window) > size+slack {
+		f.resizeLocked(min(max(2*len(f.window), need), size+slack))
 	}
 	w := (f.windowPos + f.windowLen) % len(f.window)
 	switch {
@@ -144,6 +150,7 @@ func (b *HeadTailBuffer) keepLocked(p []byte) {
 		f.windowLen += len(p)
 		f.dropLocked(f.windowLen - len(f.window))
 	}
+	f.dropLocked(f.windowLen - size)
 }
 
 // dropLocked drops the window's n oldest bytes, if n > 0.

@@ -148,10 +148,10 @@ func (pu *pump) run() {
 	defer pumpBufs.Put(bp)
 	buf := *bp
 	for {
-		p, size := pu.dst.readTarget(buf)
+		p := pu.dst.readTarget(buf)
 		n, err := pu.read(p)
-		if n == size && !pu.grown && (size < len(buf) || pu.polledReads > 0) {
-			// The pipe had at least a read's worth waiting while readers
+		if n == len(buf) && &p[0] == &buf[0] && !pu.grown && pu.polledReads > 0 {
+			// The pipe had at least a read's worth waiting while pollers
 			// share the Ps with the pump: let the child write further
 			// ahead instead of waiting on a full pipe for the pump's turn
 			// (growPipe), within the Manager's budget of grown pipes.

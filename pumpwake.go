@@ -26,19 +26,19 @@ const followLatency = time.Millisecond
 const minWindowRead = 16 << 10
 
 // readTarget returns where the pump reads its next bytes, given its read
-// buffer buf, and how many at most (size, len(buf)). While the window is
+// buffer buf: buf itself, or a part of the window. While the window is
 // kept and has minWindowRead bytes of contiguous free storage, p is that
 // storage: the pump reads the pipe straight into the window, and
 // keepLocked, finding the bytes in place, copies only what head and tail
 // keep. Only the pump writes the window and no reader sees its free part,
 // so the pump fills it without the lock; a window freed or moved
 // meanwhile leaves the bytes in p, which keepLocked copies as any others.
-func (b *HeadTailBuffer) readTarget(buf []byte) (p []byte, size int) {
+func (b *HeadTailBuffer) readTarget(buf []byte) []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	f := b.flow
 	if f == nil || b.finished || len(f.window) == 0 {
-		return buf, len(buf)
+		return buf
 	}
 	b.trimLocked(b.total, time.Since(paceEpoch))
 	w := (f.windowPos + f.windowLen) % len(f.window)
@@ -47,9 +47,9 @@ func (b *HeadTailBuffer) readTarget(buf []byte) (p []byte, size int) {
 		free = f.window[w : w+len(f.window)-f.windowLen]
 	}
 	if len(free) < min(minWindowRead, len(f.window)/4) || len(free) == 0 {
-		return buf, len(buf)
+		return buf
 	}
-	return free[:min(len(free), len(buf))], len(buf)
+	return free[:min(len(free), len(buf))]
 }
 
 // writeQuiet stores b as pump.write does, but leaves waking the readers

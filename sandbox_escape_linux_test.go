@@ -37,7 +37,9 @@ func TestSandboxEscapes(t *testing.T) {
 		needTool(t, tool)
 	}
 	host := strconv.Itoa(os.Getpid())
-	// $1 the root, $2 outside, $3 the host's PID.
+	// $1 the root, $2 outside, $3 the host's PID. renice sets the nice
+	// value a process has (field 19 of its stat): allowed for a member
+	// whatever the test's own nice value, so only membership decides.
 	script := `cp /bin/dash "$1/dash" && chmod 4755 "$1/dash" 2>/dev/null && echo suid-set || echo suid-refused
 printf '#!/bin/sh\necho script-ran\n' >"$1/s.sh" && chmod +x "$1/s.sh" && "$1/s.sh"
 chmod 777 "$2/f" 2>/dev/null && echo chmod-out || echo chmod-out-refused
@@ -48,8 +50,8 @@ chattr +i "$1/s.sh" 2>/dev/null && echo chattr-set || echo chattr-refused
 lim=$(prlimit --pid "$3" --nofile --raw --noheadings -o SOFT,HARD | tr -s ' ' ':' | sed 's/^://')
 prlimit --pid "$3" --nofile="$lim" 2>/dev/null && echo prlimit-host || echo prlimit-host-refused
 prlimit --pid $$ --nofile="$lim" && echo prlimit-self
-renice -n 0 -p "$3" >/dev/null 2>&1 && echo renice-host || echo renice-host-refused
-renice -n 0 -p $$ >/dev/null && echo renice-self
+renice -n "$(cut -d' ' -f19 /proc/$3/stat)" -p "$3" >/dev/null 2>&1 && echo renice-host || echo renice-host-refused
+renice -n "$(cut -d' ' -f19 /proc/$$/stat)" -p $$ >/dev/null && echo renice-self
 mask=$(taskset -p "$3" | sed 's/.*: //')
 taskset -p "$mask" "$3" >/dev/null 2>&1 && echo taskset-host || echo taskset-host-refused
 sh -c 'taskset -p "$1" $$ >/dev/null && echo taskset-child' sh "$mask"

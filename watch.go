@@ -45,8 +45,10 @@ const MaxWatchPattern = linematch.MaxPattern
 // in `\berror\b`) and is short (a literal alone, or a program of at most
 // a few hundred instructions) is matched as the output is stored. One
 // that holds none (`^\d+$`), or is long, is matched beside, on a
-// goroutine of the record's, so that it never holds the child: when it
-// falls 1 MiB of lines behind the output, it skips to the newest line and
+// goroutine of the record's, so that it never holds the child. While the
+// output flows that goroutine takes at most a quarter of a CPU, so that a
+// flood does not take the CPU the child and its pump need: when it falls
+// 1 MiB of lines behind the output, it skips to the newest line and
 // reports an [EventSkipped] event with the number of lines it did not
 // match. When several watches match one line, their events come in the
 // order of the request among the watches matched as the output is stored,
@@ -142,7 +144,6 @@ func newEventWatch(req StartRequest, maxLine int) (*eventWatch, error) {
 	}
 	if len(beside) > 0 {
 		w.besideM = linematch.NewMatcher(beside, maxLine, w.matchedBeside)
-		w.beside = linematch.NewBeside(w.besideM, w.skipped)
 	}
 	return w, nil
 }
@@ -155,13 +156,29 @@ func (w *eventWatch) sameAs(req StartRequest) bool {
 	return slices.Equal(w.asked, req.Watch) && w.activity == req.WatchActivity
 }
 
-// of returns w as the watch of p (nil for nil).
+// of returns w as the watch of p (nil for nil), with the goroutine that
+// matches beside on p's Manager's clock.
 func (w *eventWatch) of(p *Process) *eventWatch {
 	if w != nil {
 		w.p = p
+		if w.besideM != nil {
+			w.beside = linematch.NewBeside(w.besideM, w.skipped, linematch.Budget{Clock: p.m.clock, Busy: besideBusy, Window: besideWindow})
+		}
 	}
 	return w
 }
+
+// besideBusy in each besideWindow is the time the watches matched beside
+// may take while the output flows: a quarter of a CPU. Patterns without
+// a literal cost a CPU per few hundred KB/s of lines, so a flood would
+// otherwise keep a CPU busy matching lines it then skips, and on a small
+// machine that CPU is the one the child and its pump need. A stream
+// slower than what fits in the budget is matched whole; a faster one
+// skips, and says so.
+const (
+	besideBusy   = 25 * time.Millisecond
+	besideWindow = 100 * time.Millisecond
+)
 
 // attach gives the line watches to pu if it is the pump of out, the
 // Output stream.

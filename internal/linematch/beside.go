@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/coder/quartz"
 )
 
 // Backlog is the most bytes of lines a Beside holds for its matcher
@@ -26,10 +28,23 @@ const Backlog = 1 << 20
 // of lines, so that the feeder, woken by its next read, does not wait
 // for a P behind it. It keeps the priority of its process: a thread of
 // lower priority would hold its P (and the garbage collector's
-// stop-the-world) while the system ran others.
+// stop-the-world) while the system ran others. Instead it keeps to a
+// Budget: a goroutine that matched for its Busy time within a Window
+// sleeps out the rest of the Window, and its thread leaves the CPU to the
+// feeder and to whatever the feeder waits for (a child writing the
+// stream). Yielding alone would give the CPU only to a thread already
+// waiting for it.
 type Beside struct {
-	m    *Matcher
-	skip func(lines int64)
+	m      *Matcher
+	skip   func(lines int64)
+	budget Budget
+	// closing is closed by Close: a goroutine sleeping out its Window
+	// wakes, and matches what is left without a Budget.
+	closing chan struct{}
+	// window and spent are the Window the goroutine keeps to, and how long
+	// it matched in it; used on the goroutine only.
+	window time.Time
+	spent  time.Duration
 	// live is m.Live() as of the last line matched, for the feeder.
 	live atomic.Int64
 
@@ -64,10 +79,26 @@ const (
 	sliceSize = 4 << 10
 )
 
-// NewBeside returns a Beside that runs m, and calls skip (on its
-// goroutine) with the lines it skipped. It starts no goroutine.
-func NewBeside(m *Matcher, skip func(lines int64)) *Beside {
-	b := &Beside{m: m, skip: skip}
+// Budget bounds the time a Beside's goroutine matches: at most Busy in
+// each Window of Clock's time, as long as Close has not been called. A
+// Budget without a Clock, or whose Busy or Window is not positive,
+// matches without a bound.
+//
+// Time is measured on the wall, between reads of Clock around each slice
+// of lines matched: a goroutine that waits for a CPU while it matches
+// counts that wait as spent, so that on a busy machine it takes less
+// than Busy of CPU, never more. A mock Clock that does not move spends
+// nothing.
+type Budget struct {
+	Clock  quartz.Clock
+	Busy   time.Duration
+	Window time.Duration
+}
+
+// NewBeside returns a Beside that runs m within budget, and calls skip
+// (on its goroutine) with the lines it skipped. It starts no goroutine.
+func NewBeside(m *Matcher, skip func(lines int64), budget Budget) *Beside {
+	b := &Beside{m: m, skip: skip, budget: budget, closing: make(chan struct{})}
 	b.live.Store(int64(m.Live()))
 	return b
 }
@@ -162,7 +193,9 @@ func (b *Beside) run(ended chan struct{}) {
 			b.skip(lost)
 		}
 		if e.line {
+			began := b.now()
 			b.m.Line(e.b, e.over)
+			b.spend(began)
 		} else {
 			b.matchSliced(e.b)
 		}
@@ -172,22 +205,69 @@ func (b *Beside) run(ended chan struct{}) {
 }
 
 // matchSliced matches region, complete lines, a slice of about sliceSize
-// bytes at a time, and yields between them.
+// bytes at a time, and yields (or keeps to its Budget) between them.
 func (b *Beside) matchSliced(region []byte) {
 	for len(region) > 0 {
 		n := len(region)
 		if n > sliceSize {
 			n = sliceSize + bytes.IndexByte(region[sliceSize:], '\n') + 1 // the region ends with '\n'
 		}
+		began := b.now()
 		b.m.Lines(region[:n])
-		if region = region[n:]; len(region) > 0 {
+		if !b.spend(began) && len(region) > n {
 			runtime.Gosched()
 		}
+		region = region[n:]
 	}
 }
 
+// now reads the Budget's clock; the zero time without one.
+func (b *Beside) now() time.Time {
+	if b.budget.Clock == nil {
+		return time.Time{}
+	}
+	return b.budget.Clock.Now("linematch", "budget")
+}
+
+// spend counts the time since began as matched in the current Window
+// (which begins anew once one has passed), and once it reaches Busy,
+// sleeps until the share matched is Busy of Window again (the rest of the
+// Window; longer for a slice that ran over), or until Close. It reports
+// whether it slept.
+func (b *Beside) spend(began time.Time) bool {
+	if b.budget.Clock == nil || b.budget.Busy <= 0 || b.budget.Window <= 0 {
+		return false
+	}
+	now := b.now()
+	if now.Sub(b.window) >= b.budget.Window {
+		b.window, b.spent = began, 0
+	}
+	b.spent += now.Sub(began)
+	if b.spent < b.budget.Busy {
+		return false
+	}
+	rest := time.Duration(float64(b.spent)*float64(b.budget.Window)/float64(b.budget.Busy)) - now.Sub(b.window)
+	select {
+	case <-b.closing:
+		return false
+	default:
+		if rest <= 0 {
+			b.window, b.spent = now, 0
+			return false
+		}
+	}
+	t := b.budget.Clock.NewTimer(rest, "linematch", "budget")
+	defer t.Stop("linematch", "budget")
+	select {
+	case <-t.C:
+	case <-b.closing:
+	}
+	b.window, b.spent = b.now(), 0
+	return true
+}
+
 // Close takes no more lines, and waits until the lines taken before are
-// matched and the goroutine has ended. A matcher that could not keep pace
+// matched, without a Budget, and the goroutine has ended. A matcher that could not keep pace
 // (it dropped lines before) skips at once to the newest entry of its
 // backlog, so that the end of the stream is matched without waiting for
 // a backlog it would not match in time. If giveUp fires first (nil:
@@ -195,6 +275,11 @@ func (b *Beside) matchSliced(region []byte) {
 // Close waits only for the lines being matched.
 func (b *Beside) Close(giveUp <-chan time.Time) {
 	b.mu.Lock()
+	select {
+	case <-b.closing:
+	default:
+		close(b.closing)
+	}
 	b.closed = true
 	if n := len(b.queue); b.dropped && n > 1 {
 		newest := b.queue[n-1]

@@ -2,12 +2,15 @@ package linematch
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coder/quartz"
 )
 
 // besideHarness runs a Beside whose matcher's match function blocks
@@ -23,7 +26,7 @@ type besideHarness struct {
 	skipped int64
 }
 
-func newBesideHarness(t *testing.T, specs []testSpec) *besideHarness {
+func newBesideHarness(t *testing.T, specs []testSpec, budget Budget) *besideHarness {
 	t.Helper()
 	h := &besideHarness{entered: make(chan struct{}, 1)}
 	m := NewMatcher(compileSpecs(t, specs), 2048, func(line []byte, hits []int) {
@@ -44,7 +47,7 @@ func newBesideHarness(t *testing.T, specs []testSpec) *besideHarness {
 		defer h.mu.Unlock()
 		h.got = append(h.got, fmt.Sprintf("skipped %d", lines))
 		h.skipped += lines
-	})
+	}, budget)
 	t.Cleanup(func() { h.b.Close(nil) })
 	return h
 }
@@ -54,7 +57,7 @@ func newBesideHarness(t *testing.T, specs []testSpec) *besideHarness {
 // package's goleak check), and lines given after Close are not taken.
 func TestBesideKeepsPace(t *testing.T) {
 	t.Parallel()
-	h := newBesideHarness(t, []testSpec{{pattern: `^\d+$`}, {pattern: `^$`, once: true}})
+	h := newBesideHarness(t, []testSpec{{pattern: `^\d+$`}, {pattern: `^$`, once: true}}, Budget{})
 	var want []string
 	s := NewSplitter(2048)
 	for i := range 100 {
@@ -82,7 +85,7 @@ func TestBesideKeepsPace(t *testing.T) {
 // waits: the lines are given while the matcher is held.
 func TestBesideSkips(t *testing.T) {
 	t.Parallel()
-	h := newBesideHarness(t, []testSpec{{pattern: `^\d+$`}})
+	h := newBesideHarness(t, []testSpec{{pattern: `^\d+$`}}, Budget{})
 	h.gate.Lock()
 	s := NewSplitter(2048)
 	var lines int64
@@ -124,7 +127,7 @@ func TestBesideSkips(t *testing.T) {
 // takes no more lines.
 func TestBesideDone(t *testing.T) {
 	t.Parallel()
-	h := newBesideHarness(t, []testSpec{{pattern: `^\d+$`, once: true}})
+	h := newBesideHarness(t, []testSpec{{pattern: `^\d+$`, once: true}}, Budget{})
 	h.b.Lines([]byte("1\n2\n"))
 	h.b.Close(nil)
 	if h.b.Live() != 0 {
@@ -148,7 +151,7 @@ func TestBesideDone(t *testing.T) {
 // returns; every line is matched or counted.
 func TestBesideGivesUp(t *testing.T) {
 	t.Parallel()
-	h := newBesideHarness(t, []testSpec{{pattern: `^\d+$`}})
+	h := newBesideHarness(t, []testSpec{{pattern: `^\d+$`}}, Budget{})
 	h.gate.Lock()
 	for i := range 10 {
 		h.b.Lines(fmt.Appendf(nil, "%d\n%d\n", 2*i, 2*i+1))
@@ -174,7 +177,7 @@ func TestBesideGivesUp(t *testing.T) {
 // backlog: the end of the stream is matched, what lay between is counted.
 func TestBesideCloseSkipsToNewest(t *testing.T) {
 	t.Parallel()
-	h := newBesideHarness(t, []testSpec{{pattern: `^\d+$`}})
+	h := newBesideHarness(t, []testSpec{{pattern: `^\d+$`}}, Budget{})
 	h.gate.Lock()
 	chunk := bytes.Repeat([]byte("1\n"), 32<<10)
 	h.b.Lines([]byte("0\n"))
@@ -219,4 +222,108 @@ func (h *besideHarness) closeWhen(t *testing.T, closed <-chan struct{}, what str
 	}
 	h.gate.Unlock()
 	<-closed
+}
+
+// TestBesideBudget: a Beside that matched for its Budget's Busy time
+// within a Window sleeps on the Budget's clock until its share is Busy of
+// Window again (longer after a slice that ran over), meanwhile lines
+// given beyond a backlog are skipped, and it matches again once the
+// clock moves; Close wakes a sleeping goroutine, which then matches the
+// rest without a Budget.
+func TestBesideBudget(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	clock := quartz.NewMock(t)
+	now := clock.Trap().Now("linematch", "budget")
+	defer now.Close()
+	timer := clock.Trap().NewTimer("linematch", "budget")
+	defer timer.Close()
+	h := newBesideHarness(t, []testSpec{{pattern: `^\d+$`}}, Budget{Clock: clock, Busy: 25 * time.Millisecond, Window: 100 * time.Millisecond})
+
+	// A slice that takes 10 ms: within Busy, no sleep.
+	h.b.Lines([]byte("1\n"))
+	now.MustWait(ctx).MustRelease(ctx) // began
+	call := now.MustWait(ctx)          // ended
+	clock.Advance(10 * time.Millisecond).MustWait(ctx)
+	call.MustRelease(ctx)
+	// A slice that takes 40 ms: 50 ms spent by 50 ms into the Window,
+	// twice Busy: it sleeps until 200 ms, 150 ms more.
+	h.b.Lines([]byte("2\n"))
+	now.MustWait(ctx).MustRelease(ctx)
+	call = now.MustWait(ctx)
+	clock.Advance(40 * time.Millisecond).MustWait(ctx)
+	call.MustRelease(ctx)
+	sleep := timer.MustWait(ctx)
+	if sleep.Duration != 150*time.Millisecond {
+		t.Errorf("the goroutine sleeps %v after matching 50 ms of a 100 ms Window with a 25 ms Busy; want 150ms", sleep.Duration)
+	}
+	sleep.MustRelease(ctx)
+
+	// Lines given while it sleeps: more than a backlog, so some skip.
+	chunk := bytes.Repeat([]byte("3\n"), 32<<10)
+	lines := int64(0)
+	for range 2 * Backlog / len(chunk) {
+		h.b.Lines(chunk)
+		lines += int64(len(chunk) / 2)
+	}
+	h.mu.Lock()
+	if fmt.Sprint(h.got) != "[0=1 0=2]" {
+		t.Errorf("matched %q while asleep; want only the lines before, [0=1 0=2]", h.got)
+	}
+	h.mu.Unlock()
+
+	// The clock moves: it wakes, says what it skipped and matches on,
+	// spending nothing more while the mock clock stands still, until
+	// Close.
+	clock.Advance(150 * time.Millisecond).MustWait(ctx)
+	now.MustWait(ctx).MustRelease(ctx) // the Window begins anew
+	now.Close()
+	timer.Close()
+	h.b.Close(nil)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	matched := int64(0) // lines of 3s
+	for _, g := range h.got {
+		if g == "0=3" {
+			matched++
+		}
+	}
+	if len(h.got) < 3 || !strings.HasPrefix(h.got[2], "skipped ") || h.skipped == 0 || matched+h.skipped != lines {
+		t.Errorf("after the sleep: %d events, first %q, %d matched, %d skipped; want 0=1, 0=2, a skipped event, and every one of %d lines matched or skipped", len(h.got), h.got[:min(3, len(h.got))], matched, h.skipped, lines)
+	}
+}
+
+// TestBesideCloseWakesBudget: Close wakes a goroutine sleeping out its
+// Budget's Window without the clock moving, and the lines queued are then
+// matched, none skipped.
+func TestBesideCloseWakesBudget(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	clock := quartz.NewMock(t)
+	now := clock.Trap().Now("linematch", "budget")
+	defer now.Close()
+	timer := clock.Trap().NewTimer("linematch", "budget")
+	defer timer.Close()
+	h := newBesideHarness(t, []testSpec{{pattern: `^\d+$`}}, Budget{Clock: clock, Busy: 25 * time.Millisecond, Window: 100 * time.Millisecond})
+	h.b.Lines([]byte("1\n"))
+	now.MustWait(ctx).MustRelease(ctx)
+	call := now.MustWait(ctx)
+	clock.Advance(30 * time.Millisecond).MustWait(ctx)
+	call.MustRelease(ctx)
+	sleep := timer.MustWait(ctx)
+	if sleep.Duration != 90*time.Millisecond {
+		t.Errorf("the goroutine sleeps %v after matching 30 ms with a 25 ms Busy in 100 ms; want 90ms", sleep.Duration)
+	}
+	sleep.MustRelease(ctx)
+	h.b.Lines([]byte("2\n3\n"))
+	now.Close()
+	timer.Close()
+	h.b.Close(nil) // returns only once the goroutine has ended
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if fmt.Sprint(h.got) != "[0=1 0=2 0=3]" {
+		t.Errorf("after Close: %q; want [0=1 0=2 0=3]: the queue matched, nothing skipped", h.got)
+	}
 }

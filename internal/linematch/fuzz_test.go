@@ -35,7 +35,7 @@ func FuzzStream(f *testing.F) {
 		beside := &recorder{}
 		b := NewBeside(NewMatcher(compileSpecs(t, specs), max, beside.match), func(lines int64) {
 			t.Errorf("Beside skipped %d lines of %d bytes", lines, len(text))
-		})
+		}, Budget{})
 		split := NewSplitter(max)
 		for prev := 0; prev < len(text); {
 			c := min(len(text), prev+1+rng.IntN(64))
