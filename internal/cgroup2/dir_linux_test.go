@@ -16,6 +16,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
+
+	"github.com/procvisor/proc/internal/testkit"
 )
 
 // testDir makes a cgroup for the test below this process's own cgroup, or
@@ -44,8 +46,7 @@ func testDir(t *testing.T) Dir {
 	}
 	t.Cleanup(func() {
 		_ = d.Kill()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
+		ctx := testkit.Ctx(t, 10*time.Second)
 		d.WaitEmpty(ctx)
 		d.Remove()
 		if _, err := os.Stat(d.Path); !errors.Is(err, os.ErrNotExist) {
@@ -92,8 +93,7 @@ func startIn(t *testing.T, d Dir, argv ...string) *exec.Cmd {
 // populated, signal, kill, wait until empty, usage, removal.
 func TestDir(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	ctx := testkit.Ctx(t, 20*time.Second)
 	d := testDir(t)
 	if err := d.ProbeClone(); err != nil {
 		t.Fatalf("ProbeClone: %v", err)
@@ -209,8 +209,7 @@ func TestSignalAllParentsFirst(t *testing.T) {
 }
 
 func signalAllParentsFirst(t *testing.T, withLeader bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	ctx := testkit.Ctx(t, 20*time.Second)
 	d := testDir(t)
 	const children = 7
 	fd, err := unix.Open(d.Path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -293,8 +292,7 @@ func signalAllParentsFirst(t *testing.T, withLeader bool) {
 // member. It was skipped, and got only the kill after KillGrace.
 func TestSignalAllLeaderReaped(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	ctx := testkit.Ctx(t, 20*time.Second)
 	d := testDir(t)
 	fd, err := unix.Open(d.Path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -351,8 +349,7 @@ func TestKillGone(t *testing.T) {
 // the same answers as by path.
 func TestDirAt(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	ctx := testkit.Ctx(t, 20*time.Second)
 	parent, pfd := heldParent(t)
 	fd, err := parent.OpenChild("c")
 	if err != nil {

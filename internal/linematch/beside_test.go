@@ -207,6 +207,46 @@ func TestBesideCloseSkipsToNewest(t *testing.T) {
 	}
 }
 
+// newBudgetHarness is a besideHarness of `^\d+$` whose Budget (25 ms of
+// each 100 ms) runs on clock, with the Budget's Now and NewTimer calls
+// trapped (now, timer; closed when t ends, before the Beside is), and a
+// context of 30 s.
+func newBudgetHarness(t *testing.T) (ctx context.Context, clock *quartz.Mock, now, timer *quartz.Trap, h *besideHarness) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	clock = quartz.NewMock(t)
+	now = clock.Trap().Now("linematch", "budget")
+	timer = clock.Trap().NewTimer("linematch", "budget")
+	h = newBesideHarness(t, []testSpec{{pattern: `^\d+$`}}, Budget{Clock: clock, Busy: 25 * time.Millisecond, Window: 100 * time.Millisecond})
+	t.Cleanup(func() {
+		now.Close()
+		timer.Close()
+	})
+	return ctx, clock, now, timer, h
+}
+
+// matchFor lets the goroutine's next slice of matching (between two of
+// its Budget's Now calls, trapped by now) take d on clock.
+func matchFor(ctx context.Context, clock *quartz.Mock, now *quartz.Trap, d time.Duration) {
+	now.MustWait(ctx).MustRelease(ctx) // began
+	call := now.MustWait(ctx)          // ended
+	clock.Advance(d).MustWait(ctx)
+	call.MustRelease(ctx)
+}
+
+// wantSleep checks that the goroutine's next sleep on its Budget (the
+// timer trapped by timer) lasts want, after what it did, and lets it
+// sleep.
+func wantSleep(ctx context.Context, t *testing.T, timer *quartz.Trap, want time.Duration, after string) {
+	t.Helper()
+	sleep := timer.MustWait(ctx)
+	if sleep.Duration != want {
+		t.Errorf("the goroutine sleeps %v after %s; want %v", sleep.Duration, after, want)
+	}
+	sleep.MustRelease(ctx)
+}
+
 // closeWhen lets the held goroutine go once Close got as far as done
 // says (failing t with what if it does not within 30 s), and waits until
 // Close returned (closed).
@@ -232,33 +272,16 @@ func (h *besideHarness) closeWhen(t *testing.T, closed <-chan struct{}, what str
 // rest without a Budget.
 func TestBesideBudget(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	clock := quartz.NewMock(t)
-	now := clock.Trap().Now("linematch", "budget")
-	defer now.Close()
-	timer := clock.Trap().NewTimer("linematch", "budget")
-	defer timer.Close()
-	h := newBesideHarness(t, []testSpec{{pattern: `^\d+$`}}, Budget{Clock: clock, Busy: 25 * time.Millisecond, Window: 100 * time.Millisecond})
+	ctx, clock, now, timer, h := newBudgetHarness(t)
 
 	// A slice that takes 10 ms: within Busy, no sleep.
 	h.b.Lines([]byte("1\n"))
-	now.MustWait(ctx).MustRelease(ctx) // began
-	call := now.MustWait(ctx)          // ended
-	clock.Advance(10 * time.Millisecond).MustWait(ctx)
-	call.MustRelease(ctx)
+	matchFor(ctx, clock, now, 10*time.Millisecond)
 	// A slice that takes 40 ms: 50 ms spent by 50 ms into the Window,
 	// twice Busy: it sleeps until 200 ms, 150 ms more.
 	h.b.Lines([]byte("2\n"))
-	now.MustWait(ctx).MustRelease(ctx)
-	call = now.MustWait(ctx)
-	clock.Advance(40 * time.Millisecond).MustWait(ctx)
-	call.MustRelease(ctx)
-	sleep := timer.MustWait(ctx)
-	if sleep.Duration != 150*time.Millisecond {
-		t.Errorf("the goroutine sleeps %v after matching 50 ms of a 100 ms Window with a 25 ms Busy; want 150ms", sleep.Duration)
-	}
-	sleep.MustRelease(ctx)
+	matchFor(ctx, clock, now, 40*time.Millisecond)
+	wantSleep(ctx, t, timer, 150*time.Millisecond, "matching 50 ms of a 100 ms Window with a 25 ms Busy")
 
 	// Lines given while it sleeps: more than a backlog, so some skip.
 	chunk := bytes.Repeat([]byte("3\n"), 32<<10)
@@ -299,24 +322,10 @@ func TestBesideBudget(t *testing.T) {
 // matched, none skipped.
 func TestBesideCloseWakesBudget(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	clock := quartz.NewMock(t)
-	now := clock.Trap().Now("linematch", "budget")
-	defer now.Close()
-	timer := clock.Trap().NewTimer("linematch", "budget")
-	defer timer.Close()
-	h := newBesideHarness(t, []testSpec{{pattern: `^\d+$`}}, Budget{Clock: clock, Busy: 25 * time.Millisecond, Window: 100 * time.Millisecond})
+	ctx, clock, now, timer, h := newBudgetHarness(t)
 	h.b.Lines([]byte("1\n"))
-	now.MustWait(ctx).MustRelease(ctx)
-	call := now.MustWait(ctx)
-	clock.Advance(30 * time.Millisecond).MustWait(ctx)
-	call.MustRelease(ctx)
-	sleep := timer.MustWait(ctx)
-	if sleep.Duration != 90*time.Millisecond {
-		t.Errorf("the goroutine sleeps %v after matching 30 ms with a 25 ms Busy in 100 ms; want 90ms", sleep.Duration)
-	}
-	sleep.MustRelease(ctx)
+	matchFor(ctx, clock, now, 30*time.Millisecond)
+	wantSleep(ctx, t, timer, 90*time.Millisecond, "matching 30 ms with a 25 ms Busy in 100 ms")
 	h.b.Lines([]byte("2\n3\n"))
 	now.Close()
 	timer.Close()
