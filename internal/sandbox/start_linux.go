@@ -91,16 +91,18 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 		return nil, xerrors.New("sandbox: Pdeathsig fires when the restricted thread ends: it cannot be combined with the sandbox")
 	}
 	cmd.SysProcAttr.Ptrace = hold
+	// The read layer first: it sees a mount come or go, which also ends
+	// the kept write layers.
 	readRules, err := readLayer(p, sup.Reads)
 	if err != nil {
 		return nil, xerrors.Errorf("sandbox: %w", err)
 	}
 	defer unix.Close(readRules)
-	ruleset, err := newRuleset(p, sup.ABI)
+	writeRules, err := writeLayer(p, sup.ABI, sup.Reads)
 	if err != nil {
 		return nil, xerrors.Errorf("sandbox: %w", err)
 	}
-	defer unix.Close(ruleset)
+	defer unix.Close(writeRules)
 	prog, err := filter(p)
 	if err != nil {
 		return nil, xerrors.Errorf("sandbox: %w", err)
@@ -123,7 +125,10 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 	}
 	started := make(chan outcome, 1) // buffered: the thread never blocks on it
 	onOwnThread(func() {
-		listener, err := restrictThread([]int{readRules, ruleset}, prog)
+		// The write layer first: each layer enforced copies the rules of
+		// those before it, and the write layer has few. The kernel
+		// intersects the layers, in any order.
+		listener, err := restrictThread([]int{writeRules, readRules}, prog)
 		if err != nil {
 			started <- outcome{-1, xerrors.Errorf("sandbox: restrict the thread: %w", err)}
 			return
@@ -261,8 +266,8 @@ var onMainThread = func() bool { return unix.Gettid() == unix.Getpid() }
 // restrictThread restricts the calling thread: no-new-privileges (which
 // Landlock and seccomp need), no capabilities for a child (the bounding,
 // ambient and inheritable sets emptied: a root child's exec then grants
-// none), the seccomp filter, then the Landlock rulesets (layers). It
-// returns the filter's listener.
+// none), the seccomp filter, then the Landlock rulesets (layers) in
+// order. It returns the filter's listener.
 func restrictThread(rulesets []int, prog []unix.SockFilter) (listener int, err error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return -1, xerrors.Errorf("no-new-privileges: %w", err)
