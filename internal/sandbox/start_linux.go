@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -261,7 +263,10 @@ var movedOffMain atomic.Int32
 
 // onMainThread reports whether the calling goroutine runs on the main
 // thread; a variable so that a test can play that case.
-var onMainThread = func() bool { return unix.Gettid() == unix.Getpid() }
+var onMainThread = func() bool { return unix.Gettid() == processID }
+
+// processID is this process's ID, the main thread's: it never changes.
+var processID = unix.Getpid()
 
 // restrictThread restricts the calling thread: no-new-privileges (which
 // Landlock and seccomp need), no capabilities for a child (the bounding,
@@ -299,7 +304,7 @@ func dropCapabilities() error {
 		return xerrors.Errorf("capget: %w", err)
 	}
 	if data[unix.CAP_SETPCAP/32].Effective&(1<<(unix.CAP_SETPCAP%32)) != 0 {
-		for c := 0; c < 64; c++ {
+		for c := 0; c <= lastCap(); c++ {
 			err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
 			if errors.Is(err, unix.EINVAL) {
 				break // past the kernel's last capability
@@ -320,6 +325,22 @@ func dropCapabilities() error {
 	}
 	return nil
 }
+
+// lastCap is the kernel's highest capability number, read once from
+// /proc/sys/kernel/cap_last_cap; 63 (the most a bounding set holds) where
+// it cannot be read, and dropCapabilities then stops at the first
+// capability the kernel does not know (EINVAL).
+var lastCap = sync.OnceValue(func() int {
+	data, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		return 63
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || n < 0 || n > 63 {
+		return 63
+	}
+	return n
+})
 
 // si_code values of SIGCHLD (include/uapi/asm-generic/siginfo.h).
 const (
