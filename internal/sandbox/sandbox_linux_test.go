@@ -596,9 +596,8 @@ func TestDescribe(t *testing.T) {
 }
 
 // The "held-host" helper starts "sleep 100" sandboxed, with ExitKill as
-// its argument says ("exitkill", "plain"; "exitkill-forked": with
-// StartForked, once the child reached its exec stop), prints its PID and
-// waits to be killed, never releasing it.
+// its argument says, prints its PID and waits to be killed, never
+// releasing it.
 func init() { helpers["held-host"] = heldHostHelper }
 
 func heldHostHelper(args []string) int {
@@ -609,29 +608,22 @@ func heldHostHelper(args []string) int {
 	}
 	cmd := exec.Command("sleep", "100")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	startFn := Start
-	if args[0] == "exitkill-forked" {
-		startFn = StartForked
-	}
-	h, err := startFn(cmd, cmd.Start, Policy{ExitKill: args[0] != "plain"}, sup)
-	if err != nil {
+	if _, err := Start(cmd, cmd.Start, Policy{ExitKill: args[0] == "exitkill"}, sup); err != nil {
 		fmt.Println(err)
 		return 1
 	}
-	<-h.held // StartForked returned before the exec stop
 	fmt.Println(cmd.Process.Pid)
 	select {} // until killed
 }
 
 // TestExitKillHostDies: a child held with ExitKill dies with its host
 // (group mode's guarantee of section 14 before the watchdog knows the
-// child), started by Start or by StartForked and not released by its
-// exec stop; without ExitKill the same child outlives it, which shows the
+// child); without ExitKill the same child outlives it, which shows the
 // test can see the difference.
 func TestExitKillHostDies(t *testing.T) {
 	t.Parallel()
 	support(t)
-	for _, mode := range []string{"exitkill", "exitkill-forked", "plain"} {
+	for _, mode := range []string{"exitkill", "plain"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			ctx := testCtx(t)
@@ -662,7 +654,7 @@ func TestExitKillHostDies(t *testing.T) {
 			if !died {
 				_ = unix.Kill(pid, unix.SIGKILL)
 			}
-			if want := mode != "plain"; died != want {
+			if want := mode == "exitkill"; died != want {
 				t.Errorf("held child died with its host: %v; want %v", died, want)
 			}
 		})

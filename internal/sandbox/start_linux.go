@@ -58,25 +58,13 @@ import (
 // error cmd did not start, or was started, killed and reaped, and
 // cmd.Process is nil.
 func Start(cmd *exec.Cmd, fork func() error, p Policy, sup Support) (*Held, error) {
-	return startHeld(cmd, fork, p, sup, true, false)
-}
-
-// StartForked is [Start] returning as soon as the child is forked, where
-// it is not to be placed in a cgroup (cmd without UseCgroupFD): the
-// caller registers the child while it execs, and [Held.Release] then
-// returns once the child is held at its exec stop (or dead), so that
-// nothing the caller does after Release reaches the child before that
-// stop. A child released before its exec stop needs no exit-kill: the
-// caller has registered it by then. With UseCgroupFD it is Start.
-func StartForked(cmd *exec.Cmd, fork func() error, p Policy, sup Support) (*Held, error) {
-	return startHeld(cmd, fork, p, sup, true, true)
+	return start(cmd, fork, p, sup, true)
 }
 
 // Held is a child started by [Start], held at its exec until the
 // restricted thread ends, and the host's half of its tree's routed calls.
 type Held struct {
 	release  chan struct{} // closed by Release
-	held     chan struct{} // closed once the exec stop is consumed, or the child died first
 	notifier *notifier
 }
 
@@ -89,32 +77,12 @@ func (h *Held) Stop() { h.notifier.Stop() }
 
 // Release lets the restricted thread end (it was waiting only with
 // Policy.ExitKill, after clearing that): the kernel then resumes the
-// child. It returns once the child is held at its exec stop, or dead
-// (after [Start] at once). It must be called once; the child may be dead
-// already.
-func (h *Held) Release() {
-	close(h.release)
-	<-h.held
-}
-
-// released reports whether Release was called.
-func (h *Held) released() bool {
-	select {
-	case <-h.release:
-		return true
-	default:
-		return false
-	}
-}
+// child. It must be called once; the child may be dead already.
+func (h *Held) Release() { close(h.release) }
 
 // start is Start; hold false starts the child without the hold (for the
 // test that shows the hold is what closes the window).
 func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (*Held, error) {
-	return startHeld(cmd, fork, p, sup, hold, false)
-}
-
-// startHeld is start, and StartForked with early.
-func startHeld(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold, early bool) (*Held, error) {
 	if sup.ABI < MinABI {
 		return nil, xerrors.New("sandbox: start without a successful Probe")
 	}
@@ -151,9 +119,8 @@ func startHeld(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold, ea
 		}
 		defer unix.Close(procs)
 		attr.UseCgroupFD, attr.CgroupFD = false, 0
-		early = false // placed at its exec stop, before the caller sees it
 	}
-	h := &Held{release: make(chan struct{}), held: make(chan struct{})}
+	h := &Held{release: make(chan struct{})}
 	type outcome struct {
 		listener int
 		err      error
@@ -173,28 +140,17 @@ func startHeld(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold, ea
 			return
 		}
 		pid := cmd.Process.Pid
-		if early {
-			// The caller sets up the service of routed calls and
-			// registers the child while it execs.
-			started <- outcome{listener, nil}
-		}
 		held := hold && awaitExecStop(pid)
 		if held && procs >= 0 {
 			if err := place(procs, pid); err != nil {
 				// Killed while stopped: it ran nothing of its own.
 				_ = unix.Kill(pid, unix.SIGKILL)
-				close(h.held)
 				started <- outcome{listener, &placeError{err}}
 				return
 			}
 		}
-		// A child released already is registered: no exit-kill. Release
-		// coming after this look finds the thread waiting (or about to).
-		exitKill := held && p.ExitKill && !h.released() && unix.PtraceSetOptions(pid, unix.PTRACE_O_EXITKILL) == nil
-		close(h.held)
-		if !early {
-			started <- outcome{listener, nil}
-		}
+		exitKill := held && p.ExitKill && unix.PtraceSetOptions(pid, unix.PTRACE_O_EXITKILL) == nil
+		started <- outcome{listener, nil}
 		if exitKill {
 			// The host's death now kills the child until the caller
 			// registered it; then the option goes, so that this thread's
