@@ -49,7 +49,7 @@ lim=$(prlimit --pid "$3" --nofile --raw --noheadings -o SOFT,HARD | tr -s ' ' ':
 prlimit --pid "$3" --nofile="$lim" 2>/dev/null && echo prlimit-host || echo prlimit-host-refused
 prlimit --pid $$ --nofile="$lim" && echo prlimit-self
 renice -n 0 -p "$3" >/dev/null 2>&1 && echo renice-host || echo renice-host-refused
-renice -n 0 -p $$ >/dev/null && echo renice-self
+renice -n "$(nice)" -p $$ >/dev/null && echo renice-self
 mask=$(taskset -p "$3" | sed 's/.*: //')
 taskset -p "$mask" "$3" >/dev/null 2>&1 && echo taskset-host || echo taskset-host-refused
 sh -c 'taskset -p "$1" $$ >/dev/null && echo taskset-child' sh "$mask"
