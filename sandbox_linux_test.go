@@ -487,8 +487,9 @@ func TestSandboxHostDeathDuringStarts(t *testing.T) {
 
 // TestSandboxHostDeathDuringStartsCgroup: the same in cgroup mode, where a
 // sandboxed child is forked outside its cgroup (its tree may not clone
-// into one) and moved in at its exec stop; the pending mark and the
-// exit-kill cover it until then.
+// into one) and moved in at its exec stop; the pending mark covers it
+// until then (no exit-kill: it would begin only where the child enters its
+// cgroup, which the watchdog kills with the host).
 func TestSandboxHostDeathDuringStartsCgroup(t *testing.T) {
 	t.Parallel()
 	needSandbox(t)
