@@ -154,6 +154,10 @@ type treeKeeper struct {
 	// signal sent, nothing logged while it is held.
 	mu  sync.Mutex
 	set map[*tree]struct{}
+
+	// exits sees the exits of the children whose end is handed over
+	// (endHandoff); it has a mutex of its own.
+	exits exitWatch
 }
 
 func newTreeKeeper(opts Options, logger slog.Logger) *treeKeeper {
@@ -557,9 +561,10 @@ func (k *treeKeeper) draining() *cgroupHost {
 	return host
 }
 
-// close stops the watchdog and removes the Manager's cgroups, once every
-// tree has left them.
+// close stops the exit watch and the watchdog and removes the Manager's
+// cgroups, once every tree has left them.
 func (k *treeKeeper) close() {
+	k.exits.close()
 	c := &k.contain
 	c.mu.Lock()
 	host, guard := c.host, c.guard

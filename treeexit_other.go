@@ -1,0 +1,17 @@
+//go:build !linux || proc_otherunix
+
+package proc
+
+// exitWatch: without pidfds every record has an exit goroutine of its
+// own (lifecycle.go).
+type exitWatch struct{}
+
+func (*exitWatch) watch(*Process, *pump) bool { return false }
+
+func (*endHandoff) pipeEnded() bool { return false }
+
+func (*exitWatch) forget(*Process) {}
+
+func (*exitWatch) close() {}
+
+func pidfdReady(int) bool { return true }
