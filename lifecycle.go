@@ -417,13 +417,13 @@ func (p *Process) begin() {
 // afterExit (I3). The zero value is a record not handed over.
 type endHandoff struct {
 	owner   atomic.Int32
-	watched bool          // pidfd is in the exit watch's set (exitWatch)
-	pidfd   int           // the child's pidfd, while watched
-	token   uint64        // its key in the set
+	watched bool   // pidfd is in the exit watch's set (exitWatch)
+	pidfd   int    // the child's pidfd, while watched
+	token   uint64 // its key in the set
 	// pipefd is the pump's read end when the pump has no tee (else -1),
 	// for pipeEnded; closed only by the end's owner.
 	pipefd int
-	exited  chan struct{} // closed by the watch when the pump owns the end
+	exited chan struct{} // closed by the watch when the pump owns the end
 }
 
 // The owners of a handed-over end.
