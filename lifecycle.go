@@ -243,6 +243,9 @@ func (e *ioEnds) close(failed bool) {
 // pipes the pumps read (stdout, stderr with SeparateStderr) and, with
 // Stdin, a pipe the record writes.
 func (p *Process) connect(cmd *exec.Cmd, sp *spec, ends *ioEnds) error {
+	// Opened by a Manager's first start, whatever it asks, as its other
+	// shared descriptors are: the stdin of a child without one.
+	null := p.m.trees.devNull()
 	pipe := func(parentReads bool) (parent, child *os.File, err error) {
 		parent, child, err = newPipe(parentReads)
 		if err != nil {
@@ -288,16 +291,21 @@ func (p *Process) connect(cmd *exec.Cmd, sp *spec, ends *ioEnds) error {
 			return err
 		}
 	}
-	if sp.req.Stdin {
-		iw, ir, err := pipe(false)
-		if err != nil {
-			return err
+	if !sp.req.Stdin {
+		// The shared null device; nil: exec.Cmd opens one of its own.
+		if null != nil {
+			cmd.Stdin = null
 		}
-		cmd.Stdin = ir
-		input := inputOf(ir)
-		p.input = &input
-		p.in = newStdinPipe(iw, false, true)
+		return nil
 	}
+	iw, ir, err := pipe(false)
+	if err != nil {
+		return err
+	}
+	cmd.Stdin = ir
+	input := inputOf(ir)
+	p.input = &input
+	p.in = newStdinPipe(iw, false, true)
 	return nil
 }
 
