@@ -124,3 +124,46 @@ func TestEndHandoffOneGoroutine(t *testing.T) {
 		}
 	}
 }
+
+// TestExitWatchFailsOver pins that records still in the exit watch's set
+// when its goroutine ends unexpectedly (here: its set closed under it)
+// get a goroutine each that sees their exit, and that later starts are
+// not handed over: every record still becomes final with its exit code.
+func TestExitWatchFailsOver(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m := handoffManager(t)
+	p, err := m.Start(StartRequest{Command: "read x; exit 7", Stdin: true})
+	if err != nil {
+		t.Fatalf("Start = %v", err)
+	}
+	w := &m.trees.exits
+	w.mu.Lock()
+	ep, done := w.ep, w.done
+	w.mu.Unlock()
+	if ep == nil || !p.end.watched {
+		t.Fatalf("the record is not in the exit watch's set (set %v, watched %v)", ep != nil, p.end.watched)
+	}
+	_ = ep.Close()
+	<-done
+	w.mu.Lock()
+	failed := w.failed
+	w.mu.Unlock()
+	if !failed {
+		t.Error("exit watch ended: not marked failed")
+	}
+	if err := p.CloseStdin(); err != nil {
+		t.Fatalf("CloseStdin() = %v", err)
+	}
+	if err := p.Wait(ctx); err != nil {
+		t.Fatalf("Wait() = %v", err)
+	}
+	if code := p.Info().ExitCode; code == nil || *code != 7 {
+		t.Errorf("record in the set when the watch ended: exit %v; want 7", code)
+	}
+	later := handoffFinal(ctx, t, m, StartRequest{Args: []string{"true"}})
+	if later.end.owner.Load() != endOpen || later.Info().ExitCode == nil || *later.Info().ExitCode != 0 {
+		t.Errorf("start after the watch ended: owner %d, exit %v; want not handed over (%d), 0", later.end.owner.Load(), later.Info().ExitCode, endOpen)
+	}
+}

@@ -94,9 +94,22 @@ func (w *exitWatch) startLocked() bool {
 }
 
 // run hands each exit the set reports to its record (exitWatched) until
-// the set is closed.
+// the set is closed. Should it end otherwise (the poller refused the
+// set), the records still in the set get a goroutine each that waits for
+// their exit (watchAlone), and later starts are not handed over.
 func (w *exitWatch) run(ep *os.File) {
-	defer close(w.done)
+	defer func() {
+		w.mu.Lock()
+		left := w.procs
+		w.procs = nil
+		w.failed = true
+		w.mu.Unlock()
+		close(w.done)
+		for _, p := range left {
+			// Stopped by the child's exit.
+			go p.watchAlone()
+		}
+	}()
 	rc, err := ep.SyscallConn()
 	if err != nil {
 		return
