@@ -450,11 +450,21 @@ func (p *Process) pumpThenEnd(pu *pump) {
 	if !p.end.owner.CompareAndSwap(endOpen, endByPump) && p.end.owner.Load() != endByPump {
 		return // an exit goroutine owns the end; it has pumpDone
 	}
-	if !pidfdReady(p.end.pidfd) {
+	// The kernel closes a dying child's descriptors before its exit can
+	// be waited for, so the pipe's end usually comes a moment before the
+	// exit: this thread waits that moment in the kernel, which wakes it
+	// directly (as exec.Cmd's Wait is woken), rather than through the
+	// exit watch and the runtime's poller. A child that closed its output
+	// and runs on costs the moment once.
+	if !pidfdExitsWithin(p.end.pidfd, exitAfterEOF) {
 		<-p.end.exited
 	}
 	p.afterExit()
 }
+
+// exitAfterEOF bounds how long the pump, at the end of its pipe, waits in
+// the kernel for the child's exit (pumpThenEnd).
+const exitAfterEOF = 2 * time.Millisecond
 
 // exitWatched is called by the exit watch once the child of a handed-over
 // record exited: it makes the exit goroutine, unless the pump took the end

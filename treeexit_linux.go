@@ -5,6 +5,7 @@ package proc
 import (
 	"os"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -182,12 +183,13 @@ func (e *endHandoff) pipeEnded() bool {
 	return err == nil && n > 0 && fds[0].Revents&unix.POLLHUP != 0 && fds[0].Revents&unix.POLLIN == 0
 }
 
-// pidfdReady reports whether the process of the pidfd fd has exited: one
-// poll, without waiting.
-func pidfdReady(fd int) bool {
+// pidfdExitsWithin reports whether the process of the pidfd fd has
+// exited, or exits within d: one poll, blocking this thread at most d.
+func pidfdExitsWithin(fd int, d time.Duration) bool {
 	fds := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	ts := unix.NsecToTimespec(d.Nanoseconds())
 	for {
-		n, err := unix.Poll(fds[:], 0)
+		n, err := unix.Ppoll(fds[:], &ts, nil)
 		if err == unix.EINTR {
 			continue
 		}

@@ -2,6 +2,8 @@
 
 package proc
 
+import "time"
+
 // exitWatch: without pidfds every record has an exit goroutine of its
 // own (lifecycle.go).
 type exitWatch struct{}
@@ -14,4 +16,4 @@ func (*exitWatch) forget(*Process) {}
 
 func (*exitWatch) close() {}
 
-func pidfdReady(int) bool { return true }
+func pidfdExitsWithin(int, time.Duration) bool { return true }
