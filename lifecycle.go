@@ -389,7 +389,7 @@ func fork(setup *treeSetup, sp *spec, cmd *exec.Cmd) (release func(), err error)
 // gets its exit goroutine at once.
 func (p *Process) begin() {
 	p.startActivityWatch()
-	if len(p.pumps) == 1 && p.tty == nil && p.m.trees.exits.watch(p, p.pumps[0]) {
+	if len(p.pumps) == 1 && p.tty == nil && exitWatchable {
 		// Stopped by EOF, or by the drain once the child exited; then it
 		// ends the record if it came first (pumpThenEnd).
 		go p.pumpThenEnd(p.pumps[0])
@@ -445,7 +445,18 @@ const (
 // the exit watch has not: it waits for the child's exit (at once when the
 // child exited with its pipe) and ends the record as the exit goroutine
 // would. A child that closed its output and runs on is waited for here.
+//
+// The child is put in the exit watch's set here, on the pump's goroutine,
+// rather than on the caller's, as the exit goroutine made its pidfd. Where
+// it cannot be, the record gets its exit goroutine after all.
 func (p *Process) pumpThenEnd(pu *pump) {
+	if !p.m.trees.exits.watch(p, pu) {
+		// Stopped when the child exits and the bounded drain ends;
+		// counted in m.exits since the record was registered.
+		go p.supervise()
+		pu.run()
+		return
+	}
 	pu.run()
 	if !p.end.owner.CompareAndSwap(endOpen, endByPump) && p.end.owner.Load() != endByPump {
 		return // an exit goroutine owns the end; it has pumpDone

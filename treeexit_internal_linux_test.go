@@ -139,12 +139,15 @@ func TestExitWatchFailsOver(t *testing.T) {
 		t.Fatalf("Start = %v", err)
 	}
 	w := &m.trees.exits
+	// The pump puts the child in the set.
+	spinUntil(ctx, t, "the child in the exit watch's set", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.procs[p.end.token] == p && p.end.token != 0
+	})
 	w.mu.Lock()
 	ep, done := w.ep, w.done
 	w.mu.Unlock()
-	if ep == nil || !p.end.watched {
-		t.Fatalf("the record is not in the exit watch's set (set %v, watched %v)", ep != nil, p.end.watched)
-	}
 	_ = ep.Close()
 	<-done
 	w.mu.Lock()

@@ -10,6 +10,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// exitWatchable: records with one output pipe are handed over (begin).
+const exitWatchable = true
+
 // exitWatch sees the exits of the children whose end is handed over
 // (endHandoff, lifecycle.go): one goroutine per Manager waits, through the
 // runtime poller, on an epoll set of their pidfds, so that such a child

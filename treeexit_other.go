@@ -4,6 +4,9 @@ package proc
 
 import "time"
 
+// exitWatchable: no record is handed over (begin).
+const exitWatchable = false
+
 // exitWatch: without pidfds every record has an exit goroutine of its
 // own (lifecycle.go).
 type exitWatch struct{}
