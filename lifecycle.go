@@ -461,21 +461,43 @@ func (p *Process) pumpThenEnd(pu *pump) {
 	if !p.end.owner.CompareAndSwap(endOpen, endByPump) && p.end.owner.Load() != endByPump {
 		return // an exit goroutine owns the end; it has pumpDone
 	}
-	// The kernel closes a dying child's descriptors before its exit can
-	// be waited for, so the pipe's end usually comes a moment before the
-	// exit: this thread waits that moment in the kernel, which wakes it
-	// directly (as exec.Cmd's Wait is woken), rather than through the
-	// exit watch and the runtime's poller. A child that closed its output
-	// and runs on costs the moment once.
-	if !pidfdExitsWithin(p.end.pidfd, exitAfterEOF) {
+	if !exitsAfterEOF(p.end.pidfd) {
 		<-p.end.exited
 	}
 	p.afterExit()
 }
 
-// exitAfterEOF bounds how long the pump, at the end of its pipe, waits in
-// the kernel for the child's exit (pumpThenEnd).
-const exitAfterEOF = 2 * time.Millisecond
+// exitsAfterEOF reports whether the child of pidfd has exited, or exits
+// within exitAfterEOF. The kernel closes a dying child's descriptors
+// before its exit can be waited for, so the pipe's end usually comes a
+// moment before the exit: the pump waits that moment in the kernel, which
+// wakes its thread directly (as exec.Cmd's Wait is woken), rather than
+// through the exit watch and the runtime's poller. A thread blocked so
+// long loses its P, and the runtime may make a thread for the others: at
+// most maxExitWaits pumps wait so at once (a Close that ends 1,000
+// children makes their pumps end together), the others through the
+// watch. A child that closed its output and runs on costs the moment
+// once.
+func exitsAfterEOF(pidfd int) bool {
+	if pidfdExitsWithin(pidfd, 0) {
+		return true
+	}
+	defer exitWaits.Add(-1)
+	if exitWaits.Add(1) > maxExitWaits {
+		return false
+	}
+	return pidfdExitsWithin(pidfd, exitAfterEOF)
+}
+
+// exitWaits counts the pumps in exitsAfterEOF's wait.
+var exitWaits atomic.Int32
+
+const (
+	// exitAfterEOF bounds exitsAfterEOF's wait.
+	exitAfterEOF = 2 * time.Millisecond
+	// maxExitWaits bounds how many pumps wait in it at once.
+	maxExitWaits = 2
+)
 
 // exitWatched is called by the exit watch once the child of a handed-over
 // record exited: it makes the exit goroutine, unless the pump took the end
