@@ -383,10 +383,11 @@ func fork(setup *treeSetup, sp *spec, cmd *exec.Cmd) (release func(), err error)
 //
 // A record with one output pipe (the common case) hands its end over
 // (endHandoff): its pump goroutine is the only one made, and whichever
-// comes first takes the end, the pump at the end of its pipe or the
-// Manager's exit watch at the child's exit, which then makes the exit
-// goroutine. Any other record, or where the exit cannot be watched so,
-// gets its exit goroutine at once.
+// comes first takes the end: the pump at the end of its pipe, or the
+// Manager's exit watch at the child's exit, which leaves a pipe already
+// at its end to the pump and otherwise makes the exit goroutine. Any
+// other record, or where the exit cannot be watched so, gets its exit
+// goroutine as well.
 func (p *Process) begin() {
 	p.startActivityWatch()
 	if len(p.pumps) == 1 && p.tty == nil && exitWatchable {
@@ -431,7 +432,7 @@ type endHandoff struct {
 	// pipefd is the pump's read end when the pump has no tee (else -1),
 	// for pipeEnded; closed only by the end's owner.
 	pipefd int
-	exited chan struct{} // closed by the watch when the pump owns the end
+	exited chan struct{} // closed by the watch at the exit when the pump owns the end
 }
 
 // The owners of a handed-over end.
