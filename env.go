@@ -48,6 +48,15 @@ func (m *Manager) environ(req StartRequest, id string) (_, dropped []string) {
 			env = updated
 		}
 	}
+	if m.opts.UpdateEnv == nil && len(req.Env) == 0 && len(req.UnsetEnv) == 0 && !req.NonInteractive &&
+		(m.opts.OwnerEnv == "" || req.Owner == "") && len(m.dropPatterns(req)) == 0 {
+		// Nothing to add, remove or drop (the common start): the
+		// environment as inherited, already a copy of its own.
+		if env == nil {
+			env = []string{}
+		}
+		return env, nil
+	}
 	overrides := make(map[string]string, len(req.Env)+1)
 	for k, v := range req.Env {
 		overrides[k] = v

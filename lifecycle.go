@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/xerrors"
@@ -242,6 +243,9 @@ func (e *ioEnds) close(failed bool) {
 // pipes the pumps read (stdout, stderr with SeparateStderr) and, with
 // Stdin, a pipe the record writes.
 func (p *Process) connect(cmd *exec.Cmd, sp *spec, ends *ioEnds) error {
+	// Opened by a Manager's first start, whatever it asks, as its other
+	// shared descriptors are: the stdin of a child without one.
+	null := p.m.trees.devNull()
 	pipe := func(parentReads bool) (parent, child *os.File, err error) {
 		parent, child, err = newPipe(parentReads)
 		if err != nil {
@@ -287,16 +291,21 @@ func (p *Process) connect(cmd *exec.Cmd, sp *spec, ends *ioEnds) error {
 			return err
 		}
 	}
-	if sp.req.Stdin {
-		iw, ir, err := pipe(false)
-		if err != nil {
-			return err
+	if !sp.req.Stdin {
+		// The shared null device; nil: exec.Cmd opens one of its own.
+		if null != nil {
+			cmd.Stdin = null
 		}
-		cmd.Stdin = ir
-		input := inputOf(ir)
-		p.input = &input
-		p.in = newStdinPipe(iw, false, true)
+		return nil
 	}
+	iw, ir, err := pipe(false)
+	if err != nil {
+		return err
+	}
+	cmd.Stdin = ir
+	input := inputOf(ir)
+	p.input = &input
+	p.in = newStdinPipe(iw, false, true)
 	return nil
 }
 
@@ -368,18 +377,32 @@ func fork(setup *treeSetup, sp *spec, cmd *exec.Cmd) (release func(), err error)
 	return s.start(setup, cmd, cmd.Start, sp.req.TTY)
 }
 
-// begin starts the pumps, the exit goroutine and the timeout. It runs once,
+// begin starts the pumps, the end's owner and the timeout. It runs once,
 // after the record and its tree are registered, so that the end is always
 // seen by the Manager.
+//
+// A record with one output pipe (the common case) hands its end over
+// (endHandoff): its pump goroutine is the only one made, and whichever
+// comes first takes the end: the pump at the end of its pipe, or the
+// Manager's exit watch at the child's exit, which leaves a pipe already
+// at its end to the pump and otherwise makes the exit goroutine. Any
+// other record, or where the exit cannot be watched so, gets its exit
+// goroutine as well.
 func (p *Process) begin() {
 	p.startActivityWatch()
-	for _, pu := range p.pumps {
-		// Stopped by EOF, or by the drain once the child exited (drain.go).
-		go pu.run()
+	if len(p.pumps) == 1 && p.tty == nil && exitWatchable {
+		// Stopped by EOF, or by the drain once the child exited; then it
+		// ends the record if it came first (pumpThenEnd).
+		go p.pumpThenEnd(p.pumps[0])
+	} else {
+		for _, pu := range p.pumps {
+			// Stopped by EOF, or by the drain once the child exited (drain.go).
+			go pu.run()
+		}
+		// Stopped when the child exits and the bounded drain ends; counted in
+		// m.exits since the record was registered (launchRegistered).
+		go p.supervise()
 	}
-	// Stopped when the child exits and the bounded drain ends; counted in
-	// m.exits since the record was registered (launchRegistered).
-	go p.supervise()
 	if p.timeout > 0 {
 		t := p.m.clock.AfterFunc(p.timeout, p.onTimeout, "process", "timeout")
 		p.mu.Lock()
@@ -394,12 +417,133 @@ func (p *Process) begin() {
 	}
 }
 
-// supervise is the exit goroutine: the only caller of cmd.Wait, and the only
-// goroutine that publishes the end of the process (I3).
+// endHandoff is how the end of a record with one output pipe is taken
+// (begin): by its pump at the end of the pipe, or by an exit goroutine the
+// exit watch makes at the child's exit, whichever claims owner first. The
+// other then stays out of it: a pump that lost only reports its end on
+// pumpDone, as every pump does, for the drain; a watch that lost closes
+// exited, which the pump may be waiting for. Exactly one goroutine runs
+// afterExit (I3). The zero value is a record not handed over.
+type endHandoff struct {
+	owner   atomic.Int32
+	watched bool   // pidfd is in the exit watch's set (exitWatch)
+	pidfd   int    // the child's pidfd, while watched
+	token   uint64 // its key in the set
+	// pipefd is the pump's read end when the pump has no tee (else -1),
+	// for pipeEnded; closed only by the end's owner.
+	pipefd int
+	exited chan struct{} // closed by the watch at the exit when the pump owns the end
+}
+
+// The owners of a handed-over end.
+const (
+	endOpen int32 = iota // neither came yet
+	endByPump
+	endByExit
+)
+
+// pumpThenEnd runs pu, the record's one pump, and then takes the end if
+// the exit watch has not: it waits for the child's exit (at once when the
+// child exited with its pipe) and ends the record as the exit goroutine
+// would. A child that closed its output and runs on is waited for here.
+//
+// The child is put in the exit watch's set here, on the pump's goroutine,
+// rather than on the caller's, as the exit goroutine made its pidfd. Where
+// it cannot be, the record gets its exit goroutine after all.
+func (p *Process) pumpThenEnd(pu *pump) {
+	if !p.m.trees.exits.watch(p, pu) {
+		// Stopped when the child exits and the bounded drain ends;
+		// counted in m.exits since the record was registered.
+		go p.supervise()
+		pu.run()
+		return
+	}
+	pu.run()
+	if !p.end.owner.CompareAndSwap(endOpen, endByPump) && p.end.owner.Load() != endByPump {
+		return // an exit goroutine owns the end; it has pumpDone
+	}
+	if !exitsAfterEOF(p.end.pidfd) {
+		<-p.end.exited
+	}
+	p.afterExit()
+}
+
+// exitsAfterEOF reports whether the child of pidfd has exited, or exits
+// within exitAfterEOF. The kernel closes a dying child's descriptors
+// before its exit can be waited for, so the pipe's end usually comes a
+// moment before the exit: the pump waits that moment in the kernel, which
+// wakes its thread directly (as exec.Cmd's Wait is woken), rather than
+// through the exit watch and the runtime's poller. A thread blocked so
+// long loses its P, and the runtime may make a thread for the others: at
+// most maxExitWaits pumps wait so at once (a Close that ends 1,000
+// children makes their pumps end together), the others through the
+// watch. A child that closed its output and runs on costs the moment
+// once.
+func exitsAfterEOF(pidfd int) bool {
+	if pidfdExitsWithin(pidfd, 0) {
+		return true
+	}
+	defer exitWaits.Add(-1)
+	if exitWaits.Add(1) > maxExitWaits {
+		return false
+	}
+	return pidfdExitsWithin(pidfd, exitAfterEOF)
+}
+
+// exitWaits counts the pumps in exitsAfterEOF's wait.
+var exitWaits atomic.Int32
+
+const (
+	// exitAfterEOF bounds exitsAfterEOF's wait.
+	exitAfterEOF = 2 * time.Millisecond
+	// maxExitWaits bounds how many pumps wait in it at once.
+	maxExitWaits = 2
+)
+
+// exitWatched is called by the exit watch once the child of a handed-over
+// record exited: it makes the exit goroutine, unless the pump took the end
+// first, which it then wakes.
+func (p *Process) exitWatched() {
+	// A pipe at its end with no tee to write: the pump's next read is its
+	// EOF, and the record is final as soon (within the followers' bounded
+	// settle, settleFollowers) as an exit goroutine's drain would make it.
+	// The end is left to the pump, which the scheduler may be running
+	// on another P right now: no goroutine is made.
+	if p.end.owner.Load() == endOpen && p.end.pipeEnded() && p.end.owner.CompareAndSwap(endOpen, endByPump) {
+		close(p.end.exited)
+		return
+	}
+	if p.end.owner.CompareAndSwap(endOpen, endByExit) {
+		// Stopped when the bounded drain ends; counted in m.exits since
+		// the record was registered (launchRegistered).
+		go p.afterExit()
+		return
+	}
+	close(p.end.exited)
+}
+
+// watchAlone waits for the exit of a handed-over record's child on its
+// own goroutine, for an exit watch that could not go on (exitWatch.run).
+func (p *Process) watchAlone() {
+	waitExited(p.info.PID)
+	p.exitWatched()
+}
+
+// supervise is the exit goroutine of a record not handed over: it waits
+// for the child's exit and ends the record (afterExit).
 func (p *Process) supervise() {
+	waitExited(p.info.PID)
+	p.afterExit()
+}
+
+// afterExit ends the record once its child exited (not yet reaped). It
+// runs on the one goroutine that owns the end (supervise, or the
+// endHandoff's winner): the only caller of cmd.Wait, and the only
+// goroutine that publishes the end of the process (I3).
+func (p *Process) afterExit() {
 	defer p.m.exits.Done()
 	defer p.endedNow()
-	waitExited(p.info.PID)
+	p.m.trees.exits.forget(p)
 	// Before the reap, while the zombie still lists its pending signals: a
 	// timeout's TERM that was never taken did not reach the child.
 	p.mu.Lock()

@@ -251,6 +251,7 @@ type Process struct {
 	pumps    []*pump
 	activity chan struct{} // a pump read bytes; capacity 1
 	pumpDone chan struct{} // one send per pump; buffered to len(pumps)
+	end      endHandoff    // who ends a record with one pipe (lifecycle.go)
 
 	// done is closed once the record is final. (The child's reaping is
 	// published by p.in, the only one that waits for it.)

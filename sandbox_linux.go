@@ -85,9 +85,12 @@ type sandboxStart struct {
 // (it would fire when the restricted thread ends) but a pending mark in
 // the watchdog's file, and asks the sandbox (exitKill) for the held
 // child's PTRACE_O_EXITKILL from the exec stop on, cleared by the release.
+// In cgroup mode the pending mark covers the child until it enters its
+// cgroup at its exec stop.
 func (s *sandboxStart) start(setup *treeSetup, cmd *exec.Cmd, fork func() error, tty bool) (release func(), err error) {
 	p := policyOf(s.sb)
-	p.WritableRoots, p.ExitKill = s.sb.WritableRoots, setup.exitKill()
+	p.WritableRoots = s.sb.WritableRoots
+	p.ExitKill = setup.exitKill()
 	if tty {
 		// connect made the terminal's slave end the child's stdin.
 		f, ok := cmd.Stdin.(*os.File)

@@ -481,8 +481,9 @@ func TestSandboxHostDeath(t *testing.T) {
 //
 // The same in cgroup mode ("sandbox-cgroup"), where a sandboxed child is
 // forked outside its cgroup (its tree may not clone into one) and moved in
-// at its exec stop; the pending mark and the exit-kill cover it until
-// then.
+// at its exec stop; the pending mark covers it until then (no exit-kill:
+// it would begin only where the child enters its cgroup, which the
+// watchdog kills with the host).
 func TestSandboxHostDeathDuringStarts(t *testing.T) {
 	t.Parallel()
 	needSandbox(t)

@@ -3,6 +3,7 @@ package proc
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"runtime"
 	"sync"
@@ -154,6 +155,43 @@ type treeKeeper struct {
 	// signal sent, nothing logged while it is held.
 	mu  sync.Mutex
 	set map[*tree]struct{}
+
+	// exits sees the exits of the children whose end is handed over
+	// (endHandoff); it has a mutex of its own.
+	exits exitWatch
+
+	// nullMu guards null: os.DevNull opened once, read-only, the stdin
+	// of every child started without Stdin or TTY (os/exec would open and
+	// close it for each), until close; nullFailed once it could not be.
+	nullMu     sync.Mutex
+	null       *os.File
+	nullFailed bool
+	nullClosed bool
+}
+
+// devNull returns the shared stdin of a child without one, or nil where
+// it cannot be opened, on Windows (whose children get handles of their
+// own), or once the keeper is closed: exec.Cmd then opens its own. The
+// children read it only (reads give EOF whatever its flags), and exec.Cmd
+// hands it to the child as it is, never closing it.
+func (k *treeKeeper) devNull() *os.File {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	k.nullMu.Lock()
+	defer k.nullMu.Unlock()
+	if k.null == nil && !k.nullFailed && !k.nullClosed {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			k.nullFailed = true
+			return nil
+		}
+		k.null = f
+	}
+	if k.nullClosed {
+		return nil
+	}
+	return k.null
 }
 
 func newTreeKeeper(opts Options, logger slog.Logger) *treeKeeper {
@@ -557,9 +595,17 @@ func (k *treeKeeper) draining() *cgroupHost {
 	return host
 }
 
-// close stops the watchdog and removes the Manager's cgroups, once every
-// tree has left them.
+// close stops the exit watch and the watchdog and removes the Manager's
+// cgroups, once every tree has left them.
 func (k *treeKeeper) close() {
+	k.exits.close()
+	k.nullMu.Lock()
+	k.nullClosed = true
+	if k.null != nil {
+		_ = k.null.Close()
+		k.null = nil
+	}
+	k.nullMu.Unlock()
 	c := &k.contain
 	c.mu.Lock()
 	host, guard := c.host, c.guard

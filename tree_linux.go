@@ -24,8 +24,8 @@ type treeSetup struct {
 	pending int64
 	// guarded: the child must die with the host until it is in its tree
 	// (a group registered, or a sandboxed child moved into its cgroup)
-	// with a watchdog: the pending mark covers it, and a sandboxed child
-	// also the sandbox's exit-kill.
+	// with a watchdog: the pending mark covers it, and in group mode a
+	// sandboxed child also the sandbox's exit-kill (exitKill).
 	guarded bool
 	// stopSandbox ends the host's service of a sandboxed tree's routed
 	// calls (set by the sandbox's start); the tree calls it when released.
@@ -33,10 +33,13 @@ type treeSetup struct {
 }
 
 // exitKill reports whether the sandbox must kill its held child with the
-// host from the exec stop on (PTRACE_O_EXITKILL): a sandboxed child that
-// must die with the host until it is registered (setupTree). Only
+// host from the exec stop on (PTRACE_O_EXITKILL): a sandboxed child in
+// group mode that must die with the host until its group is registered
+// (setupTree). In cgroup mode the child enters its cgroup at its exec
+// stop, where the exit-kill would begin, and from then on the Manager's
+// cgroup, which the watchdog kills with the host, holds it. Only
 // sandboxed starts ask.
-func (s *treeSetup) exitKill() bool { return s.guarded }
+func (s *treeSetup) exitKill() bool { return s.guarded && s.host == nil }
 
 // setupTree prepares cmd for the tree the keeper decided on: a new
 // session, and with host the record's cgroup, which the child is cloned
@@ -94,7 +97,7 @@ func setupTree(cmd *exec.Cmd, tty, sandboxed bool, host *cgroupHost, guard *watc
 		// at its exec stop (a sandboxed tree cannot clone into a cgroup):
 		// until then the Manager's cgroup does not hold it, so a host
 		// killed in that instant would leave it running. The pending mark
-		// and the exit-kill cover it, as in group mode.
+		// covers it until then (exitKill).
 		s.guard, s.guarded = guard, true
 		if err := s.markPending(true); err != nil {
 			host.discard(rc)

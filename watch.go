@@ -174,10 +174,11 @@ func (w *eventWatch) of(p *Process) *eventWatch {
 // otherwise keep a CPU busy matching lines it then skips, and on a small
 // machine that CPU is the one the child and its pump need. A stream
 // slower than what fits in the budget is matched whole; a faster one
-// skips, and says so.
+// skips, and says so. The window is short so that a flood shorter than
+// it is held to the share too.
 const (
-	besideBusy   = 25 * time.Millisecond
-	besideWindow = 100 * time.Millisecond
+	besideBusy   = 5 * time.Millisecond
+	besideWindow = 20 * time.Millisecond
 )
 
 // attach gives the line watches to pu if it is the pump of out, the

@@ -72,11 +72,12 @@ type backlogEntry struct {
 // maxSpare bounds the buffers a Beside keeps for reuse, and spareSize
 // their size: as many as a backlog's worth, so that a feeder whose lines
 // are dropped allocates nothing. sliceSize is about the bytes of lines
-// matched between two yields.
+// matched between two yields or looks at the Budget: with many patterns
+// without a literal, a millisecond or two.
 const (
 	spareSize = 64 << 10
 	maxSpare  = Backlog/spareSize + 2
-	sliceSize = 4 << 10
+	sliceSize = 1 << 10
 )
 
 // Budget bounds the time a Beside's goroutine matches: at most Busy in

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
@@ -98,14 +99,17 @@ func rulesetAttr(p Policy, abi int) (unix.LandlockRulesetAttr, uintptr) {
 //     again only when / or /dev changes; a start with a terminal makes
 //     its own;
 //   - the write layer handles everything else: writing beneath the roots
-//     and to a few devices, and the network and scopes of the policy.
+//     and to a few devices, and the network and scopes of the policy. It
+//     is the same for every start of a policy while its paths name the
+//     same objects, so it is kept too (writeLayer).
 
 // newRuleset makes the write layer of p for ABI abi and returns its
-// descriptor (close-on-exec), which the caller closes.
-func newRuleset(p Policy, abi int) (fd int, err error) {
+// descriptor (close-on-exec), which the caller closes, and the objects its
+// rules were added on: the roots', then the devices' (writeObjects).
+func newRuleset(p Policy, abi int) (fd int, ids []fileID, err error) {
 	attr, size := rulesetAttr(p, abi)
 	if fd, err = createRuleset(&attr, size); err != nil {
-		return -1, err
+		return -1, nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -113,26 +117,151 @@ func newRuleset(p Policy, abi int) (fd int, err error) {
 		}
 	}()
 	handled := attr.Access_fs
+	ids = make([]fileID, 0, len(p.WritableRoots)+6)
 	for _, root := range p.WritableRoots {
-		if err := addRule(fd, root, handled, false); err != nil {
-			return -1, err
+		id, err := addRule(fd, root, handled, false)
+		if err != nil {
+			return -1, nil, err
 		}
+		ids = append(ids, id)
 	}
 	if !p.Network {
 		for _, port := range p.ConnectPorts {
 			if err := addPortRule(fd, port); err != nil {
-				return -1, err
+				return -1, nil, err
 			}
 		}
 	}
 	for i, dev := range devices(p) {
 		// A host without one of the null devices or ptmx has nothing to
 		// allow; the terminal must exist.
-		if err := addRule(fd, dev, fsDevice&handled, i < 4); err != nil {
-			return -1, err
+		id, err := addRule(fd, dev, fsDevice&handled, i < 4)
+		if err != nil {
+			return -1, nil, err
+		}
+		ids = append(ids, id)
+	}
+	return fd, ids, nil
+}
+
+// writeLayer returns the write layer for p with ABI abi (a descriptor
+// the caller closes). A layer is the same for every start of the same
+// policy whose roots and devices are the same objects (a rule holds the
+// object it was added on, not its path): r keeps the layers of the last
+// few policies without a terminal, with the objects their rules hold, and
+// a start gets a copy of a kept layer only if every path names the same
+// object now, as a layer made now would hold; any other start makes its
+// own (and r keeps it). r drops them all when the read layer is made
+// again (a mount came or went).
+func writeLayer(p Policy, abi int, r *ReadRules) (int, error) {
+	if p.TTY != "" || r == nil {
+		fd, _, err := newRuleset(p, abi)
+		return fd, err
+	}
+	key := writeKey(p, abi)
+	now, known := writeObjects(p)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return -1, xerrors.New("landlock write layer: closed")
+	}
+	if i := slices.IndexFunc(r.writes, func(k keptWrite) bool { return k.key == key }); i >= 0 {
+		if known && slices.Equal(r.writes[i].ids, now) {
+			fd, err := unix.FcntlInt(uintptr(r.writes[i].ruleset), unix.F_DUPFD_CLOEXEC, 0)
+			if err != nil {
+				return -1, xerrors.Errorf("landlock write layer: %w", err)
+			}
+			return fd, nil
+		}
+		// A path names another object now.
+		unix.Close(r.writes[i].ruleset)
+		r.writes = slices.Delete(r.writes, i, i+1)
+	}
+	fd, ids, err := newRuleset(p, abi)
+	if err != nil {
+		return -1, err
+	}
+	kept, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return fd, nil // not kept; this start has its layer
+	}
+	if len(r.writes) == maxKeptWrites {
+		unix.Close(r.writes[0].ruleset)
+		r.writes = slices.Delete(r.writes, 0, 1)
+	}
+	r.writes = append(r.writes, keptWrite{key: key, ids: ids, ruleset: kept})
+	return fd, nil
+}
+
+// maxKeptWrites bounds the write layers a ReadRules keeps (a descriptor
+// each): the distinct policies a Manager starts with are usually few.
+const maxKeptWrites = 8
+
+// keptWrite is a write layer kept for the policy key (writeKey), whose
+// rules hold the objects ids (newRuleset).
+type keptWrite struct {
+	key     string
+	ids     []fileID
+	ruleset int
+}
+
+// fileID is an object a rule was added on, as fstat found it; absent: an
+// optional device that did not exist, so no rule was added.
+type fileID struct {
+	dev, ino uint64
+	absent   bool
+}
+
+// idOf is the object st describes.
+func idOf(st *unix.Stat_t) fileID { return fileID{dev: st.Dev, ino: st.Ino} }
+
+// writeKey is what the write layer of p depends on besides the objects
+// its paths name: the ABI, the network, the ports and the roots (which
+// hold no NUL).
+func writeKey(p Policy, abi int) string {
+	key := strconv.AppendInt(nil, int64(abi), 10)
+	key = append(key, boolByte(p.Network), boolByte(p.Listen))
+	for _, port := range p.ConnectPorts {
+		key = strconv.AppendInt(append(key, ','), int64(port), 10)
+	}
+	for _, root := range p.WritableRoots {
+		key = append(append(key, 0), root...)
+	}
+	return string(key)
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return '1'
+	}
+	return '0'
+}
+
+// writeObjects reports the objects the paths of p's write layer name now,
+// in newRuleset's order, as addRule would open them (following symbolic
+// links); known is false if a root cannot be found (newRuleset then says
+// why).
+func writeObjects(p Policy) (ids []fileID, known bool) {
+	ids = make([]fileID, 0, len(p.WritableRoots)+6)
+	var st unix.Stat_t
+	for _, root := range p.WritableRoots {
+		if unix.Stat(root, &st) != nil {
+			return nil, false
+		}
+		ids = append(ids, idOf(&st))
+	}
+	for i, dev := range devices(p) {
+		err := unix.Stat(dev, &st)
+		switch {
+		case i < 4 && errors.Is(err, unix.ENOENT):
+			ids = append(ids, fileID{absent: true})
+		case err != nil:
+			return nil, false
+		default:
+			ids = append(ids, idOf(&st))
 		}
 	}
-	return fd, nil
+	return ids, true
 }
 
 // devices are the devices the tree may read and write, with their ioctls:
@@ -186,13 +315,16 @@ func readLayer(p Policy, r *ReadRules) (int, error) {
 // ReadRules keeps the Landlock read layer of starts without a terminal
 // (two descriptors: the layer, and the mount table to see it change),
 // made at the first such start and again when /, /dev or the mounts
-// change. The zero value is ready; [Probe] gives each answer one.
+// change, and the write layers of the last few policies of such starts
+// (writeLayer: a descriptor each). The zero value is ready; [Probe] gives
+// each answer one.
 // Its owner calls Close when it starts no more (a Manager's Close).
 type ReadRules struct {
 	mu      sync.Mutex
 	root    [2]unix.Stat_t // of / and /dev when the layer was made
 	mounts  int            // /proc/self/mountinfo, to see mounts change; 0: not open
 	ruleset int            // 0: none yet
+	writes  []keptWrite    // write layers (writeLayer), oldest first
 	closed  bool
 }
 
@@ -206,7 +338,16 @@ func (r *ReadRules) Close() {
 			*fd = 0
 		}
 	}
+	r.dropWrites()
 	r.closed = true
+}
+
+// dropWrites closes the kept write layers. Called with mu held.
+func (r *ReadRules) dropWrites() {
+	for _, k := range r.writes {
+		unix.Close(k.ruleset)
+	}
+	r.writes = nil
 }
 
 // readEntry is a path the tree may read beneath, open as O_PATH.
@@ -238,6 +379,10 @@ func (r *ReadRules) refresh() error {
 		unix.Close(r.ruleset)
 		r.ruleset = 0
 	}
+	// A mount that came or went may have replaced the objects the kept
+	// write layers' rules hold, or ended them (an object of an unmounted
+	// file system grants nothing).
+	r.dropWrites()
 	// Read to the end: the mount table's change is seen from here on.
 	if err := drainMounts(r.mounts); err != nil {
 		return err
@@ -305,7 +450,7 @@ func makeReadLayer(entries []readEntry, tty string) (fd int, err error) {
 	}()
 	// Directories may be listed everywhere (/dev/pts included), and
 	// programs executed from anywhere.
-	if err := addRule(fd, "/", unix.LANDLOCK_ACCESS_FS_READ_DIR|unix.LANDLOCK_ACCESS_FS_EXECUTE, false); err != nil {
+	if _, err := addRule(fd, "/", unix.LANDLOCK_ACCESS_FS_READ_DIR|unix.LANDLOCK_ACCESS_FS_EXECUTE, false); err != nil {
 		return -1, err
 	}
 	for _, e := range entries {
@@ -322,7 +467,7 @@ func makeReadLayer(entries []readEntry, tty string) (fd int, err error) {
 		devs = append(devs, tty)
 	}
 	for i, dev := range devs {
-		if err := addRule(fd, dev, unix.LANDLOCK_ACCESS_FS_READ_FILE, i < 5); err != nil {
+		if _, err := addRule(fd, dev, unix.LANDLOCK_ACCESS_FS_READ_FILE, i < 5); err != nil {
 			return -1, err
 		}
 	}
@@ -438,28 +583,29 @@ func terminalDev(name string) bool {
 }
 
 // addRule allows access beneath path (or on path, if it is not a
-// directory: then only the rights a file can have). With optional, a path
-// that does not exist is skipped.
-func addRule(ruleset int, path string, access uint64, optional bool) error {
+// directory: then only the rights a file can have), and returns the
+// object the rule holds. With optional, a path that does not exist is
+// skipped (absent).
+func addRule(ruleset int, path string, access uint64, optional bool) (fileID, error) {
 	pfd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if optional && errors.Is(err, unix.ENOENT) {
-			return nil
+			return fileID{absent: true}, nil
 		}
-		return xerrors.Errorf("landlock rule for %s: %w", path, &os.PathError{Op: "open", Path: path, Err: err})
+		return fileID{}, xerrors.Errorf("landlock rule for %s: %w", path, &os.PathError{Op: "open", Path: path, Err: err})
 	}
 	defer unix.Close(pfd)
 	var st unix.Stat_t
 	if err := unix.Fstat(pfd, &st); err != nil {
-		return xerrors.Errorf("landlock rule for %s: %w", path, err)
+		return fileID{}, xerrors.Errorf("landlock rule for %s: %w", path, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		access &= fsFileRights
 	}
 	if err := addRuleFD(ruleset, pfd, access); err != nil {
-		return xerrors.Errorf("landlock rule for %s: %w", path, err)
+		return fileID{}, xerrors.Errorf("landlock rule for %s: %w", path, err)
 	}
-	return nil
+	return idOf(&st), nil
 }
 
 // netPortAttr is the kernel's struct landlock_net_port_attr (ABI 4).

@@ -75,8 +75,10 @@ type notifier struct {
 	roots  []string // the writable roots, clean and free of symlinks
 	member func(caller, pid int) bool
 	// root is the host's root directory: a caller whose root differs (a
-	// chroot in a namespace of its own) is refused.
-	root unix.Stat_t
+	// chroot in a namespace of its own) is refused. Read at the first
+	// call that needs it (rootKnown): most trees route none.
+	root      unix.Stat_t
+	rootKnown bool
 	// creds are the IDs every member of the tree has (without
 	// capabilities and with no-new-privileges none can take others), read
 	// from the first caller: a root host (switchCreds) takes them for each
@@ -115,7 +117,10 @@ func init() {
 // whose writable roots are roots and whose members member tells (given a
 // member that asks, and the process it names).
 func newNotifier(listener int, roots []string, member func(caller, pid int) bool) (*notifier, error) {
-	if err := unix.SetNonblock(listener, true); err != nil {
+	// The listener's only status flag is its access mode, which F_SETFL
+	// keeps: setting O_NONBLOCK alone is unix.SetNonblock without its
+	// F_GETFL.
+	if _, err := unix.FcntlInt(uintptr(listener), unix.F_SETFL, unix.O_NONBLOCK); err != nil {
 		unix.Close(listener)
 		return nil, xerrors.Errorf("seccomp listener: %w", err)
 	}
@@ -126,10 +131,6 @@ func newNotifier(listener int, roots []string, member func(caller, pid int) bool
 	if err := n.file.SetReadDeadline(time.Time{}); err != nil {
 		n.file.Close()
 		return nil, xerrors.Errorf("seccomp listener cannot be polled: %w", err)
-	}
-	if err := unix.Stat("/", &n.root); err != nil {
-		n.file.Close()
-		return nil, xerrors.Errorf("seccomp listener: %w", err)
 	}
 	host, err := hostCreds()
 	if err != nil {
@@ -441,6 +442,12 @@ func (n *notifier) readCall(fd int, req *seccompNotif, c *metaCall) (*routedCall
 
 // sameRoot reports whether pid's root directory is the host's.
 func (n *notifier) sameRoot(pid int) bool {
+	if !n.rootKnown {
+		if unix.Stat("/", &n.root) != nil {
+			return false
+		}
+		n.rootKnown = true
+	}
 	var st unix.Stat_t
 	if err := unix.Stat("/proc/"+strconv.Itoa(pid)+"/root", &st); err != nil {
 		return false

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -91,16 +93,18 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 		return nil, xerrors.New("sandbox: Pdeathsig fires when the restricted thread ends: it cannot be combined with the sandbox")
 	}
 	cmd.SysProcAttr.Ptrace = hold
+	// The read layer first: it sees a mount come or go, which also ends
+	// the kept write layers.
 	readRules, err := readLayer(p, sup.Reads)
 	if err != nil {
 		return nil, xerrors.Errorf("sandbox: %w", err)
 	}
 	defer unix.Close(readRules)
-	ruleset, err := newRuleset(p, sup.ABI)
+	writeRules, err := writeLayer(p, sup.ABI, sup.Reads)
 	if err != nil {
 		return nil, xerrors.Errorf("sandbox: %w", err)
 	}
-	defer unix.Close(ruleset)
+	defer unix.Close(writeRules)
 	prog, err := filter(p)
 	if err != nil {
 		return nil, xerrors.Errorf("sandbox: %w", err)
@@ -123,7 +127,10 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 	}
 	started := make(chan outcome, 1) // buffered: the thread never blocks on it
 	onOwnThread(func() {
-		listener, err := restrictThread([]int{readRules, ruleset}, prog)
+		// The write layer first: each layer enforced copies the rules of
+		// those before it, and the write layer has few. The kernel
+		// intersects the layers, in any order.
+		listener, err := restrictThread([]int{writeRules, readRules}, prog)
 		if err != nil {
 			started <- outcome{-1, xerrors.Errorf("sandbox: restrict the thread: %w", err)}
 			return
@@ -256,13 +263,16 @@ var movedOffMain atomic.Int32
 
 // onMainThread reports whether the calling goroutine runs on the main
 // thread; a variable so that a test can play that case.
-var onMainThread = func() bool { return unix.Gettid() == unix.Getpid() }
+var onMainThread = func() bool { return unix.Gettid() == processID }
+
+// processID is this process's ID, the main thread's: it never changes.
+var processID = unix.Getpid()
 
 // restrictThread restricts the calling thread: no-new-privileges (which
 // Landlock and seccomp need), no capabilities for a child (the bounding,
 // ambient and inheritable sets emptied: a root child's exec then grants
-// none), the seccomp filter, then the Landlock rulesets (layers). It
-// returns the filter's listener.
+// none), the seccomp filter, then the Landlock rulesets (layers) in
+// order. It returns the filter's listener.
 func restrictThread(rulesets []int, prog []unix.SockFilter) (listener int, err error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return -1, xerrors.Errorf("no-new-privileges: %w", err)
@@ -294,7 +304,7 @@ func dropCapabilities() error {
 		return xerrors.Errorf("capget: %w", err)
 	}
 	if data[unix.CAP_SETPCAP/32].Effective&(1<<(unix.CAP_SETPCAP%32)) != 0 {
-		for c := 0; c < 64; c++ {
+		for c := 0; c <= lastCap(); c++ {
 			err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
 			if errors.Is(err, unix.EINVAL) {
 				break // past the kernel's last capability
@@ -315,6 +325,22 @@ func dropCapabilities() error {
 	}
 	return nil
 }
+
+// lastCap is the kernel's highest capability number, read once from
+// /proc/sys/kernel/cap_last_cap; 63 (the most a bounding set holds) where
+// it cannot be read, and dropCapabilities then stops at the first
+// capability the kernel does not know (EINVAL).
+var lastCap = sync.OnceValue(func() int {
+	data, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		return 63
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || n < 0 || n > 63 {
+		return 63
+	}
+	return n
+})
 
 // si_code values of SIGCHLD (include/uapi/asm-generic/siginfo.h).
 const (

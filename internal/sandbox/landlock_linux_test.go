@@ -1,0 +1,205 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// ownRules returns this host's Support with read and write layers of its
+// own, closed with the test: what it keeps is the test's to look at.
+func ownRules(t *testing.T) Support {
+	t.Helper()
+	sup := support(t)
+	sup.Reads = &ReadRules{}
+	t.Cleanup(sup.Reads.Close)
+	return sup
+}
+
+// runWith starts the ops helper with args under p and sup, and returns
+// its result for each argument.
+func runWith(t *testing.T, sup Support, p Policy, args ...string) map[string]string {
+	t.Helper()
+	cmd := opsCmd(nil, args...)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd.Stdout, cmd.Stderr = w, w
+	h, err := start(cmd, cmd.Start, p, sup, true)
+	w.Close()
+	if err != nil {
+		t.Fatalf("start %v: %v", cmd.Args, err)
+	}
+	h.Release()
+	defer h.Stop()
+	out, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("read the output of %v: %v", cmd.Args, err)
+	}
+	_ = cmd.Wait()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != len(args) {
+		t.Fatalf("%d result lines for %d operations (%v):\n%s", len(lines), len(args), cmd.ProcessState, out)
+	}
+	got := map[string]string{}
+	for i, a := range args {
+		_, got[a], _ = strings.Cut(lines[i], ": ")
+	}
+	return got
+}
+
+// kept returns the ruleset descriptors sup keeps as write layers.
+func kept(sup Support) []int {
+	sup.Reads.mu.Lock()
+	defer sup.Reads.mu.Unlock()
+	var fds []int
+	for _, k := range sup.Reads.writes {
+		fds = append(fds, k.ruleset)
+	}
+	return fds
+}
+
+// TestWriteLayerKept: starts of one policy share a write layer while its
+// root is the same directory, and one made again once another directory
+// takes the root's path: the kept layer's rule holds the directory that
+// moved away.
+func TestWriteLayerKept(t *testing.T) {
+	t.Parallel()
+	sup := ownRules(t)
+	base := t.TempDir()
+	root, moved := filepath.Join(base, "root"), filepath.Join(base, "moved")
+	if err := os.Mkdir(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p := Policy{WritableRoots: []string{root}}
+	for i, name := range []string{"a", "b"} {
+		arg := "create=" + filepath.Join(root, name)
+		if got := runWith(t, sup, p, arg)[arg]; got != "ok" {
+			t.Fatalf("start %d: %s: %s; want ok", i, arg, got)
+		}
+	}
+	first := kept(sup)
+	if len(first) != 1 {
+		t.Fatalf("%d write layers kept after two starts of one policy; want 1", len(first))
+	}
+	if err := os.Rename(root, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	inNew, inMoved := "create="+filepath.Join(root, "c"), "create="+filepath.Join(moved, "c")
+	got := runWith(t, sup, p, inNew, inMoved)
+	if got[inNew] != "ok" || got[inMoved] != "EACCES" {
+		t.Errorf("after the root was replaced: %s: %s, %s: %s; want ok, EACCES (the new directory is the root)",
+			inNew, got[inNew], inMoved, got[inMoved])
+	}
+	if now := kept(sup); len(now) != 1 {
+		t.Errorf("%d write layers kept after the root was replaced; want 1 (made again)", len(now))
+	}
+}
+
+// TestWriteLayerMount: the kept write layers are dropped once a mount
+// comes or goes (the read layer sees it), so that a root that is a mount
+// replaced since, whose new root may carry the same device and inode
+// numbers, gets a layer made again: the kept rule's object ended with
+// its file system.
+func TestWriteLayerMount(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("mounts a tmpfs: needs root")
+	}
+	sup := ownRules(t)
+	root, other := t.TempDir(), t.TempDir()
+	mount := func(dir string) {
+		t.Helper()
+		if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+			t.Fatalf("mount a tmpfs on %s: %v", dir, err)
+		}
+		t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	}
+	mount(root)
+	p := Policy{WritableRoots: []string{root}}
+	arg := "create=" + filepath.Join(root, "a")
+	if got := runWith(t, sup, p, arg)[arg]; got != "ok" {
+		t.Fatalf("%s: %s; want ok", arg, got)
+	}
+	if err := unix.Unmount(root, 0); err != nil {
+		t.Fatal(err)
+	}
+	mount(root)
+	arg = "create=" + filepath.Join(root, "b")
+	if got := runWith(t, sup, p, arg)[arg]; got != "ok" {
+		t.Errorf("on the tmpfs mounted again: %s: %s; want ok", arg, got)
+	}
+	if n := len(kept(sup)); n != 1 {
+		t.Fatalf("%d write layers kept; want 1", n)
+	}
+	// A mount elsewhere: the next read layer drops the kept write layers.
+	mount(other)
+	fd, err := readLayer(Policy{}, sup.Reads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	if n := len(kept(sup)); n != 0 {
+		t.Errorf("%d write layers kept after a mount came; want 0", n)
+	}
+}
+
+// TestWriteLayersBounded: a ReadRules keeps the write layers of the last
+// maxKeptWrites policies and closes the others, and all of them when it
+// is closed. Not parallel: it counts this process's rulesets.
+func TestWriteLayersBounded(t *testing.T) {
+	sup := ownRules(t)
+	before := rulesetsOpen(t)
+	base := t.TempDir()
+	for i := range maxKeptWrites + 2 {
+		root := filepath.Join(base, strconv.Itoa(i))
+		if err := os.Mkdir(root, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		fd, err := writeLayer(Policy{WritableRoots: []string{root}}, sup.ABI, sup.Reads)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(fd)
+	}
+	if n, open := len(kept(sup)), rulesetsOpen(t)-before; n != maxKeptWrites || open != maxKeptWrites {
+		t.Errorf("after %d policies: %d write layers kept, %d rulesets open; want %d of each",
+			maxKeptWrites+2, n, open, maxKeptWrites)
+	}
+	sup.Reads.Close()
+	if n, open := len(kept(sup)), rulesetsOpen(t)-before; n != 0 || open != 0 {
+		t.Errorf("after Close: %d write layers kept, %d rulesets open; want none", n, open)
+	}
+	if fd, err := writeLayer(Policy{}, sup.ABI, sup.Reads); err == nil {
+		unix.Close(fd)
+		t.Error("writeLayer after Close = nil; want an error")
+	}
+}
+
+// rulesetsOpen counts this process's open Landlock rulesets.
+func rulesetsOpen(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		if link, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && link == "anon_inode:[landlock-ruleset]" {
+			n++
+		}
+	}
+	return n
+}

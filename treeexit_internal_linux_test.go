@@ -1,0 +1,172 @@
+//go:build linux && !proc_otherunix
+
+package proc
+
+import (
+	"context"
+	"runtime/metrics"
+	"slices"
+	"testing"
+	"time"
+)
+
+// handoffManager returns a group-mode Manager closed when t ends.
+func handoffManager(t *testing.T) *Manager {
+	t.Helper()
+	m := NewManager(Options{Containment: ContainGroup})
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// handoffFinal starts req on m and waits until the record is final.
+func handoffFinal(ctx context.Context, t *testing.T, m *Manager, req StartRequest) *Process {
+	t.Helper()
+	p, err := m.Start(req)
+	if err != nil {
+		t.Fatalf("Start(%+v) = %v", req, err)
+	}
+	if err := p.Wait(ctx); err != nil {
+		t.Fatalf("Wait() = %v", err)
+	}
+	return p
+}
+
+// TestEndHandoff pins who ends a record with one output pipe
+// (endHandoff): the pump when its pipe ends with the child (the exit
+// watch leaves a hung-up, empty pipe's end to it) or before the child
+// exits (the pump then waits for the exit); an exit goroutine the exit
+// watch makes when a grandchild holds the pipe past the exit, whose drain
+// then ends the record. Each ends it once, with the exit code and output.
+func TestEndHandoff(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m := handoffManager(t)
+
+	p := handoffFinal(ctx, t, m, StartRequest{Args: []string{"true"}})
+	if got := p.end.owner.Load(); got != endByPump {
+		t.Errorf("true: ended by %d; want the pump (%d)", got, endByPump)
+	}
+
+	// The child closes its output and waits on stdin: the pump reaches EOF
+	// first and takes the end, then waits for the exit.
+	p, err := m.Start(StartRequest{Command: "echo out; exec >&- 2>&-; read x; exit 3", Stdin: true})
+	if err != nil {
+		t.Fatalf("Start = %v", err)
+	}
+	spinUntil(ctx, t, "the pump takes the end at its EOF", func() bool { return p.end.owner.Load() == endByPump })
+	select {
+	case <-p.Done():
+		t.Fatal("final while the child waits on stdin")
+	default:
+	}
+	if err := p.CloseStdin(); err != nil {
+		t.Fatalf("CloseStdin() = %v", err)
+	}
+	if err := p.Wait(ctx); err != nil {
+		t.Fatalf("Wait() = %v", err)
+	}
+	if info := p.Info(); info.ExitCode == nil || *info.ExitCode != 3 || p.Output().Text != "out\n" {
+		t.Errorf("closed output: exit %v, output %q; want 3, %q", info.ExitCode, p.Output().Text, "out\n")
+	}
+
+	// A grandchild holds the pipe past the exit: the exit watch makes the
+	// exit goroutine, whose drain ends the record after the quiet window.
+	p = handoffFinal(ctx, t, m, StartRequest{Command: "sleep 60 & echo hi; exit 5", DrainQuiet: 10 * time.Millisecond})
+	if got := p.end.owner.Load(); got != endByExit {
+		t.Errorf("grandchild: ended by %d; want the exit goroutine (%d)", got, endByExit)
+	}
+	if info := p.Info(); info.ExitCode == nil || *info.ExitCode != 5 || p.Output().Text != "hi\n" {
+		t.Errorf("grandchild: exit %v, output %q; want 5, %q", info.ExitCode, p.Output().Text, "hi\n")
+	}
+}
+
+// TestEndHandoffOneGoroutine pins that a start of `true` makes one
+// goroutine (its pump, which ends the record) and a SeparateStderr start
+// three (two pumps and the exit goroutine), counted by the runtime. The
+// count is the whole process's, and the runtime makes goroutines of its
+// own now and then (a GC's workers): a round of starts may count more,
+// never fewer, so one round of the few must count exactly. Not parallel,
+// for the same reason.
+func TestEndHandoffOneGoroutine(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m := handoffManager(t)
+	handoffFinal(ctx, t, m, StartRequest{Args: []string{"true"}}) // the exit watch's own goroutine
+	sample := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	created := func() uint64 {
+		metrics.Read(sample)
+		return sample[0].Value.Uint64()
+	}
+	for _, tt := range []struct {
+		req  StartRequest
+		want uint64
+	}{
+		{StartRequest{Args: []string{"true"}}, 1},
+		{StartRequest{Args: []string{"true"}, SeparateStderr: true}, 3},
+	} {
+		const starts, rounds = 20, 5
+		var counts []uint64
+		for range rounds {
+			before := created()
+			for range starts {
+				handoffFinal(ctx, t, m, tt.req)
+			}
+			got := created() - before
+			counts = append(counts, got)
+			if got == starts*tt.want {
+				break
+			}
+		}
+		if got := slices.Min(counts); got != starts*tt.want {
+			t.Errorf("rounds of %d starts of %v (SeparateStderr %v) made %v goroutines; want %d in one round (%d each)",
+				starts, tt.req.Args, tt.req.SeparateStderr, counts, starts*tt.want, tt.want)
+		}
+	}
+}
+
+// TestExitWatchFailsOver pins that records still in the exit watch's set
+// when its goroutine ends unexpectedly (here: its set closed under it)
+// get a goroutine each that sees their exit, and that later starts are
+// not handed over: every record still becomes final with its exit code.
+func TestExitWatchFailsOver(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m := handoffManager(t)
+	p, err := m.Start(StartRequest{Command: "read x; exit 7", Stdin: true})
+	if err != nil {
+		t.Fatalf("Start = %v", err)
+	}
+	w := &m.trees.exits
+	// The pump puts the child in the set.
+	spinUntil(ctx, t, "the child in the exit watch's set", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.procs[p.end.token] == p && p.end.token != 0
+	})
+	w.mu.Lock()
+	ep, done := w.ep, w.done
+	w.mu.Unlock()
+	_ = ep.Close()
+	<-done
+	w.mu.Lock()
+	failed := w.failed
+	w.mu.Unlock()
+	if !failed {
+		t.Error("exit watch ended: not marked failed")
+	}
+	if err := p.CloseStdin(); err != nil {
+		t.Fatalf("CloseStdin() = %v", err)
+	}
+	if err := p.Wait(ctx); err != nil {
+		t.Fatalf("Wait() = %v", err)
+	}
+	if code := p.Info().ExitCode; code == nil || *code != 7 {
+		t.Errorf("record in the set when the watch ended: exit %v; want 7", code)
+	}
+	later := handoffFinal(ctx, t, m, StartRequest{Args: []string{"true"}})
+	if later.end.owner.Load() != endOpen || later.Info().ExitCode == nil || *later.Info().ExitCode != 0 {
+		t.Errorf("start after the watch ended: owner %d, exit %v; want not handed over (%d), 0", later.end.owner.Load(), later.Info().ExitCode, endOpen)
+	}
+}

@@ -1,0 +1,22 @@
+//go:build !linux || proc_otherunix
+
+package proc
+
+import "time"
+
+// exitWatchable: no record is handed over (begin).
+const exitWatchable = false
+
+// exitWatch: without pidfds every record has an exit goroutine of its
+// own (lifecycle.go).
+type exitWatch struct{}
+
+func (*exitWatch) watch(*Process, *pump) bool { return false }
+
+func (*endHandoff) pipeEnded() bool { return false }
+
+func (*exitWatch) forget(*Process) {}
+
+func (*exitWatch) close() {}
+
+func pidfdExitsWithin(int, time.Duration) bool { return true }
