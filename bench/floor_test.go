@@ -83,13 +83,7 @@ func thousandFloor(b *testing.B, parent, variant string) (start, stop time.Durat
 		dir := filepath.Join(parent, "t"+strconv.Itoa(i))
 		fd := -1
 		if cgroups {
-			if err := unix.Mkdir(dir, 0o755); err != nil {
-				b.Fatalf("mkdir %s: %v", dir, err)
-			}
-			var err error
-			if fd, err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
-				b.Fatalf("open %s: %v", dir, err)
-			}
+			fd = childCgroup(b, dir)
 			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
 		}
 		err := cmd.Start()
@@ -118,20 +112,8 @@ func thousandFloor(b *testing.B, parent, variant string) (start, stop time.Durat
 			ended <- err
 		}()
 	}
-	t1 := time.Now()
-	for _, cmd := range cmds {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-	}
-	var errs []error
-	for range cmds {
-		errs = append(errs, <-ended)
-	}
-	t2 := time.Now()
-	cmds = nil
-	if err := errors.Join(errs...); err != nil {
-		b.Fatal(err)
-	}
-	return t1.Sub(t0), t2.Sub(t1)
+	start = time.Since(t0)
+	return start, stopChildren(b, &cmds, ended)
 }
 
 // readAll reads the file at path into buf with one open, reads and one
@@ -333,4 +315,41 @@ func benchCgroup(b *testing.B, name string) string {
 	}
 	b.Cleanup(func() { _ = unix.Rmdir(parent) })
 	return parent
+}
+
+// childCgroup makes the cgroup dir for a child and opens it, for
+// SysProcAttr.CgroupFD; the caller closes the descriptor once the child
+// started.
+func childCgroup(b *testing.B, dir string) int {
+	b.Helper()
+	if err := unix.Mkdir(dir, 0o755); err != nil {
+		b.Fatalf("mkdir %s: %v", dir, err)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		b.Fatalf("open %s: %v", dir, err)
+	}
+	return fd
+}
+
+// stopChildren sends SIGTERM to every child of *cmds and waits for their
+// waiters' results on ended (one each); it returns how long that took,
+// leaves *cmds nil (nothing is left to kill), and fails b with the
+// waiters' errors.
+func stopChildren(b *testing.B, cmds *[]*exec.Cmd, ended <-chan error) time.Duration {
+	b.Helper()
+	t1 := time.Now()
+	for _, cmd := range *cmds {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+	}
+	var errs []error
+	for range *cmds {
+		errs = append(errs, <-ended)
+	}
+	stop := time.Since(t1)
+	*cmds = nil
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
+	}
+	return stop
 }

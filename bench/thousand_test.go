@@ -117,12 +117,7 @@ func thousandExec(b *testing.B, parent string, cgroups bool) (start, stop time.D
 		dir := filepath.Join(parent, "t"+strconv.Itoa(i))
 		fd := -1
 		if cgroups {
-			if err := unix.Mkdir(dir, 0o755); err != nil {
-				b.Fatalf("mkdir %s: %v", dir, err)
-			}
-			if fd, err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
-				b.Fatalf("open %s: %v", dir, err)
-			}
+			fd = childCgroup(b, dir)
 			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
 		}
 		err = cmd.Start()
@@ -154,24 +149,13 @@ func thousandExec(b *testing.B, parent string, cgroups bool) (start, stop time.D
 			ended <- err
 		}()
 	}
-	t1 := time.Now()
-	for _, cmd := range cmds {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-	}
-	var errs []error
-	for range cmds {
-		errs = append(errs, <-ended)
-	}
-	t2 := time.Now()
-	cmds = nil
-	if err := errors.Join(errs...); err != nil {
-		b.Fatal(err)
-	}
-	return t1.Sub(t0), t2.Sub(t1)
+	start = time.Since(t0)
+	return start, stopChildren(b, &cmds, ended)
 }
 
-// thousandProc is one run of BenchmarkThousandVsExec's library variants,
-// as BenchmarkThousandContain's.
+// thousandProc is one run of a Manager of mode, warmed by one `true`:
+// thousandSleeps starts, then its Close; BenchmarkThousandContain's run
+// and BenchmarkThousandVsExec's library variants.
 func thousandProc(b *testing.B, mode proc.Containment) (start, stop time.Duration) {
 	b.Helper()
 	m := proc.NewManager(proc.Options{Containment: mode, KillGrace: 10 * time.Second})

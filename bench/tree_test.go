@@ -241,31 +241,9 @@ func BenchmarkThousandContain(b *testing.B) {
 	closes := map[proc.Containment][]float64{}
 	b.ReportAllocs()
 	loopAlternating(b, func(mode proc.Containment) {
-		m := proc.NewManager(proc.Options{Containment: mode, KillGrace: 10 * time.Second})
-		p, err := m.Start(proc.StartRequest{Args: []string{"true"}})
-		if errors.Is(err, proc.ErrUnsupported) {
-			_ = m.Close()
-			b.Skipf("containment %q is unavailable here: %v", mode, err)
-		}
-		if err != nil {
-			_ = m.Close()
-			b.Fatalf("Start(true) with containment %q = %v; want nil", mode, err)
-		}
-		<-p.Done()
-		start := time.Now()
-		for range thousandSleeps {
-			if _, err := m.Start(proc.StartRequest{Args: []string{"sleep", "600"}}); err != nil {
-				_ = m.Close()
-				b.Fatalf("Start(sleep) = %v; want nil", err)
-			}
-		}
-		started := time.Now()
-		if err := m.Close(); err != nil {
-			b.Fatalf("Close = %v; want nil", err)
-		}
-		closed := time.Now()
-		starts[mode] = append(starts[mode], float64(started.Sub(start)))
-		closes[mode] = append(closes[mode], float64(closed.Sub(started)))
+		start, stop := thousandProc(b, mode)
+		starts[mode] = append(starts[mode], float64(start))
+		closes[mode] = append(closes[mode], float64(stop))
 	})
 	for _, mode := range containModes {
 		b.ReportMetric(medianOf(starts[mode])/1e6, "ms-"+string(mode)+"-start")
