@@ -68,18 +68,11 @@ func BenchmarkThousandFloor(b *testing.B) {
 func thousandFloor(b *testing.B, parent, variant string) (start, stop time.Duration) {
 	b.Helper()
 	cgroups := variant != "group"
-	ended := make(chan error, thousandSleeps) // one send per waiter
-	var cmds []*exec.Cmd
-	defer func() {
-		// After a failure: nothing is left running.
-		for _, cmd := range cmds {
-			_ = cmd.Process.Kill()
-		}
-	}()
+	var kids children
+	defer kids.killLeft()
 	t0 := time.Now()
 	for i := range thousandSleeps {
-		cmd := exec.Command("sleep", "600")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		cmd := kids.sleeper()
 		dir := filepath.Join(parent, "t"+strconv.Itoa(i))
 		fd := -1
 		if cgroups {
@@ -93,7 +86,7 @@ func thousandFloor(b *testing.B, parent, variant string) (start, stop time.Durat
 		if err != nil {
 			b.Fatalf("start sleep: %v", err)
 		}
-		cmds = append(cmds, cmd)
+		kids.started(cmd)
 		// Ends when the child was reaped (and its cgroup removed).
 		go func() {
 			_ = cmd.Wait()
@@ -109,11 +102,11 @@ func thousandFloor(b *testing.B, parent, variant string) (start, stop time.Durat
 					err = errors.Join(err, fmt.Errorf("rmdir %s: %w", dir, rerr))
 				}
 			}
-			ended <- err
+			kids.ended <- err
 		}()
 	}
 	start = time.Since(t0)
-	return start, stopChildren(b, &cmds, ended)
+	return start, kids.stop(b)
 }
 
 // readAll reads the file at path into buf with one open, reads and one
@@ -332,22 +325,51 @@ func childCgroup(b *testing.B, dir string) int {
 	return fd
 }
 
-// stopChildren sends SIGTERM to every child of *cmds and waits for their
-// waiters' results on ended (one each); it returns how long that took,
-// leaves *cmds nil (nothing is left to kill), and fails b with the
-// waiters' errors.
-func stopChildren(b *testing.B, cmds *[]*exec.Cmd, ended <-chan error) time.Duration {
+// children are the thousandSleeps children of an os/exec run
+// (thousandFloor, thousandExec), each in a session of its own, and the
+// results of the goroutines that wait for them.
+type children struct {
+	cmds  []*exec.Cmd
+	ended chan error // one send per child's waiter
+}
+
+// sleeper returns a child `sleep 600` that leads a session of its own;
+// the first call makes ended, before any waiter sends to it.
+func (k *children) sleeper() *exec.Cmd {
+	if k.ended == nil {
+		k.ended = make(chan error, thousandSleeps)
+	}
+	cmd := exec.Command("sleep", "600")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	return cmd
+}
+
+// started counts cmd among the children once it started.
+func (k *children) started(cmd *exec.Cmd) { k.cmds = append(k.cmds, cmd) }
+
+// killLeft kills the children still counted: after a failure, nothing is
+// left running.
+func (k *children) killLeft() {
+	for _, cmd := range k.cmds {
+		_ = cmd.Process.Kill()
+	}
+}
+
+// stop sends SIGTERM to every child and waits for their waiters' results
+// (one each); it returns how long that took, counts no child any more
+// (nothing is left to kill), and fails b with the waiters' errors.
+func (k *children) stop(b *testing.B) time.Duration {
 	b.Helper()
 	t1 := time.Now()
-	for _, cmd := range *cmds {
+	for _, cmd := range k.cmds {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 	}
 	var errs []error
-	for range *cmds {
-		errs = append(errs, <-ended)
+	for range k.cmds {
+		errs = append(errs, <-k.ended)
 	}
 	stop := time.Since(t1)
-	*cmds = nil
+	k.cmds = nil
 	if err := errors.Join(errs...); err != nil {
 		b.Fatal(err)
 	}

@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -97,18 +95,11 @@ func BenchmarkThousandVsExec(b *testing.B) {
 // thousandSleeps starts with pipes, then the stop.
 func thousandExec(b *testing.B, parent string, cgroups bool) (start, stop time.Duration) {
 	b.Helper()
-	ended := make(chan error, thousandSleeps) // one send per reader
-	var cmds []*exec.Cmd
-	defer func() {
-		// After a failure: nothing is left running.
-		for _, cmd := range cmds {
-			_ = cmd.Process.Kill()
-		}
-	}()
+	var kids children
+	defer kids.killLeft()
 	t0 := time.Now()
 	for i := range thousandSleeps {
-		cmd := exec.Command("sleep", "600")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		cmd := kids.sleeper()
 		r, w, err := os.Pipe()
 		if err != nil {
 			b.Fatalf("pipe: %v", err)
@@ -129,7 +120,7 @@ func thousandExec(b *testing.B, parent string, cgroups bool) (start, stop time.D
 			_ = r.Close()
 			b.Fatalf("start sleep: %v", err)
 		}
-		cmds = append(cmds, cmd)
+		kids.started(cmd)
 		// Ends when the pipe is at EOF and the child was reaped (and its
 		// cgroup removed).
 		go func() {
@@ -146,11 +137,11 @@ func thousandExec(b *testing.B, parent string, cgroups bool) (start, stop time.D
 					err = errors.Join(err, fmt.Errorf("rmdir %s: %w", dir, rerr))
 				}
 			}
-			ended <- err
+			kids.ended <- err
 		}()
 	}
 	start = time.Since(t0)
-	return start, stopChildren(b, &cmds, ended)
+	return start, kids.stop(b)
 }
 
 // thousandProc is one run of a Manager of mode, warmed by one `true`:
