@@ -5,7 +5,11 @@ package proc
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -264,3 +268,163 @@ func TestHandoffTimeoutAfterOutputClosed(t *testing.T) {
 		t.Errorf("timed out %v, exit %v; want true, %d", info.TimedOut, info.ExitCode, ExitTimedOut)
 	}
 }
+
+// TestHandoffModes runs the hand-over's ways to end in group and cgroup
+// mode, plain and sandboxed: `true` (the pump at EOF), a child that
+// closes its output and is then signalled (the pump waiting for the
+// exit), a grandchild that holds the pipe (the exit goroutine, whose
+// drain is capped), and Close while the pump waits. Each record is final
+// with its exit.
+func TestHandoffModes(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []Containment{ContainGroup, ContainCgroup} {
+		for _, sandboxed := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s-sandbox-%v", mode, sandboxed), func(t *testing.T) {
+				t.Parallel()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				opts := Options{Containment: mode}
+				if sandboxed {
+					opts.Sandbox = &Sandbox{}
+				}
+				m := NewManager(opts)
+				closed := false
+				t.Cleanup(func() {
+					if !closed {
+						_ = m.Close()
+					}
+				})
+				start := func(req StartRequest) *Process {
+					t.Helper()
+					p, err := m.Start(req)
+					if errors.Is(err, ErrUnsupported) {
+						t.Skipf("Start(%+v) = %v", req, err)
+					}
+					if err != nil {
+						t.Fatalf("Start(%+v) = %v", req, err)
+					}
+					return p
+				}
+				p := start(StartRequest{Command: "echo a; exit 3"})
+				if err := p.Wait(ctx); err != nil {
+					t.Fatalf("Wait() = %v", err)
+				}
+				if code := p.Info().ExitCode; code == nil || *code != 3 || p.Output().Text != "a\n" {
+					t.Errorf("exit %v, output %q; want 3, %q", code, p.Output().Text, "a\n")
+				}
+
+				p = start(StartRequest{Command: "echo b; exec >&- 2>&-; exec sleep 60"})
+				spinUntil(ctx, t, "the pump takes the end at its EOF", func() bool { return p.end.owner.Load() == endByPump })
+				if err := p.Signal(Kill); err != nil {
+					t.Fatalf("Signal(Kill) = %v", err)
+				}
+				if err := p.Wait(ctx); err != nil {
+					t.Fatalf("Wait() = %v", err)
+				}
+				if info := p.Info(); info.Signal != "SIGKILL" || p.Output().Text != "b\n" {
+					t.Errorf("signal %q, output %q; want SIGKILL, %q", info.Signal, p.Output().Text, "b\n")
+				}
+
+				p = start(StartRequest{Command: "(trap '' PIPE; while :; do echo x; sleep 0.01; done) & echo c; exit 4", DrainQuiet: time.Minute, DrainTimeout: 100 * time.Millisecond})
+				if err := p.Wait(ctx); err != nil {
+					t.Fatalf("Wait() = %v", err)
+				}
+				if code := p.Info().ExitCode; code == nil || *code != 4 || !strings.HasPrefix(p.Output().Text, "c\n") {
+					t.Errorf("exit %v, output %q; want 4, beginning %q", code, p.Output().Text, "c\n")
+				}
+				if err := p.Signal(Kill); err != nil {
+					t.Errorf("Signal(Kill) to the grandchild left = %v", err)
+				}
+
+				waiting := start(StartRequest{Command: "exec >&- 2>&-; exec sleep 60"})
+				spinUntil(ctx, t, "the pump takes the end at its EOF", func() bool { return waiting.end.owner.Load() == endByPump })
+				closed = true
+				if err := m.Close(); err != nil {
+					t.Fatalf("Close() = %v", err)
+				}
+				if info := waiting.Info(); info.Running || info.Signal == "" {
+					t.Errorf("after Close: running %v, signal %q; want final by a signal", info.Running, info.Signal)
+				}
+			})
+		}
+	}
+}
+
+// TestHandoffEndDelivers pins, for each way a handed-over record ends
+// (the pump at EOF with the exit, the pump waiting for a child that closed
+// its output, the exit goroutine for a grandchild that holds the pipe), that
+// a follower reads every byte before io.EOF, a WaitFor of the last line
+// finds it, and the watches' matched events (one literal, matched on the
+// pump's path, one without, matched beside) come before the final one.
+func TestHandoffEndDelivers(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m := handoffManager(t)
+	const lines = 2000
+	body := fmt.Sprintf("i=0; while [ $i -lt %d ]; do echo line$i; i=$((i+1)); done; echo last-line", lines)
+	for _, tt := range []struct {
+		name, cmd string
+		stdin     bool
+	}{
+		{"exits", body, false},
+		{"closes-output", body + "; exec >&- 2>&-; read x", true},
+		{"grandchild", "sleep 2 & " + body, false},
+	} {
+		p, err := m.Start(StartRequest{
+			Command: tt.cmd, Stdin: tt.stdin, DrainQuiet: 20 * time.Millisecond,
+			Watch: []Watch{{Name: "near", Pattern: "last-line"}, {Name: "beside", Pattern: `^l.st-l.ne$`}},
+		})
+		if err != nil {
+			t.Fatalf("%s: Start = %v", tt.name, err)
+		}
+		f, err := p.Follow(0, FollowOptions{Window: MaxFollowWindow})
+		if err != nil {
+			t.Fatalf("%s: Follow = %v", tt.name, err)
+		}
+		line, err := p.WaitFor(ctx, regexp.MustCompile(`^last-line$`), true)
+		if err != nil || line != "last-line" {
+			t.Fatalf("%s: WaitFor = %q, %v; want last-line", tt.name, line, err)
+		}
+		if tt.stdin {
+			spinUntil(ctx, t, "the pump takes the end at its EOF", func() bool { return p.end.owner.Load() == endByPump })
+			if err := p.CloseStdin(); err != nil {
+				t.Fatalf("%s: CloseStdin() = %v", tt.name, err)
+			}
+		}
+		var got strings.Builder
+		buf := make([]byte, 4096)
+		for {
+			c, err := f.Read(ctx, buf)
+			got.Write(c.Data)
+			if c.Lost != 0 {
+				t.Errorf("%s: follower lost %d bytes", tt.name, c.Lost)
+			}
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: Read = %v", tt.name, err)
+			}
+		}
+		_ = f.Close()
+		if !p.isFinal() {
+			t.Errorf("%s: follower at io.EOF before the record is final", tt.name)
+		}
+		if !strings.HasSuffix(got.String(), "line1999\nlast-line\n") || strings.Count(got.String(), "\n") != lines+1 {
+			t.Errorf("%s: follower read %d lines ending %q; want %d ending in last-line", tt.name, strings.Count(got.String(), "\n"), tail(got.String()), lines+1)
+		}
+		evs, _, _ := m.Events(0, 0)
+		var kinds []string
+		for _, ev := range evs {
+			if ev.ID == p.ID() {
+				kinds = append(kinds, string(ev.Kind)+":"+ev.Watch)
+			}
+		}
+		if !slices.Equal(kinds, []string{"started:", "matched:near", "matched:beside", "final:"}) && !slices.Equal(kinds, []string{"started:", "matched:beside", "matched:near", "final:"}) {
+			t.Errorf("%s: events %q; want started, both matched, final", tt.name, kinds)
+		}
+	}
+}
+
+func tail(s string) string { return s[max(0, len(s)-40):] }
