@@ -522,13 +522,6 @@ func (p *Process) exitWatched() {
 	close(p.end.exited)
 }
 
-// watchAlone waits for the exit of a handed-over record's child on its
-// own goroutine, for an exit watch that could not go on (exitWatch.run).
-func (p *Process) watchAlone() {
-	waitExited(p.info.PID)
-	p.exitWatched()
-}
-
 // supervise is the exit goroutine of a record not handed over: it waits
 // for the child's exit and ends the record (afterExit).
 func (p *Process) supervise() {

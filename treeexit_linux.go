@@ -3,6 +3,7 @@
 package proc
 
 import (
+	"context"
 	"os"
 	"sync"
 	"time"
@@ -100,18 +101,35 @@ func (w *exitWatch) startLocked() bool {
 // run hands each exit the set reports to its record (exitWatched) until
 // the set is closed. Should it end otherwise (the poller refused the
 // set), the records still in the set get a goroutine each that waits for
-// their exit (watchAlone), and later starts are not handed over.
+// their exit on a copy of their pidfd (watchAlone), and later starts are
+// not handed over.
 func (w *exitWatch) run(ep *os.File) {
 	defer func() {
 		w.mu.Lock()
-		left := w.procs
+		// Each record left gets a copy of its pidfd, made while the
+		// record is in the set and so before its owner closes the
+		// original (forget): an owner that reaped the child meanwhile
+		// cannot leave the goroutine waiting on a reused PID.
+		left := make(map[*Process]int, len(w.procs))
+		for _, p := range w.procs {
+			fd, err := unix.FcntlInt(uintptr(p.end.pidfd), unix.F_DUPFD_CLOEXEC, 0)
+			if err == nil {
+				if err = unix.SetNonblock(fd, true); err != nil {
+					_ = unix.Close(fd)
+				}
+			}
+			if err != nil {
+				fd = -1
+			}
+			left[p] = fd
+		}
 		w.procs = nil
 		w.failed = true
 		w.mu.Unlock()
 		close(w.done)
-		for _, p := range left {
+		for p, fd := range left {
 			// Stopped by the child's exit.
-			go p.watchAlone()
+			go watchAlone(p, fd)
 		}
 	}()
 	rc, err := ep.SyscallConn()
@@ -144,6 +162,19 @@ func (w *exitWatch) run(ep *os.File) {
 			}
 		}
 	}
+}
+
+// watchAlone waits for the exit of p's child on a goroutine of its own,
+// for an exit watch that could not go on (run): on pidfd, a non-blocking
+// copy of the record's that it owns, or by PID where no copy could be
+// made (-1); then it hands the exit to p (exitWatched).
+func watchAlone(p *Process, pidfd int) {
+	if pidfd >= 0 {
+		waitPidfd(context.Background(), pidfd)
+	} else {
+		waitExited(p.info.PID)
+	}
+	p.exitWatched()
 }
 
 // forget takes p out of the set and closes its pidfd; the end's owner
