@@ -19,9 +19,11 @@ const Backlog = 1 << 20
 // goroutine of its own matches them. That goroutine is started when lines
 // arrive and nobody matches, and ends when the backlog is empty (or Close
 // gave up on it); Close waits for it. When the backlog would exceed
-// Backlog bytes, the lines in it are dropped (the matcher skips to the
-// newest line), and before it matches the next line the goroutine calls
-// skip with how many it never matched. Match and skip are called on that
+// Backlog bytes, the lines in it are dropped and the matcher skips to the
+// newest line given; until it has matched all it holds, it skips so at
+// every chunk given (the lines before a chunk's last are only counted,
+// never copied). Before it matches the next line the goroutine calls skip
+// with how many it never matched. Match and skip are called on that
 // goroutine, one call at a time.
 //
 // The goroutine yields to the Go scheduler between slices of a few KiB
@@ -56,10 +58,13 @@ type Beside struct {
 	// ended is made when the goroutine starts and closed as it ends; nil
 	// when it does not run.
 	ended   chan struct{}
-	closed  bool     // Close was called: no more lines are taken
-	giveUp  bool     // Close gave up: the goroutine drops what is queued
-	dropped bool     // lines were dropped once: the matcher cannot keep pace
-	spare   [][]byte // buffers of entries matched, for reuse
+	closed  bool // Close was called: no more lines are taken
+	giveUp  bool // Close gave up: the goroutine drops what is queued
+	dropped bool // lines were dropped once: the matcher cannot keep pace
+	// behind: lines were dropped since the goroutine last found the
+	// backlog empty; each chunk given then keeps only its newest line.
+	behind bool
+	spare  [][]byte // buffers of entries matched, for reuse
 }
 
 // backlogEntry is lines of the backlog: complete lines, each ending in
@@ -123,8 +128,11 @@ func (b *Beside) push(p []byte, line, over bool) {
 	if b.closed {
 		return
 	}
-	if b.queued+len(p) > Backlog && len(b.queue) > 0 {
+	if b.behind || b.queued+len(p) > Backlog && len(b.queue) > 0 {
 		b.dropLocked()
+		if !line {
+			p = b.newestLocked(p)
+		}
 	}
 	var buf []byte
 	if n := len(b.spare); n > 0 && len(p) <= spareSize {
@@ -139,9 +147,19 @@ func (b *Beside) push(p []byte, line, over bool) {
 	}
 }
 
+// newestLocked returns the last line of region (complete lines), and
+// counts those before it lost.
+func (b *Beside) newestLocked(region []byte) []byte {
+	i := bytes.LastIndexByte(region[:len(region)-1], '\n') + 1
+	b.lost += int64(bytes.Count(region[:i], []byte{'\n'}))
+	b.behind = b.behind || i > 0
+	return region[i:]
+}
+
 // dropLocked drops the queued lines, counting them lost.
 func (b *Beside) dropLocked() {
 	b.dropped = b.dropped || len(b.queue) > 0
+	b.behind = b.behind || len(b.queue) > 0
 	for i, e := range b.queue {
 		if e.line {
 			b.lost++
@@ -175,7 +193,7 @@ func (b *Beside) run(ended chan struct{}) {
 		}
 		if len(b.queue) == 0 {
 			lost := b.lost
-			b.lost, b.ended = 0, nil
+			b.lost, b.ended, b.behind = 0, nil, false
 			b.mu.Unlock()
 			if lost > 0 {
 				b.skip(lost)
@@ -268,10 +286,10 @@ func (b *Beside) spend(began time.Time) bool {
 }
 
 // Close takes no more lines, and waits until the lines taken before are
-// matched, without a Budget, and the goroutine has ended. A matcher that could not keep pace
-// (it dropped lines before) skips at once to the newest entry of its
-// backlog, so that the end of the stream is matched without waiting for
-// a backlog it would not match in time. If giveUp fires first (nil:
+// matched, without a Budget, and the goroutine has ended. A matcher that
+// could not keep pace (it dropped lines before) skips at once to the
+// newest entry of its backlog, so that the end of the stream is matched
+// without waiting for a backlog it would not match in time. If giveUp fires first (nil:
 // never), the lines still queued are dropped and reported to skip, and
 // Close waits only for the lines being matched.
 func (b *Beside) Close(giveUp <-chan time.Time) {

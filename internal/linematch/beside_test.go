@@ -179,16 +179,23 @@ func TestBesideCloseSkipsToNewest(t *testing.T) {
 	t.Parallel()
 	h := newBesideHarness(t, []testSpec{{pattern: `^\d+$`}}, Budget{})
 	h.gate.Lock()
-	chunk := bytes.Repeat([]byte("1\n"), 32<<10)
 	h.b.Lines([]byte("0\n"))
 	<-h.entered // the goroutine holds the first entry, in its first match
-	lines := int64(1)
-	for range 2 * Backlog / len(chunk) {
-		h.b.Lines(chunk)
-		lines += int64(len(chunk) / 2)
+	h.b.Lines(bytes.Repeat([]byte("1\n"), Backlog/2))
+	h.b.Lines([]byte("1\n")) // over the backlog: the 1s before are dropped
+	h.gate.Unlock()
+	// It catches up (the newest 1), and ends.
+	until(t, "the goroutine did not catch up", func() bool { return !h.b.Running() })
+	select {
+	case <-h.entered: // the catching up's
+	default:
 	}
-	h.b.Lines([]byte("2\n3\n"))
-	lines += 2
+	h.gate.Lock()
+	h.b.Lines([]byte("4\n"))
+	<-h.entered
+	for _, l := range []string{"5\n", "6\n", "7\n8\n"} {
+		h.b.Lines([]byte(l))
+	}
 	closed := make(chan struct{})
 	go func() {
 		defer close(closed)
@@ -201,9 +208,43 @@ func TestBesideCloseSkipsToNewest(t *testing.T) {
 	})
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n := len(h.got)
-	if n < 4 || fmt.Sprint(h.got[n-3:]) != fmt.Sprintf("[skipped %d 0=2 0=3]", lines-3) || h.got[0] != "0=0" {
-		t.Errorf("matches %q...%q; want 0=0, then skipped %d, then the newest lines 2 and 3", h.got[:min(n, 3)], h.got[max(0, n-3):], lines-3)
+	if got, want := fmt.Sprint(h.got), fmt.Sprintf("[0=0 skipped %d 0=1 0=4 skipped 2 0=7 0=8]", Backlog/2); got != want {
+		t.Errorf("matches %s; want %s: the newest line after the overflow, then at Close the newest entry", got, want)
+	}
+}
+
+// TestBesideBehindKeepsNewestLine: once a Beside dropped its backlog, each
+// chunk given keeps only its newest line (the others are counted, not
+// copied) until the goroutine finds the backlog empty; then chunks are
+// taken whole again.
+func TestBesideBehindKeepsNewestLine(t *testing.T) {
+	t.Parallel()
+	h := newBesideHarness(t, []testSpec{{pattern: `^\d+$`}}, Budget{})
+	h.gate.Lock()
+	h.b.Lines([]byte("0\n"))
+	<-h.entered
+	queued := func() (entries, bytes int) {
+		h.b.mu.Lock()
+		defer h.b.mu.Unlock()
+		return len(h.b.queue), h.b.queued
+	}
+	h.b.Lines(bytes.Repeat([]byte("1\n"), Backlog/2))
+	if n, q := queued(); n != 1 || q != Backlog {
+		t.Errorf("a backlog given: %d entries, %d bytes; want it all, 1 entry of %d", n, q, Backlog)
+	}
+	h.b.Lines([]byte("2\n3\n"))
+	h.b.Lines([]byte("4\n5\n"))
+	if n, q := queued(); n != 1 || q != 2 {
+		t.Errorf("chunks given after an overflow: %d entries, %d bytes; want the newest line alone, 1 entry of 2", n, q)
+	}
+	h.gate.Unlock()
+	until(t, "the goroutine did not catch up", func() bool { return !h.b.Running() })
+	h.b.Lines([]byte("6\n7\n")) // caught up: taken whole, both matched
+	h.b.Close(nil)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if got, want := fmt.Sprint(h.got), fmt.Sprintf("[0=0 skipped %d 0=5 0=6 0=7]", Backlog/2+3); got != want {
+		t.Errorf("matches %s; want %s", got, want)
 	}
 }
 
@@ -245,6 +286,18 @@ func wantSleep(ctx context.Context, t *testing.T, timer *quartz.Trap, want time.
 		t.Errorf("the goroutine sleeps %v after %s; want %v", sleep.Duration, after, want)
 	}
 	sleep.MustRelease(ctx)
+}
+
+// until polls cond until it holds, for at most 30 s.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal(what)
+		}
+		runtime.Gosched()
+	}
 }
 
 // closeWhen lets the held goroutine go once Close got as far as done
