@@ -49,6 +49,10 @@ type Beside struct {
 	spent  time.Duration
 	// live is m.Live() as of the last line matched, for the feeder.
 	live atomic.Int64
+	// cut is set when lines are dropped while the goroutine matches an
+	// entry: it skips the rest of that entry too, older than what was
+	// dropped.
+	cut atomic.Bool
 
 	// mu guards the fields below. Nothing is called under it.
 	mu     sync.Mutex
@@ -160,6 +164,9 @@ func (b *Beside) newestLocked(region []byte) []byte {
 func (b *Beside) dropLocked() {
 	b.dropped = b.dropped || len(b.queue) > 0
 	b.behind = b.behind || len(b.queue) > 0
+	if len(b.queue) > 0 {
+		b.cut.Store(true)
+	}
 	for i, e := range b.queue {
 		if e.line {
 			b.lost++
@@ -204,6 +211,7 @@ func (b *Beside) run(ended chan struct{}) {
 		e := b.queue[0]
 		b.queue[0] = backlogEntry{}
 		b.queue = b.queue[1:]
+		b.cut.Store(false)
 		b.queued -= len(e.b)
 		lost := b.lost
 		b.lost = 0
@@ -224,7 +232,8 @@ func (b *Beside) run(ended chan struct{}) {
 }
 
 // matchSliced matches region, complete lines, a slice of about sliceSize
-// bytes at a time, and yields (or keeps to its Budget) between them.
+// bytes at a time, and yields (or keeps to its Budget) between them. Once
+// lines were dropped meanwhile (cut), it counts the rest lost instead.
 func (b *Beside) matchSliced(region []byte) {
 	for len(region) > 0 {
 		n := len(region)
@@ -237,6 +246,12 @@ func (b *Beside) matchSliced(region []byte) {
 			runtime.Gosched()
 		}
 		region = region[n:]
+		if len(region) > 0 && b.cut.Load() {
+			b.mu.Lock()
+			b.lost += int64(bytes.Count(region, []byte{'\n'}))
+			b.mu.Unlock()
+			return
+		}
 	}
 }
 

@@ -389,3 +389,32 @@ func TestBesideCloseWakesBudget(t *testing.T) {
 		t.Errorf("after Close: %q; want [0=1 0=2 0=3]: the queue matched, nothing skipped", h.got)
 	}
 }
+
+// TestBesideCutsEntryInHand: lines dropped while the goroutine matches an
+// entry end that entry too, after the slice in hand (its lines are older
+// than those dropped): the rest of it is counted skipped, and the newest
+// line is matched next.
+func TestBesideCutsEntryInHand(t *testing.T) {
+	t.Parallel()
+	h := newBesideHarness(t, []testSpec{{pattern: `^\d+$`}}, Budget{})
+	h.gate.Lock()
+	h.b.Lines(bytes.Repeat([]byte("1\n"), 4*sliceSize/2)) // four slices
+	<-h.entered                                           // in the first line of the first slice
+	h.b.Lines(bytes.Repeat([]byte("2\n"), Backlog/2))
+	h.b.Lines([]byte("3\n")) // over the backlog: the 2s dropped
+	h.gate.Unlock()
+	h.b.Close(nil)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ones := 0
+	for _, g := range h.got {
+		if g == "0=1" {
+			ones++
+		}
+	}
+	tail := h.got[max(0, len(h.got)-2):]
+	slice := sliceSize/2 + 1 // a slice ends with the line sliceSize bytes in
+	if want := fmt.Sprintf("[skipped %d 0=3]", 4*sliceSize/2-slice+Backlog/2); ones != slice || fmt.Sprint(tail) != want {
+		t.Errorf("matched %d of the first entry's lines, then %q; want one slice's, %d, then %s", ones, tail, slice, want)
+	}
+}
