@@ -60,10 +60,9 @@ func setupTree(cmd *exec.Cmd, tty, sandboxed bool, host *cgroupHost, guard *watc
 		// (exitKill). The group replaces the mark (started), or a failed
 		// start blanks it. Not Pdeathsig: it fires when the thread that
 		// forked the child ends, not the host (golang/go#27505), so it
-		// needed a hop to a fresh goroutine on every start (20-35 us of
-		// this process's CPU, 7% of a start of true) and still killed a
-		// child whose forking thread a goroutine later locked and ended;
-		// a sandboxed child's thread ends on purpose.
+		// would need a hop to a fresh goroutine on every start and still
+		// kill a child whose forking thread a goroutine later locked and
+		// ended; a sandboxed child's thread ends on purpose.
 		s := &treeSetup{guard: guard, guarded: true, pending: -1}
 		if err := s.markPending(sandboxed); err != nil {
 			return nil, err
