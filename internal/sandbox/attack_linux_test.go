@@ -78,41 +78,6 @@ func init() {
 			return unix.IoctlSetPointerInt(fd, iocSetVersion, 0x5eed)
 		})
 	}
-	// opentree-chmod=dir:rel:mode: a detached copy of dir's mount
-	// (open_tree OPEN_TREE_CLONE, which needs CAP_SYS_ADMIN over the
-	// caller's mount namespace: run it in a user and mount namespace of
-	// its own), then fchmodat(tree, rel, mode): routed to the host, which
-	// decides by readlink(/proc/self/fd/N) of the object, a path relative
-	// to the detached tree's root.
-	ops["opentree-chmod"] = func(arg string) error {
-		rest, mode := splitArg(arg)
-		return inClonedTree(rest, func(tree int, rel string) error {
-			return unix.Fchmodat(tree, rel, uint32(mode), 0)
-		})
-	}
-	ops["opentree-chown"] = func(arg string) error {
-		rest, id := splitArg(arg)
-		return inClonedTree(rest, func(tree int, rel string) error {
-			return unix.Fchownat(tree, rel, int(id), int(id), 0)
-		})
-	}
-	ops["opentree-utimes"] = func(arg string) error {
-		return inClonedTree(arg, func(tree int, rel string) error {
-			return unix.UtimesNanoAt(tree, rel, []unix.Timespec{{Sec: 1}, {Sec: 1}}, 0)
-		})
-	}
-}
-
-// inClonedTree calls fn with a detached copy of dir's mount (open_tree
-// OPEN_TREE_CLONE), closed after, and rel, of spec "dir:rel".
-func inClonedTree(spec string, fn func(tree int, rel string) error) error {
-	dir, rel, _ := strings.Cut(spec, ":")
-	tree, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(tree)
-	return fn(tree, rel)
 }
 
 // statOf returns what stat(2) says of path, or fails t.
