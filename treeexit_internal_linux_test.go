@@ -18,6 +18,46 @@ func handoffManager(t *testing.T) *Manager {
 	return m
 }
 
+// handoffStart starts req on a handoffManager: the test's context (a
+// minute), the Manager and the record.
+func handoffStart(t *testing.T, req StartRequest) (context.Context, *Manager, *Process) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	m := handoffManager(t)
+	p, err := m.Start(req)
+	if err != nil {
+		t.Fatalf("Start(%+v) = %v", req, err)
+	}
+	return ctx, m, p
+}
+
+// wantSignalled fails t unless each of ps is final by a signal (Close
+// stopped it).
+func wantSignalled(t *testing.T, ps ...*Process) {
+	t.Helper()
+	for _, p := range ps {
+		if info := p.Info(); info.Running || info.Signal == "" {
+			t.Errorf("after Close: running %v, signal %q; want final by a signal", info.Running, info.Signal)
+		}
+	}
+}
+
+// closeStdinExits closes p's stdin, waits for the record to be final and
+// fails t unless it exited with code.
+func closeStdinExits(ctx context.Context, t *testing.T, p *Process, code int) {
+	t.Helper()
+	if err := p.CloseStdin(); err != nil {
+		t.Fatalf("CloseStdin() = %v", err)
+	}
+	if err := p.Wait(ctx); err != nil {
+		t.Fatalf("Wait() = %v", err)
+	}
+	if got := p.Info().ExitCode; got == nil || *got != code {
+		t.Errorf("exit %v; want %d", got, code)
+	}
+}
+
 // handoffFinal starts req on m and waits until the record is final.
 func handoffFinal(ctx context.Context, t *testing.T, m *Manager, req StartRequest) *Process {
 	t.Helper()
@@ -134,13 +174,7 @@ func TestEndHandoffOneGoroutine(t *testing.T) {
 // not handed over: every record still becomes final with its exit code.
 func TestExitWatchFailsOver(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	m := handoffManager(t)
-	p, err := m.Start(StartRequest{Command: "read x; exit 7", Stdin: true})
-	if err != nil {
-		t.Fatalf("Start = %v", err)
-	}
+	ctx, m, p := handoffStart(t, StartRequest{Command: "read x; exit 7", Stdin: true})
 	w := &m.trees.exits
 	// The pump puts the child in the set.
 	spinUntil(ctx, t, "the child in the exit watch's set", func() bool {
@@ -159,15 +193,7 @@ func TestExitWatchFailsOver(t *testing.T) {
 	if !failed {
 		t.Error("exit watch ended: not marked failed")
 	}
-	if err := p.CloseStdin(); err != nil {
-		t.Fatalf("CloseStdin() = %v", err)
-	}
-	if err := p.Wait(ctx); err != nil {
-		t.Fatalf("Wait() = %v", err)
-	}
-	if code := p.Info().ExitCode; code == nil || *code != 7 {
-		t.Errorf("record in the set when the watch ended: exit %v; want 7", code)
-	}
+	closeStdinExits(ctx, t, p, 7) // in the set when the watch ended
 	later := handoffFinal(ctx, t, m, StartRequest{Args: []string{"true"}})
 	if later.end.owner.Load() != endOpen || later.Info().ExitCode == nil || *later.Info().ExitCode != 0 {
 		t.Errorf("start after the watch ended: owner %d, exit %v; want not handed over (%d), 0", later.end.owner.Load(), later.Info().ExitCode, endOpen)

@@ -66,16 +66,10 @@ func TestHandoffGrandchildDrainBounded(t *testing.T) {
 // only its exit makes the record final, with the signal.
 func TestHandoffClosedOutputRunsOn(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	m := handoffManager(t)
-	p, err := m.Start(StartRequest{Command: "echo out; exec >&- 2>&-; exec sleep 60"})
-	if err != nil {
-		t.Fatalf("Start = %v", err)
-	}
+	ctx, _, p := handoffStart(t, StartRequest{Command: "echo out; exec >&- 2>&-; exec sleep 60"})
 	spinUntil(ctx, t, "the pump takes the end at its EOF", func() bool { return p.end.owner.Load() == endByPump })
 	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
-	err = p.Wait(short)
+	err := p.Wait(short)
 	cancelShort()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait while the child runs with its output closed = %v; want the context's end", err)
@@ -142,11 +136,7 @@ func TestHandoffCloseWhilePumpWaits(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatalf("Close() = %v", err)
 	}
-	for _, p := range ps {
-		if info := p.Info(); info.Running || info.Signal == "" {
-			t.Errorf("after Close: running %v, signal %q; want final with a signal", info.Running, info.Signal)
-		}
-	}
+	wantSignalled(t, ps...)
 }
 
 // TestHandoffFailOverPumpWaits pins the exit watch's fail-over for a
@@ -154,13 +144,7 @@ func TestHandoffCloseWhilePumpWaits(t *testing.T) {
 // report: the goroutine each such record gets sees it.
 func TestHandoffFailOverPumpWaits(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	m := handoffManager(t)
-	p, err := m.Start(StartRequest{Command: "exec >&- 2>&-; read x; exit 6", Stdin: true})
-	if err != nil {
-		t.Fatalf("Start = %v", err)
-	}
+	ctx, m, p := handoffStart(t, StartRequest{Command: "exec >&- 2>&-; read x; exit 6", Stdin: true})
 	spinUntil(ctx, t, "the pump takes the end at its EOF", func() bool { return p.end.owner.Load() == endByPump })
 	w := &m.trees.exits
 	w.mu.Lock()
@@ -168,15 +152,7 @@ func TestHandoffFailOverPumpWaits(t *testing.T) {
 	w.mu.Unlock()
 	_ = ep.Close()
 	<-done
-	if err := p.CloseStdin(); err != nil {
-		t.Fatalf("CloseStdin() = %v", err)
-	}
-	if err := p.Wait(ctx); err != nil {
-		t.Fatalf("Wait() = %v", err)
-	}
-	if code := p.Info().ExitCode; code == nil || *code != 6 {
-		t.Errorf("exit %v; want 6", code)
-	}
+	closeStdinExits(ctx, t, p, 6)
 }
 
 // TestHandoffStartsRaceClose pins that starts racing Manager.Close give
@@ -344,9 +320,7 @@ func TestHandoffModes(t *testing.T) {
 				if err := m.Close(); err != nil {
 					t.Fatalf("Close() = %v", err)
 				}
-				if info := waiting.Info(); info.Running || info.Signal == "" {
-					t.Errorf("after Close: running %v, signal %q; want final by a signal", info.Running, info.Signal)
-				}
+				wantSignalled(t, waiting)
 			})
 		}
 	}
