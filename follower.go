@@ -5,8 +5,6 @@ import (
 	"context"
 	"io"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/xerrors"
@@ -68,43 +66,9 @@ type follower struct {
 	woken  time.Time
 	target int64
 	// keeps: the pump waits for the follower (it keeps up); blocking: the
-	// pump's current wait is for it (addHeld).
-	keeps, blocking bool
-	// closed: Close ran; set under the buffer's mu, read without it by
-	// a Read served from st.
-	closed atomic.Bool
-	// staged counts st's bytes not yet returned: cursor is past them.
-	// Set by Read, read by Stats.
-	staged atomic.Int32
-	// st holds the bytes a Read of stageMax bytes or less read ahead;
-	// nil when there are none. Only Read uses it.
-	st *stage
+	// pump's current wait is for it (addHeld); closed: Close ran.
+	keeps, blocking, closed bool
 }
-
-// Once the stream is finished, a follower reading stageMax bytes or less
-// a call reads up to stageSize bytes ahead into a stage under one lock of
-// the buffer, and its next Reads copy from there without it: what is left
-// in its window when the record ends (up to its Window) would otherwise
-// cost a lock and a read of the buffer every few bytes. While the stream
-// runs each small Read stays one paced read of the buffer (pace.go), so
-// that a reader in small pieces cannot take the CPUs from the child: a
-// stage would let it read a stage's worth per pause. A stage is taken
-// from a pool by a Read and given back once its bytes are returned, so
-// an open follower holds none while it waits.
-const (
-	stageSize = 4 << 10
-	stageMax  = 512
-)
-
-// stage is a follower's read-ahead: buf[off:end] are the stream's bytes
-// from offset from+off on.
-type stage struct {
-	buf      [stageSize]byte
-	off, end int
-	from     int64
-}
-
-var stages = sync.Pool{New: func() any { return new(stage) }}
 
 // Follow registers a reader of the Output stream from cursor from (0: the
 // start; negative: the current end; a cursor from ReadSince continues
@@ -165,29 +129,20 @@ func (b *HeadTailBuffer) follow(p *Process, from int64, opts FollowOptions) (*Fo
 // (Data may hold the last bytes then). When ctx ends: an error wrapping
 // ctx.Err(); after Close: ErrClosed; an empty buf: ErrInvalid. A tight
 // loop of reads of less than the tail's size behind the end is paced as
-// ReadSinceInto is, so that it leaves the CPUs to the child. Once the
-// stream is finished, a Read of stageMax (512) bytes or less reads up to
-// stageSize (4 KiB) ahead, which the next Reads return.
+// ReadSinceInto is, so that it leaves the CPUs to the child.
 func (f *Follower) Read(ctx context.Context, buf []byte) (Chunk, error) {
 	s, b := f.s, f.s.b
 	defer runtime.KeepAlive(f) // not closed as garbage while it reads
 	if len(buf) == 0 {
 		return Chunk{}, xerrors.Errorf("follow %q: empty buffer: %w", s.id(), ErrInvalid)
 	}
-	if s.st != nil {
-		if s.closed.Load() {
-			s.dropStage()
-			return Chunk{}, xerrors.Errorf("follow %q: %w", s.id(), ErrClosed)
-		}
-		return s.fromStage(buf), nil
-	}
 	for {
 		b.mu.Lock()
-		if s.closed.Load() {
+		if s.closed {
 			b.mu.Unlock()
 			return Chunk{}, xerrors.Errorf("follow %q: %w", s.id(), ErrClosed)
 		}
-		c, pieces := b.followReadStaged(s, buf)
+		c, pieces := b.followReadLocked(s, buf)
 		if len(c.Data) > 0 || c.Lost > 0 || b.finished && s.final() {
 			b.mu.Unlock()
 			b.paceRead(pieces) // a pause delays the return, not the bytes
@@ -229,56 +184,11 @@ func (f *Follower) Read(ctx context.Context, buf []byte) (Chunk, error) {
 	}
 }
 
-// followReadStaged is followReadLocked for a Read into buf: one of
-// stageMax bytes or less of a finished stream reads ahead into a stage
-// (s.st), and returns the first len(buf) bytes of it.
-func (b *HeadTailBuffer) followReadStaged(s *follower, buf []byte) (Chunk, *pacer) {
-	if len(buf) > stageMax || !b.finished {
-		return b.followReadLocked(s, buf, len(buf))
-	}
-	st := stages.Get().(*stage)
-	c, pieces := b.followReadLocked(s, st.buf[:], len(buf))
-	n := copy(buf, c.Data)
-	if left := len(c.Data) - n; left > 0 {
-		st.off, st.end, st.from = n, len(c.Data), c.Next-int64(len(c.Data))
-		s.st = st
-		s.staged.Store(int32(left))
-		c.Next -= int64(left)
-		c.EOF = false
-	} else {
-		stages.Put(st)
-	}
-	c.Data = buf[:n]
-	return c, pieces
-}
-
-// fromStage returns the next bytes of s.st in buf, and gives the stage
-// back once they are all returned.
-func (s *follower) fromStage(buf []byte) Chunk {
-	st := s.st
-	n := copy(buf, st.buf[st.off:st.end])
-	st.off += n
-	c := Chunk{Data: buf[:n], Next: st.from + int64(st.off), End: s.b.size.Load()}
-	s.staged.Store(int32(st.end - st.off))
-	if st.off == st.end {
-		s.dropStage()
-	}
-	return c
-}
-
-// dropStage gives s.st back to the pool.
-func (s *follower) dropStage() {
-	s.staged.Store(0)
-	stages.Put(s.st)
-	s.st = nil
-}
-
 // followReadLocked reads for s into buf and moves its cursor: a read to
 // the end makes s keep up again, one to where the stream ended at its
-// wake ends its bound. limit is the caller's read size, which decides
-// whether it reads in pieces (readPacedLocked, whose pacer it returns).
-func (b *HeadTailBuffer) followReadLocked(s *follower, buf []byte, limit int) (Chunk, *pacer) {
-	c, pieces := b.readPacedLocked(s.cursor, buf, limit, true)
+// wake ends its bound. It returns readPacedLocked's pacer.
+func (b *HeadTailBuffer) followReadLocked(s *follower, buf []byte) (Chunk, *pacer) {
+	c, pieces := b.readPacedLocked(s.cursor, buf, len(buf), true)
 	if c.Next == s.cursor {
 		return c, pieces
 	}
@@ -299,7 +209,7 @@ func (f *Follower) Stats() FollowStats {
 	s := f.s
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
-	return FollowStats{Cursor: s.cursor - int64(s.staged.Load()), Lost: s.lost, Held: s.held}
+	return FollowStats{Cursor: s.cursor, Lost: s.lost, Held: s.held}
 }
 
 // Close unregisters the follower: the pump never waits for it again, and
@@ -311,10 +221,10 @@ func (s *follower) close() {
 	b := s.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if s.closed.Load() {
+	if s.closed {
 		return
 	}
-	s.closed.Store(true)
+	s.closed = true
 	if b != noStderr {
 		b.removeFollowerLocked(s)
 		b.wakeLocked() // a Read blocked in the shared wait looks again
