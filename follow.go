@@ -33,9 +33,7 @@ const (
 	DefaultFollowHold = 5 * time.Millisecond
 	// MaxFollowHold is the largest FollowOptions.MaxHold.
 	MaxFollowHold = 20 * time.Millisecond
-)
 
-const (
 	// minFollowWindow is the least window a follower gets: less would
 	// cost a hand-off every few pump reads.
 	minFollowWindow = 64 << 10
@@ -43,13 +41,11 @@ const (
 	// that reads each wake within a few milliseconds loses nothing at
 	// 50 MB/s.
 	waiterWindow = 1 << 20
-	// waiterKeep is how long after the last WaitOutput the window is kept
-	// for waiters.
+	// waiterKeep: the window is kept this long after the last WaitOutput.
 	waiterKeep = 100 * time.Millisecond
 	// windowSlack is the free storage the window's ring keeps beyond its
-	// size (or the size, if less), so that the pump reads straight into
-	// the ring (readTarget) while the window is full too, rather than
-	// into its own buffer and copying from there.
+	// size (or the size, if less): the pump reads straight into the ring
+	// (readTarget) while the window is full too.
 	windowSlack = 64 << 10
 )
 
@@ -58,7 +54,6 @@ const (
 // pieces.
 type followState struct {
 	followers []*follower
-	reading   int32         // followers blocked in Read (waiters: in WaitOutput)
 	lastWait  time.Duration // a WaitOutput's last start or end since paceEpoch
 	roomc     chan struct{} // a token when a follower reads or goes
 	// window is a ring holding the newest windowLen bytes of the stream
@@ -197,6 +192,18 @@ func (b *HeadTailBuffer) windowIndexLocked(off int64) int {
 	return (f.windowPos + int(off-(b.total-int64(f.windowLen)))) % len(f.window)
 }
 
+// restLocked returns the window's bytes from off on, up to the end of its
+// ring's storage, if the stream is finished and a follower's read from
+// off reads the window; else nil.
+func (b *HeadTailBuffer) restLocked(off int64) []byte {
+	start, ok := b.windowStartLocked(true)
+	if !b.finished || !ok || off < max(start, int64(len(b.head))) || off >= b.total {
+		return nil
+	}
+	i := b.windowIndexLocked(off)
+	return b.flow.window[i:min(i+int(b.total-off), len(b.flow.window))]
+}
+
 // windowByteLocked returns the stream byte at off and whether the window
 // holds it.
 func (b *HeadTailBuffer) windowByteLocked(off int64) (byte, bool) {
@@ -228,10 +235,8 @@ func (b *HeadTailBuffer) roomLocked(n int, mark bool) int {
 		if !s.keeps {
 			continue
 		}
-		// A write of k bytes drops what is left of [headMax,
-		// total+k-tailMax) from the tail, and of [0, total+k-size) from
-		// the window, which holds the bytes from s.cursor on if it holds
-		// s.cursor.
+		// A write of k bytes drops [headMax, total+k-tailMax) from the
+		// tail, and [0, total+k-size) from a window holding s.cursor.
 		kept := max(s.cursor, int64(b.headMax)) + int64(b.tailMax)
 		if s.cursor >= windowStart {
 			kept = max(kept, s.cursor+size)
@@ -341,17 +346,4 @@ func (b *HeadTailBuffer) dropHolds() {
 // keeps what they have not read, followers' and waiters' alike.
 func (b *HeadTailBuffer) lazyWakeLocked() bool {
 	return b.flow != nil && len(b.flow.window) > 0
-}
-
-// removeFollowerLocked unregisters s; a buffer nobody follows or waits
-// for frees its window at once.
-func (b *HeadTailBuffer) removeFollowerLocked(s *follower) {
-	f := b.flow
-	if i := slices.Index(f.followers, s); i >= 0 {
-		f.followers = slices.Delete(f.followers, i, i+1)
-	}
-	if len(f.followers) == 0 && (b.finished || !b.waitedLocked(time.Since(paceEpoch))) {
-		f.window, f.windowPos, f.windowLen = nil, 0, 0
-	}
-	b.signalRoomLocked()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"runtime"
@@ -342,13 +343,85 @@ func TestFollowerRead(t *testing.T) {
 		_, err := g.Read(ctx, buf)
 		read <- err
 	}()
-	spinUntil(ctx, t, "Read blocking", func() bool { return pumpTestLocked(live, func() bool { return live.flow.reading == 1 }) })
+	spinUntil(ctx, t, "Read blocking", func() bool { return pumpTestLocked(live, func() bool { return live.waitc != nil }) })
 	_ = g.Close()
 	if err := <-read; !errors.Is(err, ErrClosed) {
 		t.Errorf("blocked Read across Close = %v; want ErrClosed", err)
 	}
 	if err := g.Close(); err != nil {
 		t.Errorf("second Close() = %v; want nil", err)
+	}
+}
+
+// TestFollowerReadsFinishedWindow pins the reads of what a finished
+// stream's window holds, which copy from the ring without looking at the
+// buffer again (follower.rest): in small and large pieces, across the
+// ring's wrap, two followers at once, Stats on the way, and ErrClosed
+// for a Read after Close in the middle of it.
+func TestFollowerReadsFinishedWindow(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	data := make([]byte, 300_001)
+	for i := range data {
+		data[i] = byte(i % 251)
+	}
+	b := NewHeadTailBuffer(4, 8, 0)
+	opts := FollowOptions{Window: minFollowWindow}
+	small, large := mustFollow(t, b, 0, opts), mustFollow(t, b, 0, opts)
+	for p := data; len(p) > 0; { // odd pieces, so that the ring wraps
+		n := min(len(p), 7_919)
+		_, _ = b.Write(p[:n])
+		p = p[n:]
+	}
+	b.Finish()
+	pumpTestLocked(b, func() bool {
+		if b.flow.windowPos == 0 {
+			t.Errorf("window starts at its ring's start; the test wants a wrapped ring")
+		}
+		return true
+	})
+	windowStart := int64(len(data) - minFollowWindow)
+	read := func(f *Follower, size int) {
+		buf := make([]byte, size)
+		c, err := f.Read(ctx, buf)
+		if err != nil || string(c.Data) != string(data[:4]) {
+			t.Fatalf("first Read(%d) = %+v, %v; want the head", size, c, err)
+		}
+		c, err = f.Read(ctx, buf)
+		if err != nil || c.Lost != windowStart-4 || len(c.Data) == 0 || c.Data[0] != data[windowStart] {
+			t.Fatalf("second Read(%d) = lost %d, %d bytes, %v; want %d lost, then the window", size, c.Lost, len(c.Data), err, windowStart-4)
+		}
+		at := windowStart + int64(len(c.Data))
+		for {
+			c, err = f.Read(ctx, buf)
+			if string(c.Data) != string(data[at:at+int64(len(c.Data))]) {
+				t.Fatalf("Read(%d) at %d: wrong bytes", size, at)
+			}
+			at += int64(len(c.Data))
+			if st := f.Stats(); st.Cursor != at || st.Lost != windowStart-4 {
+				t.Fatalf("Stats() = %+v after reading to %d; want that cursor, %d lost", st, at, windowStart-4)
+			}
+			if err != nil {
+				break
+			}
+		}
+		if err != io.EOF || at != int64(len(data)) {
+			t.Errorf("Read(%d) ended at %d with %v; want io.EOF at %d", size, at, err, len(data))
+		}
+	}
+	read(small, 10)
+	read(large, 3_000)
+
+	// Close in the middle of the window: the next Read is ErrClosed.
+	closed := mustFollow(t, b, windowStart, FollowOptions{})
+	buf := make([]byte, 10)
+	if c, err := closed.Read(ctx, buf); err != nil || string(c.Data) != string(data[windowStart:windowStart+10]) {
+		t.Fatalf("Read() from the window's start = %+v, %v; want its first 10 bytes", c, err)
+	}
+	_ = closed.Close()
+	if _, err := closed.Read(ctx, buf); !errors.Is(err, ErrClosed) {
+		t.Errorf("Read() after Close, bytes left in the window = %v; want ErrClosed", err)
 	}
 }
 
@@ -592,5 +665,43 @@ func TestOutputWaitsForRenderingUnderWay(t *testing.T) {
 	_, _ = b.Write([]byte("def"))
 	if out := b.Output(); out.Text != "abcdef" {
 		t.Errorf("Output() after writes past the rendering under way = %q; want %q", out.Text, "abcdef")
+	}
+}
+
+// BenchmarkFollowerReadFinished reads what a finished stream's window
+// holds (1 MiB past a default head and tail) through a follower, in
+// reads of 10 bytes and of 64 KiB: what a small reader has left to do
+// once the record ended.
+func BenchmarkFollowerReadFinished(b *testing.B) {
+	data := bytes.Repeat([]byte("0123456789abcdef"), (1<<20+DefaultHeadBytes+DefaultTailBytes)/16)
+	for _, size := range []int{10, 64 << 10} {
+		b.Run(fmt.Sprintf("read-%d", size), func(b *testing.B) {
+			buf := make([]byte, size)
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				hb := NewHeadTailBuffer(0, 0, 0)
+				f, err := hb.follow(nil, 0, FollowOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = hb.Write(data)
+				hb.Finish()
+				var got int64
+				for {
+					c, err := f.Read(b.Context(), buf)
+					got += int64(len(c.Data)) + c.Lost
+					if err == io.EOF {
+						break
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				if got != int64(len(data)) {
+					b.Fatalf("read %d bytes; want %d", got, len(data))
+				}
+				_ = f.Close()
+			}
+		})
 	}
 }

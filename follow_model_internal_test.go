@@ -143,9 +143,7 @@ func runFollowModel(t *testing.T, seed uint64, kinds []modelReader) error {
 				b.waitc = make(chan struct{})
 			}
 			r.waitc = b.waitc
-			if follows {
-				b.flow.reading++
-			} else {
+			if !follows {
 				b.waiters++
 			}
 			return true
@@ -153,9 +151,7 @@ func runFollowModel(t *testing.T, seed uint64, kinds []modelReader) error {
 	}
 	unwait := func(r *state, follows bool) {
 		pumpTestLocked(b, func() bool {
-			if follows {
-				b.flow.reading--
-			} else {
+			if !follows {
 				b.waiters--
 			}
 			return true

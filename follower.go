@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"runtime"
+	"slices"
 	"time"
 
 	"golang.org/x/xerrors"
@@ -65,6 +66,10 @@ type follower struct {
 	// follower keeps up if it reads up to there within maxHold.
 	woken  time.Time
 	target int64
+	// rest[restAt:] is a finished stream's window from the cursor on, up
+	// to the end of the ring's storage: bytes that never change again.
+	rest   []byte
+	restAt int
 	// keeps: the pump waits for the follower (it keeps up); blocking: the
 	// pump's current wait is for it (addHeld); closed: Close ran.
 	keeps, blocking, closed bool
@@ -77,40 +82,32 @@ type follower struct {
 // error wrapping ErrInvalid. A follower registered behind the end of the
 // stream is waited for only once one of its reads reaches the end.
 func (p *Process) Follow(from int64, opts FollowOptions) (*Follower, error) {
-	f, err := p.out.follow(p, from, opts)
-	if err != nil {
-		return nil, xerrors.Errorf("follow output of %q: %w", p.info.ID, err)
-	}
-	return f, nil
+	return p.out.follow(p, from, opts)
 }
 
 // FollowStderr is [Process.Follow] for the stderr stream of a process
 // started with SeparateStderr; without it the stream is empty and Read
 // returns io.EOF once the record is final.
 func (p *Process) FollowStderr(from int64, opts FollowOptions) (*Follower, error) {
-	f, err := p.stderrStream().follow(p, from, opts)
-	if err != nil {
-		return nil, xerrors.Errorf("follow stderr of %q: %w", p.info.ID, err)
-	}
-	return f, nil
+	return p.stderrStream().follow(p, from, opts)
 }
 
 // follow registers a follower of b, a stream of p (nil in tests: the
 // stream is final once b is finished).
 func (b *HeadTailBuffer) follow(p *Process, from int64, opts FollowOptions) (*Follower, error) {
 	window, hold := cmp.Or(opts.Window, DefaultFollowWindow), cmp.Or(opts.MaxHold, DefaultFollowHold)
-	if window < 0 || window > MaxFollowWindow || hold > MaxFollowHold {
-		return nil, xerrors.Errorf("window %d not in [0, %d], or hold %v above %v: %w",
-			opts.Window, MaxFollowWindow, opts.MaxHold, MaxFollowHold, ErrInvalid)
-	}
 	s := &follower{b: b, p: p, window: max(window, minFollowWindow), maxHold: hold}
+	if window < 0 || window > MaxFollowWindow || hold > MaxFollowHold {
+		return nil, xerrors.Errorf("follow %q: window %d not in [0, %d], or hold %v above %v: %w",
+			s.id(), opts.Window, MaxFollowWindow, opts.MaxHold, MaxFollowHold, ErrInvalid)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
 	case from < 0:
 		from = b.total
 	case from > b.total:
-		return nil, xerrors.Errorf("cursor %d beyond the end %d: %w", from, b.total, ErrInvalid)
+		return nil, xerrors.Errorf("follow %q: cursor %d beyond the end %d: %w", s.id(), from, b.total, ErrInvalid)
 	}
 	s.cursor = from
 	s.keeps = from == b.total && hold > 0
@@ -164,7 +161,6 @@ func (f *Follower) Read(ctx context.Context, buf []byte) (Chunk, error) {
 				b.waitc = make(chan struct{})
 			}
 			waitc = b.waitc
-			b.flow.reading++
 		}
 		b.mu.Unlock()
 		select {
@@ -172,11 +168,6 @@ func (f *Follower) Read(ctx context.Context, buf []byte) (Chunk, error) {
 		case <-done:
 		case <-closec:
 		case <-ctx.Done():
-		}
-		if waitc != nil {
-			b.mu.Lock()
-			b.flow.reading--
-			b.mu.Unlock()
 		}
 		if err := ctx.Err(); err != nil {
 			return Chunk{}, xerrors.Errorf("follow %q: %w", s.id(), err)
@@ -186,8 +177,14 @@ func (f *Follower) Read(ctx context.Context, buf []byte) (Chunk, error) {
 
 // followReadLocked reads for s into buf and moves its cursor: a read to
 // the end makes s keep up again, one to where the stream ended at its
-// wake ends its bound. It returns readPacedLocked's pacer.
+// wake ends its bound; a finished stream's window is read from s.rest.
+// It returns readPacedLocked's pacer.
 func (b *HeadTailBuffer) followReadLocked(s *follower, buf []byte) (Chunk, *pacer) {
+	if s.restAt < len(s.rest) {
+		n := copy(buf, s.rest[s.restAt:])
+		s.restAt, s.cursor = s.restAt+n, s.cursor+int64(n)
+		return Chunk{Data: buf[:n], Next: s.cursor, End: b.total}, nil
+	}
 	c, pieces := b.readPacedLocked(s.cursor, buf, len(buf), true)
 	if c.Next == s.cursor {
 		return c, pieces
@@ -199,6 +196,7 @@ func (b *HeadTailBuffer) followReadLocked(s *follower, buf []byte) (Chunk, *pace
 	case !s.woken.IsZero() && c.Next >= s.target:
 		s.woken = time.Time{}
 	}
+	s.rest, s.restAt = b.restLocked(s.cursor), 0
 	b.signalRoomLocked()
 	return c, pieces
 }
@@ -224,13 +222,18 @@ func (s *follower) close() {
 	if s.closed {
 		return
 	}
-	s.closed = true
-	if b != noStderr {
-		b.removeFollowerLocked(s)
-		b.wakeLocked() // a Read blocked in the shared wait looks again
-	}
+	s.closed, s.rest = true, nil
 	if s.closec != nil {
 		close(s.closec)
+	}
+	if f := b.flow; b != noStderr { // noStderr lists no follower
+		f.followers = slices.DeleteFunc(f.followers, func(o *follower) bool { return o == s })
+		// A buffer nobody follows or waits for frees its window at once.
+		if len(f.followers) == 0 && (b.finished || !b.waitedLocked(time.Since(paceEpoch))) {
+			f.window, f.windowPos, f.windowLen = nil, 0, 0
+		}
+		b.signalRoomLocked()
+		b.wakeLocked() // a Read blocked in the shared wait looks again
 	}
 }
 

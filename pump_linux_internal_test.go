@@ -246,7 +246,7 @@ func TestFollowerWokenWhilePolled(t *testing.T) {
 		waited <- err
 	}()
 	spinUntil(ctx, t, "the follower to wait", func() bool {
-		return pumpTestLocked(b, func() bool { return b.flow.reading > 0 })
+		return pumpTestLocked(b, func() bool { return b.waitc != nil })
 	})
 	pu.writeQuiet([]byte("hi\n"))
 	if !pu.wakeDue {

@@ -57,22 +57,37 @@ func followerAll(ctx context.Context, f *proc.Follower, buf []byte, stall time.D
 // follower reading 10 bytes a call). Targets: lost-64KiB 0 and x-64KiB at
 // most the floor (x-ring-half-only / x-ring-alone) + 0.05; x-64KiB-nohold
 // at most 1.05 and held-ms-64KiB-nohold 0; x-10B at most 1.1, with
-// got + lost exact (the op fails otherwise).
+// got + lost exact (the op fails otherwise). x-<name> is the op's time,
+// from Start until the follower read io.EOF; done-x-<name> the median of
+// the capture's own time, from Start until the record was final, over
+// alone's in the same round: what the follower cost the child, without
+// what it read after the end.
 func BenchmarkFollower(b *testing.B) {
 	hb := newHandoffBench(b)
 	m := proctest.NewManager(b, proc.Options{})
 	ctx := testkit.Ctx(b, 10*time.Minute)
 	lost := map[string]int64{}
 	held := map[string]time.Duration{}
+	final := map[string][]time.Duration{} // Start to final, one per op
 	follow := func(name string, size int, opts proc.FollowOptions) variant {
 		buf := make([]byte, size)
 		return variant{name, func(stat string) {
 			var req proc.StartRequest
 			req.Args, req.Env = zerosArgs(followCostBytes, stat)
+			start := time.Now()
 			p, err := m.Start(req)
 			if err != nil {
 				b.Fatalf("Start() = %v", err)
 			}
+			finalAt := make(chan time.Time, 1)
+			go func() { <-p.Done(); finalAt <- time.Now() }() // ends at final
+			defer func() {
+				select {
+				case at := <-finalAt:
+					final[name] = append(final[name], at.Sub(start))
+				case <-ctx.Done():
+				}
+			}()
 			if size == 0 {
 				<-p.Done()
 				checkFinal(b, p, followCostBytes)
@@ -115,6 +130,11 @@ func BenchmarkFollower(b *testing.B) {
 	for _, name := range []string{"64KiB", "64KiB-nohold", "10B"} {
 		b.ReportMetric(float64(lost[name])/float64(b.N), "lost-B-"+name)
 		b.ReportMetric(float64(held[name].Microseconds())/1e3/float64(b.N), "held-ms-"+name)
+		var ratios []float64
+		for i, d := range final[name] {
+			ratios = append(ratios, float64(d)/float64(final["alone"][i]))
+		}
+		b.ReportMetric(medianOf(ratios), "done-x-"+name)
 	}
 }
 
