@@ -53,6 +53,11 @@ import (
 //     turns and timers;
 //   - pipe: io.Pipe, each pump read handed over synchronously (the pump
 //     waits until the follower has copied it);
+//   - lossy-lat1ms, lossy-half-only: the pump never waits for room (a
+//     follower that never holds, MaxHold < 0), the follower skipping what
+//     it did not read in time, woken as lat1ms and as half-only
+//     (handoff.lossy: the op then checks only that it got or skipped
+//     every byte);
 //   - proc-alone and proc-64KiB: the library's capture alone and followed
 //     by a 64 KiB WaitOutput / ReadSinceInto loop (BenchmarkFollowCost's
 //     alone and 64KiB).
@@ -172,6 +177,8 @@ func handoffTurns() []handoff {
 		{name: "full-bound5ms", followers: one, wake: never, bound: 5 * time.Millisecond, room: perPiece},
 		{name: "lat1ms-bound5ms", followers: one, wake: never, latency: time.Millisecond, bound: 5 * time.Millisecond, room: perPiece},
 		{name: "pipe", followers: one, pipe: true},
+		{name: "lossy-lat1ms", followers: one, wake: never, latency: time.Millisecond, lossy: true},
+		{name: "lossy-half-only", followers: one, wake: halfOnly, lossy: true},
 	}
 }
 
@@ -196,6 +203,9 @@ func newHandoffBench(b *testing.B) *handoffBench {
 func (hb *handoffBench) variant(h handoff) variant {
 	b := hb.b
 	ring := make([]byte, followWindowBytes)
+	if h.lossy {
+		ring = make([]byte, followWindowBytes+handoffSlack)
+	}
 	var dsts [][]byte
 	for _, size := range h.followers {
 		dsts = append(dsts, make([]byte, size))
@@ -206,8 +216,8 @@ func (hb *handoffBench) variant(h handoff) variant {
 		if err != nil {
 			b.Fatalf("%s: %v", h.name, err)
 		}
-		if st.pumped != followCostBytes || len(h.followers) > 0 && st.followed != followCostBytes {
-			b.Fatalf("%s: pumped %d bytes, a follower got %d; want %d each", h.name, st.pumped, st.followed, followCostBytes)
+		if st.pumped != followCostBytes || len(h.followers) > 0 && st.followed+st.lost != followCostBytes {
+			b.Fatalf("%s: pumped %d bytes, a follower got %d and skipped %d; want %d each", h.name, st.pumped, st.followed, st.lost, followCostBytes)
 		}
 		if h.pipe || len(h.followers) == 0 {
 			return
@@ -272,13 +282,26 @@ type handoff struct {
 	room func(filled int64) bool
 	// pipe hands each read over through an io.Pipe instead of the ring.
 	pipe bool
+	// lossy: the pump never waits for room, as for a follower that never
+	// holds (MaxHold < 0); it writes over what the followers have not
+	// read, and they skip it (handoffStats.lost). The ring keeps
+	// handoffSlack bytes beyond its window that followers never read: the
+	// pump reads into them and publishes each read under the ring's mu,
+	// and followers copy under mu (the library's window and its slack).
+	// room is not used.
+	lossy bool
 }
+
+// handoffSlack is a lossy ring's storage beyond its window (the library's
+// windowSlack).
+const handoffSlack = 64 << 10
 
 // handoffStats is what one run of handoffRun moved and how often its
 // goroutines waited for each other: followed is the least any follower
 // got, and wakes adds up the followers' waits for bytes.
 type handoffStats struct {
 	pumped, followed int64
+	lost             int64 // skipped by the follower that got least
 	wakes, roomWaits int64
 	arms, latWakes   int64
 }
@@ -290,6 +313,7 @@ type handoffStats struct {
 // (one pending at most, so a wake is never lost and never blocks its
 // sender).
 type handoffRing struct {
+	mu  sync.Mutex // a lossy ring's: held to move w and to copy out
 	buf []byte
 	w   atomic.Int64
 	eof atomic.Bool
@@ -410,7 +434,11 @@ func handoffRingRun(r *os.File, h handoff, ring []byte, dsts [][]byte) (handoffS
 		// Ends once it has read everything up to EOF (q.eof); joined below.
 		go func() {
 			defer wg.Done()
-			got[i] = q.follow(f, dsts[i], h.room)
+			if h.lossy {
+				got[i] = q.followLossy(f, dsts[i])
+			} else {
+				got[i] = q.follow(f, dsts[i], h.room)
+			}
 		}()
 	}
 	wake := func() {
@@ -432,6 +460,9 @@ func handoffRingRun(r *os.File, h handoff, ring []byte, dsts [][]byte) (handoffS
 	for {
 		w := q.w.Load()
 		free := size - (w - q.slowest(w, nil))
+		if h.lossy {
+			free = handoffSlack // never read by followers (follow)
+		}
 		if free == 0 {
 			wake()
 			unannounced = false
@@ -454,7 +485,9 @@ func handoffRingRun(r *os.File, h handoff, ring []byte, dsts [][]byte) (handoffS
 		var n int
 		n, err = r.Read(ring[at : at+ask])
 		if n > 0 {
+			q.mu.Lock()
 			w = q.w.Add(int64(n))
+			q.mu.Unlock()
 			st.pumped += int64(n)
 			switch {
 			case len(q.followers) == 0:
@@ -492,9 +525,11 @@ func handoffRingRun(r *os.File, h handoff, ring []byte, dsts [][]byte) (handoffS
 	wake()
 	wg.Wait()
 	st.followed = st.pumped
-	for _, g := range got {
+	for i, g := range got {
 		st.wakes += g.wakes
-		st.followed = min(st.followed, g.followed)
+		if i == 0 || g.followed < st.followed {
+			st.followed, st.lost = g.followed, g.lost
+		}
 	}
 	return st, err
 }
@@ -537,5 +572,41 @@ func (q *handoffRing) follow(f *handoffFollower, dst []byte, room func(filled in
 			default:
 			}
 		}
+	}
+}
+
+// followLossy is follow for a lossy ring: under q.mu it copies out for f
+// the oldest bytes it has not read that the ring still holds (its window:
+// the newest len(q.buf)-handoffSlack), skipping older ones, in pieces of
+// up to len(dst), until q.eof and nothing left; it waits on f.data when
+// it finds none. It never signals room: the pump never waits.
+func (q *handoffRing) followLossy(f *handoffFollower, dst []byte) handoffStats {
+	var st handoffStats
+	size := int64(len(q.buf))
+	window := size - handoffSlack
+	for {
+		eof := q.eof.Load() // before w: with eof set, w is final
+		q.mu.Lock()
+		r, w := f.r.Load(), q.w.Load()
+		if r == w {
+			q.mu.Unlock()
+			if eof {
+				return st
+			}
+			st.wakes++
+			q.waiting.Add(1)
+			<-f.data
+			q.waiting.Add(-1)
+			continue
+		}
+		if w-r > window {
+			st.lost += w - window - r
+			r = w - window
+		}
+		at := r % size
+		k := int64(copy(dst, q.buf[at:min(at+(w-r), size)]))
+		f.r.Store(r + k)
+		q.mu.Unlock()
+		st.followed += k
 	}
 }

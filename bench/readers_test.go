@@ -36,7 +36,8 @@ const pollBytes = 512 << 20
 // capture). A variant whose child is zerosArgs's also
 // reports, per op, where the child's time went (childReport) and this
 // process's CPU time ("self-ms-<name>": pump, readers and pollers).
-func interleaved(b *testing.B, variants []variant) {
+// It returns, per variant, its op's time over the first's, per iteration.
+func interleaved(b *testing.B, variants []variant) [][]float64 {
 	b.Helper()
 	spent := make([]time.Duration, len(variants))
 	self := make([]time.Duration, len(variants))
@@ -81,6 +82,7 @@ func interleaved(b *testing.B, variants []variant) {
 		}
 	}
 	b.ReportMetric(float64(spent[0].Nanoseconds())/float64(b.N), "ns-"+variants[0].name)
+	return ratios
 }
 
 // variant is one workload of an interleaved benchmark. op is given the
