@@ -9,11 +9,10 @@ import (
 //
 // A buffer keeps, beyond head and tail, a ring of the newest bytes (the
 // window) while WaitOutput waits or returned less than waiterKeep ago (a
-// loop reads after its wait, not during it), and while a Follower is
-// open: waiterWindow bytes for waiters, and as many as the largest open
-// follower asked for. Every cursor read from a cursor it holds reads from
-// it: it keeps no state per reader. Without waiters it keeps nothing from
-// before the oldest follower's cursor, so it grows as followers lag.
+// loop reads after its wait), and while a Follower is open: waiterWindow
+// bytes for waiters, and as many as the largest open follower asked for.
+// Every read from a cursor it holds reads from it; it keeps no state per
+// reader, and without waiters nothing before the oldest follower's cursor.
 //
 // Only the pump obeys followers (Write never waits): before it would
 // write over the unread bytes of a follower that keeps up (follower.keeps)
@@ -61,10 +60,8 @@ type followState struct {
 	window    []byte
 	windowPos int
 	windowLen int
-	testMax   int // if not zero, the window's size (tests)
-	// pieces paces tight loops of reads in pieces (readPacedLocked); it
-	// is safe for concurrent use.
-	pieces pacer
+	testMax   int   // if not zero, the window's size (tests)
+	pieces    pacer // paces tight reads in pieces (readPacedLocked); no lock
 }
 
 // flowLocked returns b's followState, made if need be.

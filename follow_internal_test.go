@@ -354,10 +354,11 @@ func TestFollowerRead(t *testing.T) {
 }
 
 // TestFollowerReadsFinishedWindow pins the reads of what a finished
-// stream's window holds, which copy from the ring without looking at the
-// buffer again (follower.rest): in small and large pieces, across the
-// ring's wrap, two followers at once, Stats on the way, and ErrClosed
-// for a Read after Close in the middle of it.
+// stream's window holds, which copy from the ring without the buffer's
+// lock (follower.rest): in small and large pieces, across the ring's
+// wrap, two followers at once, Stats on the way and from another
+// goroutine meanwhile, and ErrClosed for a Read after Close in the middle
+// of it.
 func TestFollowerReadsFinishedWindow(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -383,6 +384,31 @@ func TestFollowerReadsFinishedWindow(t *testing.T) {
 	})
 	windowStart := int64(len(data) - minFollowWindow)
 	read := func(f *Follower, size int) {
+		// Stats from another goroutine sees the cursor only move forward.
+		done, watched := make(chan struct{}), make(chan error, 1)
+		go func() { // ends when read returns (done)
+			var last int64
+			for {
+				select {
+				case <-done:
+					watched <- nil
+					return
+				default:
+				}
+				c := f.Stats().Cursor
+				if c < last || c > int64(len(data)) {
+					watched <- fmt.Errorf("Stats().Cursor %d after %d; want it between that and %d", c, last, len(data))
+					return
+				}
+				last = c
+			}
+		}()
+		defer func() {
+			close(done)
+			if err := <-watched; err != nil {
+				t.Error(err)
+			}
+		}()
 		buf := make([]byte, size)
 		c, err := f.Read(ctx, buf)
 		if err != nil || string(c.Data) != string(data[:4]) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/xerrors"
@@ -66,13 +67,15 @@ type follower struct {
 	// follower keeps up if it reads up to there within maxHold.
 	woken  time.Time
 	target int64
-	// rest[restAt:] is a finished stream's window from the cursor on, up
-	// to the end of the ring's storage: bytes that never change again.
+	// rest[restAt:] is a finished stream's window from cursor+restAt on,
+	// up to the ring's end: bytes that never change again, which Read
+	// copies without the lock. Only Read writes rest, restAt and cursor.
 	rest   []byte
-	restAt int
+	restAt atomic.Int64
+	closed atomic.Bool // Close ran
 	// keeps: the pump waits for the follower (it keeps up); blocking: the
-	// pump's current wait is for it (addHeld); closed: Close ran.
-	keeps, blocking, closed bool
+	// pump's current wait is for it (addHeld).
+	keeps, blocking bool
 }
 
 // Follow registers a reader of the Output stream from cursor from (0: the
@@ -133,9 +136,14 @@ func (f *Follower) Read(ctx context.Context, buf []byte) (Chunk, error) {
 	if len(buf) == 0 {
 		return Chunk{}, xerrors.Errorf("follow %q: empty buffer: %w", s.id(), ErrInvalid)
 	}
+	if at := s.restAt.Load(); at < int64(len(s.rest)) && !s.closed.Load() {
+		n := int64(copy(buf, s.rest[at:]))
+		s.restAt.Store(at + n)
+		return Chunk{Data: buf[:n], Next: s.cursor + at + n, End: b.total}, nil
+	}
 	for {
 		b.mu.Lock()
-		if s.closed {
+		if s.closed.Load() {
 			b.mu.Unlock()
 			return Chunk{}, xerrors.Errorf("follow %q: %w", s.id(), ErrClosed)
 		}
@@ -175,16 +183,11 @@ func (f *Follower) Read(ctx context.Context, buf []byte) (Chunk, error) {
 	}
 }
 
-// followReadLocked reads for s into buf and moves its cursor: a read to
-// the end makes s keep up again, one to where the stream ended at its
-// wake ends its bound; a finished stream's window is read from s.rest.
-// It returns readPacedLocked's pacer.
+// followReadLocked reads for s into buf and moves its cursor (a read to
+// the end makes s keep up again, one to its target ends its bound), and
+// keeps what is left of a finished stream's window in s.rest.
 func (b *HeadTailBuffer) followReadLocked(s *follower, buf []byte) (Chunk, *pacer) {
-	if s.restAt < len(s.rest) {
-		n := copy(buf, s.rest[s.restAt:])
-		s.restAt, s.cursor = s.restAt+n, s.cursor+int64(n)
-		return Chunk{Data: buf[:n], Next: s.cursor, End: b.total}, nil
-	}
+	s.cursor, s.rest = s.cursor+s.restAt.Swap(0), nil
 	c, pieces := b.readPacedLocked(s.cursor, buf, len(buf), true)
 	if c.Next == s.cursor {
 		return c, pieces
@@ -196,7 +199,7 @@ func (b *HeadTailBuffer) followReadLocked(s *follower, buf []byte) (Chunk, *pace
 	case !s.woken.IsZero() && c.Next >= s.target:
 		s.woken = time.Time{}
 	}
-	s.rest, s.restAt = b.restLocked(s.cursor), 0
+	s.rest = b.restLocked(s.cursor)
 	b.signalRoomLocked()
 	return c, pieces
 }
@@ -207,7 +210,7 @@ func (f *Follower) Stats() FollowStats {
 	s := f.s
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
-	return FollowStats{Cursor: s.cursor, Lost: s.lost, Held: s.held}
+	return FollowStats{Cursor: s.cursor + s.restAt.Load(), Lost: s.lost, Held: s.held}
 }
 
 // Close unregisters the follower: the pump never waits for it again, and
@@ -219,10 +222,9 @@ func (s *follower) close() {
 	b := s.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if s.closed {
+	if s.closed.Swap(true) {
 		return
 	}
-	s.closed, s.rest = true, nil
 	if s.closec != nil {
 		close(s.closec)
 	}
