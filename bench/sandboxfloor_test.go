@@ -62,6 +62,11 @@ const (
 	// thread waits for its exec stop, consumes it and ends, and the
 	// kernel detaches the child.
 	stepHold
+	// stepExitKill (group mode, as the library does it there): at the
+	// exec stop the thread sets PTRACE_O_EXITKILL and waits until the
+	// caller lets it go (at once here; the library registers the child's
+	// group first), then clears the option and ends.
+	stepExitKill
 	// stepPlace (cgroup mode): the child forked into the host's cgroup
 	// and moved into its own by a write to its cgroup.procs (opened
 	// before the thread was restricted) at the exec stop; without it the
@@ -181,8 +186,11 @@ func (f *sandboxFloor) start(cmd *exec.Cmd, steps floorStep, cgroup int) error {
 		return cmd.Run()
 	}
 	started := make(chan error, 1)
-	onFreshThread(func() { started <- f.restrictAndStart(cmd, steps, procs) })
-	if err := <-started; err != nil {
+	release := make(chan struct{})
+	onFreshThread(func() { f.restrictAndStart(cmd, steps, procs, started, release) })
+	err := <-started
+	close(release)
+	if err != nil {
 		if cmd.Process != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
@@ -193,8 +201,27 @@ func (f *sandboxFloor) start(cmd *exec.Cmd, steps floorStep, cgroup int) error {
 }
 
 // restrictAndStart runs on the fresh locked thread: its restrictions,
-// the start, the hold and the placement.
-func (f *sandboxFloor) restrictAndStart(cmd *exec.Cmd, steps floorStep, procs int) error {
+// the start, the hold and the placement; it sends their outcome on
+// started (buffered), then with stepExitKill waits for release.
+func (f *sandboxFloor) restrictAndStart(cmd *exec.Cmd, steps floorStep, procs int, started chan<- error, release <-chan struct{}) {
+	err := f.restrictAndHold(cmd, steps, procs)
+	if err != nil || steps&stepExitKill == 0 {
+		started <- err
+		return
+	}
+	pid := cmd.Process.Pid
+	if err := unix.PtraceSetOptions(pid, unix.PTRACE_O_EXITKILL); err != nil {
+		started <- fmt.Errorf("PTRACE_O_EXITKILL: %w", err)
+		return
+	}
+	started <- nil
+	<-release
+	_ = unix.PtraceSetOptions(pid, 0)
+}
+
+// restrictAndHold is restrictAndStart's restrictions, start, hold and
+// placement.
+func (f *sandboxFloor) restrictAndHold(cmd *exec.Cmd, steps floorStep, procs int) error {
 	if steps&stepNNP != 0 {
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			return fmt.Errorf("no-new-privileges: %w", err)
@@ -303,6 +330,7 @@ func onFreshThread(f func()) {
 //   - "thread", "nnp", "bounding", "seccomp", "landlock", "hold": the
 //     steps of sandboxFloorSteps added one at a time, in the library's
 //     order; "hold" is the whole floor of a sandboxed start;
+//   - "exitkill": "hold" with the group mode's exit-kill (stepExitKill);
 //   - "capset": "hold" with the capset alternative instead of the
 //     bounding-set drops;
 //   - "exec-cgroup": "exec" cloned into a cgroup (CLONE_INTO_CGROUP; one
@@ -354,6 +382,7 @@ func BenchmarkSandboxFloor(b *testing.B) {
 	}
 	capset := floorAll&^stepBounding | stepCapset
 	variants = append(variants,
+		variant{"exitkill", "exec", onFloor(floorAll|stepExitKill, false)},
 		variant{"capset", "exec", onFloor(capset, false)},
 		variant{"exec-cgroup", "exec-cgroup", onFloor(0, true)},
 		variant{"hold-cgroup", "exec-cgroup", onFloor(floorAll|stepPlace, true)},
