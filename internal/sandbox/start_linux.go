@@ -167,9 +167,9 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 		}
 		return nil, o.err
 	}
-	member := sessionMember(cmd.Process.Pid)
-	if procs >= 0 {
-		member = sameCgroup
+	member := sameCgroup
+	if procs < 0 {
+		member = sessionMember(cmd.Process.Pid)
 	}
 	n, err := newNotifier(o.listener, p.WritableRoots, member)
 	if err != nil {
