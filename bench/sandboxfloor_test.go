@@ -72,6 +72,10 @@ const (
 	// before the thread was restricted) at the exec stop; without it the
 	// child is cloned into its cgroup (CLONE_INTO_CGROUP).
 	stepPlace
+	// stepKeepThread (not a step of the design: a measure of the
+	// thread's part): the thread is unlocked before its goroutine
+	// returns, so that it lives on and serves other goroutines.
+	stepKeepThread
 )
 
 // sandboxFloorSteps are the steps in the library's order (restrictThread:
@@ -169,6 +173,9 @@ func readFileString(path string) (string, error) {
 // end with the steps given; cgroup >= 0 is the directory of the cgroup
 // it must run in.
 func (f *sandboxFloor) start(cmd *exec.Cmd, steps floorStep, cgroup int) error {
+	if steps&stepKeepThread != 0 && steps&^(stepThread|stepKeepThread) != 0 {
+		return errors.New("a kept thread must not be restricted: it would serve other goroutines")
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Ptrace: steps&stepHold != 0}
 	procs := -1
 	if cgroup >= 0 {
@@ -187,7 +194,12 @@ func (f *sandboxFloor) start(cmd *exec.Cmd, steps floorStep, cgroup int) error {
 	}
 	started := make(chan error, 1)
 	release := make(chan struct{})
-	onFreshThread(func() { f.restrictAndStart(cmd, steps, procs, started, release) })
+	onFreshThread(func() {
+		f.restrictAndStart(cmd, steps, procs, started, release)
+		if steps&stepKeepThread != 0 {
+			runtime.UnlockOSThread()
+		}
+	})
 	err := <-started
 	close(release)
 	if err != nil {
@@ -327,6 +339,8 @@ func onFreshThread(f func()) {
 // shape). The floor's variants (sandboxFloor.start):
 //
 //   - "exec": exec.Command("true").Run(), a session of its own;
+//   - "kept-thread": "thread" with its thread kept (stepKeepThread), to
+//     tell the thread's end and a new one's making from the hand-offs;
 //   - "thread", "nnp", "bounding", "seccomp", "landlock", "hold": the
 //     steps of sandboxFloorSteps added one at a time, in the library's
 //     order; "hold" is the whole floor of a sandboxed start;
@@ -374,7 +388,7 @@ func BenchmarkSandboxFloor(b *testing.B) {
 			return floor.start(exec.Command("true"), steps, cg)
 		}
 	}
-	variants := []variant{{"exec", "exec", onFloor(0, false)}}
+	variants := []variant{{"exec", "exec", onFloor(0, false)}, {"kept-thread", "exec", onFloor(stepThread|stepKeepThread, false)}}
 	var steps floorStep
 	for _, s := range sandboxFloorSteps {
 		steps |= s.step
