@@ -232,6 +232,11 @@ func TestWriteLayersBounded(t *testing.T) {
 		unix.Close(fd)
 		t.Error("writeLayer after Close = nil; want an error")
 	}
+	if read, write, err := layers(Policy{}, sup.ABI, sup.Reads); err == nil {
+		unix.Close(read)
+		unix.Close(write)
+		t.Error("layers after Close = nil; want an error")
+	}
 }
 
 // rulesetsOpen counts this process's open Landlock rulesets.
