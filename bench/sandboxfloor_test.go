@@ -361,7 +361,8 @@ func onFreshThread(f func()) {
 // "cpu-us-extra-<variant>", this process's CPU per start above its
 // base's in the same round; "cpu-us-step-<step>", the CPU a step adds to
 // the floor variant before it; "ns-<variant>", "cpu-us-<variant>", per
-// start. With -v the same as a table. ns/op is a round.
+// start; "csw-<variant>", this process's context switches (voluntary and
+// not) per start. With -v the same as a table. ns/op is a round.
 func BenchmarkSandboxFloor(b *testing.B) {
 	floor := newSandboxFloor(b)
 	parent := benchCgroup(b, "bench-sandbox-floor")
@@ -429,7 +430,7 @@ func BenchmarkSandboxFloor(b *testing.B) {
 			variant{"lib" + suffix, "lib" + suffix, onLib(nil)},
 			variant{"lib-sandbox" + suffix, "lib" + suffix, onLib(&proc.Sandbox{})})
 	}
-	wall, cpu := map[string][]float64{}, map[string][]float64{}
+	wall, cpu, csw := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
 	order := slices.Clone(variants)
 	b.ReportAllocs()
 	for round := 0; b.Loop(); round++ {
@@ -441,7 +442,7 @@ func BenchmarkSandboxFloor(b *testing.B) {
 			if err := v.run(0); err != nil {
 				b.Fatalf("%s: %v", v.name, err)
 			}
-			used := readCPU(b)
+			used, switches := readCPU(b), contextSwitches(b)
 			start := time.Now()
 			var wg sync.WaitGroup
 			errs := make(chan error, sandboxWorkers)
@@ -460,12 +461,14 @@ func BenchmarkSandboxFloor(b *testing.B) {
 			wg.Wait()
 			d := time.Since(start)
 			self := readCPU(b).self - used.self
+			switches = contextSwitches(b) - switches
 			close(errs)
 			if err := <-errs; err != nil {
 				b.Fatalf("%s: %v", v.name, err)
 			}
 			wall[v.name] = append(wall[v.name], float64(d)/sandboxBlock)
 			cpu[v.name] = append(cpu[v.name], float64(self)/sandboxBlock/1e3)
+			csw[v.name] = append(csw[v.name], float64(switches)/sandboxBlock)
 		}
 	}
 	if b.N == 0 {
@@ -479,18 +482,19 @@ func BenchmarkSandboxFloor(b *testing.B) {
 		return d
 	}
 	var table strings.Builder
-	fmt.Fprintf(&table, "%-20s %9s %9s %7s %10s %10s\n", "variant", "ns", "cpu-us", "x wall", "cpu extra", "spread x")
+	fmt.Fprintf(&table, "%-20s %9s %9s %7s %10s %10s %6s\n", "variant", "ns", "cpu-us", "x wall", "cpu extra", "spread x", "csw")
 	for _, v := range variants {
 		x := ratios(wall[v.name], wall[v.base])
 		extra := diffs(cpu[v.name], cpu[v.base])
 		b.ReportMetric(medianOf(wall[v.name]), "ns-"+v.name)
 		b.ReportMetric(medianOf(cpu[v.name]), "cpu-us-"+v.name)
+		b.ReportMetric(medianOf(csw[v.name]), "csw-"+v.name)
 		if v.base != v.name {
 			b.ReportMetric(medianOf(x), "x-"+v.name)
 			b.ReportMetric(medianOf(extra), "cpu-us-extra-"+v.name)
 		}
-		fmt.Fprintf(&table, "%-20s %9.0f %9.1f %7.2f %10.1f %4.2f-%4.2f\n", v.name, medianOf(wall[v.name]),
-			medianOf(cpu[v.name]), medianOf(x), medianOf(extra), slices.Min(x), slices.Max(x))
+		fmt.Fprintf(&table, "%-20s %9.0f %9.1f %7.2f %10.1f %4.2f-%4.2f %6.1f\n", v.name, medianOf(wall[v.name]),
+			medianOf(cpu[v.name]), medianOf(x), medianOf(extra), slices.Min(x), slices.Max(x), medianOf(csw[v.name]))
 	}
 	prev := "exec"
 	for _, s := range sandboxFloorSteps {
@@ -501,6 +505,17 @@ func BenchmarkSandboxFloor(b *testing.B) {
 		prev = s.name
 	}
 	b.Logf("medians over %d rounds:\n%s", len(wall["exec"]), table.String())
+}
+
+// contextSwitches is the number of context switches of this process's
+// threads so far, those that ended included.
+func contextSwitches(b *testing.B) int64 {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatalf("getrusage(self) = %v; want nil", err)
+	}
+	return ru.Nvcsw + ru.Nivcsw
 }
 
 // checkFloorCaps fails b unless a child started with steps has no
