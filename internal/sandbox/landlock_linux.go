@@ -101,11 +101,11 @@ func rulesetAttr(p Policy, abi int) (unix.LandlockRulesetAttr, uintptr) {
 //   - the write layer handles everything else: writing beneath the roots
 //     and to a few devices, and the network and scopes of the policy. It
 //     is the same for every start of a policy while its paths name the
-//     same objects, so it is kept too (writeLayer).
+//     same objects, so it is kept too (layers, ReadRules.write).
 
 // newRuleset makes the write layer of p for ABI abi and returns its
 // descriptor (close-on-exec), which the caller closes, and the objects its
-// rules were added on: the roots', then the devices' (writeObjects).
+// rules were added on: the roots', then the devices'.
 func newRuleset(p Policy, abi int) (fd int, ids []fileID, err error) {
 	attr, size := rulesetAttr(p, abi)
 	if fd, err = createRuleset(&attr, size); err != nil {
