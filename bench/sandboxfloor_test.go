@@ -5,6 +5,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -146,27 +147,12 @@ func newSandboxFloor(b *testing.B) *sandboxFloor {
 		b.Skipf("no seccomp filter here: %v", err)
 	}
 	f.lastCap = 63
-	if data, err := readFileString("/proc/sys/kernel/cap_last_cap"); err == nil {
-		if n, err := strconv.Atoi(strings.TrimSpace(data)); err == nil {
+	if data, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
 			f.lastCap = n
 		}
 	}
 	return f
-}
-
-// readFileString is the content of a small file.
-func readFileString(path string) (string, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return "", err
-	}
-	defer unix.Close(fd)
-	buf := make([]byte, 4096)
-	n, err := unix.Read(fd, buf)
-	if err != nil {
-		return "", err
-	}
-	return string(buf[:n]), nil
 }
 
 // start runs cmd (a session leader of its own, its streams nil) to its
