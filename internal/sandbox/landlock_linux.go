@@ -101,11 +101,11 @@ func rulesetAttr(p Policy, abi int) (unix.LandlockRulesetAttr, uintptr) {
 //   - the write layer handles everything else: writing beneath the roots
 //     and to a few devices, and the network and scopes of the policy. It
 //     is the same for every start of a policy while its paths name the
-//     same objects, so it is kept too (writeLayer).
+//     same objects, so it is kept too (layers, ReadRules.write).
 
 // newRuleset makes the write layer of p for ABI abi and returns its
 // descriptor (close-on-exec), which the caller closes, and the objects its
-// rules were added on: the roots', then the devices' (writeObjects).
+// rules were added on: the roots', then the devices'.
 func newRuleset(p Policy, abi int) (fd int, ids []fileID, err error) {
 	attr, size := rulesetAttr(p, abi)
 	if fd, err = createRuleset(&attr, size); err != nil {
@@ -144,27 +144,73 @@ func newRuleset(p Policy, abi int) (fd int, ids []fileID, err error) {
 	return fd, ids, nil
 }
 
+// layers returns the read and write layers for p with ABI abi
+// (descriptors the caller closes): for a start without a terminal, with
+// r, copies of the layers r keeps (readLayer, writeLayer), both decided
+// under one hold of r's lock, after one look at whether / , /dev or the
+// mounts changed (refresh); otherwise layers made for this start.
+func layers(p Policy, abi int, r *ReadRules) (read, write int, err error) {
+	if p.TTY != "" || r == nil {
+		if read, err = readLayer(p, r); err != nil {
+			return -1, -1, err
+		}
+		if write, _, err = newRuleset(p, abi); err != nil {
+			unix.Close(read)
+			return -1, -1, err
+		}
+		return read, write, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return -1, -1, xerrors.New("landlock layers: closed")
+	}
+	if err := r.refresh(); err != nil {
+		return -1, -1, err
+	}
+	if read, err = unix.FcntlInt(uintptr(r.ruleset), unix.F_DUPFD_CLOEXEC, 0); err != nil {
+		return -1, -1, xerrors.Errorf("landlock read layer: %w", err)
+	}
+	if write, err = r.write(p, abi); err != nil {
+		unix.Close(read)
+		return -1, -1, err
+	}
+	return read, write, nil
+}
+
 // writeLayer returns the write layer for p with ABI abi (a descriptor
-// the caller closes). A layer is the same for every start of the same
-// policy whose roots and devices are the same objects (a rule holds the
-// object it was added on, not its path): r keeps the layers of the last
-// few policies without a terminal, with the objects their rules hold, and
-// a start gets a copy of a kept layer only if every path names the same
-// object now, as a layer made now would hold; any other start makes its
-// own (and r keeps it). r drops them all when the read layer is made
-// again (a mount came or went).
+// the caller closes), as layers does.
 func writeLayer(p Policy, abi int, r *ReadRules) (int, error) {
 	if p.TTY != "" || r == nil {
 		fd, _, err := newRuleset(p, abi)
 		return fd, err
 	}
-	key := writeKey(p, abi)
-	now, known := writeObjects(p)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return -1, xerrors.New("landlock write layer: closed")
 	}
+	if err := r.refresh(); err != nil {
+		return -1, err
+	}
+	return r.write(p, abi)
+}
+
+// write returns a write layer for p with ABI abi, a start without a
+// terminal (a descriptor the caller closes). A layer is the same for
+// every start of the same policy whose roots and devices are the same
+// objects (a rule holds the object it was added on, not its path): r
+// keeps the layers of the last few policies, with the objects their
+// roots' rules hold, and a start gets a copy of a kept layer only if
+// every root names the same object now, as a layer made now would hold;
+// any other start makes its own (and r keeps it). The devices need no
+// such look: they are entries of /dev (or, for /dev/ptmx, a devpts
+// mount's), and refresh drops every kept layer when /dev or the mounts
+// changed, so a kept layer's devices are what their paths name now.
+// Called with mu held, after refresh.
+func (r *ReadRules) write(p Policy, abi int) (int, error) {
+	key := writeKey(p, abi)
+	now, known := rootObjects(p)
 	if i := slices.IndexFunc(r.writes, func(k keptWrite) bool { return k.key == key }); i >= 0 {
 		if known && slices.Equal(r.writes[i].ids, now) {
 			fd, err := unix.FcntlInt(uintptr(r.writes[i].ruleset), unix.F_DUPFD_CLOEXEC, 0)
@@ -173,7 +219,7 @@ func writeLayer(p Policy, abi int, r *ReadRules) (int, error) {
 			}
 			return fd, nil
 		}
-		// A path names another object now.
+		// A root names another object now.
 		unix.Close(r.writes[i].ruleset)
 		r.writes = slices.Delete(r.writes, i, i+1)
 	}
@@ -189,7 +235,7 @@ func writeLayer(p Policy, abi int, r *ReadRules) (int, error) {
 		unix.Close(r.writes[0].ruleset)
 		r.writes = slices.Delete(r.writes, 0, 1)
 	}
-	r.writes = append(r.writes, keptWrite{key: key, ids: ids, ruleset: kept})
+	r.writes = append(r.writes, keptWrite{key: key, ids: ids[:len(p.WritableRoots)], ruleset: kept})
 	return fd, nil
 }
 
@@ -198,7 +244,7 @@ func writeLayer(p Policy, abi int, r *ReadRules) (int, error) {
 const maxKeptWrites = 8
 
 // keptWrite is a write layer kept for the policy key (writeKey), whose
-// rules hold the objects ids (newRuleset).
+// roots' rules hold the objects ids (newRuleset).
 type keptWrite struct {
 	key     string
 	ids     []fileID
@@ -237,29 +283,17 @@ func boolByte(b bool) byte {
 	return '0'
 }
 
-// writeObjects reports the objects the paths of p's write layer name now,
-// in newRuleset's order, as addRule would open them (following symbolic
-// links); known is false if a root cannot be found (newRuleset then says
-// why).
-func writeObjects(p Policy) (ids []fileID, known bool) {
-	ids = make([]fileID, 0, len(p.WritableRoots)+6)
+// rootObjects reports the objects p's roots name now, in newRuleset's
+// order, as addRule opens them (following symbolic links); known is
+// false if a root cannot be found (newRuleset then says why).
+func rootObjects(p Policy) (ids []fileID, known bool) {
+	ids = make([]fileID, 0, len(p.WritableRoots))
 	var st unix.Stat_t
 	for _, root := range p.WritableRoots {
 		if unix.Stat(root, &st) != nil {
 			return nil, false
 		}
 		ids = append(ids, idOf(&st))
-	}
-	for i, dev := range devices(p) {
-		err := unix.Stat(dev, &st)
-		switch {
-		case i < 4 && errors.Is(err, unix.ENOENT):
-			ids = append(ids, fileID{absent: true})
-		case err != nil:
-			return nil, false
-		default:
-			ids = append(ids, idOf(&st))
-		}
 	}
 	return ids, true
 }

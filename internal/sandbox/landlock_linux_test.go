@@ -156,6 +156,51 @@ func TestWriteLayerMount(t *testing.T) {
 	}
 }
 
+// TestWriteLayerDevices: the kept write layers are dropped once /dev
+// changes (an entry made or removed, as when a device is replaced), and
+// one kept again is made for the /dev of now: layers does not look at
+// the devices' objects, only at /dev and the mounts (refresh).
+func TestWriteLayerDevices(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("makes an entry in /dev: needs root")
+	}
+	sup := ownRules(t)
+	take := func() {
+		t.Helper()
+		read, write, err := layers(Policy{}, sup.ABI, sup.Reads)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(read)
+		unix.Close(write)
+	}
+	take()
+	take()
+	if n := len(kept(sup)); n != 1 {
+		t.Fatalf("%d write layers kept after two starts of one policy; want 1", n)
+	}
+	entry := filepath.Join("/dev", "proc-sandbox-test-"+strconv.Itoa(os.Getpid()))
+	f, err := os.OpenFile(entry, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	t.Cleanup(func() { _ = os.Remove(entry) })
+	fd, err := readLayer(Policy{}, sup.Reads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	if n := len(kept(sup)); n != 0 {
+		t.Errorf("%d write layers kept after an entry came in /dev; want 0", n)
+	}
+	take()
+	if n := len(kept(sup)); n != 1 {
+		t.Errorf("%d write layers kept after a start; want 1 (made again)", n)
+	}
+}
+
 // TestWriteLayersBounded: a ReadRules keeps the write layers of the last
 // maxKeptWrites policies and closes the others, and all of them when it
 // is closed. Not parallel: it counts this process's rulesets.
@@ -174,8 +219,9 @@ func TestWriteLayersBounded(t *testing.T) {
 		}
 		unix.Close(fd)
 	}
-	if n, open := len(kept(sup)), rulesetsOpen(t)-before; n != maxKeptWrites || open != maxKeptWrites {
-		t.Errorf("after %d policies: %d write layers kept, %d rulesets open; want %d of each",
+	// writeLayer looks at /dev first (refresh), which keeps the read layer.
+	if n, open := len(kept(sup)), rulesetsOpen(t)-before; n != maxKeptWrites || open != maxKeptWrites+1 {
+		t.Errorf("after %d policies: %d write layers kept, %d rulesets open; want %d, and the read layer",
 			maxKeptWrites+2, n, open, maxKeptWrites)
 	}
 	sup.Reads.Close()
@@ -185,6 +231,11 @@ func TestWriteLayersBounded(t *testing.T) {
 	if fd, err := writeLayer(Policy{}, sup.ABI, sup.Reads); err == nil {
 		unix.Close(fd)
 		t.Error("writeLayer after Close = nil; want an error")
+	}
+	if read, write, err := layers(Policy{}, sup.ABI, sup.Reads); err == nil {
+		unix.Close(read)
+		unix.Close(write)
+		t.Error("layers after Close = nil; want an error")
 	}
 }
 

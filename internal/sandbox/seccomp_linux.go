@@ -215,7 +215,10 @@ func netModeOf(p Policy) netMode {
 // kernel copies a program as it installs it).
 func filter(p Policy) ([]unix.SockFilter, error) {
 	m := netModeOf(p)
-	f, _ := filters.LoadOrStore(m, sync.OnceValues(func() ([]unix.SockFilter, error) { return makeFilter(m) }))
+	f, ok := filters.Load(m)
+	if !ok {
+		f, _ = filters.LoadOrStore(m, sync.OnceValues(func() ([]unix.SockFilter, error) { return makeFilter(m) }))
+	}
 	return f.(func() ([]unix.SockFilter, error))()
 }
 

@@ -93,17 +93,11 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 		return nil, xerrors.New("sandbox: Pdeathsig fires when the restricted thread ends: it cannot be combined with the sandbox")
 	}
 	cmd.SysProcAttr.Ptrace = hold
-	// The read layer first: it sees a mount come or go, which also ends
-	// the kept write layers.
-	readRules, err := readLayer(p, sup.Reads)
+	readRules, writeRules, err := layers(p, sup.ABI, sup.Reads)
 	if err != nil {
 		return nil, xerrors.Errorf("sandbox: %w", err)
 	}
 	defer unix.Close(readRules)
-	writeRules, err := writeLayer(p, sup.ABI, sup.Reads)
-	if err != nil {
-		return nil, xerrors.Errorf("sandbox: %w", err)
-	}
 	defer unix.Close(writeRules)
 	prog, err := filter(p)
 	if err != nil {
@@ -173,9 +167,9 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 		}
 		return nil, o.err
 	}
-	member := sessionMember(cmd.Process.Pid)
-	if procs >= 0 {
-		member = sameCgroup
+	member := sameCgroup
+	if procs < 0 {
+		member = sessionMember(cmd.Process.Pid)
 	}
 	n, err := newNotifier(o.listener, p.WritableRoots, member)
 	if err != nil {

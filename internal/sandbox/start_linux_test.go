@@ -5,6 +5,8 @@ package sandbox
 import (
 	"os"
 	"os/exec"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +18,8 @@ import (
 // sandboxed start that make and enforce its restrictions (the zero
 // policy, no terminal), each op on a new thread that ends with it, as a
 // start's does. The variants of a step alternate from op to op:
-// "kept-write" (a copy of the kept write layer, writeLayer) against
+// "kept-write" (writeLayer: a look at /, /dev and the mounts, and a copy
+// of the kept write layer) against
 // "fresh-write" (newRuleset); "write-first" (enforcing the write layer,
 // then the read layer, as start does) against "read-first". The other
 // steps: "read" (the kept read layer), "nnp" (no-new-privileges), "caps"
@@ -106,6 +109,55 @@ func BenchmarkRestrict(b *testing.B) {
 	}
 	for step, ds := range steps {
 		b.ReportMetric(median(ds), "cpu-ns-"+step)
+	}
+}
+
+// BenchmarkLayers measures, in the calling thread's CPU time, how a
+// start gets its two Landlock layers (the zero policy, kept layers),
+// alternating op by op: "layers" (layers: one hold of the lock, one look
+// at /, /dev and the mounts, the roots' objects) against "apart" (the
+// read layer, then each root's and device's object looked up, then the
+// kept write layer under the lock again). Reported as "cpu-ns-<way>",
+// medians; ns/op is an op.
+func BenchmarkLayers(b *testing.B) {
+	sup := support(b)
+	sup.Reads = &ReadRules{}
+	defer sup.Reads.Close()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	p := Policy{}
+	ways := map[string][]float64{}
+	op := 0
+	for b.Loop() {
+		op++
+		t0 := threadCPU()
+		var read, write int
+		var err error
+		way := "layers"
+		if op%2 == 0 {
+			read, write, err = layers(p, sup.ABI, sup.Reads)
+		} else {
+			way = "apart"
+			if read, err = readLayer(p, sup.Reads); err == nil {
+				var st unix.Stat_t
+				for _, path := range append(slices.Clone(p.WritableRoots), devices(p)...) {
+					_ = unix.Stat(path, &st)
+				}
+				sup.Reads.mu.Lock()
+				write, err = sup.Reads.write(p, sup.ABI)
+				sup.Reads.mu.Unlock()
+			}
+		}
+		t1 := threadCPU()
+		if err != nil {
+			b.Fatal(err)
+		}
+		unix.Close(read)
+		unix.Close(write)
+		ways[way] = append(ways[way], float64(t1-t0))
+	}
+	for way, ds := range ways {
+		b.ReportMetric(median(ds), "cpu-ns-"+way)
 	}
 }
 
