@@ -192,13 +192,14 @@ func (b *HeadTailBuffer) windowIndexLocked(off int64) int {
 // restLocked returns the window's bytes from off on, up to the end of its
 // ring's storage, if the stream is finished and a follower's read from
 // off reads the window; else nil.
-func (b *HeadTailBuffer) restLocked(off int64) []byte {
+func (b *HeadTailBuffer) restLocked(off int64) *[]byte {
 	start, ok := b.windowStartLocked(true)
 	if !b.finished || !ok || off < max(start, int64(len(b.head))) || off >= b.total {
 		return nil
 	}
 	i := b.windowIndexLocked(off)
-	return b.flow.window[i:min(i+int(b.total-off), len(b.flow.window))]
+	rest := b.flow.window[i:min(i+int(b.total-off), len(b.flow.window))]
+	return &rest
 }
 
 // windowByteLocked returns the stream byte at off and whether the window

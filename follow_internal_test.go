@@ -445,7 +445,13 @@ func TestFollowerReadsFinishedWindow(t *testing.T) {
 	if c, err := closed.Read(ctx, buf); err != nil || string(c.Data) != string(data[windowStart:windowStart+10]) {
 		t.Fatalf("Read() from the window's start = %+v, %v; want its first 10 bytes", c, err)
 	}
+	if closed.s.rest.Load() == nil {
+		t.Fatalf("a follower reading a finished window keeps no piece of it; the test wants one")
+	}
 	_ = closed.Close()
+	if closed.s.rest.Load() != nil {
+		t.Errorf("a closed follower still holds its piece of the window; want it dropped, so that the window is freed")
+	}
 	if _, err := closed.Read(ctx, buf); !errors.Is(err, ErrClosed) {
 		t.Errorf("Read() after Close, bytes left in the window = %v; want ErrClosed", err)
 	}

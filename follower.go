@@ -67,15 +67,14 @@ type follower struct {
 	// follower keeps up if it reads up to there within maxHold.
 	woken  time.Time
 	target int64
-	// rest[restAt:] is a finished stream's window from cursor+restAt on,
-	// up to the ring's end: bytes that never change again, which Read
-	// copies without the lock. Only Read writes rest, restAt and cursor.
-	rest   []byte
+	// (*rest)[restAt:] is a finished stream's window from cursor+restAt
+	// to the ring's end, which never changes again: Read copies it without
+	// the lock. Only Read writes rest, restAt and cursor, but Close drops rest.
+	rest   atomic.Pointer[[]byte]
 	restAt atomic.Int64
-	closed atomic.Bool // Close ran
 	// keeps: the pump waits for the follower (it keeps up); blocking: the
-	// pump's current wait is for it (addHeld).
-	keeps, blocking bool
+	// pump's current wait is for it (addHeld); closed: Close ran.
+	keeps, blocking, closed bool
 }
 
 // Follow registers a reader of the Output stream from cursor from (0: the
@@ -112,8 +111,7 @@ func (b *HeadTailBuffer) follow(p *Process, from int64, opts FollowOptions) (*Fo
 	case from > b.total:
 		return nil, xerrors.Errorf("follow %q: cursor %d beyond the end %d: %w", s.id(), from, b.total, ErrInvalid)
 	}
-	s.cursor = from
-	s.keeps = from == b.total && hold > 0
+	s.cursor, s.keeps = from, from == b.total && hold > 0
 	if b != noStderr { // shared by records: nothing to hold or keep
 		b.flowLocked().followers = append(b.flow.followers, s)
 	}
@@ -136,14 +134,14 @@ func (f *Follower) Read(ctx context.Context, buf []byte) (Chunk, error) {
 	if len(buf) == 0 {
 		return Chunk{}, xerrors.Errorf("follow %q: empty buffer: %w", s.id(), ErrInvalid)
 	}
-	if at := s.restAt.Load(); at < int64(len(s.rest)) && !s.closed.Load() {
-		n := int64(copy(buf, s.rest[at:]))
+	if r, at := s.rest.Load(), s.restAt.Load(); r != nil && at < int64(len(*r)) {
+		n := int64(copy(buf, (*r)[at:]))
 		s.restAt.Store(at + n)
 		return Chunk{Data: buf[:n], Next: s.cursor + at + n, End: b.total}, nil
 	}
 	for {
 		b.mu.Lock()
-		if s.closed.Load() {
+		if s.closed {
 			b.mu.Unlock()
 			return Chunk{}, xerrors.Errorf("follow %q: %w", s.id(), ErrClosed)
 		}
@@ -187,8 +185,9 @@ func (f *Follower) Read(ctx context.Context, buf []byte) (Chunk, error) {
 // the end makes s keep up again, one to its target ends its bound), and
 // keeps what is left of a finished stream's window in s.rest.
 func (b *HeadTailBuffer) followReadLocked(s *follower, buf []byte) (Chunk, *pacer) {
-	s.cursor, s.rest = s.cursor+s.restAt.Swap(0), nil
+	s.cursor += s.restAt.Swap(0)
 	c, pieces := b.readPacedLocked(s.cursor, buf, len(buf), true)
+	s.rest.Store(b.restLocked(c.Next))
 	if c.Next == s.cursor {
 		return c, pieces
 	}
@@ -199,7 +198,6 @@ func (b *HeadTailBuffer) followReadLocked(s *follower, buf []byte) (Chunk, *pace
 	case !s.woken.IsZero() && c.Next >= s.target:
 		s.woken = time.Time{}
 	}
-	s.rest = b.restLocked(s.cursor)
 	b.signalRoomLocked()
 	return c, pieces
 }
@@ -222,9 +220,11 @@ func (s *follower) close() {
 	b := s.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if s.closed.Swap(true) {
+	if s.closed {
 		return
 	}
+	s.closed = true
+	s.rest.Store(nil) // the window is freed when its last follower closes
 	if s.closec != nil {
 		close(s.closec)
 	}
