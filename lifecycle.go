@@ -101,7 +101,8 @@ func (m *Manager) launchRegistered(spec *spec, seq uint64, registered chan struc
 // error nothing is left: no descriptor, no goroutine, no process. A start
 // whose cgroup was removed from outside (cgroupGoneError) is made again,
 // command and I/O too (an exec.Cmd starts once), into another cgroup, up
-// to cgroupTries times.
+// to cgroupTries times; one whose default work dir is gone
+// (workDirGone), once more with the work dir resolved afresh.
 func (m *Manager) launch(sp *spec, seq uint64) (*Process, error) {
 	cmd, err := m.command(sp)
 	if err != nil {
@@ -123,14 +124,24 @@ func (m *Manager) launch(sp *spec, seq uint64) (*Process, error) {
 			return nil, err
 		}
 	}
+	moved := false
 	for try := 1; ; try++ {
 		p, err := m.launchCmd(cmd, sp, seq, log)
 		var gone *cgroupGoneError
-		if err == nil {
+		switch {
+		case err == nil:
 			started = true
 			return p, nil
-		}
-		if try == cgroupTries || !errors.As(err, &gone) {
+		case errors.As(err, &gone) && try < cgroupTries:
+		case !moved && m.workDirGone(sp):
+			// The default work dir, taken as found before (workBase),
+			// is gone: resolved afresh, as a start that looked would
+			// have found it.
+			moved = true
+			if sp.dir, err = m.workDir(""); err != nil {
+				return nil, err
+			}
+		default:
 			return nil, err
 		}
 		if cmd, err = m.command(sp); err != nil {
