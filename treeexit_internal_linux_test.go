@@ -205,11 +205,12 @@ func TestExitWatchFailsOver(t *testing.T) {
 	}
 }
 
-// TestExitWatchSharesPidfd pins the fact the exit watch relies on to hold
-// no descriptor of its own per child (watch): os.StartProcess keeps a copy
-// of the pidfd the fork gave (osKeepsPidfd), so that an epoll entry made
-// with it outlives the closing of the fork's descriptor and reports the
-// exit; and that a handed-over record in the set keeps none.
+// TestExitWatchSharesPidfd pins the facts the exit watch relies on to
+// hold no descriptor of its own per child (watch): os.Process holds a
+// pidfd (osHoldsPidfd: a change of package os's unexported handle fails
+// here), a copy of the one the fork gave (osKeepsPidfd), so that an epoll
+// entry made with it outlives the closing of the fork's descriptor and
+// reports the exit; and that a handed-over record in the set keeps none.
 func TestExitWatchSharesPidfd(t *testing.T) {
 	t.Parallel()
 	fd := -1
@@ -225,6 +226,10 @@ func TestExitWatchSharesPidfd(t *testing.T) {
 	if _, _, errno := unix.Syscall6(unix.SYS_KCMP, uintptr(os.Getpid()), uintptr(os.Getpid()), kcmpFile, uintptr(fd), uintptr(fd), 0); errno != 0 {
 		_ = unix.Close(fd)
 		t.Skipf("kcmp: %v: the exit watch keeps its own pidfd", errno)
+	}
+	if !osHoldsPidfd(cmd.Process) {
+		_ = unix.Close(fd)
+		t.Fatal("osHoldsPidfd = false; want true (os.Process holds a pidfd where pidfds work)")
 	}
 	if !osKeepsPidfd(fd) {
 		_ = unix.Close(fd)

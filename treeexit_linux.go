@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -59,7 +60,7 @@ func (w *exitWatch) watch(p *Process, pu *pump) bool {
 	fd := p.end.pidfd
 	p.end.pidfd = -1
 	// kept: os.Process holds the same open pidfd (only one the fork gave).
-	kept := fd >= 0 && osKeepsPidfd(fd)
+	kept := fd >= 0 && osHoldsPidfd(p.cmd.Process) && osKeepsPidfd(fd)
 	if fd < 0 {
 		var err error
 		if fd, err = unix.PidfdOpen(p.info.PID, 0); err != nil {
@@ -116,14 +117,24 @@ func (p *Process) dropPidfd() {
 	}
 }
 
+// osHoldsPidfd reports whether the os.Process of a child holds a pidfd
+// (os.StartProcess keeps one where pidfds work, but none where its copy
+// of the fork's failed, at the descriptor limit): whether its handle,
+// which package os does not export, is set. False where os.Process has no
+// such field: the exit watch then keeps a descriptor of its own.
+func osHoldsPidfd(p *os.Process) bool {
+	h := reflect.ValueOf(p).Elem().FieldByName("handle")
+	return h.IsValid() && h.Kind() == reflect.Pointer && !h.IsNil()
+}
+
 // pidfdKept is osKeepsPidfd's answer once known: 0 not yet, 1 yes, 2 no.
 var pidfdKept atomic.Int32
 
-// osKeepsPidfd reports whether os.StartProcess keeps, in the os.Process,
-// a descriptor of the same open pidfd as fd, the pidfd the fork gave a
-// child that os has not reaped: it copies one that the caller asked for
-// (SysProcAttr.PidFD) where it waits and signals through pidfds. That is
-// a fact of the process (the Go runtime and the kernel), learnt once by
+// osKeepsPidfd reports whether the pidfd os.StartProcess keeps in an
+// os.Process that holds one (osHoldsPidfd) is a descriptor of the same
+// open pidfd as fd, the one the fork gave a child that os has not
+// reaped: it copies one that the caller asked for (SysProcAttr.PidFD).
+// That is a fact of the process (the Go runtime), learnt once by
 // comparing fd with every open descriptor (kcmp); no, where kcmp cannot
 // say.
 func osKeepsPidfd(fd int) bool {
