@@ -45,20 +45,23 @@ type exitWatch struct {
 // closed Manager): p then gets an exit goroutine of its own. The child may
 // have exited already: the event then comes at once.
 func (w *exitWatch) watch(p *Process, pu *pump) bool {
-	pipefd := -1
-	if pu.tee == nil {
-		rc, err := pu.r.SyscallConn()
-		if err != nil {
-			return false
-		}
-		if rc.Control(func(fd uintptr) { pipefd = int(fd) }) != nil {
-			return false
-		}
-	}
 	// The fork's pidfd (askPidfd), else one opened now: the child is not
 	// reaped before its end's owner is known, so its PID is still its.
 	fd := p.end.pidfd
 	p.end.pidfd = -1
+	pipefd := -1
+	if pu.tee == nil {
+		rc, err := pu.r.SyscallConn()
+		if err == nil {
+			err = rc.Control(func(fd uintptr) { pipefd = int(fd) })
+		}
+		if err != nil {
+			if fd >= 0 {
+				_ = unix.Close(fd)
+			}
+			return false
+		}
+	}
 	// kept: os.Process holds the same open pidfd (only one the fork gave).
 	kept := fd >= 0 && osHoldsPidfd(p.cmd.Process) && osKeepsPidfd(fd)
 	if fd < 0 {
