@@ -1,6 +1,9 @@
 package proc
 
-import "sync/atomic"
+import (
+	"path/filepath"
+	"sync/atomic"
+)
 
 // The work dir of a request that names none (workBase) is a directory the
 // Manager found before, most of the time: $HOME, or Options.WorkingDir().
@@ -29,8 +32,13 @@ func (s *workBaseSeen) lookup(dir string) string {
 }
 
 // found records that dir was found an existing directory, resolving to
-// abs.
-func (s *workBaseSeen) found(dir, abs string) { s.last.Store(&seenBase{dir: dir, abs: abs}) }
+// abs; a relative dir is not kept, as it resolves against the host's work
+// dir, which may change.
+func (s *workBaseSeen) found(dir, abs string) {
+	if filepath.IsAbs(dir) {
+		s.last.Store(&seenBase{dir: dir, abs: abs})
+	}
+}
 
 // workDirGone is asked after a start of sp failed: it reports whether
 // sp's work dir was the default (the request named none) and is no

@@ -66,3 +66,28 @@ func TestStartWorkDirGoneFallsBack(t *testing.T) {
 		t.Errorf("with %s gone: still found %q; want it forgotten", base, got)
 	}
 }
+
+// TestStartWorkDirRelativeBaseLooked pins that a relative candidate
+// (Options.WorkingDir() here) is looked at on every start, never kept: it
+// resolves against the host's work dir, which may change.
+func TestStartWorkDirRelativeBaseLooked(t *testing.T) {
+	t.Parallel()
+	ctx, m := internalManager(t, time.Minute, Options{WorkingDir: func() string { return "testdata" }})
+	want, err := filepath.Abs("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := m.Start(StartRequest{Args: []string{"true"}})
+	if err != nil {
+		t.Fatalf("Start(true) = %v", err)
+	}
+	if err := p.Wait(ctx); err != nil {
+		t.Fatalf("Wait() = %v", err)
+	}
+	if got := p.Info().WorkDir; got != want {
+		t.Errorf("work dir %q; want %q", got, want)
+	}
+	if got := m.workBases.lookup("testdata"); got != "" {
+		t.Errorf("relative candidate kept as %q; want it looked at every time", got)
+	}
+}
