@@ -101,7 +101,8 @@ func (m *Manager) launchRegistered(spec *spec, seq uint64, registered chan struc
 // error nothing is left: no descriptor, no goroutine, no process. A start
 // whose cgroup was removed from outside (cgroupGoneError) is made again,
 // command and I/O too (an exec.Cmd starts once), into another cgroup, up
-// to cgroupTries times.
+// to cgroupTries times; one whose default work dir is gone
+// (workDirGone), once more with the work dir resolved afresh.
 func (m *Manager) launch(sp *spec, seq uint64) (*Process, error) {
 	cmd, err := m.command(sp)
 	if err != nil {
@@ -123,14 +124,24 @@ func (m *Manager) launch(sp *spec, seq uint64) (*Process, error) {
 			return nil, err
 		}
 	}
+	moved := false
 	for try := 1; ; try++ {
 		p, err := m.launchCmd(cmd, sp, seq, log)
 		var gone *cgroupGoneError
-		if err == nil {
+		switch {
+		case err == nil:
 			started = true
 			return p, nil
-		}
-		if try == cgroupTries || !errors.As(err, &gone) {
+		case errors.As(err, &gone) && try < cgroupTries:
+		case !moved && m.workDirGone(sp):
+			// The default work dir, taken as found before (workBase),
+			// is gone: resolved afresh, as a start that looked would
+			// have found it.
+			moved = true
+			if sp.dir, err = m.workDir(""); err != nil {
+				return nil, err
+			}
+		default:
 			return nil, err
 		}
 		if cmd, err = m.command(sp); err != nil {
@@ -323,12 +334,19 @@ func (m *Manager) startInTree(p *Process, cmd *exec.Cmd, sp *spec) error {
 	if sp.req.Command != "" {
 		setCommandLine(cmd, m.opts.Shell, sp.req.Command)
 	}
+	asked := p.handsOver()
+	if asked {
+		p.askPidfd(cmd)
+	}
 	p.info.StartedAt = m.clock.Now(tagsProcessStart...)
 	release, startErr := fork(setup, sp, cmd)
 	gone := startErr != nil && setup.cgroupGone(startErr)
 	t, err := setup.started(cmd, sp.req.Owner)
 	if release != nil {
 		release()
+	}
+	if asked && (startErr != nil || err != nil) {
+		p.dropPidfd()
 	}
 	switch {
 	case gone:
@@ -390,7 +408,7 @@ func fork(setup *treeSetup, sp *spec, cmd *exec.Cmd) (release func(), err error)
 // goroutine as well.
 func (p *Process) begin() {
 	p.startActivityWatch()
-	if len(p.pumps) == 1 && p.tty == nil && exitWatchable {
+	if p.handsOver() {
 		// Stopped by EOF, or by the drain once the child exited; then it
 		// ends the record if it came first (pumpThenEnd).
 		go p.pumpThenEnd(p.pumps[0])
@@ -417,6 +435,12 @@ func (p *Process) begin() {
 	}
 }
 
+// handsOver reports whether p's end is handed over (begin): one output
+// pipe, no terminal, and an exit watch on this OS.
+func (p *Process) handsOver() bool {
+	return len(p.pumps) == 1 && p.tty == nil && exitWatchable
+}
+
 // endHandoff is how the end of a record with one output pipe is taken
 // (begin): by its pump at the end of the pipe, or by an exit goroutine the
 // exit watch makes at the child's exit, whichever claims owner first. The
@@ -426,9 +450,12 @@ func (p *Process) begin() {
 // afterExit (I3). The zero value is a record not handed over.
 type endHandoff struct {
 	owner   atomic.Int32
-	watched bool   // pidfd is in the exit watch's set (exitWatch)
-	pidfd   int    // the child's pidfd, while watched
-	token   uint64 // its key in the set
+	watched bool // pidfd is in the exit watch's set (exitWatch)
+	// pidfd is the child's pidfd: from its fork (askPidfd) until the exit
+	// watch takes it (watch), then the set's while watched; -1 where the
+	// set holds os.Process's only (osKeepsPidfd).
+	pidfd int
+	token uint64 // its key in the set
 	// pipefd is the pump's read end when the pump has no tee (else -1),
 	// for pipeEnded; closed only by the end's owner.
 	pipefd int
@@ -462,7 +489,7 @@ func (p *Process) pumpThenEnd(pu *pump) {
 	if !p.end.owner.CompareAndSwap(endOpen, endByPump) && p.end.owner.Load() != endByPump {
 		return // an exit goroutine owns the end; it has pumpDone
 	}
-	if !exitsAfterEOF(p.end.pidfd) {
+	if !exitsAfterEOF(p.info.PID, p.end.pidfd) {
 		<-p.end.exited
 	}
 	p.afterExit()
@@ -479,15 +506,18 @@ func (p *Process) pumpThenEnd(pu *pump) {
 // children makes their pumps end together), the others through the
 // watch. A child that closed its output and runs on costs the moment
 // once.
-func exitsAfterEOF(pidfd int) bool {
-	if pidfdExitsWithin(pidfd, 0) {
+//
+// pidfd is the child's pidfd, or -1 where the exit watch's set holds only
+// os.Process's (osKeepsPidfd): one is opened for the wait.
+func exitsAfterEOF(pid, pidfd int) bool {
+	if exitedNow(pid) {
 		return true
 	}
 	defer exitWaits.Add(-1)
 	if exitWaits.Add(1) > maxExitWaits {
 		return false
 	}
-	return pidfdExitsWithin(pidfd, exitAfterEOF)
+	return exitsWithin(pid, pidfd, exitAfterEOF)
 }
 
 // exitWaits counts the pumps in exitsAfterEOF's wait.

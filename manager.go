@@ -45,6 +45,8 @@ type Manager struct {
 	polls pollSignal
 	// pipes counts the pipes this Manager's pumps grew (pipeBudget).
 	pipes pipeBudget
+	// workBases is the default work dir found last (startworkdir.go).
+	workBases workBaseSeen
 
 	// background counts timer callbacks and tree watchers in flight;
 	// Close ends them (stopCtx) and waits for them. Add only under mu

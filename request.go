@@ -327,14 +327,14 @@ func validBuffers(req StartRequest, maxBytes int) error {
 // empty one is the base itself, else the host's current directory.
 func (m *Manager) workDir(requested string) (string, error) {
 	if requested == "" {
-		if base, ok := m.workBase(); ok {
+		if base, ok := m.workBase(true); ok {
 			return base, nil
 		}
 		return os.Getwd()
 	}
 	dir := requested
 	if !filepath.IsAbs(requested) {
-		base, ok := m.workBase()
+		base, ok := m.workBase(false)
 		if !ok {
 			return "", xerrors.Errorf("start: relative work dir %s: neither Options.WorkingDir nor $HOME is an existing directory to resolve it against: %w",
 				quotePath(requested), ErrInvalid)
@@ -353,8 +353,10 @@ func (m *Manager) workDir(requested string) (string, error) {
 
 // workBase is the work dir of a request that names none, absolute:
 // Options.WorkingDir() if it is an existing directory, else $HOME if it is
-// one; ok is false when neither is.
-func (m *Manager) workBase() (base string, ok bool) {
+// one; ok is false when neither is. With trusted, a candidate found an
+// existing directory before is taken without a look (workBaseSeen): only
+// for a start's own work dir, which its chdir looks at.
+func (m *Manager) workBase(trusted bool) (base string, ok bool) {
 	var candidates []string
 	if m.opts.WorkingDir != nil {
 		candidates = append(candidates, m.opts.WorkingDir())
@@ -363,10 +365,14 @@ func (m *Manager) workBase() (base string, ok bool) {
 		candidates = append(candidates, home)
 	}
 	for _, dir := range candidates {
+		if abs := m.workBases.lookup(dir); trusted && dir != "" && abs != "" {
+			return abs, true // found before; launch looks again if a start fails
+		}
 		if dir == "" || isDir(dir) != nil {
 			continue
 		}
 		if abs, err := filepath.Abs(dir); err == nil {
+			m.workBases.found(dir, abs)
 			return abs, true
 		}
 	}
@@ -397,7 +403,7 @@ func (m *Manager) askedWorkDir(requested string) string {
 	case filepath.IsAbs(requested):
 		return filepath.Clean(requested)
 	}
-	if base, ok := m.workBase(); ok {
+	if base, ok := m.workBase(false); ok {
 		return filepath.Join(base, requested)
 	}
 	return requested

@@ -4,10 +4,15 @@ package proc
 
 import (
 	"context"
+	"os"
+	"os/exec"
 	"runtime/metrics"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // handoffManager returns a group-mode Manager closed when t ends.
@@ -198,4 +203,75 @@ func TestExitWatchFailsOver(t *testing.T) {
 	if later.end.owner.Load() != endOpen || later.Info().ExitCode == nil || *later.Info().ExitCode != 0 {
 		t.Errorf("start after the watch ended: owner %d, exit %v; want not handed over (%d), 0", later.end.owner.Load(), later.Info().ExitCode, endOpen)
 	}
+}
+
+// TestExitWatchSharesPidfd pins the facts the exit watch relies on to
+// hold no descriptor of its own per child (watch): os.Process holds a
+// pidfd (osHoldsPidfd: a change of package os's unexported handle fails
+// here), a copy of the one the fork gave (osKeepsPidfd), so that an epoll
+// entry made with it outlives the closing of the fork's descriptor and
+// reports the exit; and that a handed-over record in the set keeps none.
+func TestExitWatchSharesPidfd(t *testing.T) {
+	t.Parallel()
+	fd := -1
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{PidFD: &fd}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if fd < 0 {
+		t.Skip("the fork gave no pidfd (CLONE_PIDFD): the exit watch opens its own")
+	}
+	if _, _, errno := unix.Syscall6(unix.SYS_KCMP, uintptr(os.Getpid()), uintptr(os.Getpid()), kcmpFile, uintptr(fd), uintptr(fd), 0); errno != 0 {
+		_ = unix.Close(fd)
+		t.Skipf("kcmp: %v: the exit watch keeps its own pidfd", errno)
+	}
+	if !osHoldsPidfd(cmd.Process) {
+		_ = unix.Close(fd)
+		t.Fatal("osHoldsPidfd = false; want true (os.Process holds a pidfd where pidfds work)")
+	}
+	if !osKeepsPidfd(fd) {
+		_ = unix.Close(fd)
+		t.Fatal("osKeepsPidfd = false; want true (os.Process copies the pidfd it was given)")
+	}
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		t.Fatalf("epoll_create1: %v", err)
+	}
+	defer unix.Close(ep)
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: 42}
+	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		t.Fatalf("epoll_ctl: %v", err)
+	}
+	_ = unix.Close(fd)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatalf("Kill() = %v", err)
+	}
+	events := make([]unix.EpollEvent, 1)
+	n, err := unix.EpollWait(ep, events, int(time.Minute/time.Millisecond))
+	for err == unix.EINTR {
+		n, err = unix.EpollWait(ep, events, int(time.Minute/time.Millisecond))
+	}
+	if err != nil || n != 1 || events[0].Fd != 42 {
+		t.Fatalf("epoll_wait after the kill = %d %v (fd %d); want the entry's event", n, err, events[0].Fd)
+	}
+
+	ctx, m, p := handoffStart(t, StartRequest{Args: []string{"sleep", "60"}})
+	w := &m.trees.exits
+	spinUntil(ctx, t, "the child in the exit watch's set", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.procs[p.end.token] == p && p.end.token != 0
+	})
+	w.mu.Lock()
+	pidfd := p.end.pidfd
+	w.mu.Unlock()
+	if pidfd != -1 {
+		t.Errorf("a record in the set holds pidfd %d; want none (-1): os.Process's is watched", pidfd)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	wantSignalled(t, p)
 }

@@ -5,7 +5,11 @@ package proc
 import (
 	"context"
 	"os"
+	"os/exec"
+	"reflect"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -41,19 +45,30 @@ type exitWatch struct {
 // closed Manager): p then gets an exit goroutine of its own. The child may
 // have exited already: the event then comes at once.
 func (w *exitWatch) watch(p *Process, pu *pump) bool {
+	// The fork's pidfd (askPidfd), else one opened now: the child is not
+	// reaped before its end's owner is known, so its PID is still its.
+	fd := p.end.pidfd
+	p.end.pidfd = -1
 	pipefd := -1
 	if pu.tee == nil {
 		rc, err := pu.r.SyscallConn()
-		if err != nil {
-			return false
+		if err == nil {
+			err = rc.Control(func(fd uintptr) { pipefd = int(fd) })
 		}
-		if rc.Control(func(fd uintptr) { pipefd = int(fd) }) != nil {
+		if err != nil {
+			if fd >= 0 {
+				_ = unix.Close(fd)
+			}
 			return false
 		}
 	}
-	fd, err := unix.PidfdOpen(p.info.PID, 0)
-	if err != nil {
-		return false
+	// kept: os.Process holds the same open pidfd (only one the fork gave).
+	kept := fd >= 0 && osHoldsPidfd(p.cmd.Process) && osKeepsPidfd(fd)
+	if fd < 0 {
+		var err error
+		if fd, err = unix.PidfdOpen(p.info.PID, 0); err != nil {
+			return false
+		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -73,7 +88,109 @@ func (w *exitWatch) watch(p *Process, pu *pump) bool {
 	}
 	p.end.watched = true
 	w.procs[token] = p
+	if kept {
+		// The set watches the open pidfd, not the descriptor: os.Process
+		// keeps a copy of the same pidfd until the reap, and so the
+		// entry, which goes with the reap. One descriptor per running
+		// child fewer: every fork copies the host's table, and every
+		// exec closes the copy's.
+		_ = unix.Close(fd)
+		p.end.pidfd = -1
+	}
 	return true
+}
+
+// askPidfd has the fork of cmd give p's child's pidfd (CLONE_PIDFD) into
+// p.end.pidfd, for the exit watch (watch), in place of a pidfd_open
+// there. A command whose SysProcAttr asks for its pidfd itself is left
+// alone. On a failed fork the field is -1; dropPidfd closes it after a
+// fork whose child is not kept.
+func (p *Process) askPidfd(cmd *exec.Cmd) {
+	p.end.pidfd = -1
+	if attr := cmd.SysProcAttr; attr != nil && attr.PidFD == nil {
+		attr.PidFD = &p.end.pidfd
+	}
+}
+
+// dropPidfd closes the pidfd askPidfd asked for, if the fork gave one.
+func (p *Process) dropPidfd() {
+	if p.end.pidfd >= 0 {
+		_ = unix.Close(p.end.pidfd)
+		p.end.pidfd = -1
+	}
+}
+
+// osHoldsPidfd reports whether the os.Process of a child holds a pidfd
+// (os.StartProcess keeps one where pidfds work, but none where its copy
+// of the fork's failed, at the descriptor limit): whether its handle,
+// which package os does not export, is set. False where os.Process has no
+// such field: the exit watch then keeps a descriptor of its own.
+func osHoldsPidfd(p *os.Process) bool {
+	h := reflect.ValueOf(p).Elem().FieldByName("handle")
+	return h.IsValid() && h.Kind() == reflect.Pointer && !h.IsNil()
+}
+
+// pidfdKept is osKeepsPidfd's answer once known: 0 not yet, 1 yes, 2 no.
+var pidfdKept atomic.Int32
+
+// osKeepsPidfd reports whether the pidfd os.StartProcess keeps in an
+// os.Process that holds one (osHoldsPidfd) is a descriptor of the same
+// open pidfd as fd, the one the fork gave a child that os has not
+// reaped: it copies one that the caller asked for (SysProcAttr.PidFD).
+// That is a fact of the process (the Go runtime), learnt once by
+// comparing fd with every open descriptor (kcmp); no, where kcmp cannot
+// say.
+func osKeepsPidfd(fd int) bool {
+	switch pidfdKept.Load() {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	kept := int32(2)
+	if sameFileOpen(fd) {
+		kept = 1
+	}
+	pidfdKept.Store(kept)
+	return kept == 1
+}
+
+// sameFileOpen reports whether another descriptor of this process refers
+// to the open file of fd.
+func sameFileOpen(fd int) bool {
+	names, ok := fdNames()
+	if !ok {
+		return false
+	}
+	pid := uintptr(os.Getpid())
+	for _, name := range names {
+		other, err := strconv.Atoi(name)
+		if err != nil || other == fd {
+			continue
+		}
+		r, _, errno := unix.Syscall6(unix.SYS_KCMP, pid, pid, kcmpFile, uintptr(fd), uintptr(other), 0)
+		switch {
+		case errno == 0 && r == 0:
+			return true
+		case errno != 0 && errno != unix.EBADF:
+			return false // no kcmp here (ENOSYS, EPERM)
+		}
+	}
+	return false
+}
+
+// kcmpFile is KCMP_FILE: do two descriptors refer to one open file.
+const kcmpFile = 0
+
+// fdNames lists /proc/self/fd; ok is false where it cannot be read.
+func fdNames() (names []string, ok bool) {
+	dir, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return nil, false
+	}
+	defer dir.Close()
+	names, err = dir.Readdirnames(-1)
+	return names, err == nil
 }
 
 // startLocked makes the set and starts the goroutine; the caller holds
@@ -112,16 +229,7 @@ func (w *exitWatch) run(ep *os.File) {
 		// cannot leave the goroutine waiting on a reused PID.
 		left := make(map[*Process]int, len(w.procs))
 		for _, p := range w.procs {
-			fd, err := unix.FcntlInt(uintptr(p.end.pidfd), unix.F_DUPFD_CLOEXEC, 0)
-			if err == nil {
-				if err = unix.SetNonblock(fd, true); err != nil {
-					_ = unix.Close(fd)
-				}
-			}
-			if err != nil {
-				fd = -1
-			}
-			left[p] = fd
+			left[p] = p.end.pidfdCopy(p.info.PID)
 		}
 		w.procs = nil
 		w.failed = true
@@ -164,6 +272,31 @@ func (w *exitWatch) run(ep *os.File) {
 	}
 }
 
+// pidfdCopy returns a non-blocking pidfd of the child pid of a record in
+// the exit watch's set, which the caller owns, or -1: a copy of the one
+// the set holds, or a new one where the set holds only os.Process's (the
+// child is not reaped while its record is in the set: its owner takes it
+// out first, forget).
+func (e *endHandoff) pidfdCopy(pid int) int {
+	if e.pidfd < 0 {
+		fd, err := pidfdNonblock(pid)
+		if err != nil {
+			return -1
+		}
+		return fd
+	}
+	fd, err := unix.FcntlInt(uintptr(e.pidfd), unix.F_DUPFD_CLOEXEC, 0)
+	if err == nil {
+		if err = unix.SetNonblock(fd, true); err != nil {
+			_ = unix.Close(fd)
+		}
+	}
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
 // watchAlone waits for the exit of p's child on a goroutine of its own,
 // for an exit watch that could not go on (run): on pidfd, a non-blocking
 // copy of the record's that it owns, or by PID where no copy could be
@@ -186,7 +319,10 @@ func (w *exitWatch) forget(p *Process) {
 	w.mu.Lock()
 	delete(w.procs, p.end.token)
 	w.mu.Unlock()
-	_ = unix.Close(p.end.pidfd)
+	if p.end.pidfd >= 0 {
+		_ = unix.Close(p.end.pidfd)
+		p.end.pidfd = -1
+	}
 	p.end.watched = false
 }
 
@@ -215,6 +351,33 @@ func (e *endHandoff) pipeEnded() bool {
 	fds := [1]unix.PollFd{{Fd: int32(e.pipefd), Events: unix.POLLIN}}
 	n, err := unix.Poll(fds[:], 0)
 	return err == nil && n > 0 && fds[0].Revents&unix.POLLHUP != 0 && fds[0].Revents&unix.POLLIN == 0
+}
+
+// exitedNow reports whether the child pid, not reaped, has exited: waitid
+// without waiting or reaping.
+func exitedNow(pid int) bool {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		// Linux leaves si_signo 0 when no child was waitable.
+		return err == nil && info.Signo == int32(unix.SIGCHLD)
+	}
+}
+
+// exitsWithin reports whether the child pid, not reaped, exits within d,
+// on the pidfd fd, or on one opened for the wait where fd is -1.
+func exitsWithin(pid, fd int, d time.Duration) bool {
+	if fd < 0 {
+		var err error
+		if fd, err = unix.PidfdOpen(pid, 0); err != nil {
+			return false
+		}
+		defer unix.Close(fd)
+	}
+	return pidfdExitsWithin(fd, d)
 }
 
 // pidfdExitsWithin reports whether the process of the pidfd fd has

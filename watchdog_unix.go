@@ -217,11 +217,11 @@ type watchdog struct {
 
 	// mu guards the fields below; a leaf lock, held for one small write.
 	mu     sync.Mutex
-	w      *os.File       // the pipe; nil once closed
-	groups *os.File       // the groups file; nil once closed, with w
-	used   map[int64]bool // the slots that hold a group (by offset)
-	free   []int64        // blank slots
-	end    int64          // the file's size
+	w      *os.File // the pipe; nil once closed
+	groups *os.File // the groups file; nil once closed, with w
+	used   []bool   // the slots that hold a group or a mark, by offset/slotSize
+	free   []int64  // blank slots
+	end    int64    // the file's size
 	// broken is set when a slot could not be written: the file may list a
 	// group it should not, so lost reports true and the Manager replaces
 	// the watchdog (the new one learns the live groups afresh).
@@ -251,7 +251,7 @@ func startWatchdog(cgroupDir string) (*watchdog, error) {
 		_ = groups.Close()
 		return nil, xerrors.Errorf("host-death watchdog: %w", err)
 	}
-	return &watchdog{cmd: cmd, w: w, groups: groups, used: map[int64]bool{}, pidfd: openPidfd(cmd.Process.Pid)}, nil
+	return &watchdog{cmd: cmd, w: w, groups: groups, pidfd: openPidfd(cmd.Process.Pid)}, nil
 }
 
 // send writes one line, at once or not at all: a watchdog that is gone
@@ -317,7 +317,7 @@ func (d *watchdog) guard(pgid int, pending int64) (int64, error) {
 func (d *watchdog) write(b []byte, at int64) (int64, error) {
 	off := int64(-1)
 	err := d.locked(func() error {
-		reuse := at >= 0 && d.used[at]
+		reuse := d.inUse(at)
 		if !reuse {
 			at = d.end
 			if n := len(d.free); n > 0 {
@@ -332,14 +332,21 @@ func (d *watchdog) write(b []byte, at int64) (int64, error) {
 		case reuse:
 		case at == d.end:
 			d.end += slotSize
+			d.used = append(d.used, false)
 		default:
 			d.free = d.free[:len(d.free)-1]
 		}
-		d.used[at] = true
+		d.used[at/slotSize] = true
 		off = at
 		return nil
 	})
 	return off, err
+}
+
+// inUse reports whether the slot at off holds a group or a mark; d.mu
+// is held.
+func (d *watchdog) inUse(off int64) bool {
+	return off >= 0 && off%slotSize == 0 && off/slotSize < int64(len(d.used)) && d.used[off/slotSize]
 }
 
 // forget unregisters the group of the slot off (from guard) once it was
@@ -347,10 +354,10 @@ func (d *watchdog) write(b []byte, at int64) (int64, error) {
 // blanks a pending mark (from mark) whose start failed.
 func (d *watchdog) forget(off int64) {
 	_ = d.locked(func() error {
-		if !d.used[off] {
+		if !d.inUse(off) {
 			return nil
 		}
-		delete(d.used, off)
+		d.used[off/slotSize] = false
 		// A slot that could not be blanked may still name the group.
 		blank := slot(0)
 		if _, err := d.groups.WriteAt(blank[:], off); err != nil {

@@ -11,6 +11,12 @@
 //
 //	go run ./cmd/startprof -mode group -n 2000 -g 8 -cpuprofile cpu.out
 //
+// With -sleepers it runs instead rounds of that many concurrent `sleep`
+// starts and their stop, os/exec and the library alternating in one
+// process, and prints each mode's median ratio to os/exec (thousand.go):
+//
+//	go run ./cmd/startprof -sleepers 1000 -modes exec,group -rounds 6
+//
 // Modes: "group" and "cgroup" start through a proc.Manager of that
 // containment and wait for the final record (sandboxed with -sandbox);
 // "exec" is os/exec doing the same (pipes through a buffer, Setsid, Run).
@@ -26,6 +32,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -41,7 +48,14 @@ func main() {
 	warm := flag.Int("warm", 100, "untimed starts before the timed ones")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the timed starts here")
 	memProfile := flag.String("memprofile", "", "write a heap profile (alloc_space) of the timed starts here")
+	sleepers := flag.Int("sleepers", 0, "instead: rounds of this many concurrent `sleep` starts and their stop, exec and -modes alternating (thousand.go)")
+	modes := flag.String("modes", "exec,group", "with -sleepers: the modes, exec first")
+	rounds := flag.Int("rounds", 6, "with -sleepers: the rounds")
 	flag.Parse()
+	if *sleepers > 0 {
+		thousand(strings.Split(*modes, ","), *rounds, *sleepers)
+		return
+	}
 
 	var run func() error
 	switch *mode {
