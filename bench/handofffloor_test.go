@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"cmp"
 	"errors"
 	"io"
 	"maps"
@@ -30,6 +31,9 @@ import (
 // in one run with
 //
 //   - alone: the pump alone, the ring never full (the baseline);
+//   - alone-64KiB: the pump alone reading into a 64 KiB ring, as the
+//     library's pump reads into its own 64 KiB buffer when it keeps no
+//     window;
 //   - read: a wake per pump read, room signalled per piece;
 //   - half: a wake when the ring is half full or a read came back short
 //     (the pipe had less than asked), room per piece;
@@ -165,6 +169,7 @@ func handoffTurns() []handoff {
 	caught := func(filled int64) bool { return filled == 0 }
 	return []handoff{
 		{name: "alone"},
+		{name: "alone-64KiB", ringBytes: 64 << 10},
 		{name: "read", followers: one, wake: perRead, room: perPiece},
 		{name: "half", followers: one, wake: half, room: perPiece},
 		{name: "half-only", followers: one, wake: halfOnly, room: perPiece},
@@ -202,7 +207,7 @@ func newHandoffBench(b *testing.B) *handoffBench {
 // of them.
 func (hb *handoffBench) variant(h handoff) variant {
 	b := hb.b
-	ring := make([]byte, followWindowBytes)
+	ring := make([]byte, cmp.Or(h.ringBytes, followWindowBytes))
 	if h.lossy {
 		ring = make([]byte, followWindowBytes+handoffSlack)
 	}
@@ -290,6 +295,10 @@ type handoff struct {
 	// and followers copy under mu (the library's window and its slack).
 	// room is not used.
 	lossy bool
+	// ringBytes, if not zero, is the ring's size in place of
+	// followWindowBytes (a pump alone reading into a buffer as small as
+	// the library's pump's own, which stays in the CPU's cache).
+	ringBytes int
 }
 
 // handoffSlack is a lossy ring's storage beyond its window (the library's
