@@ -182,11 +182,7 @@ func TestExitWatchFailsOver(t *testing.T) {
 	ctx, m, p := handoffStart(t, StartRequest{Command: "read x; exit 7", Stdin: true})
 	w := &m.trees.exits
 	// The pump puts the child in the set.
-	spinUntil(ctx, t, "the child in the exit watch's set", func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.procs[p.end.token] == p && p.end.token != 0
-	})
+	inExitSet(ctx, t, w, p)
 	w.mu.Lock()
 	ep, done := w.ep, w.done
 	w.mu.Unlock()
@@ -259,11 +255,7 @@ func TestExitWatchSharesPidfd(t *testing.T) {
 
 	ctx, m, p := handoffStart(t, StartRequest{Args: []string{"sleep", "60"}})
 	w := &m.trees.exits
-	spinUntil(ctx, t, "the child in the exit watch's set", func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.procs[p.end.token] == p && p.end.token != 0
-	})
+	inExitSet(ctx, t, w, p)
 	w.mu.Lock()
 	pidfd := p.end.pidfd
 	w.mu.Unlock()
@@ -274,4 +266,14 @@ func TestExitWatchSharesPidfd(t *testing.T) {
 		t.Fatalf("Close() = %v", err)
 	}
 	wantSignalled(t, p)
+}
+
+// inExitSet waits until the pump put p's child in the exit watch w's set.
+func inExitSet(ctx context.Context, t *testing.T, w *exitWatch, p *Process) {
+	t.Helper()
+	spinUntil(ctx, t, "the child in the exit watch's set", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.procs[p.end.token] == p && p.end.token != 0
+	})
 }

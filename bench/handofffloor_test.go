@@ -555,13 +555,9 @@ func (q *handoffRing) follow(f *handoffFollower, dst []byte, room func(filled in
 		eof := q.eof.Load() // before w: with eof set, w is final
 		r, w := f.r.Load(), q.w.Load()
 		if r == w {
-			if eof {
+			if q.await(f, eof, &st) {
 				return st
 			}
-			st.wakes++
-			q.waiting.Add(1)
-			<-f.data
-			q.waiting.Add(-1)
 			continue
 		}
 		if w-r > size {
@@ -599,13 +595,9 @@ func (q *handoffRing) followLossy(f *handoffFollower, dst []byte) handoffStats {
 		r, w := f.r.Load(), q.w.Load()
 		if r == w {
 			q.mu.Unlock()
-			if eof {
+			if q.await(f, eof, &st) {
 				return st
 			}
-			st.wakes++
-			q.waiting.Add(1)
-			<-f.data
-			q.waiting.Add(-1)
 			continue
 		}
 		if w-r > window {
@@ -618,4 +610,18 @@ func (q *handoffRing) followLossy(f *handoffFollower, dst []byte) handoffStats {
 		q.mu.Unlock()
 		st.followed += k
 	}
+}
+
+// await is a follower's wait for bytes (follow, followLossy): with eof
+// seen, nothing more comes and it reports true; else it waits on f.data
+// for the pump's next wake, counted in st.wakes.
+func (q *handoffRing) await(f *handoffFollower, eof bool, st *handoffStats) bool {
+	if eof {
+		return true
+	}
+	st.wakes++
+	q.waiting.Add(1)
+	<-f.data
+	q.waiting.Add(-1)
+	return false
 }
