@@ -84,13 +84,16 @@ type sandboxStart struct {
 // registered (group mode with a watchdog), setupTree gave it no Pdeathsig
 // (it would fire when the restricted thread ends) but a pending mark in
 // the watchdog's file, and asks the sandbox (exitKill) for the held
-// child's PTRACE_O_EXITKILL from the exec stop on, cleared by the release.
+// child's PTRACE_O_EXITKILL from the exec stop on, until the restricted
+// thread has registered the group (registerHeld) and lets the child go.
 // In cgroup mode the pending mark covers the child until it enters its
 // cgroup at its exec stop.
 func (s *sandboxStart) start(setup *treeSetup, cmd *exec.Cmd, fork func() error, tty bool) (release func(), err error) {
 	p := policyOf(s.sb)
 	p.WritableRoots = s.sb.WritableRoots
-	p.ExitKill = setup.exitKill()
+	if p.ExitKill = setup.exitKill(); p.ExitKill {
+		p.Register = setup.registerHeld
+	}
 	if tty {
 		// connect made the terminal's slave end the child's stdin.
 		f, ok := cmd.Stdin.(*os.File)

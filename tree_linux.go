@@ -30,6 +30,11 @@ type treeSetup struct {
 	// stopSandbox ends the host's service of a sandboxed tree's routed
 	// calls (set by the sandbox's start); the tree calls it when released.
 	stopSandbox func()
+	// registered: the sandbox's restricted thread registered the held
+	// child's group (registerHeld), in slot; started makes its tree
+	// without writing again.
+	registered bool
+	slot       int64
 }
 
 // exitKill reports whether the sandbox must kill its held child with the
@@ -40,6 +45,21 @@ type treeSetup struct {
 // cgroup, which the watchdog kills with the host, holds it. Only
 // sandboxed starts ask.
 func (s *treeSetup) exitKill() bool { return s.guarded && s.host == nil }
+
+// registerHeld registers the group of the sandboxed child pid with the
+// watchdog, in the slot of its pending mark: the sandbox calls it on the
+// restricted thread while it holds the child at its exec stop, under the
+// exit-kill (sandbox.Policy.Register), so that the thread need not wait
+// for the caller's registration. It only writes into the watchdog's open
+// file. Only where exitKill; the caller's goroutine waits meanwhile.
+func (s *treeSetup) registerHeld(pid int) error {
+	slot, err := s.guard.guard(pid, s.pending)
+	if err != nil {
+		return err
+	}
+	s.slot, s.registered = slot, true
+	return nil
+}
 
 // setupTree prepares cmd for the tree the keeper decided on: a new
 // session, and with host the record's cgroup, which the child is cloned
@@ -115,6 +135,10 @@ func (s *treeSetup) started(cmd *exec.Cmd, owner string) (*tree, error) {
 			s.guard.forget(s.pending)
 		}
 		return nil, nil
+	case s.host == nil && s.registered:
+		t := newGroupTree(cmd.Process.Pid, owner, s.guard, s.slot)
+		t.stopSandbox = s.stopSandbox
+		return t, nil
 	case s.host == nil:
 		t, err := newGroupTreeGuarded(cmd.Process.Pid, owner, s.guard, s.pending)
 		if t != nil {

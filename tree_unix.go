@@ -86,8 +86,14 @@ func newGroupTreeGuarded(pid int, owner string, guard *watchdog, pending int64) 
 	if err != nil {
 		return nil, xerrors.Errorf("register with the host-death watchdog: %w", err)
 	}
+	return newGroupTree(pid, owner, guard, slot), nil
+}
+
+// newGroupTree makes the tree of the child pid, which leads its own
+// session, registered with guard (if any) in slot (-1: not registered).
+func newGroupTree(pid int, owner string, guard *watchdog, slot int64) *tree {
 	g := &groupTree{pgid: pid, guard: guard, slot: slot}
-	return &tree{sys: g, kind: string(ContainGroup), owner: owner}, nil
+	return &tree{sys: g, kind: string(ContainGroup), owner: owner}
 }
 
 // markGone records that the group has no live member, for good, and tells

@@ -23,12 +23,21 @@ type Policy struct {
 	// write and control (ioctls) together with /dev/tty; "" without one.
 	TTY string
 	// ExitKill (Linux) kills the child if the host dies from its exec
-	// stop until [Held.Release] (PTRACE_O_EXITKILL). It cannot cover the
-	// instants from the fork to that stop (the option can be set only on
-	// a stopped tracee): a caller that must not lose the child to the
-	// host's death then needs a guard of its own (proc: a pending mark in
-	// its watchdog's file).
+	// stop until [Held.Release], or with Register until Register returned
+	// (PTRACE_O_EXITKILL). It cannot cover the instants from the fork to
+	// that stop (the option can be set only on a stopped tracee): a
+	// caller that must not lose the child to the host's death then needs
+	// a guard of its own (proc: a pending mark in its watchdog's file).
 	ExitKill bool
+	// Register (Linux), if set, is called with the child's PID on the
+	// restricted thread once the child is held at its exec stop (and in
+	// its cgroup), under ExitKill if set; the thread then lets the child
+	// go at once, without waiting for [Held.Release]. If it fails, the
+	// child is killed while still held and Start fails with its error.
+	// It is not called for a child that died before its stop. It runs
+	// restricted: it may use descriptors opened before, but must open
+	// nothing and start nothing.
+	Register func(pid int) error
 }
 
 // UnsupportedError says that the kernel (or the host) cannot enforce a

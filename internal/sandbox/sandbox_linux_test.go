@@ -432,6 +432,80 @@ func TestExitKillReleased(t *testing.T) {
 	}
 }
 
+// TestRegisterOnThread: Register runs on the restricted thread while the
+// child is held at its exec stop, traced by that thread and under the
+// exit-kill; the thread then lets the child go without Release. A failing
+// Register fails the start with its error: the child is killed before it
+// ran, reaped, and cmd.Process is nil.
+func TestRegisterOnThread(t *testing.T) {
+	t.Parallel()
+	sup := support(t)
+	t.Run("registered", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		var status []byte
+		var statusErr error
+		var tid, registered int
+		cmd := exec.Command("echo", "ran")
+		cmd.Stdout = w
+		p := Policy{ExitKill: true, Register: func(pid int) error {
+			tid, registered = unix.Gettid(), pid
+			status, statusErr = os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+			return nil
+		}}
+		h, err := Start(cmd, cmd.Start, p, sup)
+		w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Release()
+		if registered != cmd.Process.Pid || tid == unix.Gettid() || tid == processID {
+			t.Fatalf("Register(%d) on thread %d; want the child %d on the restricted thread", registered, tid, cmd.Process.Pid)
+		}
+		if statusErr != nil {
+			t.Fatal(statusErr)
+		}
+		want := fmt.Sprintf("TracerPid:\t%d\n", tid)
+		if !strings.Contains(string(status), want) || !strings.Contains(string(status), "State:\tt (tracing stop)") {
+			t.Fatalf("child at Register:\n%s\nwant stopped, traced by thread %d", status, tid)
+		}
+		// Not released: the thread let the child go by itself.
+		if dl, ok := ctx.Deadline(); ok {
+			_ = r.SetReadDeadline(dl)
+		}
+		out, err := io.ReadAll(r)
+		if err != nil || string(out) != "ran\n" {
+			t.Fatalf("child wrote %q, %v before Release; want \"ran\\n\"", out, err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("child: %v", err)
+		}
+	})
+	t.Run("fails", func(t *testing.T) {
+		t.Parallel()
+		refused := errors.New("no slot")
+		var pid int
+		cmd := exec.Command("true")
+		p := Policy{ExitKill: true, Register: func(p int) error { pid = p; return refused }}
+		if _, err := Start(cmd, cmd.Start, p, sup); !errors.Is(err, refused) || cmd.Process != nil {
+			t.Fatalf("Start with a failing Register = %v (process %v); want its error, nothing running", err, cmd.Process)
+		}
+		if pid == 0 {
+			t.Fatal("Register was not called")
+		}
+		// Reaped: the PID names no child of this process any more.
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); !errors.Is(err, unix.ECHILD) {
+			t.Fatalf("wait4(%d) = %v; want ECHILD (killed and reaped)", pid, err)
+		}
+	})
+}
+
 // TestUntraced: once started, the child runs untraced (the thread that
 // held it is gone) and keeps running.
 func TestUntraced(t *testing.T) {

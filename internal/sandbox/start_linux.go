@@ -54,9 +54,9 @@ import (
 //
 // On success the caller must call [Held.Release] exactly once, after
 // registering the child wherever it must be (with p.ExitKill the thread
-// waits for it), and [Held.Stop] once the tree is gone or released. On
-// error cmd did not start, or was started, killed and reaped, and
-// cmd.Process is nil.
+// waits for it, unless p.Register registered the child on the thread),
+// and [Held.Stop] once the tree is gone or released. On error cmd did not
+// start, or was started, killed and reaped, and cmd.Process is nil.
 func Start(cmd *exec.Cmd, fork func() error, p Policy, sup Support) (*Held, error) {
 	return start(cmd, fork, p, sup, true)
 }
@@ -139,11 +139,25 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 			if err := place(procs, pid); err != nil {
 				// Killed while stopped: it ran nothing of its own.
 				_ = unix.Kill(pid, unix.SIGKILL)
-				started <- outcome{listener, &placeError{err}}
+				started <- outcome{listener, &killedError{"move the child into its cgroup", err}}
 				return
 			}
 		}
 		exitKill := held && p.ExitKill && unix.PtraceSetOptions(pid, unix.PTRACE_O_EXITKILL) == nil
+		if held && p.Register != nil {
+			// Registered here, the child needs no hand-off back to this
+			// thread: the caller's goroutine is woken once, by started.
+			if err := p.Register(pid); err != nil {
+				_ = unix.Kill(pid, unix.SIGKILL)
+				started <- outcome{listener, &killedError{"register the child", err}}
+				return
+			}
+			if exitKill {
+				_ = unix.PtraceSetOptions(pid, 0)
+			}
+			started <- outcome{listener, nil}
+			return
+		}
 		started <- outcome{listener, nil}
 		if exitKill {
 			// The host's death now kills the child until the caller
@@ -160,8 +174,8 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 		if o.listener >= 0 {
 			unix.Close(o.listener)
 		}
-		var pe *placeError
-		if errors.As(o.err, &pe) {
+		var ke *killedError
+		if errors.As(o.err, &ke) {
 			_ = cmd.Wait()
 			cmd.Process = nil
 		}
@@ -189,14 +203,16 @@ func killStarted(cmd *exec.Cmd) {
 	cmd.Process = nil
 }
 
-// placeError is a held child that could not be moved into its cgroup
-// (the cgroup was removed from outside, say); it was killed.
-type placeError struct{ err error }
-
-func (e *placeError) Error() string {
-	return "sandbox: move the child into its cgroup: " + e.err.Error()
+// killedError is a held child killed because a step at its exec stop
+// failed: it could not be moved into its cgroup (the cgroup was removed
+// from outside, say), or Policy.Register failed.
+type killedError struct {
+	step string
+	err  error
 }
-func (e *placeError) Unwrap() error { return e.err }
+
+func (e *killedError) Error() string { return "sandbox: " + e.step + ": " + e.err.Error() }
+func (e *killedError) Unwrap() error { return e.err }
 
 // place moves pid into the cgroup whose cgroup.procs is open as procs.
 func place(procs, pid int) error {
