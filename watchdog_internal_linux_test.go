@@ -173,14 +173,53 @@ func TestBootTicksMatchStartTimes(t *testing.T) {
 			t.Fatal(err)
 		}
 		st, ok := procfs.ReadStat(cmd.Process.Pid) // not reaped yet: ours
-		after, _ := bootTicks()
+		ns, err := kernelBootTime()
+		after := ns / (1e9 / userHZ)
 		_ = cmd.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if !ok {
 			t.Fatalf("no stat for child %d", cmd.Process.Pid)
 		}
 		if start := int64(st.StartTime); start < before || start > after {
 			t.Fatalf("child started at tick %d; want within the ticks read around its fork [%d, %d]", start, before, after)
 		}
+	}
+}
+
+// TestBootTicksKernelClock pins that bootTicks, which counts from a
+// reading of the kernel's boot clock with the monotonic clock, is never
+// after the kernel's clock read just after it, nor more than a tick
+// before the one read just before it (this machine does not suspend),
+// across the refresh of its reading.
+func TestBootTicksKernelClock(t *testing.T) {
+	t.Parallel()
+	ticks := func() int64 {
+		ns, err := kernelBootTime()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ns / (1e9 / userHZ)
+	}
+	check := func() {
+		before := ticks()
+		got, err := bootTicks()
+		after := ticks()
+		if err != nil || got > after || got < before-1 {
+			t.Fatalf("bootTicks = %d, %v; want within [%d-1, %d], the kernel's around it", got, err, before, after)
+		}
+	}
+	check()
+	// A reading older than bootRefresh is taken again.
+	old := &bootReading{ns: 0, at: time.Now().Add(-bootRefresh)}
+	bootBase.Store(old)
+	check()
+	if bootBase.Load() == old {
+		t.Fatal("a reading older than bootRefresh was kept")
+	}
+	for range 1000 {
+		check()
 	}
 }
 

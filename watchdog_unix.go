@@ -3,11 +3,14 @@
 package proc
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/xerrors"
 )
@@ -211,9 +214,17 @@ const slotSize = 16
 // concurrent use.
 type watchdog struct {
 	cmd *exec.Cmd
-	// pidfd tells whether the watchdog exited without waking it; nil
-	// where pidfds are missing.
+	// pidfd is the watchdog's pidfd, in Go's poller: a goroutine waits on
+	// it (watchExit) and sets exited when the watchdog exits, so that a
+	// start's look (lost) is a load, not a system call. nil where pidfds
+	// are missing.
 	pidfd *os.File
+	// exit is what the pidfd's waiter knows: watching, exited, or
+	// unwatched (the pidfd cannot be waited on in the poller: lost then
+	// polls it itself). watched is closed when the waiter has returned;
+	// nil without one.
+	exit    atomic.Int32
+	watched chan struct{}
 
 	// mu guards the fields below; a leaf lock, held for one small write.
 	mu     sync.Mutex
@@ -251,7 +262,40 @@ func startWatchdog(cgroupDir string) (*watchdog, error) {
 		_ = groups.Close()
 		return nil, xerrors.Errorf("host-death watchdog: %w", err)
 	}
-	return &watchdog{cmd: cmd, w: w, groups: groups, pidfd: openPidfd(cmd.Process.Pid)}, nil
+	d := &watchdog{cmd: cmd, w: w, groups: groups, pidfd: openPidfd(cmd.Process.Pid)}
+	d.watchExit()
+	return d, nil
+}
+
+// watchExit starts the waiter of the watchdog's pidfd, which sets d.exit
+// once the watchdog exited: then lost is a load on every start, not a
+// poll. Where the poller cannot wait on the pidfd, lost polls it.
+func (d *watchdog) watchExit() {
+	if d.pidfd == nil {
+		return
+	}
+	rc, err := d.pidfd.SyscallConn()
+	if err != nil || d.pidfd.SetReadDeadline(time.Time{}) != nil {
+		d.exit.Store(exitUnwatched)
+		return
+	}
+	d.watched = make(chan struct{})
+	// Stopped when the watchdog exits (its pidfd turns readable), or by
+	// finish closing the pidfd.
+	go func() {
+		defer close(d.watched)
+		exited := false
+		err := rc.Read(func(fd uintptr) bool {
+			exited = fdReadable(fd)
+			return exited
+		})
+		switch {
+		case exited:
+			d.exit.Store(exitSeen)
+		case !errors.Is(err, os.ErrClosed):
+			d.exit.Store(exitUnwatched)
+		}
+	}()
 }
 
 // send writes one line, at once or not at all: a watchdog that is gone
@@ -280,8 +324,11 @@ func (d *watchdog) locked(f func() error) error {
 }
 
 // lost reports whether the watchdog is gone (killed from outside), stuck
-// (its pipe full) or broken. On Linux a pidfd answers without waking the
-// watchdog; elsewhere a line it ignores is written.
+// (its pipe full) or broken. On Linux its pidfd's waiter says so without
+// waking the watchdog, once the runtime's poller has reported the exit
+// (a start in between registers with the dead watchdog, as one does that
+// looked just before it died: its replacement learns every group the
+// Manager holds); elsewhere a line it ignores is written.
 func (d *watchdog) lost() bool {
 	d.mu.Lock()
 	broken := d.broken
@@ -289,11 +336,21 @@ func (d *watchdog) lost() bool {
 	if broken {
 		return true
 	}
-	if d.pidfd != nil {
+	switch {
+	case d.pidfd == nil:
+		return d.send(".") != nil
+	case d.exit.Load() == exitUnwatched:
 		return pidfdExited(d.pidfd)
 	}
-	return d.send(".") != nil
+	return d.exit.Load() == exitSeen
 }
+
+// The states of watchdog.exit.
+const (
+	exitWatching = iota
+	exitSeen
+	exitUnwatched
+)
 
 // guard registers the process group pgid: the watchdog kills it if the
 // host dies before forget. It returns the slot, which the caller hands to
@@ -424,6 +481,10 @@ func (d *watchdog) finish(kill bool) {
 		_ = d.cmd.Wait()
 	}
 	if d.pidfd != nil {
+		// The waiter saw the exit, or returns now.
 		_ = d.pidfd.Close()
+	}
+	if d.watched != nil {
+		<-d.watched
 	}
 }
