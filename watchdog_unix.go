@@ -3,7 +3,6 @@
 package proc
 
 import (
-	"errors"
 	"os"
 	"os/exec"
 	"strconv"
@@ -285,16 +284,17 @@ func (d *watchdog) watchExit() {
 	go func() {
 		defer close(d.watched)
 		exited := false
-		err := rc.Read(func(fd uintptr) bool {
+		_ = rc.Read(func(fd uintptr) bool {
 			exited = fdReadable(fd)
 			return exited
 		})
-		switch {
-		case exited:
+		if exited {
 			d.exit.Store(exitSeen)
-		case !errors.Is(err, os.ErrClosed):
-			d.exit.Store(exitUnwatched)
+			return
 		}
+		// The poller refused the wait, or finish closed the pidfd: no
+		// waiter any more, lost polls.
+		d.exit.Store(exitUnwatched)
 	}()
 }
 
