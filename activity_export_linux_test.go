@@ -8,3 +8,6 @@ func ActivityAfresh(p *Process) (Activity, error) {
 	p.dropLooks()
 	return p.Activity()
 }
+
+// HostCPU is hostCPU, for the benchmarks of package proc_test.
+var HostCPU = hostCPU

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/procvisor/proc"
 )
 
@@ -68,16 +66,6 @@ func startWide(b *testing.B, mode treeMode, members int, watch bool) *proc.Proce
 	return p
 }
 
-// cpuTime is the CPU time this process has used, user and system.
-func cpuTime(b *testing.B) time.Duration {
-	b.Helper()
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // BenchmarkActivityWide is one Activity() of an idle 500-member tree
 // with stdin, in each process-tree mode: the looks an agent makes of a
 // wide build or test run. It also reports the CPU time per look
@@ -97,14 +85,14 @@ func BenchmarkActivityWide(b *testing.B) {
 				}
 				b.Run(name, func(b *testing.B) {
 					b.ReportAllocs()
-					cpu := cpuTime(b)
+					cpu := proc.HostCPU(b)
 					for b.Loop() {
 						a, err := activity()
 						if err != nil || a.Members != 500 {
 							b.Fatalf("Activity() = %+v, %v; want 500 members", a, err)
 						}
 					}
-					b.ReportMetric(float64((cpuTime(b)-cpu).Microseconds())/float64(b.N), "cpu-us/op")
+					b.ReportMetric(float64((proc.HostCPU(b)-cpu).Microseconds())/float64(b.N), "cpu-us/op")
 				})
 			}
 		})
@@ -126,11 +114,11 @@ func BenchmarkWatchActivityIdle(b *testing.B) {
 			tick := time.NewTicker(period)
 			defer tick.Stop()
 			<-tick.C
-			start, cpu := time.Now(), cpuTime(b)
+			start, cpu := time.Now(), proc.HostCPU(b)
 			for b.Loop() {
 				<-tick.C
 			}
-			used, wall := cpuTime(b)-cpu, time.Since(start)
+			used, wall := proc.HostCPU(b)-cpu, time.Since(start)
 			b.ReportMetric(100*used.Seconds()/wall.Seconds(), "core-%")
 		})
 	}

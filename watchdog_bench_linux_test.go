@@ -119,11 +119,11 @@ func medianOf(xs []float64) float64 {
 }
 
 // hostCPU is this process's CPU time so far (user and system).
-func hostCPU(b *testing.B) time.Duration {
-	b.Helper()
+func hostCPU(tb testing.TB) time.Duration {
+	tb.Helper()
 	var ru unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
+		tb.Fatalf("getrusage: %v", err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
