@@ -63,7 +63,7 @@ func kept(sup Support) []int {
 	defer sup.Reads.mu.Unlock()
 	var fds []int
 	for _, k := range sup.Reads.writes {
-		fds = append(fds, k.ruleset)
+		fds = append(fds, k.ruleset.fd)
 	}
 	return fds
 }
@@ -168,12 +168,11 @@ func TestWriteLayerDevices(t *testing.T) {
 	sup := ownRules(t)
 	take := func() {
 		t.Helper()
-		read, write, err := layers(Policy{}, sup.ABI, sup.Reads)
+		lay, err := layers(Policy{}, sup.ABI, sup.Reads)
 		if err != nil {
 			t.Fatal(err)
 		}
-		unix.Close(read)
-		unix.Close(write)
+		lay.release()
 	}
 	take()
 	take()
@@ -232,10 +231,42 @@ func TestWriteLayersBounded(t *testing.T) {
 		unix.Close(fd)
 		t.Error("writeLayer after Close = nil; want an error")
 	}
-	if read, write, err := layers(Policy{}, sup.ABI, sup.Reads); err == nil {
-		unix.Close(read)
-		unix.Close(write)
+	if lay, err := layers(Policy{}, sup.ABI, sup.Reads); err == nil {
+		lay.release()
 		t.Error("layers after Close = nil; want an error")
+	}
+}
+
+// TestLayersLent: starts share the layers a ReadRules keeps, lent with
+// no copy, and a lent layer stays open while a start holds it, even once
+// the ReadRules dropped it (closed here), until the last start gave it
+// back. Not parallel: it counts this process's rulesets.
+func TestLayersLent(t *testing.T) {
+	sup := ownRules(t)
+	before := rulesetsOpen(t)
+	first, err := layers(Policy{}, sup.ABI, sup.Reads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := layers(Policy{}, sup.ABI, sup.Reads)
+	if err != nil {
+		first.release()
+		t.Fatal(err)
+	}
+	if first.read != second.read || first.write != second.write {
+		t.Errorf("two starts got layers %d, %d and %d, %d; want the same, lent", first.read, first.write, second.read, second.write)
+	}
+	if open := rulesetsOpen(t) - before; open != 2 {
+		t.Errorf("%d rulesets open with two starts holding the layers; want 2 (no copies)", open)
+	}
+	sup.Reads.Close()
+	first.release()
+	if open := rulesetsOpen(t) - before; open != 2 {
+		t.Errorf("%d rulesets open after Close while a start holds the layers; want 2", open)
+	}
+	second.release()
+	if open := rulesetsOpen(t) - before; open != 0 {
+		t.Errorf("%d rulesets open once the last start gave the layers back; want 0", open)
 	}
 }
 

@@ -93,12 +93,11 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 		return nil, xerrors.New("sandbox: Pdeathsig fires when the restricted thread ends: it cannot be combined with the sandbox")
 	}
 	cmd.SysProcAttr.Ptrace = hold
-	readRules, writeRules, err := layers(p, sup.ABI, sup.Reads)
+	lay, err := layers(p, sup.ABI, sup.Reads)
 	if err != nil {
 		return nil, xerrors.Errorf("sandbox: %w", err)
 	}
-	defer unix.Close(readRules)
-	defer unix.Close(writeRules)
+	defer lay.release()
 	prog, err := filter(p)
 	if err != nil {
 		return nil, xerrors.Errorf("sandbox: %w", err)
@@ -124,7 +123,7 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 		// The write layer first: each layer enforced copies the rules of
 		// those before it, and the write layer has few. The kernel
 		// intersects the layers, in any order.
-		listener, err := restrictThread([]int{writeRules, readRules}, prog)
+		listener, err := restrictThread([]int{lay.write, lay.read}, prog)
 		if err != nil {
 			started <- outcome{-1, xerrors.Errorf("sandbox: restrict the thread: %w", err)}
 			return
