@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -251,15 +252,16 @@ func readLayer(p Policy, r *ReadRules) (int, error) {
 }
 
 // ReadRules keeps the Landlock read layer of starts without a terminal
-// (two descriptors: the layer, and the mount table to see it change),
-// made at the first such start and again when /, /dev or the mounts
-// change, and the write layers of the last few policies of such starts
+// (four descriptors: the layer; / and /dev, and the mount table, to see
+// them change), made at the first such start and again when /, /dev or
+// the mounts change, and the write layers of the last few policies of such starts
 // (a descriptor each), and lends them to starts (layers). The zero value
 // is ready; [Probe] gives each answer one.
 // Its owner calls Close when it starts no more (a Manager's Close).
 type ReadRules struct {
 	mu      sync.Mutex
-	root    [2]unix.Stat_t // of / and /dev when the layer was made
+	dirs    []int          // / and /dev (O_PATH) when the layer was made; nil: none
+	root    [2]unix.Stat_t // of dirs when the layer was made
 	mounts  int            // /proc/self/mountinfo, to see mounts change; 0: not open
 	ruleset *lent          // nil: none yet
 	writes  []keptWrite    // write layers (write), oldest first
@@ -279,6 +281,7 @@ func (r *ReadRules) Close() {
 		unix.Close(r.mounts)
 		r.mounts = 0
 	}
+	r.closeDirs()
 	r.dropWrites()
 	r.closed = true
 }
@@ -292,14 +295,9 @@ func (r *ReadRules) dropWrites() {
 }
 
 // refresh reads the rules again if / or /dev changed since (an entry
-// added or removed), and makes the kept layer. Called with mu held.
+// added or removed), or the mounts, and makes the kept layer. Called
+// with mu held.
 func (r *ReadRules) refresh() error {
-	var now [2]unix.Stat_t
-	for i, dir := range []string{"/", "/dev"} {
-		if err := unix.Stat(dir, &now[i]); err != nil {
-			return xerrors.Errorf("landlock read layer: %w", err)
-		}
-	}
 	if r.mounts == 0 {
 		fd, err := unix.Open("/proc/self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -307,7 +305,7 @@ func (r *ReadRules) refresh() error {
 		}
 		r.mounts = fd
 	}
-	if r.ruleset != nil && sameDir(now[0], r.root[0]) && sameDir(now[1], r.root[1]) && !mountsChanged(r.mounts) {
+	if r.ruleset != nil && r.unchanged() && !mountsChanged(r.mounts) {
 		return nil
 	}
 	if r.ruleset != nil {
@@ -318,7 +316,12 @@ func (r *ReadRules) refresh() error {
 	// write layers' rules hold, or ended them (an object of an unmounted
 	// file system grants nothing).
 	r.dropWrites()
-	// Read to the end: the mount table's change is seen from here on.
+	// Looked at before the entries are read, and the mount table read to
+	// its end: a change from here on is seen at the next start.
+	r.closeDirs()
+	if err := r.openDirs(); err != nil {
+		return err
+	}
 	if err := drainMounts(r.mounts); err != nil {
 		return err
 	}
@@ -331,8 +334,52 @@ func (r *ReadRules) refresh() error {
 	if err != nil {
 		return err
 	}
-	r.ruleset, r.root = &lent{fd: fd}, now
+	r.ruleset = &lent{fd: fd}
 	return nil
+}
+
+// openDirs opens / and /dev (O_PATH) and notes what they are now (root).
+// Called with mu held.
+func (r *ReadRules) openDirs() error {
+	for i, dir := range []string{"/", "/dev"} {
+		fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return xerrors.Errorf("landlock read layer: %w", &os.PathError{Op: "open", Path: dir, Err: err})
+		}
+		r.dirs = append(r.dirs, fd)
+		if err := unix.Fstat(fd, &r.root[i]); err != nil {
+			return xerrors.Errorf("landlock read layer: %w", err)
+		}
+	}
+	return nil
+}
+
+// closeDirs closes what openDirs opened. Called with mu held.
+func (r *ReadRules) closeDirs() {
+	for _, fd := range r.dirs {
+		unix.Close(fd)
+	}
+	r.dirs = nil
+}
+
+// unchanged reports whether / and /dev have the entries they had when
+// the layer was made (their times are the same), looked at through the
+// descriptors opened then, which resolves no path: /dev moved away or
+// replaced changes / too, and a mount over either changes the mount
+// table. (A host that changes its own root directory keeps the layer of
+// its old one, which grants reading less, never more.) Called with mu
+// held.
+func (r *ReadRules) unchanged() bool {
+	if len(r.dirs) != len(r.root) {
+		return false
+	}
+	var st unix.Stat_t
+	for i, fd := range r.dirs {
+		if unix.Fstat(fd, &st) != nil || !sameDir(st, r.root[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // mountsChanged reports whether the mount table changed since mounts (an

@@ -159,7 +159,8 @@ func TestWriteLayerMount(t *testing.T) {
 // TestWriteLayerDevices: the kept write layers are dropped once /dev
 // changes (an entry made or removed, as when a device is replaced), and
 // one kept again is made for the /dev of now: layers does not look at
-// the devices' objects, only at /dev and the mounts (refresh).
+// the devices' objects, only at /dev and the mounts (refresh). An entry
+// made in / drops them too (/dev moved away and made again is one).
 func TestWriteLayerDevices(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() != 0 {
@@ -197,6 +198,19 @@ func TestWriteLayerDevices(t *testing.T) {
 	take()
 	if n := len(kept(sup)); n != 1 {
 		t.Errorf("%d write layers kept after a start; want 1 (made again)", n)
+	}
+	dir := filepath.Join("/", "proc-sandbox-test-"+strconv.Itoa(os.Getpid()))
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(dir) })
+	fd, err = readLayer(Policy{}, sup.Reads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	if n := len(kept(sup)); n != 0 {
+		t.Errorf("%d write layers kept after an entry came in /; want 0", n)
 	}
 }
 
