@@ -255,8 +255,10 @@ func readLayer(p Policy, r *ReadRules) (int, error) {
 // (four descriptors: the layer; / and /dev, and the mount table, to see
 // them change), made at the first such start and again when /, /dev or
 // the mounts change, and the write layers of the last few policies of such starts
-// (a descriptor each), and lends them to starts (layers). The zero value
-// is ready; [Probe] gives each answer one.
+// (a descriptor each), and lends them to starts (layers); and the watch
+// over the seccomp listeners of its starts' trees (listeners: an epoll
+// instance, made at the first start). The zero value is ready; [Probe]
+// gives each answer one.
 // Its owner calls Close when it starts no more (a Manager's Close).
 type ReadRules struct {
 	mu      sync.Mutex
@@ -266,11 +268,23 @@ type ReadRules struct {
 	ruleset *lent          // nil: none yet
 	writes  []keptWrite    // write layers (write), oldest first
 	closed  bool
+	watch   listeners // has a lock of its own
+}
+
+// listeners returns the watch over the trees' listeners (nil for no r).
+func (r *ReadRules) listeners() *listeners {
+	if r == nil {
+		return nil
+	}
+	return &r.watch
 }
 
 // Close closes the kept layers (one lent to a start still running when
-// that start gives it back); later starts with these rules fail.
+// that start gives it back) and the watch (a tree still in it loses the
+// host's service of its routed calls, as with [Held.Stop]); later starts
+// with these rules fail.
 func (r *ReadRules) Close() {
+	r.watch.close()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ruleset != nil {
