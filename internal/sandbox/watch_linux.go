@@ -46,8 +46,11 @@ func (w *listeners) add(n *notifier) bool {
 	}
 	w.lastID++
 	id := w.lastID
-	// The event's data is the ID, in the two halves of its union.
-	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
+	// The event's data is the ID, in the two halves of its union. One
+	// event, then none: the listener leaves the watch at its first, and
+	// its entry may outlive it, while a child forked meanwhile holds the
+	// listener until its exec closes it.
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
 	if unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, n.listener, &ev) != nil {
 		return false
 	}
@@ -93,13 +96,14 @@ func (w *listeners) open() bool {
 }
 
 // remove takes n's listener out of the watch, and reports whether it
-// was there (not taken by run). Called with mu held.
+// was there (not taken by run). Its entry in the instance stays until
+// the listener is closed (an event it may still raise names no one).
+// Called with mu held.
 func (w *listeners) remove(n *notifier) bool {
 	if w.waiting[n.watchID] != n {
 		return false
 	}
 	delete(w.waiting, n.watchID)
-	_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, n.listener, nil)
 	return true
 }
 
@@ -108,17 +112,20 @@ func (w *listeners) remove(n *notifier) bool {
 func (w *listeners) run(ran chan struct{}) {
 	defer close(ran)
 	var evs [16]unix.EpollEvent
+	var ended []*notifier
+	k := 0
+	ready := func(fd uintptr) bool {
+		// None ready: a listener's next event wakes the wait.
+		var err error
+		for k, err = unix.EpollWait(int(fd), evs[:], 0); err == unix.EINTR; {
+			k, err = unix.EpollWait(int(fd), evs[:], 0)
+		}
+		return k > 0
+	}
 	for {
-		k := 0
-		err := w.rc.Read(func(fd uintptr) bool {
-			// None ready: a listener's next event wakes the wait.
-			var err error
-			for k, err = unix.EpollWait(int(fd), evs[:], 0); err == unix.EINTR; {
-				k, err = unix.EpollWait(int(fd), evs[:], 0)
-			}
-			return k > 0
-		})
-		var ended []*notifier
+		k = 0
+		err := w.rc.Read(ready)
+		ended = ended[:0]
 		w.mu.Lock()
 		if err != nil || w.closed {
 			w.running = false
@@ -135,13 +142,11 @@ func (w *listeners) run(ran chan struct{}) {
 			// stopped in between); a listener that hung up, or that
 			// cannot be served (closed then: its tree's calls fail),
 			// ends here.
+			w.remove(n)
 			if ev.Events&unix.EPOLLIN == 0 {
-				// Closing it takes it out of the instance.
-				delete(w.waiting, id)
 				ended = append(ended, n)
 				continue
 			}
-			w.remove(n)
 			switch {
 			case n.serveFromNow() == nil:
 				n.served = true
