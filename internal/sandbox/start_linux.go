@@ -227,6 +227,14 @@ func sessionMember(leader int) func(caller, pid int) bool {
 // main one, and returns at once; the goroutine returns while still
 // locked, so that Go ends the thread with it (except the main thread,
 // which Go keeps: there the restrictions would stay, so it is avoided).
+//
+// A goroutine that lands on the main thread starts f on another one and
+// returns while locked to the main thread, which Go then parks for good
+// (it never ends it): neither that goroutine nor any later one can land
+// there, so only the first start that lands there pays for moving off
+// it (released, the main thread would take its share of later starts,
+// each paying two more hand-offs between threads). The main thread is
+// never restricted.
 func onOwnThread(f func()) {
 	// Stopped when f returns (its thread ends with it).
 	go func() {
@@ -236,17 +244,11 @@ func onOwnThread(f func()) {
 			return
 		}
 		movedOffMain.Add(1)
-		// Keep the main thread while another goroutine locks a thread,
-		// which cannot be this one then; then let the main thread go.
-		locked := make(chan struct{})
 		// Stopped when f returns (its thread ends with it).
 		go func() {
 			runtime.LockOSThread()
-			close(locked)
 			f()
 		}()
-		<-locked
-		runtime.UnlockOSThread()
 	}()
 }
 
