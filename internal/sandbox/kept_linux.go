@@ -271,8 +271,8 @@ type ReadRules struct {
 	watch   listeners // has a lock of its own
 }
 
-// listeners returns the watch over the trees' listeners (nil for no r).
-func (r *ReadRules) listeners() *listeners {
+// watcher returns the watch over the trees' listeners (nil for no r).
+func (r *ReadRules) watcher() *listeners {
 	if r == nil {
 		return nil
 	}

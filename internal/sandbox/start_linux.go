@@ -170,7 +170,7 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 	if procs < 0 {
 		member = sessionMember(cmd.Process.Pid)
 	}
-	n, err := newNotifier(o.listener, p.WritableRoots, member, sup.Reads.listeners())
+	n, err := newNotifier(o.listener, p.WritableRoots, member, sup.Reads.watcher())
 	if err != nil {
 		close(h.release)
 		killStarted(cmd)

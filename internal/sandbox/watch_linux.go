@@ -21,6 +21,8 @@ import (
 // filter is gone) is closed here. The zero value is ready; close ends
 // it (ReadRules.Close).
 type listeners struct {
+	// mu guards the fields below, and the served and file fields of the
+	// notifiers it holds; nothing else is locked under it.
 	mu   sync.Mutex
 	file *os.File        // the epoll instance, in Go's poller; nil: not made yet
 	epfd int             // file's descriptor
