@@ -12,11 +12,12 @@ import (
 	"golang.org/x/xerrors"
 )
 
-// The Landlock layers a Manager keeps (ReadRules): the read layer of
-// starts without a terminal, and the write layers of the last few
-// policies, made again when what their rules hold may have changed.
-// Starts borrow them (lent), so that a start needs neither a layer nor a
-// copy of its own.
+// What a Manager keeps for its sandboxed starts (ReadRules): the
+// Landlock read layer of starts without a terminal and the write layers
+// of the last few policies, made again when what their rules hold may
+// have changed, which starts borrow (lent), so that a start needs
+// neither a layer nor a copy of its own; and the watch over its trees'
+// seccomp listeners (listeners, watch_linux.go).
 
 // startLayers are the two Landlock layers of a start (descriptors to
 // enforce), from layers: lent by a ReadRules (r), or made for this start
@@ -254,13 +255,14 @@ func readLayer(p Policy, r *ReadRules) (int, error) {
 // ReadRules keeps the Landlock read layer of starts without a terminal
 // (four descriptors: the layer; / and /dev, and the mount table, to see
 // them change), made at the first such start and again when /, /dev or
-// the mounts change, and the write layers of the last few policies of such starts
-// (a descriptor each), and lends them to starts (layers); and the watch
-// over the seccomp listeners of its starts' trees (listeners: an epoll
-// instance, made at the first start). The zero value is ready; [Probe]
-// gives each answer one.
-// Its owner calls Close when it starts no more (a Manager's Close).
+// the mounts change, and the write layers of the last few policies of
+// such starts (a descriptor each), and lends them to starts (layers);
+// and the watch over the seccomp listeners of its starts' trees (an
+// epoll instance, made at the first start). The zero value is ready;
+// [Probe] gives each answer one. Its owner calls Close when it starts no
+// more (a Manager's Close).
 type ReadRules struct {
+	// mu guards the fields below but watch, and the lent rulesets.
 	mu      sync.Mutex
 	dirs    []int          // / and /dev (O_PATH) when the layer was made; nil: none
 	root    [2]unix.Stat_t // of dirs when the layer was made
