@@ -221,16 +221,36 @@ func TestWriteLayersBounded(t *testing.T) {
 	sup := ownRules(t)
 	before := rulesetsOpen(t)
 	base := t.TempDir()
-	for i := range maxKeptWrites + 2 {
-		root := filepath.Join(base, strconv.Itoa(i))
-		if err := os.Mkdir(root, 0o700); err != nil {
-			t.Fatal(err)
+	for try, made := 1, 0; ; try++ {
+		var read *lent
+		for range maxKeptWrites + 2 {
+			root := filepath.Join(base, strconv.Itoa(made))
+			made++
+			if err := os.Mkdir(root, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			fd, err := writeLayer(Policy{WritableRoots: []string{root}}, sup.ABI, sup.Reads)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unix.Close(fd)
+			sup.Reads.mu.Lock()
+			again := read != nil && sup.Reads.ruleset != read
+			read = sup.Reads.ruleset
+			sup.Reads.mu.Unlock()
+			if again {
+				// A mount came or went on this host (another program's),
+				// or / or /dev changed: the kept layers were dropped.
+				read = nil
+				break
+			}
 		}
-		fd, err := writeLayer(Policy{WritableRoots: []string{root}}, sup.ABI, sup.Reads)
-		if err != nil {
-			t.Fatal(err)
+		if read != nil {
+			break
 		}
-		unix.Close(fd)
+		if try == 20 {
+			t.Fatalf("the kept layers were dropped %d times: the mounts, / or /dev keep changing", try)
+		}
 	}
 	// writeLayer looks at /dev first (refresh), which keeps the read layer.
 	if n, open := len(kept(sup)), rulesetsOpen(t)-before; n != maxKeptWrites || open != maxKeptWrites+1 {
