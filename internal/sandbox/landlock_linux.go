@@ -6,9 +6,7 @@ import (
 	"errors"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -144,113 +142,6 @@ func newRuleset(p Policy, abi int) (fd int, ids []fileID, err error) {
 	return fd, ids, nil
 }
 
-// layers returns the read and write layers for p with ABI abi
-// (descriptors the caller closes): for a start without a terminal, with
-// r, copies of the layers r keeps (readLayer, writeLayer), both decided
-// under one hold of r's lock, after one look at whether / , /dev or the
-// mounts changed (refresh); otherwise layers made for this start.
-func layers(p Policy, abi int, r *ReadRules) (read, write int, err error) {
-	if p.TTY != "" || r == nil {
-		if read, err = readLayer(p, r); err != nil {
-			return -1, -1, err
-		}
-		if write, _, err = newRuleset(p, abi); err != nil {
-			unix.Close(read)
-			return -1, -1, err
-		}
-		return read, write, nil
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return -1, -1, xerrors.New("landlock layers: closed")
-	}
-	if err := r.refresh(); err != nil {
-		return -1, -1, err
-	}
-	if read, err = unix.FcntlInt(uintptr(r.ruleset), unix.F_DUPFD_CLOEXEC, 0); err != nil {
-		return -1, -1, xerrors.Errorf("landlock read layer: %w", err)
-	}
-	if write, err = r.write(p, abi); err != nil {
-		unix.Close(read)
-		return -1, -1, err
-	}
-	return read, write, nil
-}
-
-// writeLayer returns the write layer for p with ABI abi (a descriptor
-// the caller closes), as layers does.
-func writeLayer(p Policy, abi int, r *ReadRules) (int, error) {
-	if p.TTY != "" || r == nil {
-		fd, _, err := newRuleset(p, abi)
-		return fd, err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return -1, xerrors.New("landlock write layer: closed")
-	}
-	if err := r.refresh(); err != nil {
-		return -1, err
-	}
-	return r.write(p, abi)
-}
-
-// write returns a write layer for p with ABI abi, a start without a
-// terminal (a descriptor the caller closes). A layer is the same for
-// every start of the same policy whose roots and devices are the same
-// objects (a rule holds the object it was added on, not its path): r
-// keeps the layers of the last few policies, with the objects their
-// roots' rules hold, and a start gets a copy of a kept layer only if
-// every root names the same object now, as a layer made now would hold;
-// any other start makes its own (and r keeps it). The devices need no
-// such look: they are entries of /dev (or, for /dev/ptmx, a devpts
-// mount's), and refresh drops every kept layer when /dev or the mounts
-// changed, so a kept layer's devices are what their paths name now.
-// Called with mu held, after refresh.
-func (r *ReadRules) write(p Policy, abi int) (int, error) {
-	key := writeKey(p, abi)
-	now, known := rootObjects(p)
-	if i := slices.IndexFunc(r.writes, func(k keptWrite) bool { return k.key == key }); i >= 0 {
-		if known && slices.Equal(r.writes[i].ids, now) {
-			fd, err := unix.FcntlInt(uintptr(r.writes[i].ruleset), unix.F_DUPFD_CLOEXEC, 0)
-			if err != nil {
-				return -1, xerrors.Errorf("landlock write layer: %w", err)
-			}
-			return fd, nil
-		}
-		// A root names another object now.
-		unix.Close(r.writes[i].ruleset)
-		r.writes = slices.Delete(r.writes, i, i+1)
-	}
-	fd, ids, err := newRuleset(p, abi)
-	if err != nil {
-		return -1, err
-	}
-	kept, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return fd, nil // not kept; this start has its layer
-	}
-	if len(r.writes) == maxKeptWrites {
-		unix.Close(r.writes[0].ruleset)
-		r.writes = slices.Delete(r.writes, 0, 1)
-	}
-	r.writes = append(r.writes, keptWrite{key: key, ids: ids[:len(p.WritableRoots)], ruleset: kept})
-	return fd, nil
-}
-
-// maxKeptWrites bounds the write layers a ReadRules keeps (a descriptor
-// each): the distinct policies a Manager starts with are usually few.
-const maxKeptWrites = 8
-
-// keptWrite is a write layer kept for the policy key (writeKey), whose
-// roots' rules hold the objects ids (newRuleset).
-type keptWrite struct {
-	key     string
-	ids     []fileID
-	ruleset int
-}
-
 // fileID is an object a rule was added on, as fstat found it; absent: an
 // optional device that did not exist, so no rule was added.
 type fileID struct {
@@ -260,43 +151,6 @@ type fileID struct {
 
 // idOf is the object st describes.
 func idOf(st *unix.Stat_t) fileID { return fileID{dev: st.Dev, ino: st.Ino} }
-
-// writeKey is what the write layer of p depends on besides the objects
-// its paths name: the ABI, the network, the ports and the roots (which
-// hold no NUL).
-func writeKey(p Policy, abi int) string {
-	key := strconv.AppendInt(nil, int64(abi), 10)
-	key = append(key, boolByte(p.Network), boolByte(p.Listen))
-	for _, port := range p.ConnectPorts {
-		key = strconv.AppendInt(append(key, ','), int64(port), 10)
-	}
-	for _, root := range p.WritableRoots {
-		key = append(append(key, 0), root...)
-	}
-	return string(key)
-}
-
-func boolByte(b bool) byte {
-	if b {
-		return '1'
-	}
-	return '0'
-}
-
-// rootObjects reports the objects p's roots name now, in newRuleset's
-// order, as addRule opens them (following symbolic links); known is
-// false if a root cannot be found (newRuleset then says why).
-func rootObjects(p Policy) (ids []fileID, known bool) {
-	ids = make([]fileID, 0, len(p.WritableRoots))
-	var st unix.Stat_t
-	for _, root := range p.WritableRoots {
-		if unix.Stat(root, &st) != nil {
-			return nil, false
-		}
-		ids = append(ids, idOf(&st))
-	}
-	return ids, true
-}
 
 // devices are the devices the tree may read and write, with their ioctls:
 // the null devices, /dev/ptmx (a program may open a terminal's master,
@@ -319,150 +173,10 @@ func createRuleset(attr *unix.LandlockRulesetAttr, size uintptr) (int, error) {
 	return int(r), nil
 }
 
-// readLayer returns the read layer for p (a descriptor the caller
-// closes): a copy of the one r keeps, or, for a record with a terminal
-// or without r, one made for it.
-func readLayer(p Policy, r *ReadRules) (int, error) {
-	if p.TTY == "" && r != nil {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if r.closed {
-			return -1, xerrors.New("landlock read layer: closed")
-		}
-		if err := r.refresh(); err != nil {
-			return -1, err
-		}
-		fd, err := unix.FcntlInt(uintptr(r.ruleset), unix.F_DUPFD_CLOEXEC, 0)
-		if err != nil {
-			return -1, xerrors.Errorf("landlock read layer: %w", err)
-		}
-		return fd, nil
-	}
-	entries, err := readEntries()
-	if err != nil {
-		return -1, err
-	}
-	defer closeEntries(entries)
-	return makeReadLayer(entries, p.TTY)
-}
-
-// ReadRules keeps the Landlock read layer of starts without a terminal
-// (two descriptors: the layer, and the mount table to see it change),
-// made at the first such start and again when /, /dev or the mounts
-// change, and the write layers of the last few policies of such starts
-// (writeLayer: a descriptor each). The zero value is ready; [Probe] gives
-// each answer one.
-// Its owner calls Close when it starts no more (a Manager's Close).
-type ReadRules struct {
-	mu      sync.Mutex
-	root    [2]unix.Stat_t // of / and /dev when the layer was made
-	mounts  int            // /proc/self/mountinfo, to see mounts change; 0: not open
-	ruleset int            // 0: none yet
-	writes  []keptWrite    // write layers (writeLayer), oldest first
-	closed  bool
-}
-
-// Close closes the kept layer; later starts with these rules fail.
-func (r *ReadRules) Close() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, fd := range []*int{&r.ruleset, &r.mounts} {
-		if *fd != 0 {
-			unix.Close(*fd)
-			*fd = 0
-		}
-	}
-	r.dropWrites()
-	r.closed = true
-}
-
-// dropWrites closes the kept write layers. Called with mu held.
-func (r *ReadRules) dropWrites() {
-	for _, k := range r.writes {
-		unix.Close(k.ruleset)
-	}
-	r.writes = nil
-}
-
 // readEntry is a path the tree may read beneath, open as O_PATH.
 type readEntry struct {
 	fd  int
 	dir bool
-}
-
-// refresh reads the rules again if / or /dev changed since (an entry
-// added or removed), and makes the kept layer. Called with mu held.
-func (r *ReadRules) refresh() error {
-	var now [2]unix.Stat_t
-	for i, dir := range []string{"/", "/dev"} {
-		if err := unix.Stat(dir, &now[i]); err != nil {
-			return xerrors.Errorf("landlock read layer: %w", err)
-		}
-	}
-	if r.mounts == 0 {
-		fd, err := unix.Open("/proc/self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return xerrors.Errorf("landlock read layer: %w", err)
-		}
-		r.mounts = fd
-	}
-	if r.ruleset != 0 && sameDir(now[0], r.root[0]) && sameDir(now[1], r.root[1]) && !mountsChanged(r.mounts) {
-		return nil
-	}
-	if r.ruleset != 0 {
-		unix.Close(r.ruleset)
-		r.ruleset = 0
-	}
-	// A mount that came or went may have replaced the objects the kept
-	// write layers' rules hold, or ended them (an object of an unmounted
-	// file system grants nothing).
-	r.dropWrites()
-	// Read to the end: the mount table's change is seen from here on.
-	if err := drainMounts(r.mounts); err != nil {
-		return err
-	}
-	entries, err := readEntries()
-	if err != nil {
-		return err
-	}
-	defer closeEntries(entries)
-	fd, err := makeReadLayer(entries, "")
-	if err != nil {
-		return err
-	}
-	r.ruleset, r.root = fd, now
-	return nil
-}
-
-// mountsChanged reports whether the mount table changed since mounts (an
-// open /proc/self/mountinfo) was last read to its end: the kernel flags
-// the file then (POLLPRI).
-func mountsChanged(mounts int) bool {
-	pfd := []unix.PollFd{{Fd: int32(mounts), Events: unix.POLLPRI}}
-	n, err := unix.Poll(pfd, 0)
-	return err != nil || n > 0 && pfd[0].Revents&(unix.POLLPRI|unix.POLLERR) != 0
-}
-
-// drainMounts reads mounts from its start to its end.
-func drainMounts(mounts int) error {
-	if _, err := unix.Seek(mounts, 0, 0); err != nil {
-		return xerrors.Errorf("landlock read layer: %w", err)
-	}
-	buf := make([]byte, 16<<10)
-	for {
-		n, err := unix.Read(mounts, buf)
-		if err != nil {
-			return xerrors.Errorf("landlock read layer: %w", err)
-		}
-		if n == 0 {
-			return nil
-		}
-	}
-}
-
-// sameDir reports whether a and b are the same directory, unchanged.
-func sameDir(a, b unix.Stat_t) bool {
-	return a.Dev == b.Dev && a.Ino == b.Ino && a.Mtim == b.Mtim && a.Ctim == b.Ctim
 }
 
 func closeEntries(entries []readEntry) {

@@ -63,7 +63,7 @@ func kept(sup Support) []int {
 	defer sup.Reads.mu.Unlock()
 	var fds []int
 	for _, k := range sup.Reads.writes {
-		fds = append(fds, k.ruleset)
+		fds = append(fds, k.ruleset.fd)
 	}
 	return fds
 }
@@ -159,7 +159,8 @@ func TestWriteLayerMount(t *testing.T) {
 // TestWriteLayerDevices: the kept write layers are dropped once /dev
 // changes (an entry made or removed, as when a device is replaced), and
 // one kept again is made for the /dev of now: layers does not look at
-// the devices' objects, only at /dev and the mounts (refresh).
+// the devices' objects, only at /dev and the mounts (refresh). An entry
+// made in / drops them too (/dev moved away and made again is one).
 func TestWriteLayerDevices(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() != 0 {
@@ -168,12 +169,11 @@ func TestWriteLayerDevices(t *testing.T) {
 	sup := ownRules(t)
 	take := func() {
 		t.Helper()
-		read, write, err := layers(Policy{}, sup.ABI, sup.Reads)
+		lay, err := layers(Policy{}, sup.ABI, sup.Reads)
 		if err != nil {
 			t.Fatal(err)
 		}
-		unix.Close(read)
-		unix.Close(write)
+		lay.release()
 	}
 	take()
 	take()
@@ -199,6 +199,19 @@ func TestWriteLayerDevices(t *testing.T) {
 	if n := len(kept(sup)); n != 1 {
 		t.Errorf("%d write layers kept after a start; want 1 (made again)", n)
 	}
+	dir := filepath.Join("/", "proc-sandbox-test-"+strconv.Itoa(os.Getpid()))
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(dir) })
+	fd, err = readLayer(Policy{}, sup.Reads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	if n := len(kept(sup)); n != 0 {
+		t.Errorf("%d write layers kept after an entry came in /; want 0", n)
+	}
 }
 
 // TestWriteLayersBounded: a ReadRules keeps the write layers of the last
@@ -208,16 +221,36 @@ func TestWriteLayersBounded(t *testing.T) {
 	sup := ownRules(t)
 	before := rulesetsOpen(t)
 	base := t.TempDir()
-	for i := range maxKeptWrites + 2 {
-		root := filepath.Join(base, strconv.Itoa(i))
-		if err := os.Mkdir(root, 0o700); err != nil {
-			t.Fatal(err)
+	for try, made := 1, 0; ; try++ {
+		var read *lent
+		for range maxKeptWrites + 2 {
+			root := filepath.Join(base, strconv.Itoa(made))
+			made++
+			if err := os.Mkdir(root, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			fd, err := writeLayer(Policy{WritableRoots: []string{root}}, sup.ABI, sup.Reads)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unix.Close(fd)
+			sup.Reads.mu.Lock()
+			again := read != nil && sup.Reads.ruleset != read
+			read = sup.Reads.ruleset
+			sup.Reads.mu.Unlock()
+			if again {
+				// A mount came or went on this host (another program's),
+				// or / or /dev changed: the kept layers were dropped.
+				read = nil
+				break
+			}
 		}
-		fd, err := writeLayer(Policy{WritableRoots: []string{root}}, sup.ABI, sup.Reads)
-		if err != nil {
-			t.Fatal(err)
+		if read != nil {
+			break
 		}
-		unix.Close(fd)
+		if try == 20 {
+			t.Fatalf("the kept layers were dropped %d times: the mounts, / or /dev keep changing", try)
+		}
 	}
 	// writeLayer looks at /dev first (refresh), which keeps the read layer.
 	if n, open := len(kept(sup)), rulesetsOpen(t)-before; n != maxKeptWrites || open != maxKeptWrites+1 {
@@ -232,10 +265,54 @@ func TestWriteLayersBounded(t *testing.T) {
 		unix.Close(fd)
 		t.Error("writeLayer after Close = nil; want an error")
 	}
-	if read, write, err := layers(Policy{}, sup.ABI, sup.Reads); err == nil {
-		unix.Close(read)
-		unix.Close(write)
+	if lay, err := layers(Policy{}, sup.ABI, sup.Reads); err == nil {
+		lay.release()
 		t.Error("layers after Close = nil; want an error")
+	}
+}
+
+// TestLayersLent: starts share the layers a ReadRules keeps, lent with
+// no copy, and a lent layer stays open while a start holds it, even once
+// the ReadRules dropped it (closed here), until the last start gave it
+// back. Not parallel: it counts this process's rulesets.
+func TestLayersLent(t *testing.T) {
+	sup := ownRules(t)
+	before := rulesetsOpen(t)
+	var first, second startLayers
+	for try := 1; ; try++ {
+		var err error
+		if first, err = layers(Policy{}, sup.ABI, sup.Reads); err != nil {
+			t.Fatal(err)
+		}
+		if second, err = layers(Policy{}, sup.ABI, sup.Reads); err != nil {
+			first.release()
+			t.Fatal(err)
+		}
+		if first.lr == second.lr && first.lw == second.lw {
+			break
+		}
+		// A mount came or went on this host in between (another
+		// program's), or / or /dev changed: the layers were made again.
+		first.release()
+		second.release()
+		if try == 5 {
+			t.Fatalf("the layers were made again between two starts %d times: the mounts, / or /dev keep changing", try)
+		}
+	}
+	if first.read != second.read || first.write != second.write {
+		t.Errorf("two starts got layers %d, %d and %d, %d; want the same, lent", first.read, first.write, second.read, second.write)
+	}
+	if open := rulesetsOpen(t) - before; open != 2 {
+		t.Errorf("%d rulesets open with two starts holding the layers; want 2 (no copies)", open)
+	}
+	sup.Reads.Close()
+	first.release()
+	if open := rulesetsOpen(t) - before; open != 2 {
+		t.Errorf("%d rulesets open after Close while a start holds the layers; want 2", open)
+	}
+	second.release()
+	if open := rulesetsOpen(t) - before; open != 0 {
+		t.Errorf("%d rulesets open once the last start gave the layers back; want 0", open)
 	}
 }
 

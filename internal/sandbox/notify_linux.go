@@ -7,10 +7,8 @@ import (
 	"errors"
 	"os"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -24,8 +22,10 @@ import (
 // The host's half of the calls the filter routes to it (seccomp user
 // notification): changes of mode, owner and times, which Landlock does
 // not cover, and calls that name another process. Each sandboxed start
-// has a listener of its own, served by one goroutine (a notifier), so a
-// tree that floods routed calls waits only for itself.
+// has a listener of its own, served by one goroutine (a notifier) from
+// its first routed call on, so a tree that floods routed calls waits
+// only for itself; until then it waits in its Manager's watch
+// (listeners), as most trees route none.
 //
 // A metadata call is done by the host on the caller's behalf, with no
 // more rights than the caller has (the caller's filesystem IDs and
@@ -71,9 +71,16 @@ type seccompResp struct {
 // notifier serves one listener until every task that uses its filter is
 // gone (the listener hangs up) or Stop.
 type notifier struct {
-	file   *os.File // the listener, in Go's poller
-	roots  []string // the writable roots, clean and free of symlinks
-	member func(caller, pid int) bool
+	listener int
+	// watch holds the listener until a call comes (nil: served from the
+	// start); served says that it was handed to serve since. watch's mu
+	// guards served, and file once served.
+	watch   *listeners
+	watchID uint64 // n's in watch.waiting
+	served  bool
+	file    *os.File // the listener, in Go's poller, once served
+	roots   []string // the writable roots, clean and free of symlinks
+	member  func(caller, pid int) bool
 	// root is the host's root directory: a caller whose root differs (a
 	// chroot in a namespace of its own) is refused. Read at the first
 	// call that needs it (rootKnown): most trees route none.
@@ -96,7 +103,7 @@ type notifier struct {
 	spent    time.Duration // in routed calls since window
 	stopping atomic.Bool
 	stop     chan struct{} // closed by Stop
-	done     chan struct{} // closed when serve returns
+	done     chan struct{} // closed when the listener is closed
 }
 
 var (
@@ -115,40 +122,56 @@ func init() {
 
 // newNotifier serves listener (which it owns from now on) for a tree
 // whose writable roots are roots and whose members member tells (given a
-// member that asks, and the process it names).
-func newNotifier(listener int, roots []string, member func(caller, pid int) bool) (*notifier, error) {
-	// The listener's only status flag is its access mode, which F_SETFL
-	// keeps: setting O_NONBLOCK alone is unix.SetNonblock without its
-	// F_GETFL.
-	if _, err := unix.FcntlInt(uintptr(listener), unix.F_SETFL, unix.O_NONBLOCK); err != nil {
+// member that asks, and the process it names): from its first routed
+// call on if w (a Manager's watch, nil: none) takes it, else from now.
+func newNotifier(listener int, roots []string, member func(caller, pid int) bool, w *listeners) (*notifier, error) {
+	host, err := hostCreds()
+	if err != nil {
 		unix.Close(listener)
 		return nil, xerrors.Errorf("seccomp listener: %w", err)
 	}
-	n := &notifier{roots: roots, member: member, clock: quartz.NewReal(), stop: make(chan struct{}), done: make(chan struct{})}
-	n.file = os.NewFile(uintptr(listener), "seccomp-listener")
-	// The listener must be in Go's poller: serve waits there, and Stop
-	// wakes it with a deadline.
-	if err := n.file.SetReadDeadline(time.Time{}); err != nil {
-		n.file.Close()
-		return nil, xerrors.Errorf("seccomp listener cannot be polled: %w", err)
-	}
-	host, err := hostCreds()
-	if err != nil {
-		n.file.Close()
-		return nil, xerrors.Errorf("seccomp listener: %w", err)
-	}
+	n := &notifier{listener: listener, roots: roots, member: member, clock: quartz.NewReal(),
+		stop: make(chan struct{}), done: make(chan struct{})}
 	n.caps = host.caps
 	n.dropCaps = host.caps[0].Effective|host.caps[1].Effective != 0
 	n.switchCreds = host.root
-	rc, err := n.file.SyscallConn()
-	if err != nil {
-		n.file.Close()
-		return nil, xerrors.Errorf("seccomp listener: %w", err)
+	if w != nil && w.add(n) {
+		return n, nil
 	}
+	if err := n.serveFromNow(); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// serveFromNow puts the listener in Go's poller and starts serving it;
+// on error the listener is closed. Called before n is shared, or with
+// its watch's mu held.
+func (n *notifier) serveFromNow() error {
+	// The listener's only status flag is its access mode, which F_SETFL
+	// keeps: setting O_NONBLOCK alone is unix.SetNonblock without its
+	// F_GETFL.
+	if _, err := unix.FcntlInt(uintptr(n.listener), unix.F_SETFL, unix.O_NONBLOCK); err != nil {
+		unix.Close(n.listener)
+		return xerrors.Errorf("seccomp listener: %w", err)
+	}
+	f := os.NewFile(uintptr(n.listener), "seccomp-listener")
+	// The listener must be in Go's poller: serve waits there, and Stop
+	// wakes it with a deadline.
+	if err := f.SetReadDeadline(time.Time{}); err != nil {
+		f.Close()
+		return xerrors.Errorf("seccomp listener cannot be polled: %w", err)
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return xerrors.Errorf("seccomp listener: %w", err)
+	}
+	n.file = f
 	// Stopped when the listener hangs up (no task uses the filter any
 	// more) or by Stop.
 	go n.serve(rc)
-	return n, nil
+	return nil
 }
 
 // Stop ends serving: calls not answered yet fail with EPERM, later ones
@@ -157,10 +180,40 @@ func newNotifier(listener int, roots []string, member func(caller, pid int) bool
 func (n *notifier) Stop() {
 	if n.stopping.CompareAndSwap(false, true) {
 		close(n.stop)
-		// Wakes serve's wait; the deadline is in the past.
-		_ = n.file.SetReadDeadline(time.Unix(1, 0))
+		if n.servedNow() {
+			// Wakes serve's wait; the deadline is in the past.
+			_ = n.file.SetReadDeadline(time.Unix(1, 0))
+		}
 	}
 	<-n.done
+}
+
+// servedNow reports whether serve serves the listener; if not, the
+// listener is ended now, or by its watch, which took it (it hung up, or
+// could not be served).
+func (n *notifier) servedNow() bool {
+	w := n.watch
+	if w == nil {
+		return true
+	}
+	w.mu.Lock()
+	if n.served {
+		w.mu.Unlock()
+		return true
+	}
+	waiting := w.remove(n)
+	w.mu.Unlock()
+	if waiting {
+		refusePending(n.listener)
+		n.end()
+	}
+	return false
+}
+
+// end closes a listener that was never served.
+func (n *notifier) end() {
+	unix.Close(n.listener)
+	close(n.done)
 }
 
 // serve receives and answers routed calls one at a time.
@@ -614,183 +667,4 @@ func readTimes(pid int, addr uintptr, k timesKind) (*[2]unix.Timespec, unix.Errn
 		ts = [2]unix.Timespec{{Sec: raw[0]}, {Sec: raw[1]}}
 	}
 	return &ts, 0
-}
-
-// hostIDs are what the host's credentials are, read once.
-type hostIDs struct {
-	root bool // euid 0
-	caps [2]unix.CapUserData
-}
-
-var hostCreds = sync.OnceValues(func() (hostIDs, error) {
-	h := hostIDs{root: unix.Geteuid() == 0}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	if err := unix.Capget(&hdr, &h.caps[0]); err != nil {
-		return h, xerrors.Errorf("capget: %w", err)
-	}
-	return h, nil
-})
-
-// sameAsHost reports whether c are the host's own filesystem IDs and
-// groups, which need no switch.
-func (c *callerCreds) sameAsHost() bool {
-	if c.fsuid != unix.Geteuid() || c.fsgid != unix.Getegid() {
-		return false
-	}
-	n, err := rawGetgroups(nil)
-	if err != nil || n != len(c.groups) {
-		return false
-	}
-	gs := make([]uint32, n)
-	if _, err := rawGetgroups(gs); err != nil {
-		return false
-	}
-	return slices.Equal(gs, c.groups)
-}
-
-// callerCreds are the IDs the kernel checks a caller's file operations
-// with.
-type callerCreds struct {
-	fsuid, fsgid int
-	groups       []uint32
-}
-
-// readCreds reads pid's filesystem IDs and groups from /proc.
-func readCreds(pid int) (*callerCreds, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return nil, err
-	}
-	c := &callerCreds{fsuid: -1, fsgid: -1}
-	for _, line := range strings.Split(string(data), "\n") {
-		key, val, _ := strings.Cut(line, ":")
-		f := strings.Fields(val)
-		switch {
-		case key == "Uid" && len(f) == 4:
-			c.fsuid, _ = strconv.Atoi(f[3])
-		case key == "Gid" && len(f) == 4:
-			c.fsgid, _ = strconv.Atoi(f[3])
-		case key == "Groups":
-			for _, g := range f {
-				v, err := strconv.ParseUint(g, 10, 32)
-				if err != nil {
-					return nil, err
-				}
-				c.groups = append(c.groups, uint32(v))
-			}
-		}
-	}
-	if c.fsuid < 0 || c.fsgid < 0 {
-		return nil, xerrors.Errorf("no IDs in /proc/%d/status", pid)
-	}
-	return c, nil
-}
-
-// asCaller runs f on the calling goroutine's thread, locked, with the
-// tree's filesystem IDs and groups (on a root host) and no effective
-// capabilities, and returns what f returned. restored is false if the
-// thread could not be given back the host's credentials: it stays locked
-// then, and the caller's goroutine must end (Go then ends the thread).
-func (n *notifier) asCaller(f func() unix.Errno) (errno unix.Errno, restored bool) {
-	if n.creds == nil && !n.dropCaps {
-		return f(), true
-	}
-	runtime.LockOSThread()
-	undo, err := takeCreds(n.creds, n.caps)
-	if err != nil {
-		return unix.EPERM, false
-	}
-	errno = f()
-	if undo() != nil {
-		return errno, false
-	}
-	runtime.UnlockOSThread()
-	return errno, true
-}
-
-// takeCreds gives the calling (locked) thread creds, if any, and empties
-// its effective capabilities (saved: the host's); undo gives back what it
-// had.
-func takeCreds(creds *callerCreds, saved [2]unix.CapUserData) (undo func() error, err error) {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	fsuid, fsgid := unix.Geteuid(), unix.Getegid()
-	var groups []uint32
-	if creds != nil {
-		n, err := rawGetgroups(nil)
-		if err != nil {
-			return nil, err
-		}
-		groups = make([]uint32, n)
-		if _, err := rawGetgroups(groups); err != nil {
-			return nil, err
-		}
-	}
-	undo = func() error {
-		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-		if err := unix.Capset(&hdr, &saved[0]); err != nil {
-			return err
-		}
-		if creds == nil {
-			return nil
-		}
-		_ = unix.Setfsuid(fsuid)
-		_ = unix.Setfsgid(fsgid)
-		if err := rawSetgroups(groups); err != nil {
-			return err
-		}
-		if cur, _ := unix.SetfsuidRetUid(-1); cur != fsuid {
-			return xerrors.New("fsuid not restored")
-		}
-		if cur, _ := unix.SetfsgidRetGid(-1); cur != fsgid {
-			return xerrors.New("fsgid not restored")
-		}
-		return nil
-	}
-	if creds != nil {
-		if err := rawSetgroups(creds.groups); err != nil {
-			return nil, err
-		}
-		_ = unix.Setfsgid(creds.fsgid)
-		_ = unix.Setfsuid(creds.fsuid)
-		cu, _ := unix.SetfsuidRetUid(-1)
-		cg, _ := unix.SetfsgidRetGid(-1)
-		if cu != creds.fsuid || cg != creds.fsgid {
-			_ = undo()
-			return nil, xerrors.New("the caller's filesystem IDs could not be taken")
-		}
-	}
-	none := saved
-	none[0].Effective, none[1].Effective = 0, 0
-	if err := unix.Capset(&hdr, &none[0]); err != nil {
-		_ = undo()
-		return nil, err
-	}
-	return undo, nil
-}
-
-// rawGetgroups and rawSetgroups read and set the calling thread's groups
-// only (the system call is per thread; libc and Go's syscall package set
-// every thread's).
-func rawGetgroups(gs []uint32) (int, error) {
-	var p unsafe.Pointer
-	if len(gs) > 0 {
-		p = unsafe.Pointer(&gs[0])
-	}
-	n, _, errno := unix.RawSyscall(unix.SYS_GETGROUPS, uintptr(len(gs)), uintptr(p), 0)
-	if errno != 0 {
-		return 0, errno
-	}
-	return int(n), nil
-}
-
-func rawSetgroups(gs []uint32) error {
-	var p unsafe.Pointer
-	if len(gs) > 0 {
-		p = unsafe.Pointer(&gs[0])
-	}
-	_, _, errno := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(gs)), uintptr(p), 0)
-	if errno != 0 {
-		return errno
-	}
-	return nil
 }

@@ -557,8 +557,9 @@ func readStatus(t testing.TB, pid int) map[string]string {
 
 // The "mainthread" helper starts sandboxed children from a program whose
 // restricted goroutine lands on the main thread (GOMAXPROCS=1: the new
-// goroutine runs on the thread that started it, the main one), and
-// reports how often Start moved off it, and the main thread's state.
+// goroutine runs on the thread that started it, the main one, until that
+// thread is parked), and reports how often Start moved off it, and the
+// main thread's state.
 func init() { helpers["mainthread"] = mainThreadHelper }
 
 func mainThreadHelper([]string) int {
@@ -612,6 +613,9 @@ func TestMainThread(t *testing.T) {
 	}
 	if moved == 0 {
 		t.Errorf("no start landed on the main thread (%q): the case was not played", out)
+	}
+	if moved > 1 {
+		t.Errorf("%d starts landed on the main thread; want 1: the first parks it for good", moved)
 	}
 	if nnp != "0" {
 		t.Errorf("the main thread has NoNewPrivs %s after %d moves; want 0", nnp, moved)

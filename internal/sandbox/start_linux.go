@@ -93,12 +93,11 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 		return nil, xerrors.New("sandbox: Pdeathsig fires when the restricted thread ends: it cannot be combined with the sandbox")
 	}
 	cmd.SysProcAttr.Ptrace = hold
-	readRules, writeRules, err := layers(p, sup.ABI, sup.Reads)
+	lay, err := layers(p, sup.ABI, sup.Reads)
 	if err != nil {
 		return nil, xerrors.Errorf("sandbox: %w", err)
 	}
-	defer unix.Close(readRules)
-	defer unix.Close(writeRules)
+	defer lay.release()
 	prog, err := filter(p)
 	if err != nil {
 		return nil, xerrors.Errorf("sandbox: %w", err)
@@ -124,7 +123,7 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 		// The write layer first: each layer enforced copies the rules of
 		// those before it, and the write layer has few. The kernel
 		// intersects the layers, in any order.
-		listener, err := restrictThread([]int{writeRules, readRules}, prog)
+		listener, err := restrictThread([]int{lay.write, lay.read}, prog)
 		if err != nil {
 			started <- outcome{-1, xerrors.Errorf("sandbox: restrict the thread: %w", err)}
 			return
@@ -185,7 +184,7 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 	if procs < 0 {
 		member = sessionMember(cmd.Process.Pid)
 	}
-	n, err := newNotifier(o.listener, p.WritableRoots, member)
+	n, err := newNotifier(o.listener, p.WritableRoots, member, sup.Reads.watcher())
 	if err != nil {
 		close(h.release)
 		killStarted(cmd)
@@ -244,6 +243,14 @@ func sessionMember(leader int) func(caller, pid int) bool {
 // main one, and returns at once; the goroutine returns while still
 // locked, so that Go ends the thread with it (except the main thread,
 // which Go keeps: there the restrictions would stay, so it is avoided).
+//
+// A goroutine that lands on the main thread starts f on another one and
+// returns while locked to the main thread, which Go then parks for good
+// (it never ends it): neither that goroutine nor any later one can land
+// there, so only the first start that lands there pays for moving off
+// it (released, the main thread would take its share of later starts,
+// each paying two more hand-offs between threads). The main thread is
+// never restricted.
 func onOwnThread(f func()) {
 	// Stopped when f returns (its thread ends with it).
 	go func() {
@@ -253,17 +260,11 @@ func onOwnThread(f func()) {
 			return
 		}
 		movedOffMain.Add(1)
-		// Keep the main thread while another goroutine locks a thread,
-		// which cannot be this one then; then let the main thread go.
-		locked := make(chan struct{})
 		// Stopped when f returns (its thread ends with it).
 		go func() {
 			runtime.LockOSThread()
-			close(locked)
 			f()
 		}()
-		<-locked
-		runtime.UnlockOSThread()
 	}()
 }
 
