@@ -193,11 +193,10 @@ const haltWait = 100 * time.Millisecond
 // resumeHalted continues the child pid that haltChild stopped.
 func resumeHalted(pid int) { _ = unix.Kill(pid, unix.SIGCONT) }
 
-// openPidfd opens a pidfd of the process pid (a child not yet reaped),
-// non-blocking so that Go's poller can wait on it, or returns nil where
-// pidfds are missing.
+// openPidfd opens a pidfd of the process pid (a child not yet reaped), or
+// returns nil where pidfds are missing.
 func openPidfd(pid int) *os.File {
-	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return nil
 	}
@@ -206,13 +205,11 @@ func openPidfd(pid int) *os.File {
 
 // pidfdExited reports whether the process of the pidfd f has exited: one
 // poll, without waiting.
-func pidfdExited(f *os.File) bool { return onFD(f, fdReadable) }
-
-// fdReadable reports whether fd is readable now (a pidfd: its process
-// exited): one poll, without waiting.
-func fdReadable(fd uintptr) bool {
-	n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
-	return err == nil && n > 0
+func pidfdExited(f *os.File) bool {
+	return onFD(f, func(fd uintptr) bool {
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
+		return err == nil && n > 0
+	})
 }
 
 // onFD reports what fn reports of the descriptor of f, which stays open

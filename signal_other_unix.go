@@ -89,9 +89,6 @@ func resumeHalted(pid int) {
 // openPidfd: no pidfds here.
 func openPidfd(int) *os.File { return nil }
 
-// fdReadable is not reached where openPidfd returns nil.
-func fdReadable(uintptr) bool { return false }
-
 // pidfdExited is not reached where openPidfd returns nil.
 func pidfdExited(*os.File) bool { return false }
 

@@ -7,9 +7,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"syscall"
-	"time"
 
 	"golang.org/x/xerrors"
 )
@@ -213,17 +211,9 @@ const slotSize = 16
 // concurrent use.
 type watchdog struct {
 	cmd *exec.Cmd
-	// pidfd is the watchdog's pidfd, in Go's poller: a goroutine waits on
-	// it (watchExit) and sets exited when the watchdog exits, so that a
-	// start's look (lost) is a load, not a system call. nil where pidfds
-	// are missing.
+	// pidfd tells whether the watchdog exited without waking it; nil
+	// where pidfds are missing.
 	pidfd *os.File
-	// exit is what the pidfd's waiter knows: watching, exited, or
-	// unwatched (the pidfd cannot be waited on in the poller: lost then
-	// polls it itself). watched is closed when the waiter has returned;
-	// nil without one.
-	exit    atomic.Int32
-	watched chan struct{}
 
 	// mu guards the fields below; a leaf lock, held for one small write.
 	mu     sync.Mutex
@@ -261,41 +251,7 @@ func startWatchdog(cgroupDir string) (*watchdog, error) {
 		_ = groups.Close()
 		return nil, xerrors.Errorf("host-death watchdog: %w", err)
 	}
-	d := &watchdog{cmd: cmd, w: w, groups: groups, pidfd: openPidfd(cmd.Process.Pid)}
-	d.watchExit()
-	return d, nil
-}
-
-// watchExit starts the waiter of the watchdog's pidfd, which sets d.exit
-// once the watchdog exited: then lost is a load on every start, not a
-// poll. Where the poller cannot wait on the pidfd, lost polls it.
-func (d *watchdog) watchExit() {
-	if d.pidfd == nil {
-		return
-	}
-	rc, err := d.pidfd.SyscallConn()
-	if err != nil || d.pidfd.SetReadDeadline(time.Time{}) != nil {
-		d.exit.Store(exitUnwatched)
-		return
-	}
-	d.watched = make(chan struct{})
-	// Stopped when the watchdog exits (its pidfd turns readable), or by
-	// finish closing the pidfd.
-	go func() {
-		defer close(d.watched)
-		exited := false
-		_ = rc.Read(func(fd uintptr) bool {
-			exited = fdReadable(fd)
-			return exited
-		})
-		if exited {
-			d.exit.Store(exitSeen)
-			return
-		}
-		// The poller refused the wait, or finish closed the pidfd: no
-		// waiter any more, lost polls.
-		d.exit.Store(exitUnwatched)
-	}()
+	return &watchdog{cmd: cmd, w: w, groups: groups, pidfd: openPidfd(cmd.Process.Pid)}, nil
 }
 
 // send writes one line, at once or not at all: a watchdog that is gone
@@ -324,11 +280,8 @@ func (d *watchdog) locked(f func() error) error {
 }
 
 // lost reports whether the watchdog is gone (killed from outside), stuck
-// (its pipe full) or broken. On Linux its pidfd's waiter says so without
-// waking the watchdog, once the runtime's poller has reported the exit
-// (a start in between registers with the dead watchdog, as one does that
-// looked just before it died: its replacement learns every group the
-// Manager holds); elsewhere a line it ignores is written.
+// (its pipe full) or broken. On Linux a pidfd answers without waking the
+// watchdog; elsewhere a line it ignores is written.
 func (d *watchdog) lost() bool {
 	d.mu.Lock()
 	broken := d.broken
@@ -336,21 +289,11 @@ func (d *watchdog) lost() bool {
 	if broken {
 		return true
 	}
-	switch {
-	case d.pidfd == nil:
-		return d.send(".") != nil
-	case d.exit.Load() == exitUnwatched:
+	if d.pidfd != nil {
 		return pidfdExited(d.pidfd)
 	}
-	return d.exit.Load() == exitSeen
+	return d.send(".") != nil
 }
-
-// The states of watchdog.exit.
-const (
-	exitWatching = iota
-	exitSeen
-	exitUnwatched
-)
 
 // guard registers the process group pgid: the watchdog kills it if the
 // host dies before forget. It returns the slot, which the caller hands to
@@ -481,10 +424,6 @@ func (d *watchdog) finish(kill bool) {
 		_ = d.cmd.Wait()
 	}
 	if d.pidfd != nil {
-		// The waiter saw the exit, or returns now.
 		_ = d.pidfd.Close()
-	}
-	if d.watched != nil {
-		<-d.watched
 	}
 }
