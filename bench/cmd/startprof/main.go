@@ -17,6 +17,12 @@
 //
 //	go run ./cmd/startprof -sleepers 1000 -modes exec,group -rounds 6
 //
+// With -alternate it runs that many rounds of the stream in each of
+// -modes in turn, in one process, and prints each mode's median ratio of
+// wall and host CPU to os/exec's in the same round (alternate.go):
+//
+//	go run ./cmd/startprof -alternate 8 -modes exec,group -n 3000 -g 8
+//
 // Modes: "group" and "cgroup" start through a proc.Manager of that
 // containment and wait for the final record (sandboxed with -sandbox);
 // "exec" is os/exec doing the same (pipes through a buffer, Setsid, Run).
@@ -49,62 +55,22 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the timed starts here")
 	memProfile := flag.String("memprofile", "", "write a heap profile (alloc_space) of the timed starts here")
 	sleepers := flag.Int("sleepers", 0, "instead: rounds of this many concurrent `sleep` starts and their stop, exec and -modes alternating (thousand.go)")
-	modes := flag.String("modes", "exec,group", "with -sleepers: the modes, exec first")
+	modes := flag.String("modes", "exec,group", "with -sleepers or -alternate: the modes, exec first")
 	rounds := flag.Int("rounds", 6, "with -sleepers: the rounds")
+	alternate := flag.Int("alternate", 0, "instead: this many rounds of a stream of -n starts in each of -modes, in turn in one process (alternate.go)")
 	flag.Parse()
 	if *sleepers > 0 {
 		thousand(strings.Split(*modes, ","), *rounds, *sleepers)
 		return
 	}
 
-	var run func() error
-	switch *mode {
-	case "exec":
-		run = func() error {
-			var buf bytes.Buffer
-			cmd := exec.Command("true")
-			cmd.Stdout, cmd.Stderr = &buf, &buf
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-			return cmd.Run()
-		}
-	case "group", "cgroup":
-		m := proc.NewManager(proc.Options{Containment: proc.Containment(*mode)})
-		defer m.Close()
-		var sb *proc.Sandbox
-		if *sandboxed {
-			sb = &proc.Sandbox{}
-		}
-		run = func() error {
-			p, err := m.Start(proc.StartRequest{Args: []string{"true"}, Sandbox: sb})
-			if err != nil {
-				return err
-			}
-			<-p.Done()
-			if info := p.Info(); info.ExitCode == nil || *info.ExitCode != 0 || info.Containment != *mode {
-				return fmt.Errorf("true: exit %v in %q; want 0 in %q", info.ExitCode, info.Containment, *mode)
-			}
-			return nil
-		}
-	default:
-		log.Fatalf("-mode %q: want group, cgroup or exec", *mode)
+	if *alternate > 0 {
+		alternateStreams(strings.Split(*modes, ","), *alternate, *n, *g, *warm, *sandboxed)
+		return
 	}
-	stream := func(total int) {
-		var wg sync.WaitGroup
-		per := total / *g
-		for range *g {
-			wg.Add(1)
-			// Ends after per starts; a failure ends the program.
-			go func() {
-				defer wg.Done()
-				for range per {
-					if err := run(); err != nil {
-						log.Fatal(err)
-					}
-				}
-			}()
-		}
-		wg.Wait()
-	}
+	run, closeRun := runner(*mode, *sandboxed)
+	defer closeRun()
+	stream := func(total int) { streamOf(run, total, *g) }
 	stream(*warm)
 
 	if *memProfile != "" {
@@ -157,4 +123,59 @@ func main() {
 		*mode, done, *g, wall/time.Duration(done), cpu/time.Duration(done),
 		float64(after.Mallocs-before.Mallocs)/done, float64(after.TotalAlloc-before.TotalAlloc)/done,
 		float64(samples[0].Value.Uint64()-created)/done)
+}
+
+// runner returns one start of `true` to its end in mode (os/exec, or a
+// Manager of that containment, sandboxed with sandboxed), and what to
+// call once done with it.
+func runner(mode string, sandboxed bool) (run func() error, closeRun func()) {
+	switch mode {
+	case "exec":
+		return func() error {
+			var buf bytes.Buffer
+			cmd := exec.Command("true")
+			cmd.Stdout, cmd.Stderr = &buf, &buf
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			return cmd.Run()
+		}, func() {}
+	case "group", "cgroup":
+		m := proc.NewManager(proc.Options{Containment: proc.Containment(mode)})
+		var sb *proc.Sandbox
+		if sandboxed {
+			sb = &proc.Sandbox{}
+		}
+		return func() error {
+			p, err := m.Start(proc.StartRequest{Args: []string{"true"}, Sandbox: sb})
+			if err != nil {
+				return err
+			}
+			<-p.Done()
+			if info := p.Info(); info.ExitCode == nil || *info.ExitCode != 0 || info.Containment != mode {
+				return fmt.Errorf("true: exit %v in %q; want 0 in %q", info.ExitCode, info.Containment, mode)
+			}
+			return nil
+		}, func() { _ = m.Close() }
+	}
+	log.Fatalf("-mode %q: want group, cgroup or exec", mode)
+	return nil, nil
+}
+
+// streamOf runs total starts (run) from g goroutines at once, and
+// returns when all ended; a failure ends the program.
+func streamOf(run func() error, total, g int) {
+	var wg sync.WaitGroup
+	per := total / g
+	for range g {
+		wg.Add(1)
+		// Ends after per starts; a failure ends the program.
+		go func() {
+			defer wg.Done()
+			for range per {
+				if err := run(); err != nil {
+					log.Fatal(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
