@@ -15,8 +15,8 @@ import (
 // watchdog's groups file (see watchdog_unix.go), from before its fork
 // until started registers its group in the same slot (or blanks it if
 // the start failed): sandboxed says which kind (mark). It costs one clock
-// read (no system call: bootTicks) and one pwrite; the registration that replaces the mark
-// writes nothing more than it would have.
+// read (no system call: bootTicks) and one pwrite; the registration that
+// replaces the mark writes nothing more than it would have.
 func (s *treeSetup) markPending(sandboxed bool) error {
 	ticks, err := bootTicks()
 	if err != nil {

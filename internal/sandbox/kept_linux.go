@@ -62,10 +62,7 @@ func layers(p Policy, abi int, r *ReadRules) (startLayers, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed {
-		return startLayers{}, xerrors.New("landlock layers: closed")
-	}
-	if err := r.refresh(); err != nil {
+	if err := r.fresh("landlock layers"); err != nil {
 		return startLayers{}, err
 	}
 	lw, err := r.write(p, abi)
@@ -123,10 +120,7 @@ func writeLayer(p Policy, abi int, r *ReadRules) (int, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed {
-		return -1, xerrors.New("landlock write layer: closed")
-	}
-	if err := r.refresh(); err != nil {
+	if err := r.fresh("landlock write layer"); err != nil {
 		return -1, err
 	}
 	l, err := r.write(p, abi)
@@ -232,10 +226,7 @@ func readLayer(p Policy, r *ReadRules) (int, error) {
 	if p.TTY == "" && r != nil {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if r.closed {
-			return -1, xerrors.New("landlock read layer: closed")
-		}
-		if err := r.refresh(); err != nil {
+		if err := r.fresh("landlock read layer"); err != nil {
 			return -1, err
 		}
 		fd, err := unix.FcntlInt(uintptr(r.ruleset.fd), unix.F_DUPFD_CLOEXEC, 0)
@@ -308,6 +299,15 @@ func (r *ReadRules) dropWrites() {
 		k.ruleset.drop()
 	}
 	r.writes = nil
+}
+
+// fresh is refresh for a start of what (named in the error): an error
+// once r is closed. Called with mu held.
+func (r *ReadRules) fresh(what string) error {
+	if r.closed {
+		return xerrors.New(what + ": closed")
+	}
+	return r.refresh()
 }
 
 // refresh reads the rules again if / or /dev changed since (an entry

@@ -143,7 +143,8 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 			}
 		}
 		exitKill := held && p.ExitKill && unix.PtraceSetOptions(pid, unix.PTRACE_O_EXITKILL) == nil
-		if held && p.Register != nil {
+		registered := held && p.Register != nil
+		if registered {
 			// Registered here, the child needs no hand-off back to this
 			// thread: the caller's goroutine is woken once, by started.
 			if err := p.Register(pid); err != nil {
@@ -151,18 +152,16 @@ func start(cmd *exec.Cmd, fork func() error, p Policy, sup Support, hold bool) (
 				started <- outcome{listener, &killedError{"register the child", err}}
 				return
 			}
-			if exitKill {
-				_ = unix.PtraceSetOptions(pid, 0)
-			}
-			started <- outcome{listener, nil}
-			return
 		}
 		started <- outcome{listener, nil}
 		if exitKill {
-			// The host's death now kills the child until the caller
-			// registered it; then the option goes, so that this thread's
-			// end does not kill it.
-			<-h.release
+			// The host's death now kills the child until it is
+			// registered (here, or by the caller before its release);
+			// then the option goes, so that this thread's end does not
+			// kill it.
+			if !registered {
+				<-h.release
+			}
 			_ = unix.PtraceSetOptions(pid, 0)
 		}
 		// Returning while locked ends the thread: the kernel detaches the
